@@ -1,0 +1,132 @@
+//! Events: the only source of truth. Every change to a project is one appended [`Event`];
+//! statuses and queues are projections of the log. Events are never updated or deleted.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::delivery::{DeliveryStatus, RequestStatus};
+use crate::message::MessageType;
+use crate::names::{Passname, Topic};
+use crate::time::Millis;
+
+/// The actor recorded for changes made by the local operator without an identity
+/// (`baton init`, `baton agent add`).
+pub const LOCAL_OPERATOR: &str = "@local";
+
+/// One committed change: who did what to which subject, and when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Position in the project's log, assigned by the store; strictly increasing.
+    pub seq: i64,
+    /// A ULID, unique across projects (so logs can be merged by union).
+    pub id: String,
+    pub at: Millis,
+    pub actor: String,
+    #[serde(flatten)]
+    pub change: Change,
+}
+
+/// What changed. Serialized as `{"kind": ..., "data": {...}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "data")]
+pub enum Change {
+    #[serde(rename = "participant.added")]
+    ParticipantAdded { name: Passname, role: String },
+    #[serde(rename = "message.sent")]
+    MessageSent(SentMessage),
+    /// A recipient's status for one message changed.
+    #[serde(rename = "delivery.changed")]
+    DeliveryChanged {
+        message: String,
+        participant: Passname,
+        status: DeliveryStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+    /// The sender's own end of a request changed.
+    #[serde(rename = "request.changed")]
+    RequestChanged {
+        message: String,
+        status: RequestStatus,
+    },
+}
+
+impl Change {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::ParticipantAdded { .. } => "participant.added",
+            Self::MessageSent(_) => "message.sent",
+            Self::DeliveryChanged { .. } => "delivery.changed",
+            Self::RequestChanged { .. } => "request.changed",
+        }
+    }
+
+    /// The thing the event is about: a passname or a message id.
+    pub fn subject(&self) -> &str {
+        match self {
+            Self::ParticipantAdded { name, .. } => name.as_str(),
+            Self::MessageSent(m) => &m.id,
+            Self::DeliveryChanged { message, .. } | Self::RequestChanged { message, .. } => {
+                message
+            }
+        }
+    }
+
+    /// The `data` half of the serialized form.
+    pub fn data(&self) -> Value {
+        let mut tagged = serde_json::to_value(self).expect("a Change always serializes");
+        tagged
+            .as_object_mut()
+            .and_then(|o| o.remove("data"))
+            .unwrap_or(Value::Null)
+    }
+
+    /// Rebuilds a change from the stored kind and data.
+    pub fn from_parts(kind: &str, data: Value) -> Result<Self, serde_json::Error> {
+        serde_json::from_value(serde_json::json!({ "kind": kind, "data": data }))
+    }
+}
+
+/// A message as it was sent: the envelope and the payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SentMessage {
+    pub id: String,
+    pub from: Passname,
+    pub to: Vec<Passname>,
+    #[serde(rename = "type")]
+    pub kind: MessageType,
+    pub topic: Topic,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+    pub payload: Map<String, Value>,
+    pub excerpt: String,
+    pub size: usize,
+    pub hash: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_round_trips_through_kind_and_data() {
+        let change = Change::DeliveryChanged {
+            message: "01J".into(),
+            participant: Passname::new("impl-1").unwrap(),
+            status: DeliveryStatus::HandedBack,
+            note: Some("blocked on fixtures".into()),
+        };
+        assert_eq!(change.kind(), "delivery.changed");
+        assert_eq!(change.subject(), "01J");
+        let data = change.data();
+        assert_eq!(data["status"], "handed_back");
+        assert_eq!(Change::from_parts(change.kind(), data).unwrap(), change);
+    }
+
+    #[test]
+    fn an_unknown_kind_does_not_parse() {
+        assert!(Change::from_parts("message.edited", serde_json::json!({})).is_err());
+    }
+}

@@ -1,0 +1,20 @@
+//! Baton's pure domain: names, message envelopes, the delivery lifecycle and the events
+//! that record every change.
+//!
+//! This crate does no I/O, reads no clock and spawns nothing: every function takes the
+//! facts it needs as arguments, so it is tested as data. Storage lives in `baton-store`,
+//! the terminal in `baton`.
+
+pub mod delivery;
+pub mod event;
+pub mod message;
+pub mod names;
+pub mod time;
+
+pub use delivery::{
+    DeliveryAction, DeliveryStatus, InvalidTransition, RequestAction, RequestStatus,
+};
+pub use event::{Change, Event};
+pub use message::{Draft, MessageType, Payload, PayloadError};
+pub use names::{NameError, Passname, Topic};
+pub use time::Millis;

@@ -1,0 +1,221 @@
+//! The message envelope: what a sender drafts, and the checks a payload must pass at the
+//! boundary before anything is stored.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::names::{Passname, Topic};
+
+/// Longest excerpt shown in a preview, in characters.
+pub const EXCERPT_CHARS: usize = 160;
+
+/// Default payload cap: 256 KiB of serialized JSON.
+pub const DEFAULT_PAYLOAD_CAP: usize = 256 * 1024;
+
+/// What a message promises. A type is a semantic promise, never a permission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageType {
+    /// Moves responsibility: the recipient owes a completion or a hand-back.
+    Request,
+    /// Moves knowledge: the recipient reads and acknowledges.
+    Info,
+    /// Dialogue: questions, answers, remarks.
+    Message,
+}
+
+impl MessageType {
+    pub const ALL: [MessageType; 3] = [Self::Request, Self::Info, Self::Message];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Request => "request",
+            Self::Info => "info",
+            Self::Message => "message",
+        }
+    }
+}
+
+impl fmt::Display for MessageType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for MessageType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| format!("unknown message type {s:?}: use request, info or message"))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PayloadError {
+    #[error("payload is not valid JSON: {0}")]
+    Malformed(String),
+    #[error("payload must be a JSON object, got {0}")]
+    NotAnObject(&'static str),
+    #[error("payload is {size} bytes, over the cap of {cap} bytes")]
+    TooLarge { size: usize, cap: usize },
+}
+
+/// A payload that passed the boundary checks: a JSON object no larger than the cap.
+///
+/// `text` is its canonical serialization (keys sorted), the bytes that are stored, sized
+/// and hashed, so the same object always has the same hash.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Payload {
+    object: Map<String, Value>,
+    text: String,
+}
+
+impl Payload {
+    /// Parses and checks raw input. The size is checked before parsing so an oversized
+    /// document is refused without building it.
+    pub fn parse(raw: &str, cap: usize) -> Result<Self, PayloadError> {
+        if raw.len() > cap {
+            return Err(PayloadError::TooLarge {
+                size: raw.len(),
+                cap,
+            });
+        }
+        let value: Value =
+            serde_json::from_str(raw).map_err(|e| PayloadError::Malformed(e.to_string()))?;
+        Self::from_value(value, cap)
+    }
+
+    pub fn from_value(value: Value, cap: usize) -> Result<Self, PayloadError> {
+        let object = match value {
+            Value::Object(object) => object,
+            other => return Err(PayloadError::NotAnObject(json_kind(&other))),
+        };
+        let text = Value::Object(object.clone()).to_string();
+        if text.len() > cap {
+            return Err(PayloadError::TooLarge {
+                size: text.len(),
+                cap,
+            });
+        }
+        Ok(Self { object, text })
+    }
+
+    /// The `{"body": TEXT}` shortcut.
+    pub fn body(text: &str, cap: usize) -> Result<Self, PayloadError> {
+        Self::from_value(serde_json::json!({ "body": text }), cap)
+    }
+
+    pub fn object(&self) -> &Map<String, Value> {
+        &self.object
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn size(&self) -> usize {
+        self.text.len()
+    }
+
+    /// Hex blake3 of the canonical text.
+    pub fn hash(&self) -> String {
+        blake3::hash(self.text.as_bytes()).to_hex().to_string()
+    }
+
+    /// One line of at most [`EXCERPT_CHARS`] characters: the first human field found
+    /// (`body`, `summary`, `title`, `goal`, `question`), else the compact JSON.
+    pub fn excerpt(&self) -> String {
+        let source = ["body", "summary", "title", "goal", "question"]
+            .iter()
+            .find_map(|k| self.object.get(*k).and_then(Value::as_str))
+            .unwrap_or(&self.text);
+        excerpt(source)
+    }
+}
+
+/// Collapses whitespace to single spaces and cuts to [`EXCERPT_CHARS`] characters, ending
+/// with `…` when cut.
+pub fn excerpt(text: &str) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= EXCERPT_CHARS {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(EXCERPT_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// What a sender hands to the store: everything but the id and the time, which the store
+/// assigns when it commits.
+#[derive(Debug, Clone)]
+pub struct Draft {
+    pub to: Vec<Passname>,
+    pub kind: MessageType,
+    pub topic: Topic,
+    pub reply_to: Option<String>,
+    pub payload: Payload,
+    pub idempotency_key: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_must_be_an_object_within_the_cap() {
+        assert!(matches!(
+            Payload::parse("[1]", 100),
+            Err(PayloadError::NotAnObject("an array"))
+        ));
+        assert!(matches!(
+            Payload::parse("{", 100),
+            Err(PayloadError::Malformed(_))
+        ));
+        let big = format!("{{\"body\":\"{}\"}}", "x".repeat(200));
+        assert_eq!(
+            Payload::parse(&big, 100),
+            Err(PayloadError::TooLarge {
+                size: big.len(),
+                cap: 100
+            })
+        );
+        assert!(Payload::parse(&big, 1000).is_ok());
+    }
+
+    #[test]
+    fn equal_objects_hash_equally_whatever_the_key_order() {
+        let a = Payload::parse(r#"{"a":1,"b":[true]}"#, 100).unwrap();
+        let b = Payload::parse(r#"{ "b": [true], "a": 1 }"#, 100).unwrap();
+        assert_eq!(a.hash(), b.hash());
+        assert_eq!(a.size(), b.size());
+        assert_ne!(a.hash(), Payload::parse(r#"{"a":2}"#, 100).unwrap().hash());
+    }
+
+    #[test]
+    fn excerpt_prefers_the_body_and_is_bounded() {
+        let p = Payload::body(&"word ".repeat(100), 10_000).unwrap();
+        let e = p.excerpt();
+        assert_eq!(e.chars().count(), EXCERPT_CHARS);
+        assert!(e.ends_with('…'));
+        let q = Payload::parse(r#"{"n": 1, "title": "Fix\n the   export"}"#, 100).unwrap();
+        assert_eq!(q.excerpt(), "Fix the export");
+        let r = Payload::parse(r#"{"n": 1}"#, 100).unwrap();
+        assert_eq!(r.excerpt(), r#"{"n":1}"#);
+    }
+}

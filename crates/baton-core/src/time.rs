@@ -1,0 +1,30 @@
+//! Time as the store records it: milliseconds since the Unix epoch, passed in by callers
+//! (the core reads no clock).
+
+/// Milliseconds since the Unix epoch (UTC).
+pub type Millis = i64;
+
+/// A short human age such as `42s`, `5m`, `3h` or `2d`; a future instant reads `0s`.
+pub fn age(then: Millis, now: Millis) -> String {
+    let secs = (now - then).max(0) / 1000;
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::age;
+
+    #[test]
+    fn ages_round_down_to_the_largest_unit() {
+        assert_eq!(age(0, 59_999), "59s");
+        assert_eq!(age(0, 60_000), "1m");
+        assert_eq!(age(0, 3_600_000 * 5 + 1), "5h");
+        assert_eq!(age(0, 86_400_000 * 3), "3d");
+        assert_eq!(age(10, 0), "0s");
+    }
+}
