@@ -1,0 +1,60 @@
+//! Baton's storage: the [`Store`] trait over the append-only event log and the projections
+//! derived from it, and its embedded SQLite implementation.
+//!
+//! Every write is one short transaction that appends events and updates their projections
+//! together, so a command that returns `Ok` has committed. This crate never talks to the
+//! terminal and never reads configuration files; callers pass what it needs.
+
+mod error;
+pub mod sqlite;
+mod types;
+
+pub use error::StoreError;
+pub use sqlite::SqliteStore;
+pub use types::*;
+
+use async_trait::async_trait;
+use baton_core::{Draft, Event, Passname};
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// The operations every backend offers. Each write is atomic; each read sees one
+/// consistent snapshot.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Registers a participant. Adding the same name with the same role again is harmless.
+    async fn add_participant(&self, actor: &str, name: &Passname, role: &str) -> Result<Added>;
+    async fn participants(&self) -> Result<Vec<Participant>>;
+    async fn participant(&self, name: &str) -> Result<Option<Participant>>;
+
+    /// Stores a message from `from`, or returns the original when it is a duplicate: same
+    /// idempotency key (forever), or same type, topic, payload and parent within
+    /// `window_ms` milliseconds.
+    async fn send(&self, from: &Passname, draft: Draft, window_ms: i64) -> Result<Sent>;
+
+    /// The full message. When `reader` is a recipient whose delivery is pending, it becomes
+    /// delivered in the same transaction.
+    async fn fetch(&self, reader: Option<&Passname>, id: &str) -> Result<Fetched>;
+
+    /// A status step on a message: a recipient's step on its delivery, or the sender's
+    /// step on its own end of a request. `note` (required for refuse and hand-back) is
+    /// recorded and posted to the sender as a threaded reply.
+    async fn step(&self, who: &Passname, id: &str, verb: Verb, note: Option<&str>)
+    -> Result<Stepped>;
+
+    /// What `who` owes: inbound messages still pending or delivered (with `all`, every
+    /// inbound message not archived), oldest first.
+    async fn inbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>>;
+    /// The requests `who` sent whose own end is not archived (with `all`, every one),
+    /// oldest first, with each recipient's status and the reply count.
+    async fn outbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>>;
+    /// The whole thread `id` belongs to, depth-first from the root.
+    async fn thread(&self, id: &str) -> Result<Vec<Envelope>>;
+    /// Newest first, one page at a time.
+    async fn search(&self, caller: Option<&Passname>, query: &SearchQuery) -> Result<Page>;
+
+    /// Events after `after_seq`, oldest first, at most `limit`.
+    async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>>;
+    /// The store's generation: the sequence number of its newest event (0 when empty).
+    async fn generation(&self) -> Result<i64>;
+}
