@@ -262,9 +262,9 @@ pub fn request_transition(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
     use DeliveryAction as A;
     use DeliveryStatus as S;
+    use proptest::prelude::*;
 
     /// SPEC §5.1's table, written out as data: (from, action, to, the types it applies to).
     const R: &[MessageType] = &[MessageType::Request];
@@ -296,8 +296,8 @@ mod tests {
             for action in A::ALL {
                 for kind in MessageType::ALL {
                     let got = transition(status, action, kind).ok();
-                    let want = table(status, action, kind)
-                        .or((action == A::Fetch).then_some(status));
+                    let want =
+                        table(status, action, kind).or((action == A::Fetch).then_some(status));
                     assert_eq!(got, want, "{status} --{action:?}--> for a {kind}");
                 }
             }
@@ -313,15 +313,24 @@ mod tests {
              allowed next: show, refuse"
         );
         let err = transition(S::Archived, A::Complete, MessageType::Request).unwrap_err();
-        assert!(err.to_string().ends_with("allowed next: nothing (it is final)"));
+        assert!(
+            err.to_string()
+                .ends_with("allowed next: nothing (it is final)")
+        );
     }
 
     #[test]
     fn the_senders_end_goes_open_completed_archived() {
         use RequestAction as RA;
         use RequestStatus as RS;
-        assert_eq!(request_transition(RS::Open, RA::Complete), Ok(RS::Completed));
-        assert_eq!(request_transition(RS::Completed, RA::Archive), Ok(RS::Archived));
+        assert_eq!(
+            request_transition(RS::Open, RA::Complete),
+            Ok(RS::Completed)
+        );
+        assert_eq!(
+            request_transition(RS::Completed, RA::Archive),
+            Ok(RS::Archived)
+        );
         let err = request_transition(RS::Open, RA::Archive).unwrap_err();
         assert_eq!(err.allowed, vec!["complete"]);
         assert!(request_transition(RS::Archived, RA::Complete).is_err());

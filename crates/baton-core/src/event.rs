@@ -66,9 +66,7 @@ impl Change {
         match self {
             Self::ParticipantAdded { name, .. } => name.as_str(),
             Self::MessageSent(m) => &m.id,
-            Self::DeliveryChanged { message, .. } | Self::RequestChanged { message, .. } => {
-                message
-            }
+            Self::DeliveryChanged { message, .. } | Self::RequestChanged { message, .. } => message,
         }
     }
 

@@ -67,8 +67,8 @@ pub enum PayloadError {
 
 /// A payload that passed the boundary checks: a JSON object no larger than the cap.
 ///
-/// `text` is its canonical serialization (keys sorted), the bytes that are stored, sized
-/// and hashed, so the same object always has the same hash.
+/// `text` is its canonical serialization (keys sorted at every level), the bytes that are
+/// sized and hashed, so the same object always has the same hash whatever its key order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Payload {
     object: Map<String, Value>,
@@ -95,7 +95,7 @@ impl Payload {
             Value::Object(object) => object,
             other => return Err(PayloadError::NotAnObject(json_kind(&other))),
         };
-        let text = Value::Object(object.clone()).to_string();
+        let text = sorted(&Value::Object(object.clone())).to_string();
         if text.len() > cap {
             return Err(PayloadError::TooLarge {
                 size: text.len(),
@@ -150,6 +150,24 @@ pub fn excerpt(text: &str) -> String {
     cut
 }
 
+/// A copy with every object's keys in sorted order. Parsed values are at most 128 levels
+/// deep (serde_json's limit), so the recursion is bounded.
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
 fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
@@ -202,6 +220,7 @@ mod tests {
     fn equal_objects_hash_equally_whatever_the_key_order() {
         let a = Payload::parse(r#"{"a":1,"b":[true]}"#, 100).unwrap();
         let b = Payload::parse(r#"{ "b": [true], "a": 1 }"#, 100).unwrap();
+        assert_eq!(b.text(), r#"{"a":1,"b":[true]}"#);
         assert_eq!(a.hash(), b.hash());
         assert_eq!(a.size(), b.size());
         assert_ne!(a.hash(), Payload::parse(r#"{"a":2}"#, 100).unwrap().hash());

@@ -5,8 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// The rule every slug must follow, quoted in refusals so a user can fix the input.
-pub const SLUG_RULE: &str =
-    "a lowercase slug: a-z or 0-9 first, then up to 63 of a-z, 0-9 or '-' ([a-z0-9][a-z0-9-]{0,63})";
+pub const SLUG_RULE: &str = "a lowercase slug: a-z or 0-9 first, then up to 63 of a-z, 0-9 or '-' ([a-z0-9][a-z0-9-]{0,63})";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what} {value:?} is not valid: it must be {SLUG_RULE}")]
@@ -106,7 +105,9 @@ mod tests {
     fn deserializing_checks_the_rule() {
         assert!(serde_json::from_str::<Topic>("\"Bad Topic\"").is_err());
         assert_eq!(
-            serde_json::from_str::<Topic>("\"lane-1\"").unwrap().as_str(),
+            serde_json::from_str::<Topic>("\"lane-1\"")
+                .unwrap()
+                .as_str(),
             "lane-1"
         );
     }

@@ -39,8 +39,13 @@ pub trait Store: Send + Sync {
     /// A status step on a message: a recipient's step on its delivery, or the sender's
     /// step on its own end of a request. `note` (required for refuse and hand-back) is
     /// recorded and posted to the sender as a threaded reply.
-    async fn step(&self, who: &Passname, id: &str, verb: Verb, note: Option<&str>)
-    -> Result<Stepped>;
+    async fn step(
+        &self,
+        who: &Passname,
+        id: &str,
+        verb: Verb,
+        note: Option<&str>,
+    ) -> Result<Stepped>;
 
     /// What `who` owes: inbound messages still pending or delivered (with `all`, every
     /// inbound message not archived), oldest first.

@@ -414,7 +414,10 @@ where
 }
 
 /// Loads the envelopes of `ids`, in the order given; unknown ids are skipped.
-async fn load_envelopes(conn: &mut SqliteConnection, ids: &[String]) -> sqlx::Result<Vec<Envelope>> {
+async fn load_envelopes(
+    conn: &mut SqliteConnection,
+    ids: &[String],
+) -> sqlx::Result<Vec<Envelope>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -797,7 +800,11 @@ impl Store for SqliteStore {
             let current = env.request_status.ok_or_else(|| {
                 StoreError::Invalid(format!(
                     "you sent {id} as {} {}: only its recipients change its status",
-                    if env.kind == MessageType::Info { "an" } else { "a" },
+                    if env.kind == MessageType::Info {
+                        "an"
+                    } else {
+                        "a"
+                    },
                     env.kind
                 ))
             })?;
@@ -925,7 +932,8 @@ impl Store for SqliteStore {
         if let Some(cursor) = &q.cursor {
             sql.push(" AND m.seq < ").push_bind(decode_cursor(cursor)?);
         }
-        sql.push(" ORDER BY m.seq DESC LIMIT ").push_bind(i64::from(limit) + 1);
+        sql.push(" ORDER BY m.seq DESC LIMIT ")
+            .push_bind(i64::from(limit) + 1);
         let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
         let rows: Vec<(i64, String)> = sql
             .build_query_as()
@@ -967,10 +975,7 @@ impl SqliteStore {
         query: sqlx::query::QueryScalar<'q, Sqlite, String, sqlx::sqlite::SqliteArguments>,
     ) -> Result<Vec<Envelope>> {
         let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        let ids = query
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(|e| self.err(e))?;
+        let ids = query.fetch_all(&mut *conn).await.map_err(|e| self.err(e))?;
         load_envelopes(&mut conn, &ids)
             .await
             .map_err(|e| self.err(e))

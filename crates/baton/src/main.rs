@@ -1,1 +1,65 @@
-fn main(){}
+//! `baton`: the handoff layer for AI agents. One file per subcommand under `commands/`;
+//! this file parses arguments, runs the command and turns its error into an exit code.
+
+mod cli;
+mod commands;
+mod error;
+mod output;
+mod project;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use serde_json::json;
+
+use crate::cli::Cli;
+use crate::error::CommandError;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let as_json = cli.global.json;
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return report(&CommandError::failed(e.to_string()), as_json),
+    };
+    match runtime.block_on(commands::run(cli)) {
+        Ok(out) => {
+            let mut stdout = std::io::stdout().lock();
+            match stdout
+                .write_all(out.render(as_json).as_bytes())
+                .and_then(|()| stdout.flush())
+            {
+                // A closed pipe (`baton inbox | head`) is not an error worth a message.
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    report(&CommandError::from(e), as_json)
+                }
+                _ => ExitCode::SUCCESS,
+            }
+        }
+        Err(e) => report(&e, as_json),
+    }
+}
+
+/// Writes the error to stderr (as JSON with `--json`) and returns its exit code.
+fn report(e: &CommandError, as_json: bool) -> ExitCode {
+    let text = if as_json {
+        json!({
+            "schema": "baton/error@1",
+            "error": {
+                "kind": e.kind.as_str(),
+                "message": e.message,
+                "retryable": e.retryable,
+                "exit_code": e.kind.exit_code(),
+            }
+        })
+        .to_string()
+    } else {
+        format!("baton: {}", e.message)
+    };
+    let _ = writeln!(std::io::stderr(), "{text}");
+    ExitCode::from(e.kind.exit_code())
+}

@@ -1,0 +1,58 @@
+//! The command line: global options and the list of subcommands. Each subcommand's
+//! arguments live beside its code in `commands/`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::commands::{agent, demo, init, messages, search, send, step};
+
+/// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
+/// append-only log, in `.baton/` beside your repository.
+#[derive(Parser, Debug)]
+#[command(
+    name = "baton",
+    version,
+    after_help = "Examples:\n  baton init\n  baton agent add planner --role planner\n  \
+                  baton --as planner send --to executor --type request --topic csv-export --body 'Keep filters in CSV export'\n  \
+                  baton --as executor inbox\n\nExit codes: 0 ok, 1 error, 2 usage or no project, 3 refused, \
+                  4 not found, 5 forbidden, 6 conflict or busy (retryable)"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GlobalArgs {
+    /// Print a versioned JSON document instead of text (errors go to stderr as JSON).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The project directory (holding `.baton/`); default: the nearest one upward.
+    #[arg(long, global = true, env = "BATON_PROJECT", value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// The participant acting: a registered passname.
+    #[arg(long = "as", global = true, env = "BATON_AS", value_name = "NAME")]
+    pub as_name: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    Init(init::InitArgs),
+    #[command(subcommand)]
+    Agent(agent::AgentCommand),
+    Send(send::SendArgs),
+    Inbox(messages::InboxArgs),
+    Outbox(messages::OutboxArgs),
+    Show(messages::ShowArgs),
+    Thread(messages::ThreadArgs),
+    Ack(step::AckArgs),
+    Complete(step::CompleteArgs),
+    HandBack(step::HandBackArgs),
+    Refuse(step::RefuseArgs),
+    Archive(step::ArchiveArgs),
+    Search(search::SearchArgs),
+    Demo(demo::DemoArgs),
+}

@@ -1,0 +1,140 @@
+//! `baton init`: create `.baton/` here, with its store and config, and keep the database
+//! out of git.
+
+use std::path::Path;
+
+use baton_store::SqliteStore;
+use clap::Args;
+use serde_json::json;
+
+use crate::cli::GlobalArgs;
+use crate::error::CommandResult;
+use crate::output::Output;
+use crate::project::{CONFIG_FILE, Config, DB_FILE, DEFAULT_CONFIG, DIR, Project};
+
+/// Create a Baton project in the current directory (or --project DIR).
+///
+/// Creates `.baton/` with the store (SQLite, WAL mode) and `config.toml`, and adds the
+/// database files to `.gitignore` (creating or appending; existing lines are kept).
+/// Running it again is harmless: it creates only what is missing.
+#[derive(Args, Debug)]
+#[command(after_help = "Example:\n  cd my-repo && baton init")]
+pub struct InitArgs {}
+
+/// The lines `.gitignore` needs so the database never lands in a commit.
+const IGNORED: [&str; 3] = [
+    ".baton/baton.db",
+    ".baton/baton.db-wal",
+    ".baton/baton.db-shm",
+];
+
+pub async fn run(g: &GlobalArgs, _args: InitArgs) -> CommandResult<Output> {
+    let root = match &g.project {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()?,
+    };
+    let dir = root.join(DIR);
+    let existed = dir.join(DB_FILE).exists();
+    std::fs::create_dir_all(&dir)?;
+    let config_path = dir.join(CONFIG_FILE);
+    if !config_path.exists() {
+        std::fs::write(&config_path, DEFAULT_CONFIG)?;
+    }
+    let config = Project::locate(Some(&root))
+        .map(|p| p.config)
+        .unwrap_or_else(|_| Config::default());
+    SqliteStore::create(&dir.join(DB_FILE), config.busy_timeout).await?;
+    let gitignore = ensure_ignored(&root.join(".gitignore"))?;
+
+    let root_text = root.display().to_string();
+    let mut human = if existed {
+        format!("Baton project already initialized at {root_text}/{DIR}; nothing was overwritten.")
+    } else {
+        format!("Initialized Baton project at {root_text}/{DIR}")
+    };
+    match gitignore {
+        "created" => human.push_str("\nCreated .gitignore with the store's files."),
+        "updated" => human.push_str("\nAdded the store's files to .gitignore."),
+        _ => {}
+    }
+    if !existed {
+        human.push_str("\nNext: baton agent add NAME --role ROLE");
+    }
+    Ok(Output::new(
+        "baton/init@1",
+        json!({
+            "root": root_text,
+            "created": !existed,
+            "gitignore": gitignore,
+        }),
+        human,
+    ))
+}
+
+/// Adds the missing [`IGNORED`] lines to `.gitignore`; says whether it `created`,
+/// `updated` or left it `unchanged`.
+fn ensure_ignored(path: &Path) -> std::io::Result<&'static str> {
+    let existing = match std::fs::read_to_string(path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let text = existing.as_deref().unwrap_or("");
+    let present: Vec<&str> = text.lines().map(str::trim).collect();
+    let missing: Vec<&str> = IGNORED
+        .into_iter()
+        .filter(|line| !present.contains(line))
+        .collect();
+    if missing.is_empty() {
+        return Ok("unchanged");
+    }
+    let mut addition = String::new();
+    if !text.is_empty() && !text.ends_with('\n') {
+        addition.push('\n');
+    }
+    addition.push_str("# Baton's local store\n");
+    for line in missing {
+        addition.push_str(line);
+        addition.push('\n');
+    }
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    file.write_all(addition.as_bytes())?;
+    file.sync_all()?;
+    Ok(if existing.is_some() {
+        "updated"
+    } else {
+        "created"
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gitignore_is_appended_to_never_clobbered() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".gitignore");
+        std::fs::write(&path, "target").unwrap();
+        assert_eq!(ensure_ignored(&path).unwrap(), "updated");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with("target\n# Baton's local store\n.baton/baton.db\n"),
+            "{text}"
+        );
+        assert_eq!(ensure_ignored(&path).unwrap(), "unchanged");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+    }
+
+    #[test]
+    fn a_missing_gitignore_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".gitignore");
+        assert_eq!(ensure_ignored(&path).unwrap(), "created");
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 4);
+    }
+}

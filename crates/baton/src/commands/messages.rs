@@ -1,0 +1,220 @@
+//! The read side: `baton inbox`, `outbox`, `show` and `thread`.
+
+use baton_core::time::age;
+use baton_store::{Envelope, Store};
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::commands::Context;
+use crate::error::CommandResult;
+use crate::output::{Output, StatusOf, message_row, now, preview_table, size, table};
+
+/// What you owe: inbound messages still pending or delivered, oldest first.
+///
+/// Shows previews only (id, from, type, topic, status, size, age, thread depth, excerpt);
+/// `baton show ID` fetches a payload. `--all` also lists what you acknowledged, completed,
+/// refused or handed back and have not archived.
+#[derive(Args, Debug)]
+#[command(after_help = "Example:\n  baton --as impl-1 inbox --json")]
+pub struct InboxArgs {
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// What you are waiting for: the requests you sent, each recipient's status, reply counts.
+///
+/// A request stays here until you archive your own end (`baton complete ID`, then
+/// `baton archive ID`); `--all` lists archived ones too.
+#[derive(Args, Debug)]
+#[command(after_help = "Example:\n  baton --as planner outbox")]
+pub struct OutboxArgs {
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// Print a message in full and, if it was pending for you, mark it delivered.
+///
+/// `--max-bytes N` caps the payload printed; a cut payload says so and gives its true size.
+#[derive(Args, Debug)]
+#[command(after_help = "Example:\n  baton --as impl-1 show 01JD3M... --max-bytes 2000")]
+pub struct ShowArgs {
+    pub id: String,
+    #[arg(long, value_name = "N")]
+    pub max_bytes: Option<usize>,
+}
+
+/// Print the whole thread a message belongs to, as a tree of previews.
+#[derive(Args, Debug)]
+#[command(after_help = "Example:\n  baton thread 01JD3M...")]
+pub struct ThreadArgs {
+    pub id: String,
+}
+
+fn rows(items: &[Envelope], status_of: StatusOf<'_>) -> Value {
+    Value::Array(items.iter().map(|e| message_row(e, status_of)).collect())
+}
+
+pub async fn inbox(ctx: &Context, args: InboxArgs) -> CommandResult<Output> {
+    let me = ctx.me().await?;
+    let items = ctx.store.inbox(&me, args.all).await?;
+    let human = if items.is_empty() {
+        format!("{me} owes nothing: the inbox is empty.")
+    } else {
+        preview_table(&items, Some(&me), now())
+    };
+    Ok(Output::new(
+        "baton/inbox@1",
+        json!({ "participant": me, "items": rows(&items, StatusOf::Caller(Some(&me))) }),
+        human,
+    ))
+}
+
+pub async fn outbox(ctx: &Context, args: OutboxArgs) -> CommandResult<Output> {
+    let me = ctx.me().await?;
+    let items = ctx.store.outbox(&me, args.all).await?;
+    let now = now();
+    let human = if items.is_empty() {
+        format!("{me} is waiting for nothing: no open requests.")
+    } else {
+        let rows: Vec<Vec<String>> = items
+            .iter()
+            .map(|e| {
+                let to =
+                    e.to.iter()
+                        .map(|r| format!("{}:{}", r.name, r.status))
+                        .collect::<Vec<_>>()
+                        .join(",");
+                vec![
+                    e.id.clone(),
+                    to,
+                    e.topic.to_string(),
+                    e.request_status.map_or("-", |s| s.as_str()).to_owned(),
+                    e.replies.to_string(),
+                    age(e.created_at, now),
+                    e.excerpt.clone(),
+                ]
+            })
+            .collect();
+        table(
+            &["ID", "TO", "TOPIC", "MINE", "REPLIES", "AGE", "EXCERPT"],
+            &rows,
+        )
+    };
+    Ok(Output::new(
+        "baton/outbox@1",
+        json!({ "participant": me, "items": rows(&items, StatusOf::Recipients) }),
+        human,
+    ))
+}
+
+pub async fn show(ctx: &Context, args: ShowArgs) -> CommandResult<Output> {
+    let me = ctx.maybe_me().await?;
+    let fetched = ctx.store.fetch(me.as_ref(), &args.id).await?;
+    let env = &fetched.envelope;
+    let full = serde_json::to_string_pretty(&Value::Object(fetched.payload.clone()))
+        .expect("a JSON object serializes");
+    let cut = args
+        .max_bytes
+        .filter(|max| full.len() > *max)
+        .map(|max| &full[..floor_char_boundary(&full, max)]);
+
+    let mut human = format!(
+        "id:       {}\nfrom:     {}\nto:       {}\ntype:     {}\ntopic:    {}\n",
+        env.id,
+        env.from,
+        env.to
+            .iter()
+            .map(|r| format!("{} ({})", r.name, r.status))
+            .collect::<Vec<_>>()
+            .join(", "),
+        env.kind,
+        env.topic,
+    );
+    if let Some(parent) = &env.reply_to {
+        human.push_str(&format!("reply to: {parent} (depth {})\n", env.depth));
+    }
+    if let Some(status) = env.request_status {
+        human.push_str(&format!("sender's end: {status}\n"));
+    }
+    human.push_str(&format!(
+        "size:     {}\nsent:     {} ago\nreplies:  {}\n\n",
+        size(env.size),
+        age(env.created_at, now()),
+        env.replies
+    ));
+    match cut {
+        Some(part) => human.push_str(&format!(
+            "{part}\n[truncated: showing {} of {} bytes; run `baton show {}` without --max-bytes for all of it]",
+            part.len(),
+            full.len(),
+            env.id
+        )),
+        None => human.push_str(&full),
+    }
+
+    let mut doc = message_row(env, StatusOf::Caller(me.as_ref()));
+    doc["recipients"] = json!(env.to);
+    match cut {
+        Some(part) => {
+            doc["payload"] = Value::Null;
+            doc["payload_text"] = json!(part);
+            doc["truncated"] = json!({ "shown_bytes": part.len(), "total_bytes": full.len() });
+        }
+        None => {
+            doc["payload"] = Value::Object(fetched.payload.clone());
+            doc["truncated"] = Value::Null;
+        }
+    }
+    Ok(Output::new("baton/show@1", doc, human))
+}
+
+/// The largest index ≤ `max` that starts a character.
+fn floor_char_boundary(s: &str, max: usize) -> usize {
+    (0..=max.min(s.len()))
+        .rev()
+        .find(|i| s.is_char_boundary(*i))
+        .unwrap_or(0)
+}
+
+pub async fn thread(ctx: &Context, args: ThreadArgs) -> CommandResult<Output> {
+    let me = ctx.maybe_me().await?;
+    let items = ctx.store.thread(&args.id).await?;
+    let now = now();
+    let mut human = String::new();
+    for e in &items {
+        let indent = "  ".repeat(e.depth as usize);
+        let to =
+            e.to.iter()
+                .map(|r| format!("{} ({})", r.name, r.status))
+                .collect::<Vec<_>>()
+                .join(", ");
+        let marker = if e.id == args.id { "*" } else { "-" };
+        human.push_str(&format!(
+            "{indent}{marker} {} {} {} → {to} · {} · {} ago\n{indent}  {}\n",
+            e.id,
+            e.kind,
+            e.from,
+            e.topic,
+            age(e.created_at, now),
+            e.excerpt
+        ));
+    }
+    Ok(Output::new(
+        "baton/thread@1",
+        json!({ "id": args.id, "items": rows(&items, StatusOf::Caller(me.as_ref())) }),
+        human,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::floor_char_boundary;
+
+    #[test]
+    fn cuts_never_split_a_character() {
+        let s = "aé"; // 'é' is two bytes, at 1..3
+        assert_eq!(floor_char_boundary(s, 2), 1);
+        assert_eq!(floor_char_boundary(s, 3), 3);
+        assert_eq!(floor_char_boundary(s, 10), 3);
+    }
+}

@@ -1,0 +1,87 @@
+//! One module per subcommand. Each exposes its `…Args` (whose doc comment is the help) and
+//! a `run` function returning an [`Output`].
+
+pub mod agent;
+pub mod demo;
+pub mod init;
+pub mod messages;
+pub mod search;
+pub mod send;
+pub mod step;
+
+use baton_core::Passname;
+use baton_store::{SqliteStore, Store};
+
+use crate::cli::{Cli, Command, GlobalArgs};
+use crate::error::{CommandError, CommandResult, ErrorKind};
+use crate::output::Output;
+use crate::project::Project;
+
+pub async fn run(cli: Cli) -> CommandResult<Output> {
+    let g = &cli.global;
+    match cli.command {
+        Command::Init(args) => init::run(g, args).await,
+        Command::Agent(cmd) => agent::run(&Context::open(g).await?, cmd).await,
+        Command::Send(args) => send::run(&Context::open(g).await?, args).await,
+        Command::Inbox(args) => messages::inbox(&Context::open(g).await?, args).await,
+        Command::Outbox(args) => messages::outbox(&Context::open(g).await?, args).await,
+        Command::Show(args) => messages::show(&Context::open(g).await?, args).await,
+        Command::Thread(args) => messages::thread(&Context::open(g).await?, args).await,
+        Command::Ack(args) => step::ack(&Context::open(g).await?, args).await,
+        Command::Complete(args) => step::complete(&Context::open(g).await?, args).await,
+        Command::HandBack(args) => step::hand_back(&Context::open(g).await?, args).await,
+        Command::Refuse(args) => step::refuse(&Context::open(g).await?, args).await,
+        Command::Archive(args) => step::archive(&Context::open(g).await?, args).await,
+        Command::Search(args) => search::run(&Context::open(g).await?, args).await,
+        Command::Demo(args) => demo::run(args).await,
+    }
+}
+
+/// What every command inside a project has: the project, its store, and who is asking.
+pub struct Context {
+    pub project: Project,
+    pub store: SqliteStore,
+    as_name: Option<String>,
+}
+
+impl Context {
+    pub async fn open(g: &GlobalArgs) -> CommandResult<Self> {
+        let project = Project::locate(g.project.as_deref())?;
+        let store = project.open_store().await?;
+        Ok(Self {
+            project,
+            store,
+            as_name: g.as_name.clone(),
+        })
+    }
+
+    /// The acting identity, checked against the registered participants before anything
+    /// is written.
+    pub async fn me(&self) -> CommandResult<Passname> {
+        match self.maybe_me().await? {
+            Some(me) => Ok(me),
+            None => Err(CommandError::usage(
+                "who is acting? pass --as NAME or set BATON_AS (see `baton agent list`)",
+            )),
+        }
+    }
+
+    /// The acting identity when one was given; an unknown name is still an error.
+    pub async fn maybe_me(&self) -> CommandResult<Option<Passname>> {
+        let Some(name) = &self.as_name else {
+            return Ok(None);
+        };
+        let name = Passname::new(name)
+            .map_err(|e| CommandError::new(ErrorKind::NotFound, format!("--as: {e}")))?;
+        match self.store.participant(name.as_str()).await? {
+            Some(_) => Ok(Some(name)),
+            None => Err(CommandError::new(
+                ErrorKind::NotFound,
+                format!(
+                    "--as {name}: no such participant in this project; register it with \
+                     `baton agent add {name} --role ROLE` (see `baton agent list`)"
+                ),
+            )),
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! `baton search`: find messages by lane, party, time, status or text, a page at a time.
+
+use baton_core::{DeliveryStatus, MessageType, Millis};
+use baton_store::{SearchQuery, Store};
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::commands::Context;
+use crate::error::{CommandError, CommandResult};
+use crate::output::{Output, StatusOf, message_row, now, preview_table};
+use crate::project::parse_duration;
+
+/// Search the project's messages, newest first.
+///
+/// Times are RFC 3339 (`2026-11-29T10:00:00Z`) or an age such as `2h` (that long ago).
+/// `--status` is your own delivery status and needs --as. Text matches anywhere in the
+/// payload, topic or names, ignoring ASCII case. Pages hold `--limit` items (default 50,
+/// max 100); pass the printed `next` token as `--cursor` for the next page.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  baton search --topic csv-export --type request\n  \
+                  baton --as impl-1 search --status pending --since 1d 'filters'\n  \
+                  baton search --from planner --limit 20 --cursor c1f4"
+)]
+pub struct SearchArgs {
+    #[arg(long)]
+    pub topic: Option<String>,
+    #[arg(long = "type", value_name = "TYPE")]
+    pub kind: Option<MessageType>,
+    #[arg(long, value_name = "NAME")]
+    pub from: Option<String>,
+    #[arg(long, value_name = "NAME")]
+    pub to: Option<String>,
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// pending, delivered, acknowledged, completed, archived, refused or handed_back.
+    #[arg(long)]
+    pub status: Option<String>,
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub limit: u32,
+    #[arg(long)]
+    pub cursor: Option<String>,
+    /// Free text.
+    pub text: Option<String>,
+}
+
+fn parse_time(flag: &str, text: &str, now: Millis) -> CommandResult<Millis> {
+    if let Ok(ts) = text.parse::<jiff::Timestamp>() {
+        return Ok(ts.as_millisecond());
+    }
+    parse_duration(flag, text)
+        .map(|ago| now - ago.as_millis() as Millis)
+        .map_err(|_| {
+            CommandError::usage(format!(
+                "{flag} {text:?}: use an RFC 3339 time (2026-11-29T10:00:00Z) or an age (2h, 3d)"
+            ))
+        })
+}
+
+pub async fn run(ctx: &Context, args: SearchArgs) -> CommandResult<Output> {
+    let me = ctx.maybe_me().await?;
+    let now = now();
+    let status = args
+        .status
+        .as_deref()
+        .map(|s| {
+            DeliveryStatus::parse(s).ok_or_else(|| {
+                CommandError::usage(format!(
+                    "--status {s:?}: use pending, delivered, acknowledged, completed, archived, refused or handed_back"
+                ))
+            })
+        })
+        .transpose()?;
+    let query = SearchQuery {
+        topic: args.topic,
+        kind: args.kind,
+        from: args.from,
+        to: args.to,
+        since: args
+            .since
+            .map(|t| parse_time("--since", &t, now))
+            .transpose()?,
+        until: args
+            .until
+            .map(|t| parse_time("--until", &t, now))
+            .transpose()?,
+        status,
+        text: args.text,
+        limit: args.limit,
+        cursor: args.cursor,
+    };
+    let page = ctx.store.search(me.as_ref(), &query).await?;
+    let mut human = if page.items.is_empty() {
+        "No messages match.".to_owned()
+    } else {
+        preview_table(&page.items, me.as_ref(), now)
+    };
+    if !page.next.is_empty() {
+        human.push_str(&format!("more: --cursor {}\n", page.next));
+    }
+    let items: Vec<Value> = page
+        .items
+        .iter()
+        .map(|e| message_row(e, StatusOf::Caller(me.as_ref())))
+        .collect();
+    Ok(Output::new(
+        "baton/search@1",
+        json!({ "items": items, "next": page.next }),
+        human,
+    ))
+}

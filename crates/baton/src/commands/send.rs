@@ -1,0 +1,151 @@
+//! `baton send`: store a message for one or more recipients.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use baton_core::{Draft, MessageType, Passname, Payload, Topic};
+use baton_store::Store;
+use clap::{ArgGroup, Args};
+use serde_json::json;
+
+use crate::commands::Context;
+use crate::error::{CommandError, CommandResult};
+use crate::output::Output;
+
+/// Send a message: a request (moves responsibility), an info (moves knowledge) or a
+/// message (dialogue).
+///
+/// Prints the new id. The payload is a JSON object (`--payload FILE`, `-` for stdin) or
+/// `--body TEXT` for `{"body": TEXT}`. A reply (`--reply-to ID`) goes by default to the
+/// other side of the parent (its sender, or its recipients when you sent it) and keeps the
+/// parent's topic. Sending the same thing twice within the duplicate window, or with the
+/// same --idempotency-key, returns the original id with `duplicate: true`.
+#[derive(Args, Debug)]
+#[command(
+    group(ArgGroup::new("content").required(true).args(["payload", "body"])),
+    after_help = "Examples:\n  baton --as planner send --to impl-1 --type request --topic csv-export \
+                  --body 'CSV export drops the active filters'\n  \
+                  baton --as impl-1 send --reply-to 01J... --body 'Which filters?'\n  \
+                  baton --as planner send --to impl-1,impl-2 --type info --topic release --payload notes.json"
+)]
+pub struct SendArgs {
+    /// Recipients, comma-separated passnames.
+    #[arg(long, value_delimiter = ',', value_name = "NAME[,NAME…]")]
+    pub to: Vec<String>,
+    /// request, info or message.
+    #[arg(long = "type", value_name = "TYPE", default_value = "message")]
+    pub kind: MessageType,
+    /// A lowercase slug naming the lane; a reply inherits its parent's.
+    #[arg(long)]
+    pub topic: Option<String>,
+    /// The message this one answers.
+    #[arg(long, value_name = "ID")]
+    pub reply_to: Option<String>,
+    /// A file holding a JSON object, or `-` for stdin.
+    #[arg(long, value_name = "FILE|-")]
+    pub payload: Option<PathBuf>,
+    /// Shortcut for a payload of {"body": TEXT}.
+    #[arg(long, value_name = "TEXT")]
+    pub body: Option<String>,
+    /// Any string: a second send with the same key returns the first id, forever.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+}
+
+pub async fn run(ctx: &Context, args: SendArgs) -> CommandResult<Output> {
+    let me = ctx.me().await?;
+    let cap = ctx.project.config.payload_cap;
+    let payload = match (&args.body, &args.payload) {
+        (Some(text), _) => Payload::body(text, cap),
+        (None, Some(path)) => Payload::parse(&read_payload(path, cap)?, cap),
+        (None, None) => unreachable!("clap requires --payload or --body"),
+    }
+    .map_err(|e| CommandError::refused(e.to_string()))?;
+
+    let parent = match &args.reply_to {
+        Some(id) => Some(ctx.store.fetch(None, id).await.map_err(|_| {
+            CommandError::new(
+                crate::error::ErrorKind::NotFound,
+                format!("no message {id} to reply to in this project"),
+            )
+        })?),
+        None => None,
+    };
+    let to: Vec<Passname> = if args.to.is_empty() {
+        match &parent {
+            Some(p) if p.envelope.from == me => {
+                p.envelope.to.iter().map(|r| r.name.clone()).collect()
+            }
+            Some(p) => vec![p.envelope.from.clone()],
+            None => {
+                return Err(CommandError::usage(
+                    "--to NAME is required (unless replying with --reply-to)",
+                ));
+            }
+        }
+    } else {
+        args.to
+            .iter()
+            .map(|n| {
+                Passname::new(n.trim()).map_err(|e| CommandError::refused(format!("--to: {e}")))
+            })
+            .collect::<CommandResult<_>>()?
+    };
+    let topic = match (&args.topic, &parent) {
+        (Some(t), _) => {
+            Topic::new(t).map_err(|e| CommandError::refused(format!("--topic: {e}")))?
+        }
+        (None, Some(p)) => p.envelope.topic.clone(),
+        (None, None) => {
+            return Err(CommandError::usage(
+                "--topic TOPIC is required (unless replying with --reply-to)",
+            ));
+        }
+    };
+    let draft = Draft {
+        to,
+        kind: args.kind,
+        topic,
+        reply_to: args.reply_to,
+        payload,
+        idempotency_key: args.idempotency_key,
+    };
+    let window = ctx.project.config.duplicate_window.as_millis() as i64;
+    let sent = ctx.store.send(&me, draft, window).await?;
+    let human = if sent.duplicate {
+        format!("{} (duplicate: already sent)", sent.id)
+    } else {
+        sent.id.clone()
+    };
+    Ok(Output::new(
+        "baton/send@1",
+        json!({ "id": sent.id, "duplicate": sent.duplicate }),
+        human,
+    ))
+}
+
+/// Reads at most `cap + 1` bytes, so an oversized input is refused without holding all of
+/// it; the refusal still states the true size when the file system knows it.
+fn read_payload(path: &std::path::Path, cap: usize) -> CommandResult<String> {
+    let (reader, known_size): (Box<dyn Read>, Option<u64>) = if path.as_os_str() == "-" {
+        (Box::new(std::io::stdin().lock()), None)
+    } else {
+        let file = std::fs::File::open(path)
+            .map_err(|e| CommandError::refused(format!("--payload {}: {e}", path.display())))?;
+        let size = file.metadata().ok().map(|m| m.len());
+        (Box::new(file), size)
+    };
+    let mut bytes = Vec::new();
+    reader.take(cap as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > cap {
+        let size = match known_size {
+            Some(size) => size.to_string(),
+            None => format!("more than {cap}"),
+        };
+        return Err(CommandError::refused(format!(
+            "payload is {size} bytes, over the cap of {cap} bytes (messages.payload_cap in .baton/config.toml)"
+        )));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| CommandError::refused("payload is not valid JSON: it is not UTF-8 text"))
+}
