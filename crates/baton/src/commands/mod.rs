@@ -33,7 +33,7 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Refuse(args) => step::refuse(&Context::open(g).await?, args).await,
         Command::Archive(args) => step::archive(&Context::open(g).await?, args).await,
         Command::Search(args) => search::run(&Context::open(g).await?, args).await,
-        Command::Demo(args) => demo::run(args).await,
+        Command::Demo(args) => demo::run(g, args).await,
     }
 }
 

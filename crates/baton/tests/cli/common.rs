@@ -1,0 +1,71 @@
+//! A throwaway project and a way to run `baton` in it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn baton_exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_baton"))
+}
+
+/// A project in a temporary directory, removed on drop.
+pub struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    /// `baton init` plus the given participants, as `(name, role)`.
+    pub fn new(participants: &[(&str, &str)]) -> Self {
+        let project = Self {
+            dir: tempfile::tempdir().expect("temp dir"),
+        };
+        project.ok(None, &["init"]);
+        for (name, role) in participants {
+            project.ok(None, &["agent", "add", name, "--role", role]);
+        }
+        project
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.path().join(".baton/baton.db")
+    }
+
+    /// A `baton` command in this project, as `who` when given.
+    pub fn cmd(&self, who: Option<&str>, args: &[&str]) -> Command {
+        let mut cmd = Command::new(baton_exe());
+        cmd.current_dir(self.path())
+            .env_remove("BATON_PROJECT")
+            .env_remove("BATON_AS");
+        if let Some(who) = who {
+            cmd.args(["--as", who]);
+        }
+        cmd.args(args);
+        cmd
+    }
+
+    pub fn run(&self, who: Option<&str>, args: &[&str]) -> Output {
+        self.cmd(who, args).output().expect("run baton")
+    }
+
+    /// Runs and insists on success; returns trimmed stdout.
+    pub fn ok(&self, who: Option<&str>, args: &[&str]) -> String {
+        let out = self.run(who, args);
+        assert!(
+            out.status.success(),
+            "baton {args:?} as {who:?} failed with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8").trim().to_owned()
+    }
+
+    /// Runs with `--json` and parses stdout.
+    pub fn json(&self, who: Option<&str>, args: &[&str]) -> serde_json::Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&self.ok(who, &all)).expect("JSON output")
+    }
+}

@@ -1,0 +1,8 @@
+//! End-to-end tests of the `baton` binary, all in one test binary: each module drives
+//! real `baton` processes against a throwaway project.
+
+mod common;
+
+mod commands;
+mod concurrency;
+mod crash;
