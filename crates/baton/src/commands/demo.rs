@@ -116,7 +116,11 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
     d.say(&format!(
         "Project: {} ({})\n",
         dir.display(),
-        if args.keep.is_some() { "kept" } else { "removed at the end; --keep DIR keeps it" }
+        if args.keep.is_some() {
+            "kept"
+        } else {
+            "removed at the end; --keep DIR keeps it"
+        }
     ));
 
     d.say("1. Create the project and register two participants.");
@@ -143,7 +147,13 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
     d.say("5. It asks a question as a threaded reply (to the sender, same topic).");
     let question = d.baton(
         Some("executor"),
-        &["send", "--reply-to", &request, "--body", "Only the status filter, or the date range too?"],
+        &[
+            "send",
+            "--reply-to",
+            &request,
+            "--body",
+            "Only the status filter, or the date range too?",
+        ],
     )?;
 
     d.say("6. The planner sees the question and answers in the thread.");
@@ -152,7 +162,13 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
     d.baton(Some("planner"), &["ack", &question])?;
     let answer = d.baton(
         Some("planner"),
-        &["send", "--reply-to", &question, "--body", "Both. The fixture is tests/fixtures/filters.csv."],
+        &[
+            "send",
+            "--reply-to",
+            &question,
+            "--body",
+            "Both. The fixture is tests/fixtures/filters.csv.",
+        ],
     )?;
 
     d.say("7. The executor reads the answer and completes the request with a note.");
@@ -160,7 +176,12 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
     d.baton(Some("executor"), &["ack", &answer])?;
     d.baton(
         Some("executor"),
-        &["complete", &request, "--note", "Export applies status and date filters; regression test added."],
+        &[
+            "complete",
+            &request,
+            "--note",
+            "Export applies status and date filters; regression test added.",
+        ],
     )?;
 
     d.say("8. Both views: the executor owes nothing; the planner's request shows each end.");
@@ -173,7 +194,9 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
     let note = serde_json::from_str::<Value>(&inbox)
         .ok()
         .and_then(|v| v["items"][0]["id"].as_str().map(str::to_owned))
-        .ok_or_else(|| CommandError::failed("demo: the completion note did not reach the planner"))?;
+        .ok_or_else(|| {
+            CommandError::failed("demo: the completion note did not reach the planner")
+        })?;
     d.baton(Some("planner"), &["show", &note])?;
     d.baton(Some("planner"), &["ack", &note])?;
     d.baton(Some("planner"), &["complete", &request])?;

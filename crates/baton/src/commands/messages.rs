@@ -134,7 +134,7 @@ pub async fn show(ctx: &Context, args: ShowArgs) -> CommandResult<Output> {
         human.push_str(&format!("reply to: {parent} (depth {})\n", env.depth));
     }
     if let Some(status) = env.request_status {
-        human.push_str(&format!("sender's end: {status}\n"));
+        human.push_str(&format!("request:  {status} (the sender's own end)\n"));
     }
     human.push_str(&format!(
         "size:     {}\nsent:     {} ago\nreplies:  {}\n\n",

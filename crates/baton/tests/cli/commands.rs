@@ -1,0 +1,652 @@
+//! The commands as a user runs them: output (human and JSON, as snapshots), refusals and
+//! their exit codes, and what each leaves in the store.
+
+use std::io::Write;
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use crate::common::Project;
+
+const TEAM: &[(&str, &str)] = &[
+    ("planner", "planner"),
+    ("impl-1", "executor"),
+    ("impl-2", "executor"),
+];
+
+/// Snapshots with ids, times and ages replaced, since they change on every run.
+macro_rules! snapshot {
+    ($name:expr, $value:expr) => {
+        insta::with_settings!({
+            filters => vec![
+                (r"[0-9A-HJKMNP-TV-Z]{26}", "[ID]"),
+                (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", "[TIME]"),
+                (r"\b\d{1,2}s\b", "Ns"),
+                (r"/tmp/[^\s/]+", "[DIR]"),
+            ],
+            prepend_module_to_snapshot => false,
+        }, {
+            insta::assert_snapshot!($name, $value);
+        });
+    };
+}
+
+fn code(out: &std::process::Output) -> i32 {
+    out.status.code().expect("exited normally")
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// How many messages the project holds, as anyone sees them.
+fn message_count(p: &Project) -> usize {
+    let mut count = 0;
+    let mut cursor = String::new();
+    loop {
+        let mut args = vec!["search", "--limit", "100"];
+        if !cursor.is_empty() {
+            args.extend(["--cursor", &cursor]);
+        }
+        let page = p.json(None, &args);
+        count += page["items"].as_array().unwrap().len();
+        cursor = page["next"].as_str().unwrap().to_owned();
+        if cursor.is_empty() {
+            return count;
+        }
+    }
+}
+
+fn send_request(p: &Project, to: &str, body: &str) -> String {
+    p.ok(
+        Some("planner"),
+        &[
+            "send",
+            "--to",
+            to,
+            "--type",
+            "request",
+            "--topic",
+            "csv-export",
+            "--body",
+            body,
+        ],
+    )
+}
+
+#[test]
+fn init_twice_is_harmless_and_keeps_gitignore_lines() {
+    let p = Project::new(&[]);
+    std::fs::write(p.path().join(".gitignore"), "target/\n").unwrap();
+    let second = p.json(None, &["init"]);
+    assert_eq!(second["created"], false);
+    assert_eq!(second["gitignore"], "updated");
+    let text = std::fs::read_to_string(p.path().join(".gitignore")).unwrap();
+    assert!(text.starts_with("target/\n"), "{text}");
+    assert!(text.contains(".baton/baton.db-wal"), "{text}");
+    let human = p.ok(None, &["init"]);
+    assert!(human.contains("already initialized"), "{human}");
+    let mode = std::fs::read(p.db()).unwrap();
+    // A WAL-mode database says so in its header (bytes 18 and 19 are 2).
+    assert_eq!((mode[18], mode[19]), (2, 2));
+}
+
+#[test]
+fn outside_a_project_the_error_names_init_and_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(crate::common::baton_exe())
+        .current_dir(dir.path())
+        .env_remove("BATON_PROJECT")
+        .args(["--as", "planner", "inbox"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("baton init"), "{err}");
+}
+
+#[test]
+fn the_project_is_found_upward_and_by_override() {
+    let p = Project::new(TEAM);
+    let nested = p.path().join("src/deep");
+    std::fs::create_dir_all(&nested).unwrap();
+    let out = p
+        .cmd(Some("impl-1"), &["inbox"])
+        .current_dir(&nested)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = p
+        .cmd(Some("impl-1"), &["inbox", "--json"])
+        .current_dir(elsewhere.path())
+        .env("BATON_PROJECT", p.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = p
+        .cmd(
+            Some("impl-1"),
+            &["--project", elsewhere.path().to_str().unwrap(), "inbox"],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "a --project without .baton/ is refused");
+}
+
+#[test]
+fn passnames_follow_the_slug_rule() {
+    let p = Project::new(&[]);
+    for bad in ["Planner", "ünicode", "a_b", "a b"] {
+        let out = p.run(None, &["agent", "add", bad, "--role", "planner"]);
+        assert_eq!(code(&out), 3, "{bad}");
+        assert!(
+            stderr(&out).contains("[a-z0-9][a-z0-9-]{0,63}"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    p.ok(None, &["agent", "add", "impl-1", "--role", "executor"]);
+    let again = p.json(None, &["agent", "add", "impl-1", "--role", "executor"]);
+    assert_eq!(again["created"], false);
+    let other_role = p.run(None, &["agent", "add", "impl-1", "--role", "reviewer"]);
+    assert_eq!(code(&other_role), 6);
+    snapshot!("agent_list", p.ok(None, &["agent", "list"]));
+    snapshot!("agent_list_json", p.ok(None, &["--json", "agent", "list"]));
+}
+
+#[test]
+fn an_unknown_identity_is_refused_and_writes_nothing() {
+    let p = Project::new(TEAM);
+    let out = p.run(
+        Some("ghost"),
+        &["send", "--to", "impl-1", "--topic", "t", "--body", "hi"],
+    );
+    assert_eq!(code(&out), 4);
+    assert!(
+        stderr(&out).contains("baton agent add ghost"),
+        "{}",
+        stderr(&out)
+    );
+    let out = p.run(Some("ghost"), &["inbox"]);
+    assert_eq!(code(&out), 4);
+    assert_eq!(message_count(&p), 0);
+    let out = p.run(None, &["inbox"]);
+    assert_eq!(code(&out), 2, "no identity at all is a usage error");
+}
+
+#[test]
+fn bad_sends_are_refused_with_the_reason_and_store_nothing() {
+    let p = Project::new(TEAM);
+    let cases: &[(&[&str], Option<&str>, i32, &str)] = &[
+        (
+            &["--to", "nobody", "--topic", "t", "--body", "x"],
+            None,
+            4,
+            "unknown participant",
+        ),
+        (
+            &["--to", "impl-1", "--topic", "Bad Topic", "--body", "x"],
+            None,
+            3,
+            "topic",
+        ),
+        (
+            &["--to", "impl-1", "--topic", "t", "--payload", "-"],
+            Some("{not json"),
+            3,
+            "not valid JSON",
+        ),
+        (
+            &["--to", "impl-1", "--topic", "t", "--payload", "-"],
+            Some("[1, 2]"),
+            3,
+            "must be a JSON object",
+        ),
+        (
+            &[
+                "--to",
+                "impl-1",
+                "--topic",
+                "t",
+                "--reply-to",
+                "01JD0000000000000000000000",
+                "--body",
+                "x",
+            ],
+            None,
+            4,
+            "to reply to",
+        ),
+        (
+            &["--to", "planner", "--topic", "t", "--body", "x"],
+            None,
+            3,
+            "cannot send to itself",
+        ),
+        (
+            &[
+                "--to", "impl-1", "--type", "order", "--topic", "t", "--body", "x",
+            ],
+            None,
+            2,
+            "order",
+        ),
+    ];
+    for (args, stdin, want, says) in cases {
+        let mut all = vec!["send"];
+        all.extend_from_slice(args);
+        let mut child = p
+            .cmd(Some("planner"), &all)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+        drop(input);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(code(&out), *want, "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+    assert_eq!(message_count(&p), 0);
+}
+
+#[test]
+fn an_oversized_payload_is_refused_with_its_size_and_the_cap() {
+    let p = Project::new(TEAM);
+    let big = format!("{{\"body\": \"{}\"}}", "x".repeat(300 * 1024));
+    let file = p.path().join("big.json");
+    std::fs::write(&file, &big).unwrap();
+    let out = p.run(
+        Some("planner"),
+        &[
+            "send",
+            "--to",
+            "impl-1",
+            "--topic",
+            "t",
+            "--payload",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code(&out), 3);
+    let err = stderr(&out);
+    assert!(err.contains(&big.len().to_string()), "{err}");
+    assert!(err.contains("262144"), "{err}");
+    // The cap is the project's to set.
+    let config = p.path().join(".baton/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("payload_cap = 262144", "payload_cap = 16"),
+    )
+    .unwrap();
+    let out = p.run(
+        Some("planner"),
+        &[
+            "send",
+            "--to",
+            "impl-1",
+            "--topic",
+            "t",
+            "--body",
+            "seventeen bytes!",
+        ],
+    );
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert_eq!(message_count(&p), 0);
+}
+
+#[test]
+fn duplicate_sends_return_the_original_id() {
+    let p = Project::new(TEAM);
+    let args = [
+        "--json", "send", "--to", "impl-1", "--topic", "t", "--body", "same",
+    ];
+    let first = p.json(Some("planner"), &args[1..]);
+    assert_eq!(first["duplicate"], false);
+    let second = p.json(Some("planner"), &args[1..]);
+    assert_eq!(second["duplicate"], true);
+    assert_eq!(second["id"], first["id"]);
+    let keyed = [
+        "send",
+        "--to",
+        "impl-1",
+        "--topic",
+        "t",
+        "--body",
+        "k",
+        "--idempotency-key",
+        "job-7",
+    ];
+    let a = p.json(Some("planner"), &keyed);
+    let b = p.json(Some("planner"), &keyed);
+    assert_eq!(
+        (a["id"].clone(), b["duplicate"].clone()),
+        (b["id"].clone(), Value::Bool(true))
+    );
+    let mut reused = keyed.to_vec();
+    reused[6] = "different";
+    let out = p.run(Some("planner"), &reused);
+    assert_eq!(code(&out), 6, "{}", stderr(&out));
+    assert_eq!(message_count(&p), 2);
+    // With the window off, the same content is a new message.
+    let config = p.path().join(".baton/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("duplicate_window = \"10m\"", "duplicate_window = \"0s\""),
+    )
+    .unwrap();
+    let third = p.json(Some("planner"), &args[1..]);
+    assert_eq!(third["duplicate"], false);
+    assert_ne!(third["id"], first["id"]);
+}
+
+#[test]
+fn a_round_through_inbox_show_thread_and_outbox() {
+    let p = Project::new(TEAM);
+    let id = send_request(&p, "impl-1,impl-2", "CSV export drops the active filters");
+    // Previewing is not delivery.
+    snapshot!("inbox_pending", p.ok(Some("impl-1"), &["inbox"]));
+    let inbox = p.json(Some("impl-1"), &["inbox"]);
+    let row = &inbox["items"][0];
+    for field in [
+        "id",
+        "from",
+        "to",
+        "type",
+        "topic",
+        "status",
+        "size",
+        "created_at",
+    ] {
+        assert!(!row[field].is_null(), "inbox rows carry {field}: {row}");
+    }
+    assert_eq!(row["status"], "pending");
+    assert_eq!(inbox["schema"], "baton/inbox@1");
+
+    // Acking a request is not a step the table has; fetching first is.
+    let out = p.run(Some("impl-1"), &["ack", &id]);
+    assert_eq!(code(&out), 3);
+    assert!(
+        stderr(&out).contains("its status is pending"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("allowed next: show, refuse"),
+        "{}",
+        stderr(&out)
+    );
+
+    snapshot!("show", p.ok(Some("impl-1"), &["show", &id]));
+    let question = p.ok(
+        Some("impl-1"),
+        &["send", "--reply-to", &id, "--body", "Which filters?"],
+    );
+    let answer = p.ok(
+        Some("planner"),
+        &[
+            "send",
+            "--reply-to",
+            &question,
+            "--body",
+            "Status and date.",
+        ],
+    );
+    p.ok(Some("impl-1"), &["show", &answer]);
+    p.ok(Some("impl-1"), &["ack", &answer]);
+    p.ok(
+        Some("impl-1"),
+        &["complete", &id, "--note", "Filters kept; test added."],
+    );
+    p.ok(Some("impl-2"), &["show", &id]);
+    p.ok(
+        Some("impl-2"),
+        &["hand-back", &id, "--reason", "No fixture for dates."],
+    );
+
+    snapshot!("thread", p.ok(None, &["thread", &id]));
+    snapshot!("outbox", p.ok(Some("planner"), &["outbox"]));
+    let outbox = p.json(Some("planner"), &["outbox"]);
+    let status = &outbox["items"][0]["status"];
+    assert_eq!(status["impl-1"], "completed");
+    assert_eq!(status["impl-2"], "handed_back");
+    assert_eq!(outbox["items"][0]["replies"], 3);
+    assert_eq!(
+        p.ok(Some("impl-1"), &["inbox"]),
+        "impl-1 owes nothing: the inbox is empty."
+    );
+
+    // The sender closes its own end, separately.
+    p.ok(Some("planner"), &["complete", &id]);
+    p.ok(Some("planner"), &["archive", &id]);
+    assert_eq!(
+        p.json(Some("planner"), &["outbox"])["items"],
+        Value::Array(vec![])
+    );
+    let out = p.run(Some("impl-1"), &["complete", &id]);
+    assert_eq!(code(&out), 3, "completing twice is refused");
+    p.ok(Some("impl-1"), &["archive", &id]);
+    let out = p.run(Some("impl-1"), &["complete", &id]);
+    assert!(
+        stderr(&out).contains("its status is archived"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("it is final"), "{}", stderr(&out));
+}
+
+#[test]
+fn show_truncates_explicitly_and_states_the_true_size() {
+    let p = Project::new(TEAM);
+    let id = send_request(&p, "impl-1", &"long text ".repeat(100));
+    let human = p.ok(Some("impl-1"), &["show", &id, "--max-bytes", "64"]);
+    let full_len =
+        serde_json::to_string_pretty(&serde_json::json!({"body": "long text ".repeat(100)}))
+            .unwrap()
+            .len();
+    assert!(
+        human.contains(&format!("[truncated: showing 64 of {full_len} bytes")),
+        "{human}"
+    );
+    let doc = p.json(Some("impl-1"), &["show", &id, "--max-bytes", "64"]);
+    assert_eq!(doc["payload"], Value::Null);
+    assert_eq!(doc["truncated"]["shown_bytes"], 64);
+    assert_eq!(doc["truncated"]["total_bytes"], full_len);
+    assert_eq!(doc["payload_text"].as_str().unwrap().len(), 64);
+    let whole = p.json(Some("impl-1"), &["show", &id]);
+    assert_eq!(whole["truncated"], Value::Null);
+    assert_eq!(whole["payload"]["body"], "long text ".repeat(100));
+}
+
+#[test]
+fn each_recipient_moves_independently() {
+    let p = Project::new(TEAM);
+    let id = send_request(&p, "impl-1,impl-2", "two ends");
+    p.ok(Some("impl-1"), &["show", &id]);
+    assert_eq!(
+        p.json(Some("impl-1"), &["inbox"])["items"][0]["status"],
+        "delivered"
+    );
+    assert_eq!(
+        p.json(Some("impl-2"), &["inbox"])["items"][0]["status"],
+        "pending"
+    );
+    // A participant who is neither sender nor recipient cannot step on it.
+    let p3 = Project::new(&[("planner", "planner"), ("a", "executor"), ("b", "executor")]);
+    let id = p3.ok(
+        Some("planner"),
+        &[
+            "send", "--to", "a", "--type", "request", "--topic", "t", "--body", "x",
+        ],
+    );
+    let out = p3.run(Some("b"), &["complete", &id]);
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+}
+
+#[test]
+fn search_filters_and_pages() {
+    let p = Project::new(TEAM);
+    for i in 0..5 {
+        p.ok(
+            Some("planner"),
+            &[
+                "send",
+                "--to",
+                "impl-1",
+                "--type",
+                "info",
+                "--topic",
+                "lane-a",
+                "--body",
+                &format!("note {i}"),
+            ],
+        );
+    }
+    let req = p.ok(
+        Some("planner"),
+        &[
+            "send",
+            "--to",
+            "impl-2",
+            "--type",
+            "request",
+            "--topic",
+            "lane-b",
+            "--body",
+            "Needle in here",
+        ],
+    );
+    let ids = |v: &Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&p.json(None, &["search", "needle"])), vec![req.clone()]);
+    assert_eq!(
+        ids(&p.json(None, &["search", "--topic", "lane-b"])),
+        vec![req.clone()]
+    );
+    assert_eq!(
+        ids(&p.json(None, &["search", "--type", "request"])),
+        vec![req.clone()]
+    );
+    assert_eq!(
+        ids(&p.json(None, &["search", "--to", "impl-2"])),
+        vec![req.clone()]
+    );
+    assert_eq!(
+        p.json(None, &["search", "--from", "impl-1"])["items"],
+        Value::Array(vec![])
+    );
+    assert_eq!(ids(&p.json(None, &["search", "--since", "1h"])).len(), 6);
+    assert_eq!(ids(&p.json(None, &["search", "--until", "1h"])).len(), 0);
+    p.ok(Some("impl-2"), &["show", &req]);
+    assert_eq!(
+        ids(&p.json(Some("impl-2"), &["search", "--status", "delivered"])),
+        vec![req.clone()]
+    );
+    assert_eq!(
+        ids(&p.json(Some("impl-1"), &["search", "--status", "delivered"])).len(),
+        0
+    );
+
+    // Pages of two walk all six, newest first, each once.
+    let mut seen = Vec::new();
+    let mut cursor = String::new();
+    for _ in 0..10 {
+        let mut args = vec!["search", "--limit", "2"];
+        if !cursor.is_empty() {
+            args.extend(["--cursor", &cursor]);
+        }
+        let page = p.json(None, &args);
+        seen.extend(ids(&page));
+        cursor = page["next"].as_str().unwrap().to_owned();
+        if cursor.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 6);
+    assert_eq!(seen[0], req);
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.reverse();
+    assert_eq!(seen, sorted, "ULIDs sort by time: newest first");
+    let out = p.run(None, &["search", "--limit", "101"]);
+    assert_eq!(code(&out), 2);
+    let out = p.run(None, &["search", "--cursor", "garbage"]);
+    assert_eq!(code(&out), 3);
+}
+
+#[test]
+fn json_errors_are_structured_on_stderr() {
+    let p = Project::new(TEAM);
+    let out = p.run(
+        Some("impl-1"),
+        &["--json", "show", "01JD0000000000000000000000"],
+    );
+    assert_eq!(code(&out), 4);
+    assert!(out.stdout.is_empty());
+    let err: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(err["schema"], "baton/error@1");
+    assert_eq!(err["error"]["kind"], "not_found");
+    assert_eq!(err["error"]["exit_code"], 4);
+}
+
+#[test]
+fn help_has_examples() {
+    let p = Project::new(&[]);
+    for cmd in [
+        "send",
+        "inbox",
+        "outbox",
+        "show",
+        "thread",
+        "ack",
+        "complete",
+        "hand-back",
+        "archive",
+        "search",
+        "init",
+        "demo",
+    ] {
+        let help = p.ok(None, &[cmd, "--help"]);
+        assert!(
+            help.contains("Example"),
+            "baton {cmd} --help has no example:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn the_demo_runs_a_whole_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("demo");
+    let out = std::process::Command::new(crate::common::baton_exe())
+        .args(["demo", "--keep", keep.to_str().unwrap()])
+        .env_remove("BATON_PROJECT")
+        .env_remove("BATON_AS")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("executor owes nothing"), "{text}");
+    assert!(text.contains("your own end open → completed"), "{text}");
+    // The kept project holds the round: the request, completed by the executor.
+    let outbox = std::process::Command::new(crate::common::baton_exe())
+        .args(["--json", "--as", "planner", "outbox"])
+        .env("BATON_PROJECT", &keep)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&outbox.stdout).unwrap();
+    assert_eq!(doc["items"][0]["status"]["executor"], "completed");
+    assert_eq!(doc["items"][0]["request_status"], "completed");
+}

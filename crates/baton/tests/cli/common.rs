@@ -59,7 +59,10 @@ impl Project {
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
-        String::from_utf8(out.stdout).expect("utf-8").trim().to_owned()
+        String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .trim()
+            .to_owned()
     }
 
     /// Runs with `--json` and parses stdout.
