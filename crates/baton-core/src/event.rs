@@ -33,7 +33,7 @@ pub enum Change {
     #[serde(rename = "participant.added")]
     ParticipantAdded { name: Passname, role: String },
     #[serde(rename = "message.sent")]
-    MessageSent(SentMessage),
+    MessageSent(Box<SentMessage>),
     /// A recipient's status for one message changed.
     #[serde(rename = "delivery.changed")]
     DeliveryChanged {

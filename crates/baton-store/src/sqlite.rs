@@ -506,7 +506,7 @@ async fn insert_message(
         payload: draft.payload.object().clone(),
         idempotency_key: draft.idempotency_key,
     };
-    append(conn, from.as_str(), Change::MessageSent(sent), at).await?;
+    append(conn, from.as_str(), Change::MessageSent(Box::new(sent)), at).await?;
     Ok(id)
 }
 
