@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use crate::delivery::{DeliveryStatus, RequestStatus};
 use crate::message::MessageType;
 use crate::names::{Passname, Topic};
+use crate::state::StateChange;
 use crate::time::Millis;
 
 /// The actor recorded for changes made by the local operator without an identity
@@ -49,6 +50,10 @@ pub enum Change {
         message: String,
         status: RequestStatus,
     },
+    /// The project state changed: focus, a stream, a decision, a constraint, a note, a
+    /// receipt or an alert.
+    #[serde(rename = "state.changed")]
+    State(StateChange),
 }
 
 impl Change {
@@ -58,6 +63,7 @@ impl Change {
             Self::MessageSent(_) => "message.sent",
             Self::DeliveryChanged { .. } => "delivery.changed",
             Self::RequestChanged { .. } => "request.changed",
+            Self::State(_) => "state.changed",
         }
     }
 
@@ -67,6 +73,7 @@ impl Change {
             Self::ParticipantAdded { name, .. } => name.as_str(),
             Self::MessageSent(m) => &m.id,
             Self::DeliveryChanged { message, .. } | Self::RequestChanged { message, .. } => message,
+            Self::State(change) => change.subject(),
         }
     }
 

@@ -9,6 +9,8 @@ pub mod delivery;
 pub mod event;
 pub mod message;
 pub mod names;
+pub mod packet;
+pub mod state;
 pub mod time;
 
 pub use delivery::{

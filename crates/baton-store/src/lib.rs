@@ -14,7 +14,8 @@ pub use sqlite::SqliteStore;
 pub use types::*;
 
 use async_trait::async_trait;
-use baton_core::{Draft, Event, Passname};
+use baton_core::state::{ProjectState, StateOp};
+use baton_core::{Draft, Event, Millis, Passname};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -57,6 +58,14 @@ pub trait Store: Send + Sync {
     async fn thread(&self, id: &str) -> Result<Vec<Envelope>>;
     /// Newest first, one page at a time.
     async fn search(&self, caller: Option<&Passname>, query: &SearchQuery) -> Result<Page>;
+
+    /// Applies state changes in one transaction, each checked against the state left by
+    /// the ones before it; returns the events written (an alert already open writes none).
+    async fn change_state(&self, actor: &str, ops: &[StateOp]) -> Result<Vec<Event>>;
+    /// The project state: focus, streams, decisions, constraints, notes, receipts, alerts.
+    async fn state(&self) -> Result<ProjectState>;
+    /// When `subject` (a message, order or other record id) last changed after `after_seq`.
+    async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>>;
 
     /// Events after `after_seq`, oldest first, at most `limit`.
     async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>>;

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use baton_core::delivery::{request_transition, transition};
 use baton_core::event::SentMessage;
 use baton_core::message::DEFAULT_PAYLOAD_CAP;
+use baton_core::state::{ProjectState, StateError, StateOp};
 use baton_core::{
     Change, DeliveryAction, DeliveryStatus, Draft, Event, MessageType, Millis, Passname, Payload,
     RequestAction, RequestStatus, Topic,
@@ -32,7 +33,10 @@ use crate::{
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
-const MIGRATIONS: &[&str] = &[include_str!("sqlite/001_event_log.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("sqlite/001_event_log.sql"),
+    include_str!("sqlite/002_event_kind_index.sql"),
+];
 
 /// How long a writer waits for another writer before giving up with [`StoreError::Busy`].
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -351,6 +355,8 @@ async fn project(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()>
                 .execute(&mut *conn)
                 .await?;
         }
+        // Project state is folded in memory from its events (`ProjectState::replay`).
+        Change::State(_) => {}
     }
     Ok(())
 }
@@ -367,6 +373,20 @@ async fn read_events(
     .bind(limit)
     .fetch_all(&mut *conn)
     .await?;
+    decode_events(&rows)
+}
+
+/// The project state: the fold of every `state.changed` event.
+async fn read_state(conn: &mut SqliteConnection) -> sqlx::Result<ProjectState> {
+    let rows = sqlx::query(
+        "SELECT seq, id, at, actor, kind, data FROM events WHERE kind = 'state.changed' ORDER BY seq",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(ProjectState::replay(&decode_events(&rows)?))
+}
+
+fn decode_events(rows: &[SqliteRow]) -> sqlx::Result<Vec<Event>> {
     rows.iter()
         .map(|row| {
             let kind: String = row.try_get("kind")?;
@@ -956,6 +976,44 @@ impl Store for SqliteStore {
     async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>> {
         let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
         read_events(&mut conn, after_seq, limit)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn change_state(&self, actor: &str, ops: &[StateOp]) -> Result<Vec<Event>> {
+        let mut tx = self.write().await?;
+        let mut state = read_state(&mut tx).await.map_err(|e| self.err(e))?;
+        let at = now();
+        let mut written = Vec::new();
+        for op in ops {
+            let change = state.plan(op).map_err(|e| match e {
+                StateError::NoSuchDecision(_)
+                | StateError::NoSuchStream(_)
+                | StateError::NoSuchAlert(_) => StoreError::NotFound(e.to_string()),
+                other => StoreError::Invalid(other.to_string()),
+            })?;
+            if let Some(change) = change {
+                let event = append(&mut tx, actor, Change::State(change), at)
+                    .await
+                    .map_err(|e| self.err(e))?;
+                state.apply(&event);
+                written.push(event);
+            }
+        }
+        tx.commit().await.map_err(|e| self.err(e))?;
+        Ok(written)
+    }
+
+    async fn state(&self) -> Result<ProjectState> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        read_state(&mut conn).await.map_err(|e| self.err(e))
+    }
+
+    async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>> {
+        sqlx::query_scalar("SELECT max(at) FROM events WHERE subject = ? AND seq > ?")
+            .bind(subject)
+            .bind(after_seq)
+            .fetch_one(&self.pool)
             .await
             .map_err(|e| self.err(e))
     }

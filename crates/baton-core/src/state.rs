@@ -1,0 +1,641 @@
+//! Project state (SPEC §5.3, §5.5): focus, streams, decisions, constraints, notes with
+//! provenance, receipts and alerts — a fold over the state events of the log.
+//!
+//! Writers describe what they want as [`StateOp`]s; [`ProjectState::plan`] checks each one
+//! against the current state and turns it into the [`Change`] to append (assigning the
+//! next `D-N`, `C-N` or `N-N`), so numbering and validation live here, not in a backend.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{Change, Event};
+use crate::time::Millis;
+
+/// A request to change the project state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum StateOp {
+    Focus {
+        text: String,
+    },
+    Stream {
+        name: String,
+        status: String,
+    },
+    StreamDone {
+        name: String,
+    },
+    Decide {
+        text: String,
+        why: String,
+        #[serde(default)]
+        supersedes: Option<String>,
+    },
+    Constrain {
+        text: String,
+        tried: String,
+        result: String,
+    },
+    Note {
+        text: String,
+        subject: Subject,
+    },
+    DependencyChange {
+        text: String,
+    },
+    Receipt(ReceiptRecord),
+    /// Raises the alert unless one with the same key is open.
+    Alert {
+        key: String,
+        message: String,
+    },
+    AlertAck {
+        id: String,
+    },
+}
+
+/// What a note is about. Its staleness is judged against this subject's later changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "id", rename_all = "snake_case")]
+pub enum Subject {
+    /// A path in the repository, relative to the project root.
+    Path(String),
+    /// A message or order id: stale after a later event on it.
+    Record(String),
+}
+
+impl Subject {
+    pub fn label(&self) -> &str {
+        match self {
+            Self::Path(p) | Self::Record(p) => p,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReceiptRecord {
+    pub step: String,
+    /// A path relative to the project root, or a URI.
+    pub artifact: String,
+    /// Hex blake3 of the artifact's bytes; `None` for a URI Baton cannot read.
+    pub hash: Option<String>,
+    pub size: Option<u64>,
+    #[serde(default)]
+    pub run: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    #[error("{field} must not be empty")]
+    Empty { field: &'static str },
+    #[error("{what} must be at most {max} characters (got {len})")]
+    TooLong {
+        what: &'static str,
+        max: usize,
+        len: usize,
+    },
+    #[error("no decision {0}: see `baton state show` for the decisions there are")]
+    NoSuchDecision(String),
+    #[error("{0} is already superseded by {1}: supersede {1} instead")]
+    AlreadySuperseded(String, String),
+    #[error("no active stream {0:?}: see `baton state show` for the active streams")]
+    NoSuchStream(String),
+    #[error("no open alert {0}")]
+    NoSuchAlert(String),
+}
+
+/// Longest text accepted in one state item, in characters.
+pub const MAX_TEXT: usize = 2000;
+
+fn text(field: &'static str, value: &str) -> Result<String, StateError> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(StateError::Empty { field });
+    }
+    let len = value.chars().count();
+    if len > MAX_TEXT {
+        return Err(StateError::TooLong {
+            what: field,
+            max: MAX_TEXT,
+            len,
+        });
+    }
+    Ok(value.to_owned())
+}
+
+/// Who wrote an item and when: every state item carries its provenance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub seq: i64,
+    pub at: Millis,
+    pub actor: String,
+}
+
+impl Provenance {
+    fn of(event: &Event) -> Self {
+        Self {
+            seq: event.seq,
+            at: event.at,
+            actor: event.actor.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub id: String,
+    pub text: String,
+    pub why: String,
+    pub supersedes: Option<String>,
+    pub superseded_by: Option<String>,
+    pub written: Provenance,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Constraint {
+    pub id: String,
+    pub text: String,
+    pub tried: String,
+    pub result: String,
+    pub written: Provenance,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Note {
+    pub id: String,
+    pub text: String,
+    pub subject: Subject,
+    pub written: Provenance,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stream {
+    pub name: String,
+    pub status: String,
+    pub written: Provenance,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    #[serde(flatten)]
+    pub record: ReceiptRecord,
+    pub written: Provenance,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    pub id: String,
+    pub key: String,
+    pub message: String,
+    pub raised: Provenance,
+}
+
+/// The project state as of `generation`: the fold of every state event.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProjectState {
+    /// The seq of the newest state event (0 when none).
+    pub generation: i64,
+    pub focus: Option<(String, Provenance)>,
+    /// Active streams by name.
+    pub streams: BTreeMap<String, Stream>,
+    pub decisions: Vec<Decision>,
+    pub constraints: Vec<Constraint>,
+    pub notes: Vec<Note>,
+    pub dependency_changes: Vec<(String, Provenance)>,
+    /// The newest receipt of each step.
+    pub receipts: BTreeMap<String, Receipt>,
+    /// Open alerts, oldest first.
+    pub alerts: Vec<Alert>,
+    /// How many alerts were ever raised (numbers `A-N` are never reused).
+    pub alerts_raised: u32,
+}
+
+impl ProjectState {
+    /// Folds `events` (any kinds; non-state ones are skipped) in order.
+    pub fn replay<'a>(events: impl IntoIterator<Item = &'a Event>) -> Self {
+        let mut state = Self::default();
+        for e in events {
+            state.apply(e);
+        }
+        state
+    }
+
+    /// Applies one event. Non-state events change nothing.
+    pub fn apply(&mut self, event: &Event) {
+        let Change::State(change) = &event.change else {
+            return;
+        };
+        let p = Provenance::of(event);
+        self.generation = event.seq;
+        match change {
+            StateChange::Focus { text } => self.focus = Some((text.clone(), p)),
+            StateChange::Stream { name, status } => {
+                self.streams.insert(
+                    name.clone(),
+                    Stream {
+                        name: name.clone(),
+                        status: status.clone(),
+                        written: p,
+                    },
+                );
+            }
+            StateChange::StreamDone { name } => {
+                self.streams.remove(name);
+            }
+            StateChange::Decision {
+                id,
+                text,
+                why,
+                supersedes,
+            } => {
+                if let Some(old) = supersedes
+                    && let Some(d) = self.decisions.iter_mut().find(|d| &d.id == old)
+                {
+                    d.superseded_by = Some(id.clone());
+                }
+                self.decisions.push(Decision {
+                    id: id.clone(),
+                    text: text.clone(),
+                    why: why.clone(),
+                    supersedes: supersedes.clone(),
+                    superseded_by: None,
+                    written: p,
+                });
+            }
+            StateChange::Constraint {
+                id,
+                text,
+                tried,
+                result,
+            } => self.constraints.push(Constraint {
+                id: id.clone(),
+                text: text.clone(),
+                tried: tried.clone(),
+                result: result.clone(),
+                written: p,
+            }),
+            StateChange::Note { id, text, subject } => self.notes.push(Note {
+                id: id.clone(),
+                text: text.clone(),
+                subject: subject.clone(),
+                written: p,
+            }),
+            StateChange::DependencyChange { text } => {
+                self.dependency_changes.push((text.clone(), p));
+            }
+            StateChange::Receipt(record) => {
+                self.receipts.insert(
+                    record.step.clone(),
+                    Receipt {
+                        record: record.clone(),
+                        written: p,
+                    },
+                );
+            }
+            StateChange::AlertRaised { id, key, message } => {
+                self.alerts_raised += 1;
+                self.alerts.push(Alert {
+                    id: id.clone(),
+                    key: key.clone(),
+                    message: message.clone(),
+                    raised: p,
+                });
+            }
+            StateChange::AlertAcked { id } => self.alerts.retain(|a| &a.id != id),
+        }
+    }
+
+    /// Checks `op` against this state and returns the change to append, or `None` when
+    /// there is nothing to record (an alert that is already open).
+    pub fn plan(&self, op: &StateOp) -> Result<Option<StateChange>, StateError> {
+        Ok(Some(match op {
+            StateOp::Focus { text: t } => StateChange::Focus {
+                text: text("focus", t)?,
+            },
+            StateOp::Stream { name, status } => StateChange::Stream {
+                name: text("stream name", name)?,
+                status: text("status", status)?,
+            },
+            StateOp::StreamDone { name } => {
+                let name = name.trim();
+                if !self.streams.contains_key(name) {
+                    return Err(StateError::NoSuchStream(name.to_owned()));
+                }
+                StateChange::StreamDone {
+                    name: name.to_owned(),
+                }
+            }
+            StateOp::Decide {
+                text: t,
+                why,
+                supersedes,
+            } => {
+                if let Some(old) = supersedes {
+                    let d = self
+                        .decisions
+                        .iter()
+                        .find(|d| &d.id == old)
+                        .ok_or_else(|| StateError::NoSuchDecision(old.clone()))?;
+                    if let Some(newer) = &d.superseded_by {
+                        return Err(StateError::AlreadySuperseded(old.clone(), newer.clone()));
+                    }
+                }
+                StateChange::Decision {
+                    id: format!("D-{}", self.decisions.len() + 1),
+                    text: text("decision", t)?,
+                    why: text("--why", why)?,
+                    supersedes: supersedes.clone(),
+                }
+            }
+            StateOp::Constrain {
+                text: t,
+                tried,
+                result,
+            } => StateChange::Constraint {
+                id: format!("C-{}", self.constraints.len() + 1),
+                text: text("constraint", t)?,
+                tried: text("--tried", tried)?,
+                result: text("--result", result)?,
+            },
+            StateOp::Note { text: t, subject } => StateChange::Note {
+                id: format!("N-{}", self.notes.len() + 1),
+                text: text("note", t)?,
+                subject: match subject {
+                    Subject::Path(p) => Subject::Path(text("--subject", p)?),
+                    Subject::Record(r) => Subject::Record(text("--subject", r)?),
+                },
+            },
+            StateOp::DependencyChange { text: t } => StateChange::DependencyChange {
+                text: text("dependency change", t)?,
+            },
+            StateOp::Receipt(record) => {
+                text("--step", &record.step)?;
+                text("--artifact", &record.artifact)?;
+                StateChange::Receipt(record.clone())
+            }
+            StateOp::Alert { key, message } => {
+                if self.alerts.iter().any(|a| &a.key == key) {
+                    return Ok(None);
+                }
+                StateChange::AlertRaised {
+                    id: format!("A-{}", self.alerts_raised + 1),
+                    key: key.clone(),
+                    message: text("alert", message)?,
+                }
+            }
+            StateOp::AlertAck { id } => {
+                if !self.alerts.iter().any(|a| &a.id == id) {
+                    return Err(StateError::NoSuchAlert(id.clone()));
+                }
+                StateChange::AlertAcked { id: id.clone() }
+            }
+        }))
+    }
+
+    /// Decisions not superseded, newest first.
+    pub fn current_decisions(&self) -> impl Iterator<Item = &Decision> {
+        self.decisions
+            .iter()
+            .rev()
+            .filter(|d| d.superseded_by.is_none())
+    }
+}
+
+/// A change to the project state, as recorded in the log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "what", rename_all = "snake_case")]
+pub enum StateChange {
+    Focus {
+        text: String,
+    },
+    Stream {
+        name: String,
+        status: String,
+    },
+    StreamDone {
+        name: String,
+    },
+    Decision {
+        id: String,
+        text: String,
+        why: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        supersedes: Option<String>,
+    },
+    Constraint {
+        id: String,
+        text: String,
+        tried: String,
+        result: String,
+    },
+    Note {
+        id: String,
+        text: String,
+        subject: Subject,
+    },
+    DependencyChange {
+        text: String,
+    },
+    Receipt(ReceiptRecord),
+    AlertRaised {
+        id: String,
+        key: String,
+        message: String,
+    },
+    AlertAcked {
+        id: String,
+    },
+}
+
+impl StateChange {
+    /// The id or name the change is about, recorded as the event's subject.
+    pub fn subject(&self) -> &str {
+        match self {
+            Self::Focus { .. } => "focus",
+            Self::Stream { name, .. } | Self::StreamDone { name } => name,
+            Self::Decision { id, .. }
+            | Self::Constraint { id, .. }
+            | Self::Note { id, .. }
+            | Self::AlertRaised { id, .. }
+            | Self::AlertAcked { id } => id,
+            Self::DependencyChange { .. } => "dependencies",
+            Self::Receipt(r) => &r.step,
+        }
+    }
+}
+
+/// Whether a note can still be taken as fact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "freshness", rename_all = "snake_case")]
+pub enum Freshness {
+    Current,
+    /// The subject changed at `changed_at`, after the note was written.
+    Stale {
+        changed_at: Millis,
+    },
+    /// The subject cannot be examined (a path outside git and missing, say).
+    Unknown,
+}
+
+/// A note is stale when its subject's last change is later than the note.
+pub fn freshness(note: &Note, subject_changed_at: Option<Millis>) -> Freshness {
+    match subject_changed_at {
+        Some(t) if t > note.written.at => Freshness::Stale { changed_at: t },
+        Some(_) => Freshness::Current,
+        None => Freshness::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(seq: i64, change: StateChange) -> Event {
+        Event {
+            seq,
+            id: format!("e{seq}"),
+            at: seq * 1000,
+            actor: "planner".into(),
+            change: Change::State(change),
+        }
+    }
+
+    /// Plans and applies ops in order, as a store would inside one transaction.
+    fn run(ops: &[StateOp]) -> Result<ProjectState, StateError> {
+        let mut state = ProjectState::default();
+        for (i, op) in ops.iter().enumerate() {
+            if let Some(change) = state.plan(op)? {
+                state.apply(&event(i as i64 + 1, change));
+            }
+        }
+        Ok(state)
+    }
+
+    fn decide(text: &str, supersedes: Option<&str>) -> StateOp {
+        StateOp::Decide {
+            text: text.into(),
+            why: "because".into(),
+            supersedes: supersedes.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn decisions_are_numbered_and_superseded_ones_stay_readable() {
+        let state = run(&[
+            decide("SQLite", None),
+            decide("WAL", None),
+            decide("PostgreSQL", Some("D-1")),
+        ])
+        .unwrap();
+        let ids: Vec<_> = state.decisions.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(ids, ["D-1", "D-2", "D-3"]);
+        assert_eq!(state.decisions[0].superseded_by.as_deref(), Some("D-3"));
+        let current: Vec<_> = state.current_decisions().map(|d| d.id.as_str()).collect();
+        assert_eq!(current, ["D-3", "D-2"]);
+    }
+
+    #[test]
+    fn superseding_twice_or_a_missing_decision_is_refused() {
+        let err = run(&[
+            decide("a", None),
+            decide("b", Some("D-1")),
+            decide("c", Some("D-1")),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            err,
+            StateError::AlreadySuperseded("D-1".into(), "D-2".into())
+        );
+        assert_eq!(
+            run(&[decide("a", Some("D-9"))]).unwrap_err(),
+            StateError::NoSuchDecision("D-9".into())
+        );
+    }
+
+    #[test]
+    fn empty_text_is_refused_by_field() {
+        let err = run(&[StateOp::Constrain {
+            text: "x".into(),
+            tried: " ".into(),
+            result: "r".into(),
+        }])
+        .unwrap_err();
+        assert_eq!(err, StateError::Empty { field: "--tried" });
+    }
+
+    #[test]
+    fn an_open_alert_is_raised_once_and_again_after_its_ack() {
+        let alert = StateOp::Alert {
+            key: "receipt:build".into(),
+            message: "no receipt".into(),
+        };
+        let state = run(&[alert.clone(), alert.clone()]).unwrap();
+        assert_eq!(state.alerts.len(), 1);
+        assert_eq!(state.plan(&alert).unwrap(), None);
+        let state = run(&[alert.clone(), StateOp::AlertAck { id: "A-1".into() }, alert]).unwrap();
+        let ids: Vec<_> = state.alerts.iter().map(|a| a.id.as_str()).collect();
+        assert_eq!(ids, ["A-2"]);
+    }
+
+    #[test]
+    fn done_streams_leave_the_active_view() {
+        let state = run(&[
+            StateOp::Stream {
+                name: "export".into(),
+                status: "fixing".into(),
+            },
+            StateOp::Stream {
+                name: "docs".into(),
+                status: "drafting".into(),
+            },
+            StateOp::StreamDone {
+                name: "export".into(),
+            },
+        ])
+        .unwrap();
+        assert_eq!(state.streams.keys().collect::<Vec<_>>(), ["docs"]);
+        assert!(
+            run(&[StateOp::StreamDone {
+                name: "nope".into()
+            }])
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn a_note_is_stale_only_when_its_subject_changed_later() {
+        let state = run(&[StateOp::Note {
+            text: "uses v2 API".into(),
+            subject: Subject::Path("src/a.rs".into()),
+        }])
+        .unwrap();
+        let note = &state.notes[0];
+        assert_eq!(
+            freshness(note, Some(note.written.at - 1)),
+            Freshness::Current
+        );
+        assert_eq!(
+            freshness(note, Some(note.written.at + 1)),
+            Freshness::Stale {
+                changed_at: note.written.at + 1
+            }
+        );
+        assert_eq!(freshness(note, None), Freshness::Unknown);
+    }
+
+    #[test]
+    fn state_changes_round_trip_through_the_log_format() {
+        let change = Change::State(StateChange::Note {
+            id: "N-1".into(),
+            text: "t".into(),
+            subject: Subject::Record("01J".into()),
+        });
+        assert_eq!(change.kind(), "state.changed");
+        assert_eq!(change.subject(), "N-1");
+        assert_eq!(
+            Change::from_parts(change.kind(), change.data()).unwrap(),
+            change
+        );
+    }
+}
