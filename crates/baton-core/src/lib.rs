@@ -11,6 +11,7 @@ pub mod message;
 pub mod names;
 pub mod packet;
 pub mod state;
+pub mod statefile;
 pub mod time;
 
 pub use delivery::{
