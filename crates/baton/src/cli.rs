@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands::{agent, demo, init, messages, search, send, step};
+use crate::commands::{
+    agent, demo, init, mcp, messages, receipt, resume, search, send, state, step,
+};
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
 /// append-only log, in `.baton/` beside your repository.
@@ -54,5 +56,22 @@ pub enum Command {
     Refuse(step::RefuseArgs),
     Archive(step::ArchiveArgs),
     Search(search::SearchArgs),
+    #[command(subcommand)]
+    Focus(state::FocusCommand),
+    #[command(subcommand)]
+    Stream(state::StreamCommand),
+    Decide(state::DecideArgs),
+    Constrain(state::ConstrainArgs),
+    Note(state::NoteArgs),
+    #[command(subcommand)]
+    Session(state::SessionCommand),
+    #[command(subcommand)]
+    State(state::StateCommand),
+    Check(state::CheckArgs),
+    Resume(resume::ResumeArgs),
+    #[command(subcommand)]
+    Receipt(receipt::ReceiptCommand),
+    Alerts(receipt::AlertsArgs),
+    Mcp(mcp::McpArgs),
     Demo(demo::DemoArgs),
 }

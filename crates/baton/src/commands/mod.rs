@@ -4,9 +4,13 @@
 pub mod agent;
 pub mod demo;
 pub mod init;
+pub mod mcp;
 pub mod messages;
+pub mod receipt;
+pub mod resume;
 pub mod search;
 pub mod send;
+pub mod state;
 pub mod step;
 
 use baton_core::Passname;
@@ -33,6 +37,18 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Refuse(args) => step::refuse(&Context::open(g).await?, args).await,
         Command::Archive(args) => step::archive(&Context::open(g).await?, args).await,
         Command::Search(args) => search::run(&Context::open(g).await?, args).await,
+        Command::Focus(cmd) => state::focus(&Context::open(g).await?, cmd).await,
+        Command::Stream(cmd) => state::stream(&Context::open(g).await?, cmd).await,
+        Command::Decide(args) => state::decide(&Context::open(g).await?, args).await,
+        Command::Constrain(args) => state::constrain(&Context::open(g).await?, args).await,
+        Command::Note(args) => state::note(&Context::open(g).await?, args).await,
+        Command::Session(cmd) => state::session(&Context::open(g).await?, cmd).await,
+        Command::State(cmd) => state::state(&Context::open(g).await?, cmd).await,
+        Command::Check(args) => state::check(&Context::open(g).await?, args).await,
+        Command::Resume(args) => resume::run(&Context::open(g).await?, args).await,
+        Command::Receipt(cmd) => receipt::receipt(&Context::open(g).await?, cmd).await,
+        Command::Alerts(args) => receipt::alerts(&Context::open(g).await?, args).await,
+        Command::Mcp(args) => mcp::run(g, args).await,
         Command::Demo(args) => demo::run(g, args).await,
     }
 }

@@ -1,0 +1,701 @@
+//! Project memory: `baton focus`, `stream`, `decide`, `constrain`, `note`, `session end`,
+//! `state show|render|import` and `check`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use baton_core::event::LOCAL_OPERATOR;
+use baton_core::state::{Freshness, Note, ProjectState, StateOp, Subject, freshness};
+use baton_core::statefile::{self, Parsed, Snapshot};
+use baton_core::{Event, Millis};
+use baton_store::Store;
+use clap::{Args, Subcommand};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::commands::Context;
+use crate::error::{CommandError, CommandResult, ErrorKind};
+use crate::output::{Output, table, timestamp};
+
+/// Set the project's focus: one line saying what matters now.
+#[derive(Subcommand, Debug)]
+pub enum FocusCommand {
+    /// Replace the focus.
+    #[command(after_help = "Example:\n  baton focus set 'Ship the CSV export fix'")]
+    Set { text: String },
+}
+
+/// Active streams of work, each with a status.
+#[derive(Subcommand, Debug)]
+pub enum StreamCommand {
+    /// Start a stream or update its status.
+    #[command(after_help = "Example:\n  baton stream set export --status 'fixing filters'")]
+    Set {
+        name: String,
+        #[arg(long)]
+        status: String,
+    },
+    /// Finish a stream: it leaves the active view (the log keeps it).
+    #[command(after_help = "Example:\n  baton stream done export")]
+    Done { name: String },
+}
+
+/// Record a decision, `D-N`: immutable, superseded only by a later decision.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  baton decide 'Store state in SQLite' --why 'embedded, one file'\n  \
+                  baton decide 'Use PostgreSQL for teams' --why 'several machines' --supersedes D-1"
+)]
+pub struct DecideArgs {
+    pub text: String,
+    #[arg(long)]
+    pub why: String,
+    #[arg(long, value_name = "D-N")]
+    pub supersedes: Option<String>,
+}
+
+/// Record a constraint, `C-N`: what was tried, what happened. Read before every plan.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Example:\n  baton constrain 'No network in CI' --tried 'downloading fixtures' --result 'connection refused'"
+)]
+pub struct ConstrainArgs {
+    pub text: String,
+    #[arg(long)]
+    pub tried: String,
+    #[arg(long)]
+    pub result: String,
+}
+
+/// Write a note about a path, message or order, `N-N`. It reads as stale once its subject
+/// changes (a later commit or edit of the path; a later event on the record).
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  baton note 'Parser assumes UTF-8' --subject src/parse.rs\n  baton note 'Waiting on fixtures' --subject 01JD3M..."
+)]
+pub struct NoteArgs {
+    pub text: String,
+    #[arg(long, value_name = "PATH|ORDER|MESSAGE")]
+    pub subject: String,
+}
+
+/// End a session: hand over what was completed, decided, discovered and changed, in one
+/// transaction.
+///
+/// `--completed NAME` finishes an active stream. `--decision 'TEXT :: WHY'`,
+/// `--constraint 'TEXT :: TRIED :: RESULT'`. Or `--file F` with
+/// `{"completed": [...], "decisions": [{"text", "why", "supersedes"?}], "constraints":
+/// [{"text", "tried", "result"}], "dependency_changes": [...]}`.
+#[derive(Subcommand, Debug)]
+pub enum SessionCommand {
+    #[command(
+        after_help = "Example:\n  baton session end --completed export --decision 'Keep filters in the query :: one code path' \\\n    \
+                      --constraint 'Fixtures are read-only :: writing them :: permission denied' --dependency-change 'csv 1.3 → 1.4'"
+    )]
+    End(SessionEndArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SessionEndArgs {
+    #[arg(long, value_name = "STREAM")]
+    pub completed: Vec<String>,
+    #[arg(long, value_name = "TEXT :: WHY")]
+    pub decision: Vec<String>,
+    #[arg(long, value_name = "TEXT :: TRIED :: RESULT")]
+    pub constraint: Vec<String>,
+    #[arg(long, value_name = "TEXT")]
+    pub dependency_change: Vec<String>,
+    /// A JSON file with the same four lists.
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+/// The project state: show it, render STATE.md, import a human-edited STATE.md.
+#[derive(Subcommand, Debug)]
+pub enum StateCommand {
+    /// Print the state (stale notes marked stale).
+    #[command(after_help = "Example:\n  baton state show --json")]
+    Show,
+    /// Write STATE.md: Markdown for people, a checksummed machine block for tools.
+    /// Written to a temporary file, fsync'd, then renamed: never half a file.
+    #[command(after_help = "Example:\n  baton state render --out STATE.md")]
+    Render {
+        #[arg(long, value_name = "FILE", default_value = "STATE.md")]
+        out: PathBuf,
+    },
+    /// Apply the edits made to a STATE.md's tables, if the file is valid and not stale.
+    #[command(after_help = "Example:\n  baton state import STATE.md --dry-run")]
+    Import {
+        file: PathBuf,
+        /// Print what would change and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+/// Check a rendered STATE.md: valid, truncated (exit 3), stale (exit 6) or drifted
+/// (exit 2: a person must fix the prose).
+#[derive(Args, Debug)]
+#[command(after_help = "Example:\n  baton check STATE.md && echo current")]
+pub struct CheckArgs {
+    pub file: PathBuf,
+}
+
+async fn actor(ctx: &Context) -> CommandResult<String> {
+    Ok(ctx
+        .maybe_me()
+        .await?
+        .map_or_else(|| LOCAL_OPERATOR.to_owned(), |m| m.to_string()))
+}
+
+async fn apply(ctx: &Context, ops: &[StateOp]) -> CommandResult<Vec<Event>> {
+    let actor = actor(ctx).await?;
+    Ok(ctx.store.change_state(&actor, ops).await?)
+}
+
+/// The id a state event recorded: `D-3`, `C-1`, `N-2`, or the stream's name.
+fn recorded(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e.change.subject().to_owned())
+        .collect()
+}
+
+fn one(schema: &'static str, events: Vec<Event>, human: String) -> Output {
+    Output::new(
+        schema,
+        json!({ "recorded": recorded(&events), "generation": events.last().map(|e| e.seq) }),
+        human,
+    )
+}
+
+pub async fn focus(ctx: &Context, cmd: FocusCommand) -> CommandResult<Output> {
+    let FocusCommand::Set { text } = cmd;
+    let events = apply(ctx, &[StateOp::Focus { text }]).await?;
+    Ok(one("baton/focus@1", events, "Focus set.".into()))
+}
+
+pub async fn stream(ctx: &Context, cmd: StreamCommand) -> CommandResult<Output> {
+    let (op, human) = match cmd {
+        StreamCommand::Set { name, status } => (
+            StateOp::Stream {
+                name: name.clone(),
+                status,
+            },
+            format!("Stream {name} updated."),
+        ),
+        StreamCommand::Done { name } => (
+            StateOp::StreamDone { name: name.clone() },
+            format!("Stream {name} done: it left the active view."),
+        ),
+    };
+    let events = apply(ctx, &[op]).await?;
+    Ok(one("baton/stream@1", events, human))
+}
+
+pub async fn decide(ctx: &Context, args: DecideArgs) -> CommandResult<Output> {
+    let events = apply(
+        ctx,
+        &[StateOp::Decide {
+            text: args.text,
+            why: args.why,
+            supersedes: args.supersedes,
+        }],
+    )
+    .await?;
+    let id = recorded(&events).join("");
+    Ok(one("baton/decide@1", events, id))
+}
+
+pub async fn constrain(ctx: &Context, args: ConstrainArgs) -> CommandResult<Output> {
+    let events = apply(
+        ctx,
+        &[StateOp::Constrain {
+            text: args.text,
+            tried: args.tried,
+            result: args.result,
+        }],
+    )
+    .await?;
+    let id = recorded(&events).join("");
+    Ok(one("baton/constrain@1", events, id))
+}
+
+pub async fn note(ctx: &Context, args: NoteArgs) -> CommandResult<Output> {
+    let subject = resolve_subject(ctx, &args.subject).await?;
+    let events = apply(
+        ctx,
+        &[StateOp::Note {
+            text: args.text,
+            subject,
+        }],
+    )
+    .await?;
+    let id = recorded(&events).join("");
+    Ok(one("baton/note@1", events, id))
+}
+
+/// A message or order id when one exists; otherwise a path that exists, stored relative
+/// to the project root.
+async fn resolve_subject(ctx: &Context, subject: &str) -> CommandResult<Subject> {
+    if ctx.store.last_change(subject, 0).await?.is_some() {
+        return Ok(Subject::Record(subject.to_owned()));
+    }
+    let path = Path::new(subject);
+    let absolute = if path.is_absolute() {
+        path.to_owned()
+    } else {
+        std::env::current_dir()?.join(path)
+    };
+    let absolute = absolute.canonicalize().map_err(|_| {
+        CommandError::new(
+            ErrorKind::NotFound,
+            format!("--subject {subject:?} is neither a message or order id in this project nor an existing path"),
+        )
+    })?;
+    let root = ctx.project.root.canonicalize()?;
+    let relative = absolute.strip_prefix(&root).map_err(|_| {
+        CommandError::refused(format!(
+            "--subject {subject:?} is outside the project ({})",
+            root.display()
+        ))
+    })?;
+    Ok(Subject::Path(relative.display().to_string()))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Handover {
+    #[serde(default)]
+    completed: Vec<String>,
+    #[serde(default)]
+    decisions: Vec<HandoverDecision>,
+    #[serde(default)]
+    constraints: Vec<HandoverConstraint>,
+    #[serde(default)]
+    dependency_changes: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HandoverDecision {
+    text: String,
+    why: String,
+    #[serde(default)]
+    supersedes: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HandoverConstraint {
+    text: String,
+    tried: String,
+    result: String,
+}
+
+fn split_parts<const N: usize>(flag: &str, value: &str) -> CommandResult<[String; N]> {
+    let parts: Vec<String> = value.split("::").map(|p| p.trim().to_owned()).collect();
+    parts.try_into().map_err(|parts: Vec<String>| {
+        CommandError::usage(format!(
+            "{flag} {value:?} has {} part(s) separated by `::`, expected {N}",
+            parts.len()
+        ))
+    })
+}
+
+pub async fn session(ctx: &Context, cmd: SessionCommand) -> CommandResult<Output> {
+    let SessionCommand::End(args) = cmd;
+    let mut handover = match &args.file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CommandError::refused(format!("--file {}: {e}", path.display())))?;
+            serde_json::from_str(&text)
+                .map_err(|e| CommandError::refused(format!("--file {}: {e}", path.display())))?
+        }
+        None => Handover::default(),
+    };
+    handover.completed.extend(args.completed);
+    for d in &args.decision {
+        let [text, why] = split_parts("--decision", d)?;
+        handover.decisions.push(HandoverDecision {
+            text,
+            why,
+            supersedes: None,
+        });
+    }
+    for c in &args.constraint {
+        let [text, tried, result] = split_parts("--constraint", c)?;
+        handover.constraints.push(HandoverConstraint {
+            text,
+            tried,
+            result,
+        });
+    }
+    handover.dependency_changes.extend(args.dependency_change);
+    let mut ops: Vec<StateOp> = Vec::new();
+    ops.extend(
+        handover
+            .completed
+            .into_iter()
+            .map(|name| StateOp::StreamDone { name }),
+    );
+    ops.extend(handover.decisions.into_iter().map(|d| StateOp::Decide {
+        text: d.text,
+        why: d.why,
+        supersedes: d.supersedes,
+    }));
+    ops.extend(
+        handover
+            .constraints
+            .into_iter()
+            .map(|c| StateOp::Constrain {
+                text: c.text,
+                tried: c.tried,
+                result: c.result,
+            }),
+    );
+    ops.extend(
+        handover
+            .dependency_changes
+            .into_iter()
+            .map(|text| StateOp::DependencyChange { text }),
+    );
+    if ops.is_empty() {
+        return Err(CommandError::usage(
+            "nothing to hand over: pass --completed, --decision, --constraint, --dependency-change or --file",
+        ));
+    }
+    let events = apply(ctx, &ops).await?;
+    let human = format!(
+        "Session handed over in one transaction: {}",
+        recorded(&events).join(", ")
+    );
+    Ok(one("baton/session-end@1", events, human))
+}
+
+/// When a note's subject last changed: a path's newest commit or work-tree modification,
+/// or a record's newest event after the note.
+pub async fn subject_changed_at(ctx: &Context, note: &Note) -> CommandResult<Option<Millis>> {
+    match &note.subject {
+        Subject::Record(id) => Ok(ctx.store.last_change(id, note.written.seq).await?),
+        Subject::Path(path) => Ok(path_changed_at(&ctx.project.root, path)),
+    }
+}
+
+fn path_changed_at(root: &Path, path: &str) -> Option<Millis> {
+    let modified = std::fs::metadata(root.join(path))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as Millis);
+    let committed = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["log", "-1", "--format=%ct", "--", path])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .map(|secs| secs * 1000);
+    modified.max(committed)
+}
+
+/// Notes with their freshness, newest first, at most `limit` examined.
+pub async fn notes_freshness(
+    ctx: &Context,
+    state: &ProjectState,
+    limit: usize,
+) -> CommandResult<Vec<(Note, Freshness)>> {
+    let mut out = Vec::new();
+    for note in state.notes.iter().rev().take(limit) {
+        let changed = subject_changed_at(ctx, note).await?;
+        out.push((note.clone(), freshness(note, changed)));
+    }
+    Ok(out)
+}
+
+pub fn note_line(note: &Note, f: &Freshness) -> String {
+    match f {
+        Freshness::Current => format!("{} ({}): {}", note.id, note.subject.label(), note.text),
+        Freshness::Stale { changed_at } => format!(
+            "{} STALE ({} changed {} after the note of {}): {}",
+            note.id,
+            note.subject.label(),
+            timestamp(*changed_at),
+            timestamp(note.written.at),
+            note.text
+        ),
+        Freshness::Unknown => format!(
+            "{} UNVERIFIED ({} cannot be examined): {}",
+            note.id,
+            note.subject.label(),
+            note.text
+        ),
+    }
+}
+
+pub async fn state(ctx: &Context, cmd: StateCommand) -> CommandResult<Output> {
+    match cmd {
+        StateCommand::Show => show(ctx).await,
+        StateCommand::Render { out } => render(ctx, &out).await,
+        StateCommand::Import { file, dry_run } => import(ctx, &file, dry_run).await,
+    }
+}
+
+async fn show(ctx: &Context) -> CommandResult<Output> {
+    let state = ctx.store.state().await?;
+    let notes = notes_freshness(ctx, &state, usize::MAX).await?;
+    let mut human = format!("generation {}\n", state.generation);
+    human.push_str(&format!(
+        "\nFocus: {}\n",
+        state.focus.as_ref().map_or("(none)", |(t, _)| t.as_str())
+    ));
+    let streams: Vec<Vec<String>> = state
+        .streams
+        .values()
+        .map(|s| vec![s.name.clone(), s.status.clone()])
+        .collect();
+    human.push_str("\nStreams\n");
+    human.push_str(&table(&["STREAM", "STATUS"], &streams));
+    let decisions: Vec<Vec<String>> = state
+        .decisions
+        .iter()
+        .map(|d| {
+            vec![
+                d.id.clone(),
+                d.superseded_by
+                    .as_ref()
+                    .map_or("current".into(), |n| format!("superseded by {n}")),
+                d.text.clone(),
+                d.why.clone(),
+            ]
+        })
+        .collect();
+    human.push_str("\nDecisions\n");
+    human.push_str(&table(&["ID", "STATUS", "DECISION", "WHY"], &decisions));
+    let constraints: Vec<Vec<String>> = state
+        .constraints
+        .iter()
+        .map(|c| {
+            vec![
+                c.id.clone(),
+                c.text.clone(),
+                c.tried.clone(),
+                c.result.clone(),
+            ]
+        })
+        .collect();
+    human.push_str("\nConstraints\n");
+    human.push_str(&table(
+        &["ID", "CONSTRAINT", "TRIED", "RESULT"],
+        &constraints,
+    ));
+    human.push_str("\nNotes\n");
+    for (note, f) in &notes {
+        human.push_str(&format!("- {}\n", note_line(note, f)));
+    }
+    let notes_json: Vec<Value> = notes
+        .iter()
+        .map(|(n, f)| {
+            let mut v = json!(n);
+            v["freshness"] = json!(f);
+            v
+        })
+        .collect();
+    Ok(Output::new(
+        "baton/state@1",
+        json!({
+            "generation": state.generation,
+            "focus": state.focus.as_ref().map(|(t, _)| t),
+            "streams": state.streams.values().collect::<Vec<_>>(),
+            "decisions": state.decisions,
+            "constraints": state.constraints,
+            "notes": notes_json,
+            "dependency_changes": state.dependency_changes.iter().map(|(t, p)| json!({"text": t, "written": p})).collect::<Vec<_>>(),
+        }),
+        human,
+    ))
+}
+
+/// Writes `contents` to `path` so that a crash leaves the old file or the new one: a
+/// temporary file beside it, fsync'd, renamed over it, and the directory fsync'd.
+pub fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
+    tmp.write_all(contents)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    std::fs::File::open(&dir)?.sync_all()
+}
+
+async fn render(ctx: &Context, out: &Path) -> CommandResult<Output> {
+    let state = ctx.store.state().await?;
+    let text = statefile::render(&Snapshot::of(&state), timestamp);
+    let path = if out.is_absolute() {
+        out.to_owned()
+    } else {
+        std::env::current_dir()?.join(out)
+    };
+    write_atomically(&path, text.as_bytes())?;
+    Ok(Output::new(
+        "baton/state-render@1",
+        json!({ "path": path.display().to_string(), "generation": state.generation, "bytes": text.len() }),
+        format!(
+            "Wrote {} (generation {}, {} bytes)",
+            path.display(),
+            state.generation,
+            text.len()
+        ),
+    ))
+}
+
+/// The verdict on a file, with the exit kind for each.
+enum Verdict {
+    Valid {
+        tables: Box<statefile::Tables>,
+        snapshot: Box<Snapshot>,
+    },
+    Truncated(Vec<String>),
+    Stale {
+        file: i64,
+        store: i64,
+    },
+    Drifted(Vec<String>),
+}
+
+async fn judge(ctx: &Context, file: &Path) -> CommandResult<Verdict> {
+    let bytes = std::fs::read(file)
+        .map_err(|e| CommandError::new(ErrorKind::NotFound, format!("{}: {e}", file.display())))?;
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Ok(Verdict::Truncated(vec![
+            "the file is not UTF-8 text".into(),
+        ]));
+    };
+    Ok(match statefile::parse(&text) {
+        Parsed::Truncated(why) => Verdict::Truncated(why),
+        Parsed::Drifted(why) => Verdict::Drifted(why),
+        Parsed::Valid { tables, snapshot } => {
+            let store = ctx.store.state().await?.generation;
+            if snapshot.generation < store {
+                Verdict::Stale {
+                    file: snapshot.generation,
+                    store,
+                }
+            } else {
+                Verdict::Valid {
+                    tables: Box::new(tables),
+                    snapshot: Box::new(snapshot),
+                }
+            }
+        }
+    })
+}
+
+fn verdict_error(file: &Path, verdict: Verdict) -> CommandError {
+    let f = file.display();
+    match verdict {
+        Verdict::Truncated(why) => CommandError::new(
+            ErrorKind::Refused,
+            format!(
+                "{f} is TRUNCATED or corrupted; do not act on it. Re-render with `baton state render`.\n  - {}",
+                why.join("\n  - ")
+            ),
+        ),
+        Verdict::Stale { file, store } => CommandError::new(
+            ErrorKind::Conflict,
+            format!(
+                "{f} is STALE: it shows generation {file}, the store is at {store}. Re-render with \
+                 `baton state render` (and redo any edits on the new file)."
+            ),
+        ),
+        Verdict::Drifted(why) => CommandError::new(
+            ErrorKind::Usage,
+            format!(
+                "{f} has DRIFTED from the schema; a person must restore the section and column \
+                 names before it can be read:\n  - {}",
+                why.join("\n  - ")
+            ),
+        ),
+        Verdict::Valid { .. } => unreachable!("a valid file is not an error"),
+    }
+}
+
+pub async fn check(ctx: &Context, args: CheckArgs) -> CommandResult<Output> {
+    match judge(ctx, &args.file).await? {
+        Verdict::Valid { snapshot, .. } => Ok(Output::new(
+            "baton/check@1",
+            json!({ "file": args.file.display().to_string(), "verdict": "valid", "generation": snapshot.generation }),
+            format!(
+                "{} is valid and current (generation {})",
+                args.file.display(),
+                snapshot.generation
+            ),
+        )),
+        other => Err(verdict_error(&args.file, other)),
+    }
+}
+
+async fn import(ctx: &Context, file: &Path, dry_run: bool) -> CommandResult<Output> {
+    let (tables, snapshot) = match judge(ctx, file).await? {
+        Verdict::Valid { tables, snapshot } => (tables, snapshot),
+        other => return Err(verdict_error(file, other)),
+    };
+    let ops = statefile::import_ops(&tables, &snapshot).map_err(|refused| {
+        CommandError::refused(format!(
+            "{} has edits that cannot be imported; nothing was changed:\n  - {}",
+            file.display(),
+            refused.join("\n  - ")
+        ))
+    })?;
+    let changes: Vec<Value> = ops.iter().map(|op| json!(op)).collect();
+    let mut human = if ops.is_empty() {
+        "No changes: the tables match the store.".to_owned()
+    } else {
+        format!(
+            "{} change(s){}:\n",
+            ops.len(),
+            if dry_run {
+                " (dry run: nothing written)"
+            } else {
+                ""
+            }
+        )
+    };
+    for op in &ops {
+        human.push_str(&format!("  - {}\n", describe(op)));
+    }
+    let mut recorded_ids = Vec::new();
+    if !dry_run && !ops.is_empty() {
+        recorded_ids = recorded(&apply(ctx, &ops).await?);
+        human.push_str(&format!("Recorded: {}", recorded_ids.join(", ")));
+    }
+    Ok(Output::new(
+        "baton/state-import@1",
+        json!({ "dry_run": dry_run, "changes": changes, "recorded": recorded_ids }),
+        human,
+    ))
+}
+
+fn describe(op: &StateOp) -> String {
+    match op {
+        StateOp::Focus { text } => format!("focus → {text:?}"),
+        StateOp::Stream { name, status } => format!("stream {name} → {status:?}"),
+        StateOp::StreamDone { name } => format!("stream {name} done"),
+        StateOp::Decide {
+            text, supersedes, ..
+        } => match supersedes {
+            Some(old) => format!("new decision superseding {old}: {text:?}"),
+            None => format!("new decision: {text:?}"),
+        },
+        StateOp::Constrain { text, .. } => format!("new constraint: {text:?}"),
+        StateOp::Note { text, subject } => {
+            format!("new note on {}: {text:?}", subject.label())
+        }
+        other => format!("{other:?}"),
+    }
+}
