@@ -377,7 +377,13 @@ pub async fn session(ctx: &Context, cmd: SessionCommand) -> CommandResult<Output
 /// or a record's newest event after the note.
 pub async fn subject_changed_at(ctx: &Context, note: &Note) -> CommandResult<Option<Millis>> {
     match &note.subject {
-        Subject::Record(id) => Ok(ctx.store.last_change(id, note.written.seq).await?),
+        // No event after the note means no change since it was written.
+        Subject::Record(id) => Ok(Some(
+            ctx.store
+                .last_change(id, note.written.seq)
+                .await?
+                .unwrap_or(note.written.at),
+        )),
         Subject::Path(path) => Ok(path_changed_at(&ctx.project.root, path)),
     }
 }
@@ -500,7 +506,9 @@ async fn show(ctx: &Context) -> CommandResult<Output> {
         .iter()
         .map(|(n, f)| {
             let mut v = json!(n);
-            v["freshness"] = json!(f);
+            if let (Some(note), Value::Object(fresh)) = (v.as_object_mut(), json!(f)) {
+                note.extend(fresh);
+            }
             v
         })
         .collect();
@@ -526,7 +534,13 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),
     };
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
+    let name = path
+        .file_name()
+        .map_or_else(|| ".baton".into(), |n| n.to_string_lossy());
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(&dir)?;
     tmp.write_all(contents)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
