@@ -64,6 +64,7 @@ impl Demo {
         self.say(&format!("$ baton {shown}"));
         let out = Command::new(&self.exe)
             .args(&argv)
+            .current_dir(&self.dir)
             .env("BATON_PROJECT", &self.dir)
             .env_remove("BATON_AS")
             .output()?;
@@ -127,18 +128,48 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
     d.baton(None, &["init"])?;
     d.baton(None, &["agent", "add", "planner", "--role", "planner"])?;
     d.baton(None, &["agent", "add", "executor", "--role", "executor"])?;
-
-    d.say("2. The planner sends a request: responsibility moves to the executor.");
-    let request = d.baton(
+    d.baton(
+        Some("planner"),
+        &["focus", "set", "Ship the CSV export fix"],
+    )?;
+    d.baton(
         Some("planner"),
         &[
-            "send", "--to", "executor", "--type", "request", "--topic", "csv-export", "--body",
-            "CSV export drops the active filters. Reproduce: filter status=open, export, count rows. \
-             Done when the export holds exactly the filtered rows and a regression test covers it.",
+            "decide",
+            "Filter in the query, not in the CSV writer",
+            "--why",
+            "one code path for every export",
         ],
     )?;
 
-    d.say("3. The executor looks at what it owes: previews only, nothing is marked read.");
+    d.say("2. The planner sends a request: responsibility moves to the executor.");
+    let payload = json!({
+        "body": "CSV export drops the active filters. Reproduce: filter status=open, export, \
+                 count rows. Done when the export holds exactly the filtered rows and a \
+                 regression test covers it.",
+        "x-baton": {
+            "stop_when": ["the fixture cannot be read", "a schema migration looks necessary"],
+            "decision": { "resume_at": "run the export tests and read the first failure" }
+        }
+    });
+    std::fs::write(d.dir.join("request.json"), payload.to_string())?;
+    let request = d.baton(
+        Some("planner"),
+        &[
+            "send",
+            "--to",
+            "executor",
+            "--type",
+            "request",
+            "--topic",
+            "csv-export",
+            "--payload",
+            "request.json",
+        ],
+    )?;
+
+    d.say("3. A fresh executor session starts from one bounded read: the resume packet.");
+    d.baton(Some("executor"), &["resume", "--max-bytes", "1500"])?;
     d.baton(Some("executor"), &["inbox"])?;
 
     d.say("4. It fetches the full request: pending → delivered.");
@@ -171,9 +202,35 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
         ],
     )?;
 
-    d.say("7. The executor reads the answer and completes the request with a note.");
+    d.say("7. The executor reads the answer, records where its evidence landed, and completes.");
     d.baton(Some("executor"), &["show", &answer])?;
     d.baton(Some("executor"), &["ack", &answer])?;
+    std::fs::write(
+        d.dir.join("export-test.log"),
+        "test export::keeps_filters ... ok\ntest result: ok. 1 passed; 0 failed\n",
+    )?;
+    d.baton(
+        Some("executor"),
+        &[
+            "receipt",
+            "write",
+            "--step",
+            "export-tests",
+            "--artifact",
+            "export-test.log",
+        ],
+    )?;
+    d.baton(
+        Some("executor"),
+        &[
+            "constrain",
+            "Fixtures are read-only",
+            "--tried",
+            "regenerating them",
+            "--result",
+            "permission denied",
+        ],
+    )?;
     d.baton(
         Some("executor"),
         &[
@@ -199,8 +256,13 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
         })?;
     d.baton(Some("planner"), &["show", &note])?;
     d.baton(Some("planner"), &["ack", &note])?;
+    d.baton(Some("planner"), &["receipt", "verify", "export-tests"])?;
     d.baton(Some("planner"), &["complete", &request])?;
     d.baton(Some("planner"), &["outbox"])?;
+
+    d.say("10. The state is rendered for people, checksummed, and checked.");
+    d.baton(None, &["state", "render"])?;
+    d.baton(None, &["check", "STATE.md"])?;
 
     let human = format!(
         "Done: one request, one question, one answer, one completion, all in the log.\n{}",
