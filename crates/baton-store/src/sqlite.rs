@@ -414,12 +414,16 @@ fn participant_row(row: &SqliteRow) -> sqlx::Result<Participant> {
     })
 }
 
-async fn require_participant(conn: &mut SqliteConnection, name: &str) -> Result<()> {
+async fn require_participant(
+    conn: &mut SqliteConnection,
+    name: &str,
+    busy: Duration,
+) -> Result<()> {
     let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM participants WHERE name = ?")
         .bind(name)
         .fetch_optional(&mut *conn)
         .await
-        .map_err(|e| classify(&e, DEFAULT_BUSY_TIMEOUT))?;
+        .map_err(|e| classify(&e, busy))?;
     match found {
         Some(_) => Ok(()),
         None => Err(StoreError::UnknownParticipant(name.to_owned())),
@@ -497,10 +501,10 @@ async fn load_envelopes(
     Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
 }
 
-async fn envelope(conn: &mut SqliteConnection, id: &str) -> Result<Envelope> {
+async fn envelope(conn: &mut SqliteConnection, id: &str, busy: Duration) -> Result<Envelope> {
     load_envelopes(conn, &[id.to_owned()])
         .await
-        .map_err(|e| classify(&e, DEFAULT_BUSY_TIMEOUT))?
+        .map_err(|e| classify(&e, busy))?
         .pop()
         .ok_or_else(|| StoreError::NotFound(format!("no message {id} in this project")))
 }
@@ -537,9 +541,10 @@ async fn find_duplicate(
     draft: &Draft,
     window_ms: i64,
     at: Millis,
+    busy: Duration,
 ) -> Result<Option<String>> {
     let hash = draft.payload.hash();
-    let to_err = |e: sqlx::Error| classify(&e, DEFAULT_BUSY_TIMEOUT);
+    let to_err = |e: sqlx::Error| classify(&e, busy);
     if let Some(key) = &draft.idempotency_key {
         let row: Option<(String, String, String, String, Option<String>)> = sqlx::query_as(
             "SELECT id, hash, type, topic, reply_to FROM messages \
@@ -550,28 +555,31 @@ async fn find_duplicate(
         .fetch_optional(&mut *conn)
         .await
         .map_err(to_err)?;
-        return match row {
-            None => Ok(None),
-            Some((id, h, kind, topic, reply_to))
-                if h == hash
-                    && kind == draft.kind.as_str()
-                    && topic == draft.topic.as_str()
-                    && reply_to == draft.reply_to =>
-            {
-                Ok(Some(id))
-            }
-            Some((id, ..)) => Err(StoreError::Conflict(format!(
+        let Some((id, h, kind, topic, reply_to)) = row else {
+            return Ok(None);
+        };
+        let same = h == hash
+            && kind == draft.kind.as_str()
+            && topic == draft.topic.as_str()
+            && reply_to == draft.reply_to
+            && same_recipients(conn, &id, &draft.to)
+                .await
+                .map_err(to_err)?;
+        return if same {
+            Ok(Some(id))
+        } else {
+            Err(StoreError::Conflict(format!(
                 "idempotency key {key:?} was already used for message {id} with different \
-                 content; use a new key for a new message"
-            ))),
+                 content or recipients; use a new key for a new message"
+            )))
         };
     }
     if window_ms <= 0 {
         return Ok(None);
     }
-    sqlx::query_scalar(
+    let candidates: Vec<String> = sqlx::query_scalar(
         "SELECT id FROM messages WHERE from_name = ? AND hash = ? AND type = ? AND topic = ? \
-         AND reply_to IS ? AND created_at >= ? ORDER BY seq DESC LIMIT 1",
+         AND reply_to IS ? AND created_at >= ? ORDER BY seq DESC LIMIT 20",
     )
     .bind(from.as_str())
     .bind(&hash)
@@ -579,9 +587,36 @@ async fn find_duplicate(
     .bind(draft.topic.as_str())
     .bind(&draft.reply_to)
     .bind(at - window_ms)
-    .fetch_optional(&mut *conn)
+    .fetch_all(&mut *conn)
     .await
-    .map_err(to_err)
+    .map_err(to_err)?;
+    for id in candidates {
+        if same_recipients(conn, &id, &draft.to)
+            .await
+            .map_err(to_err)?
+        {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether message `id` went to exactly `to` (in any order). The same text sent to someone
+/// else is a new message, not a duplicate.
+async fn same_recipients(
+    conn: &mut SqliteConnection,
+    id: &str,
+    to: &[Passname],
+) -> sqlx::Result<bool> {
+    let mut stored: Vec<String> =
+        sqlx::query_scalar("SELECT participant FROM deliveries WHERE message_id = ?")
+            .bind(id)
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut wanted: Vec<String> = to.iter().map(|p| p.as_str().to_owned()).collect();
+    stored.sort();
+    wanted.sort();
+    Ok(stored == wanted)
 }
 
 fn encode_cursor(seq: i64) -> String {
@@ -682,17 +717,24 @@ impl Store for SqliteStore {
             )));
         }
         let mut tx = self.write().await?;
-        require_participant(&mut tx, from.as_str()).await?;
+        require_participant(&mut tx, from.as_str(), self.busy_timeout).await?;
         for to in &draft.to {
-            require_participant(&mut tx, to.as_str()).await?;
+            require_participant(&mut tx, to.as_str(), self.busy_timeout).await?;
         }
         if let Some(parent) = &draft.reply_to {
-            envelope(&mut tx, parent).await.map_err(|_| {
-                StoreError::NotFound(format!("no message {parent} to reply to in this project"))
-            })?;
+            envelope(&mut tx, parent, self.busy_timeout)
+                .await
+                .map_err(|e| match e {
+                    StoreError::NotFound(_) => StoreError::NotFound(format!(
+                        "no message {parent} to reply to in this project"
+                    )),
+                    other => other,
+                })?;
         }
         let at = now();
-        if let Some(id) = find_duplicate(&mut tx, from, &draft, window_ms, at).await? {
+        if let Some(id) =
+            find_duplicate(&mut tx, from, &draft, window_ms, at, self.busy_timeout).await?
+        {
             return Ok(Sent {
                 id,
                 duplicate: true,
@@ -710,13 +752,13 @@ impl Store for SqliteStore {
 
     async fn fetch(&self, reader: Option<&Passname>, id: &str) -> Result<Fetched> {
         let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        let mut env = envelope(&mut conn, id).await?;
+        let mut env = envelope(&mut conn, id, self.busy_timeout).await?;
         drop(conn);
         let mut status = reader.and_then(|r| env.status_for(r));
         if let (Some(reader), Some(DeliveryStatus::Pending)) = (reader, status) {
             let mut tx = self.write().await?;
             // Re-read under the lock: another process may have fetched it meanwhile.
-            env = envelope(&mut tx, id).await?;
+            env = envelope(&mut tx, id, self.busy_timeout).await?;
             let current = env.status_for(reader).unwrap_or(DeliveryStatus::Pending);
             let next = transition(current, DeliveryAction::Fetch, env.kind)?;
             if next != current {
@@ -729,7 +771,7 @@ impl Store for SqliteStore {
                 append(&mut tx, reader.as_str(), change, now())
                     .await
                     .map_err(|e| self.err(e))?;
-                env = envelope(&mut tx, id).await?;
+                env = envelope(&mut tx, id, self.busy_timeout).await?;
             }
             tx.commit().await.map_err(|e| self.err(e))?;
             status = Some(next);
@@ -764,8 +806,8 @@ impl Store for SqliteStore {
             ));
         }
         let mut tx = self.write().await?;
-        require_participant(&mut tx, who.as_str()).await?;
-        let env = envelope(&mut tx, id).await?;
+        require_participant(&mut tx, who.as_str(), self.busy_timeout).await?;
+        let env = envelope(&mut tx, id, self.busy_timeout).await?;
         let at = now();
         let stepped = if let Some(current) = env.status_for(who) {
             let action = match verb {
@@ -787,12 +829,14 @@ impl Store for SqliteStore {
                 .map_err(|e| self.err(e))?;
             let reply = match note {
                 Some(text) => {
-                    let (kind, marker) = match verb {
-                        Verb::Complete => (MessageType::Info, "completed"),
-                        Verb::Refuse => (MessageType::Message, "refused"),
-                        _ => (MessageType::Message, "handed_back"),
+                    // A completion note moves knowledge; a refusal or hand-back asks for an
+                    // answer. The marker names the status the step reached.
+                    let kind = if verb == Verb::Complete {
+                        MessageType::Info
+                    } else {
+                        MessageType::Message
                     };
-                    let payload = serde_json::json!({ "body": text, marker: id });
+                    let payload = serde_json::json!({ "body": text, next.as_str(): id });
                     let draft = Draft {
                         to: vec![env.from.clone()],
                         kind,

@@ -89,7 +89,7 @@ pub struct Stepped {
     pub reply: Option<String>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct SearchQuery {
     pub topic: Option<String>,
     pub kind: Option<MessageType>,
@@ -102,6 +102,24 @@ pub struct SearchQuery {
     pub text: Option<String>,
     pub limit: u32,
     pub cursor: Option<String>,
+}
+
+impl Default for SearchQuery {
+    /// Everything, one default page (50) at a time.
+    fn default() -> Self {
+        Self {
+            topic: None,
+            kind: None,
+            from: None,
+            to: None,
+            since: None,
+            until: None,
+            status: None,
+            text: None,
+            limit: 50,
+            cursor: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

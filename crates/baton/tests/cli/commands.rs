@@ -328,11 +328,24 @@ fn duplicate_sends_return_the_original_id() {
         (a["id"].clone(), b["duplicate"].clone()),
         (b["id"].clone(), Value::Bool(true))
     );
+    // The same text to someone else is a new message, not a duplicate.
+    let other = p.json(
+        Some("planner"),
+        &["send", "--to", "impl-2", "--topic", "t", "--body", "same"],
+    );
+    assert_eq!(other["duplicate"], false);
+    let mut elsewhere = keyed.to_vec();
+    elsewhere[2] = "impl-2";
+    assert_eq!(
+        code(&p.run(Some("planner"), &elsewhere)),
+        6,
+        "a key names one message"
+    );
     let mut reused = keyed.to_vec();
     reused[6] = "different";
     let out = p.run(Some("planner"), &reused);
     assert_eq!(code(&out), 6, "{}", stderr(&out));
-    assert_eq!(message_count(&p), 2);
+    assert_eq!(message_count(&p), 3);
     // With the window off, the same content is a new message.
     let config = p.path().join(".baton/config.toml");
     let text = std::fs::read_to_string(&config).unwrap();

@@ -6,3 +6,4 @@ mod common;
 mod commands;
 mod concurrency;
 mod crash;
+mod memory;

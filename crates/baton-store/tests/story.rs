@@ -1,0 +1,1644 @@
+//! The store's story suite: what participants do with messages (SPEC §5.1), told as short
+//! stories against the [`Store`] trait and run against a fresh store of every backend.
+//!
+//! A story takes `&dyn Store` and checks what a user can see: who may take which step, what
+//! each view shows, and that every refusal writes nothing. The few stories that must reach
+//! under the trait (replaying the log, tampering with it, holding its write lock) take a
+//! [`Backend`] instead. A new backend is one more `impl Backend` and one more `stories!`
+//! line at the bottom of this file.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use baton_core::delivery::{request_transition, transition};
+use baton_core::message::DEFAULT_PAYLOAD_CAP;
+use baton_core::{
+    DeliveryAction, DeliveryStatus, Draft, InvalidTransition, MessageType, Millis, Passname,
+    Payload, RequestAction, RequestStatus, Topic,
+};
+use baton_store::sqlite::DEFAULT_BUSY_TIMEOUT;
+use baton_store::{Envelope, SearchQuery, Sent, SqliteStore, Store, StoreError, Verb};
+use proptest::prelude::*;
+use sqlx::Connection;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
+use tempfile::TempDir;
+
+use DeliveryStatus::{Acknowledged, Archived, Completed, Delivered, HandedBack, Pending, Refused};
+use MessageType::{Info, Request};
+
+/// The default duplicate window (SPEC §5.1): ten minutes.
+const WINDOW: i64 = 10 * 60 * 1000;
+
+// ---------------------------------------------------------------------------------------
+// Backends
+// ---------------------------------------------------------------------------------------
+
+/// What a backend offers the suite beyond the [`Store`] trait.
+trait Backend: Sized {
+    /// A connection that holds the store's write lock until released.
+    type Lock;
+
+    /// A fresh, empty store whose writers wait at most `busy_timeout` for the lock.
+    async fn fresh(busy_timeout: Duration) -> Self;
+    fn store(&self) -> &dyn Store;
+    /// Drops every projection and replays the log into them.
+    async fn rebuild_projections(&self);
+    /// Every projection row, in a stable order.
+    async fn projection_dump(&self) -> Vec<String>;
+    /// Runs one statement on a separate connection, behind the store's back.
+    async fn behind_the_back(&self, sql: &'static str) -> Result<u64, String>;
+    /// Takes the write lock from a separate connection.
+    async fn hold_write_lock(&self) -> Self::Lock;
+    async fn release(lock: Self::Lock);
+}
+
+/// The embedded store: one SQLite file in a temporary directory.
+struct Sqlite {
+    store: SqliteStore,
+    _dir: TempDir,
+}
+
+impl Sqlite {
+    fn raw_options(&self) -> SqliteConnectOptions {
+        SqliteConnectOptions::new().filename(self.store.path())
+    }
+}
+
+impl Backend for Sqlite {
+    type Lock = SqliteConnection;
+
+    async fn fresh(busy_timeout: Duration) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = SqliteStore::create(&dir.path().join("baton.db"), busy_timeout)
+            .await
+            .expect("a new store");
+        Self { store, _dir: dir }
+    }
+
+    fn store(&self) -> &dyn Store {
+        &self.store
+    }
+
+    async fn rebuild_projections(&self) {
+        self.store.rebuild_projections().await.expect("a rebuild");
+    }
+
+    async fn projection_dump(&self) -> Vec<String> {
+        self.store.projection_dump().await.expect("a dump")
+    }
+
+    async fn behind_the_back(&self, sql: &'static str) -> Result<u64, String> {
+        let pool = SqlitePool::connect_with(self.raw_options())
+            .await
+            .expect("a raw pool on the store's file");
+        let outcome = sqlx::query(sql)
+            .execute(&pool)
+            .await
+            .map(|done| done.rows_affected())
+            .map_err(|e| e.to_string());
+        pool.close().await;
+        outcome
+    }
+
+    async fn hold_write_lock(&self) -> SqliteConnection {
+        let mut conn = SqliteConnection::connect_with(&self.raw_options())
+            .await
+            .expect("a raw connection to the store's file");
+        sqlx::raw_sql("BEGIN IMMEDIATE")
+            .execute(&mut conn)
+            .await
+            .expect("the write lock");
+        conn
+    }
+
+    async fn release(mut conn: SqliteConnection) {
+        sqlx::raw_sql("ROLLBACK")
+            .execute(&mut conn)
+            .await
+            .expect("a rollback");
+        conn.close().await.expect("a clean close");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------
+
+fn name(s: &str) -> Passname {
+    Passname::new(s).expect("a valid passname")
+}
+
+fn draft(to: &[&str], kind: MessageType, topic: &str, body: &str) -> Draft {
+    Draft {
+        to: to.iter().map(|n| name(n)).collect(),
+        kind,
+        topic: Topic::new(topic).expect("a valid topic"),
+        reply_to: None,
+        payload: Payload::body(body, DEFAULT_PAYLOAD_CAP).expect("a valid payload"),
+        idempotency_key: None,
+    }
+}
+
+/// A planner, two executors and an observer who is party to nothing unless named.
+async fn cast(store: &dyn Store) {
+    for (who, role) in [
+        ("planner", "planner"),
+        ("exec-1", "executor"),
+        ("exec-2", "executor"),
+        ("observer", "observer"),
+    ] {
+        store
+            .add_participant("@local", &name(who), role)
+            .await
+            .expect("a new participant");
+    }
+}
+
+/// Sends a message that must be new, and returns its id.
+async fn send(store: &dyn Store, from: &str, draft: Draft) -> String {
+    let sent = store
+        .send(&name(from), draft, WINDOW)
+        .await
+        .expect("a send");
+    assert!(!sent.duplicate, "{sent:?} should be a new message");
+    sent.id
+}
+
+async fn generation(store: &dyn Store) -> i64 {
+    store.generation().await.expect("the generation")
+}
+
+/// Runs an attempt the store must refuse, checks that it wrote nothing, and returns why.
+async fn refused<T: Debug>(
+    store: &dyn Store,
+    attempt: impl Future<Output = baton_store::Result<T>>,
+) -> StoreError {
+    let before = generation(store).await;
+    let err = attempt.await.expect_err("the store should refuse this");
+    assert_eq!(
+        generation(store).await,
+        before,
+        "a refused command wrote events ({err})"
+    );
+    err
+}
+
+/// Asserts an error's variant and hands the error back.
+macro_rules! assert_variant {
+    ($err:expr, $pattern:pat) => {{
+        let err = $err;
+        assert!(
+            matches!(err, $pattern),
+            "expected {}, got {err:?}",
+            stringify!($pattern)
+        );
+        err
+    }};
+}
+
+fn transition_error(err: StoreError) -> InvalidTransition {
+    match err {
+        StoreError::Transition(t) => t,
+        other => panic!("expected a refused transition, got {other:?}"),
+    }
+}
+
+/// The envelope of `id`, read without side effects (through its thread).
+async fn envelope(store: &dyn Store, id: &str) -> Envelope {
+    store
+        .thread(id)
+        .await
+        .expect("the message's thread")
+        .into_iter()
+        .find(|e| e.id == id)
+        .expect("the message is in its own thread")
+}
+
+async fn status(store: &dyn Store, id: &str, who: &str) -> Option<DeliveryStatus> {
+    envelope(store, id).await.status_for(&name(who))
+}
+
+fn ids(envelopes: &[Envelope]) -> Vec<String> {
+    envelopes.iter().map(|e| e.id.clone()).collect()
+}
+
+fn recipients(env: &Envelope) -> Vec<(String, DeliveryStatus)> {
+    env.to
+        .iter()
+        .map(|r| (r.name.to_string(), r.status))
+        .collect()
+}
+
+fn now_ms() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_millis() as Millis
+}
+
+/// Waits until the wall clock has passed `t`, so the next message the store stamps is
+/// later than one stamped at `t` (the store reads the clock itself; this spins for at most
+/// a millisecond).
+async fn clock_passes(t: Millis) {
+    while now_ms() <= t {
+        tokio::task::yield_now().await;
+    }
+}
+
+fn step_name(verb: Verb) -> &'static str {
+    match verb {
+        Verb::Ack => "ack",
+        Verb::Complete => "complete",
+        Verb::HandBack => "hand-back",
+        Verb::Refuse => "refuse",
+        Verb::Archive => "archive",
+    }
+}
+
+/// One search filter, so a table of searches reads as data.
+#[derive(Debug, Clone, Copy)]
+enum Filter<'a> {
+    Topic(&'a str),
+    Kind(MessageType),
+    Sender(&'a str),
+    Recipient(&'a str),
+    Since(Millis),
+    Until(Millis),
+    /// The caller's own delivery status.
+    Mine(&'a str, DeliveryStatus),
+    Text(&'a str),
+}
+use Filter as F;
+
+/// The caller and the query (one page of up to 100) that `filters` describe.
+fn search_for(filters: &[Filter<'_>]) -> (Option<Passname>, SearchQuery) {
+    let mut caller = None;
+    let mut q = SearchQuery {
+        limit: 100,
+        ..SearchQuery::default()
+    };
+    for filter in filters {
+        match *filter {
+            F::Topic(t) => q.topic = Some(t.into()),
+            F::Kind(k) => q.kind = Some(k),
+            F::Sender(n) => q.from = Some(n.into()),
+            F::Recipient(n) => q.to = Some(n.into()),
+            F::Since(t) => q.since = Some(t),
+            F::Until(t) => q.until = Some(t),
+            F::Mine(who, status) => (caller, q.status) = (Some(name(who)), Some(status)),
+            F::Text(text) => q.text = Some(text.into()),
+        }
+    }
+    (caller, q)
+}
+
+// ---------------------------------------------------------------------------------------
+// Stories
+// ---------------------------------------------------------------------------------------
+
+/// Story 1: Participants are registered once; messages name only registered participants.
+async fn participants_register_once_and_gate_every_message(store: &dyn Store) {
+    let added = store
+        .add_participant("@local", &name("planner"), "planner")
+        .await
+        .unwrap();
+    assert!(added.created);
+    assert_eq!(added.participant.name, name("planner"));
+    assert_eq!(added.participant.role, "planner");
+    store
+        .add_participant("@local", &name("exec-1"), "executor")
+        .await
+        .unwrap();
+
+    let listed: Vec<(String, String)> = store
+        .participants()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.name.to_string(), p.role))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("exec-1".to_owned(), "executor".to_owned()),
+            ("planner".to_owned(), "planner".to_owned()),
+        ]
+    );
+    assert_eq!(
+        store.participant("planner").await.unwrap(),
+        Some(added.participant.clone())
+    );
+    assert_eq!(store.participant("nobody").await.unwrap(), None);
+
+    // Adding the same name with the same role again is harmless and writes nothing.
+    let before = generation(store).await;
+    let again = store
+        .add_participant("@local", &name("planner"), "planner")
+        .await
+        .unwrap();
+    assert!(!again.created);
+    assert_eq!(again.participant, added.participant);
+    assert_eq!(generation(store).await, before);
+
+    // A different role is a conflict, and the role stays what it was.
+    assert_variant!(
+        refused(
+            store,
+            store.add_participant("@local", &name("planner"), "executor")
+        )
+        .await,
+        StoreError::Conflict(_)
+    );
+    assert_eq!(
+        store.participant("planner").await.unwrap().unwrap().role,
+        "planner"
+    );
+
+    // Sending as or to someone unregistered stores nothing.
+    let err = refused(
+        store,
+        store.send(
+            &name("ghost"),
+            draft(&["planner"], Info, "lane", "boo"),
+            WINDOW,
+        ),
+    )
+    .await;
+    assert!(
+        matches!(&err, StoreError::UnknownParticipant(n) if n == "ghost"),
+        "{err:?}"
+    );
+    let err = refused(
+        store,
+        store.send(
+            &name("planner"),
+            draft(&["exec-1", "ghost"], Request, "lane", "do it"),
+            WINDOW,
+        ),
+    )
+    .await;
+    assert!(
+        matches!(&err, StoreError::UnknownParticipant(n) if n == "ghost"),
+        "{err:?}"
+    );
+    let everything = SearchQuery {
+        limit: 100,
+        ..SearchQuery::default()
+    };
+    assert!(
+        store
+            .search(None, &everything)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert!(store.inbox(&name("exec-1"), true).await.unwrap().is_empty());
+}
+
+/// Story 2: A request to two executors reaches each inbox; the outbox tracks each recipient
+/// separately.
+async fn a_request_reaches_each_recipient_and_the_outbox_tracks_each(store: &dyn Store) {
+    cast(store).await;
+    let id = send(
+        store,
+        "planner",
+        draft(
+            &["exec-1", "exec-2"],
+            Request,
+            "handoff",
+            "migrate the export",
+        ),
+    )
+    .await;
+
+    for who in ["exec-1", "exec-2"] {
+        let inbox = store.inbox(&name(who), false).await.unwrap();
+        assert_eq!(ids(&inbox), [id.as_str()], "{who}'s inbox");
+        let env = &inbox[0];
+        assert_eq!(env.status_for(&name(who)), Some(Pending));
+        assert_eq!(env.from, name("planner"));
+        assert_eq!(env.kind, Request);
+        assert_eq!(env.topic.as_str(), "handoff");
+        assert_eq!(env.excerpt, "migrate the export");
+        assert_eq!((env.depth, env.reply_to.as_deref()), (0, None));
+        assert_eq!(env.request_status, Some(RequestStatus::Open));
+    }
+    assert!(
+        store
+            .inbox(&name("planner"), true)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .inbox(&name("observer"), true)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let outbox = store.outbox(&name("planner"), false).await.unwrap();
+    assert_eq!(ids(&outbox), [id.as_str()]);
+    assert_eq!(
+        recipients(&outbox[0]),
+        [("exec-1".into(), Pending), ("exec-2".into(), Pending)]
+    );
+    assert_eq!(outbox[0].replies, 0);
+
+    // One recipient fetching moves only its own status.
+    store.fetch(Some(&name("exec-1")), &id).await.unwrap();
+    let outbox = store.outbox(&name("planner"), false).await.unwrap();
+    assert_eq!(
+        recipients(&outbox[0]),
+        [("exec-1".into(), Delivered), ("exec-2".into(), Pending)]
+    );
+    let inbox = store.inbox(&name("exec-1"), false).await.unwrap();
+    assert_eq!(ids(&inbox), [id.as_str()], "delivered is still owed");
+    assert_eq!(inbox[0].status_for(&name("exec-1")), Some(Delivered));
+
+    // Completing takes it out of that recipient's inbox only; the sender's end stays open.
+    store
+        .step(&name("exec-1"), &id, Verb::Complete, None)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .inbox(&name("exec-1"), false)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let all = store.inbox(&name("exec-1"), true).await.unwrap();
+    assert_eq!(ids(&all), [id.as_str()]);
+    assert_eq!(all[0].status_for(&name("exec-1")), Some(Completed));
+    assert_eq!(
+        ids(&store.inbox(&name("exec-2"), false).await.unwrap()),
+        [id.as_str()]
+    );
+    let outbox = store.outbox(&name("planner"), false).await.unwrap();
+    assert_eq!(
+        recipients(&outbox[0]),
+        [("exec-1".into(), Completed), ("exec-2".into(), Pending)]
+    );
+    assert_eq!(outbox[0].request_status, Some(RequestStatus::Open));
+    assert!(
+        store
+            .outbox(&name("exec-1"), true)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Story 3: Fetching delivers only to a pending recipient, and only once.
+async fn fetching_delivers_once_and_only_to_a_pending_recipient(store: &dyn Store) {
+    cast(store).await;
+    let id = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Request, "handoff", "fix the date filter"),
+    )
+    .await;
+
+    // The sender, an anonymous reader and a non-party read it without delivering it.
+    for reader in [Some("planner"), None, Some("observer"), Some("exec-2")] {
+        let before = generation(store).await;
+        let reader_name = reader.map(name);
+        let fetched = store.fetch(reader_name.as_ref(), &id).await.unwrap();
+        assert_eq!(fetched.status, None, "{reader:?} is not a recipient");
+        assert_eq!(fetched.payload["body"], "fix the date filter");
+        assert_eq!(
+            generation(store).await,
+            before,
+            "{reader:?}'s read wrote events"
+        );
+        assert_eq!(status(store, &id, "exec-1").await, Some(Pending));
+    }
+
+    // The recipient's first fetch delivers it: one event, by the recipient.
+    let before = generation(store).await;
+    let fetched = store.fetch(Some(&name("exec-1")), &id).await.unwrap();
+    assert_eq!(fetched.status, Some(Delivered));
+    assert_eq!(
+        fetched.envelope.status_for(&name("exec-1")),
+        Some(Delivered)
+    );
+    assert_eq!(fetched.payload["body"], "fix the date filter");
+    assert_eq!(generation(store).await, before + 1);
+    let events = store.events(before, 10).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].actor, "exec-1");
+    assert_eq!(events[0].change.kind(), "delivery.changed");
+    assert_eq!(events[0].change.subject(), id);
+
+    // A re-read is not a new fact.
+    let fetched = store.fetch(Some(&name("exec-1")), &id).await.unwrap();
+    assert_eq!(fetched.status, Some(Delivered));
+    assert_eq!(generation(store).await, before + 1);
+
+    // Nor does re-reading a finished delivery reopen it.
+    store
+        .step(&name("exec-1"), &id, Verb::Complete, None)
+        .await
+        .unwrap();
+    let after_complete = generation(store).await;
+    let fetched = store.fetch(Some(&name("exec-1")), &id).await.unwrap();
+    assert_eq!(fetched.status, Some(Completed));
+    assert_eq!(generation(store).await, after_complete);
+}
+
+/// Story 4: A step the lifecycle forbids is refused with the current status and what is
+/// allowed, and writes nothing.
+async fn invalid_transitions_are_refused_and_write_nothing(store: &dyn Store) {
+    cast(store).await;
+    let exec = name("exec-1");
+    let request = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Request, "t", "a request"),
+    )
+    .await;
+    let info = send(store, "planner", draft(&["exec-1"], Info, "t", "an info")).await;
+
+    // Acknowledging an unread request: fetch it first.
+    let t = transition_error(refused(store, store.step(&exec, &request, Verb::Ack, None)).await);
+    assert_eq!(t.status, "pending");
+    assert!(t.allowed.contains(&"show"), "{t}");
+    assert!(!t.allowed.contains(&"ack"), "{t}");
+    assert_eq!(status(store, &request, "exec-1").await, Some(Pending));
+
+    // An info is acknowledged, never completed or handed back; nothing is archived unread.
+    store.fetch(Some(&exec), &info).await.unwrap();
+    let t = transition_error(refused(store, store.step(&exec, &info, Verb::Complete, None)).await);
+    assert_eq!(t.status, "delivered");
+    assert!(t.allowed.contains(&"ack"), "{t}");
+    let t = transition_error(
+        refused(
+            store,
+            store.step(&exec, &info, Verb::HandBack, Some("no reply is posted")),
+        )
+        .await,
+    );
+    assert_eq!(t.status, "delivered");
+    let t = transition_error(refused(store, store.step(&exec, &info, Verb::Archive, None)).await);
+    assert_eq!(t.status, "delivered");
+    assert_eq!(status(store, &info, "exec-1").await, Some(Delivered));
+
+    // A delivered request is discharged, not acknowledged, and not archived before that.
+    store.fetch(Some(&exec), &request).await.unwrap();
+    for verb in [Verb::Ack, Verb::Archive] {
+        let t = transition_error(refused(store, store.step(&exec, &request, verb, None)).await);
+        assert_eq!(t.status, "delivered");
+        assert_eq!(t.allowed, ["refuse", "complete", "hand-back"]);
+    }
+
+    // Final statuses allow only what the table lists.
+    store.step(&exec, &info, Verb::Ack, None).await.unwrap();
+    assert_eq!(status(store, &info, "exec-1").await, Some(Acknowledged));
+    let t = transition_error(refused(store, store.step(&exec, &info, Verb::Ack, None)).await);
+    assert_eq!((t.status, t.allowed), ("acknowledged", vec!["archive"]));
+    store.step(&exec, &info, Verb::Archive, None).await.unwrap();
+    let t = transition_error(refused(store, store.step(&exec, &info, Verb::Archive, None)).await);
+    assert_eq!(t.status, "archived");
+    assert!(t.allowed.is_empty());
+    assert_eq!(status(store, &info, "exec-1").await, Some(Archived));
+}
+
+/// Story 5: Handing back and refusing need a reason; the reason (and a completion note) is
+/// posted to the sender as a threaded reply.
+async fn a_reason_is_required_and_threaded_back_to_the_sender(store: &dyn Store) {
+    cast(store).await;
+    let (exec1, exec2) = (name("exec-1"), name("exec-2"));
+    let id = send(
+        store,
+        "planner",
+        draft(
+            &["exec-1", "exec-2"],
+            Request,
+            "handoff",
+            "export the report",
+        ),
+    )
+    .await;
+    store.fetch(Some(&exec1), &id).await.unwrap();
+
+    for note in [None, Some(""), Some("   ")] {
+        assert_variant!(
+            refused(store, store.step(&exec1, &id, Verb::HandBack, note)).await,
+            StoreError::Invalid(_)
+        );
+        assert_variant!(
+            refused(store, store.step(&exec2, &id, Verb::Refuse, note)).await,
+            StoreError::Invalid(_)
+        );
+    }
+    assert_eq!(status(store, &id, "exec-1").await, Some(Delivered));
+    assert_eq!(status(store, &id, "exec-2").await, Some(Pending));
+
+    // Handing back posts the blocker as a message in the thread, to the sender.
+    let stepped = store
+        .step(&exec1, &id, Verb::HandBack, Some("blocked on fixtures"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (stepped.end, stepped.from, stepped.status),
+        ("recipient", "delivered", "handed_back")
+    );
+    let blocker = stepped.reply.expect("a reply carrying the reason");
+    let env = envelope(store, &blocker).await;
+    assert_eq!(env.from, exec1);
+    assert_eq!(recipients(&env), [("planner".into(), Pending)]);
+    assert_eq!(env.kind, MessageType::Message);
+    assert_eq!(env.topic.as_str(), "handoff");
+    assert_eq!((env.reply_to.as_deref(), env.depth), (Some(id.as_str()), 1));
+    let fetched = store.fetch(None, &blocker).await.unwrap();
+    assert_eq!(fetched.payload["body"], "blocked on fixtures");
+
+    // Refusing from pending does the same.
+    let stepped = store
+        .step(&exec2, &id, Verb::Refuse, Some("out of scope"))
+        .await
+        .unwrap();
+    assert_eq!((stepped.from, stepped.status), ("pending", "refused"));
+    let refusal = stepped.reply.expect("a reply carrying the reason");
+    assert_eq!(
+        envelope(store, &refusal).await.reply_to.as_deref(),
+        Some(id.as_str())
+    );
+
+    let inbox = ids(&store.inbox(&name("planner"), false).await.unwrap());
+    assert_eq!(inbox, [blocker.clone(), refusal.clone()]);
+    let thread = store.thread(&id).await.unwrap();
+    assert_eq!(ids(&thread), [id.clone(), blocker, refusal]);
+    assert_eq!(thread[0].replies, 2);
+    let env = envelope(store, &id).await;
+    assert_eq!(
+        recipients(&env),
+        [("exec-1".into(), HandedBack), ("exec-2".into(), Refused)]
+    );
+
+    // A completion note is posted as an info; a completion without one posts nothing.
+    let noted = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Request, "handoff", "noted"),
+    )
+    .await;
+    store.fetch(Some(&exec1), &noted).await.unwrap();
+    let stepped = store
+        .step(&exec1, &noted, Verb::Complete, Some("fixed in 4f2a91c"))
+        .await
+        .unwrap();
+    let report = stepped.reply.expect("a reply carrying the note");
+    let env = envelope(store, &report).await;
+    assert_eq!(env.kind, Info);
+    assert_eq!(
+        (env.reply_to.as_deref(), env.depth),
+        (Some(noted.as_str()), 1)
+    );
+    assert_eq!(recipients(&env), [("planner".into(), Pending)]);
+    assert_eq!(
+        store.fetch(None, &report).await.unwrap().payload["body"],
+        "fixed in 4f2a91c"
+    );
+
+    let quiet = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Request, "handoff", "quiet"),
+    )
+    .await;
+    store.fetch(Some(&exec1), &quiet).await.unwrap();
+    let before = generation(store).await;
+    let stepped = store
+        .step(&exec1, &quiet, Verb::Complete, None)
+        .await
+        .unwrap();
+    assert_eq!(stepped.reply, None);
+    assert_eq!(generation(store).await, before + 1);
+}
+
+/// Story 5b: Whatever step a recipient's note rides on, the reply that carries it must not
+/// claim a different step: either the store refuses the note (writing nothing), or the
+/// reply's payload names the status that was actually reached, as it does for
+/// `completed`, `refused` and `handed_back`.
+async fn a_note_reply_names_the_step_that_was_taken(store: &dyn Store) {
+    cast(store).await;
+    let exec = name("exec-1");
+    let request = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Request, "t", "a request"),
+    )
+    .await;
+    let info = send(store, "planner", draft(&["exec-1"], Info, "t", "an info")).await;
+    let refuse_me = send(store, "planner", draft(&["exec-1"], Info, "t", "refuse me")).await;
+    store.fetch(Some(&exec), &request).await.unwrap();
+    store.fetch(Some(&exec), &info).await.unwrap();
+
+    let mut mislabelled = Vec::new();
+    for (id, verb) in [
+        (&request, Verb::Complete),
+        (&refuse_me, Verb::Refuse),
+        (&info, Verb::Ack),
+        (&info, Verb::Archive),
+        (&request, Verb::Archive),
+    ] {
+        let before = generation(store).await;
+        match store.step(&exec, id, verb, Some("a note")).await {
+            Err(StoreError::Invalid(_)) => {
+                let after = generation(store).await;
+                assert_eq!(after, before, "a refused note wrote events");
+            }
+            Err(other) => panic!("{} with a note: {other:?}", step_name(verb)),
+            Ok(stepped) => {
+                let reply = stepped.reply.expect("a note is posted as a reply");
+                let payload = store.fetch(None, &reply).await.unwrap().payload;
+                let claimed: Vec<&String> = payload.keys().filter(|k| *k != "body").collect();
+                if claimed != [stepped.status] || payload[stepped.status] != id.as_str() {
+                    mislabelled.push(format!(
+                        "`{}` moved the delivery to {} but its reply says {payload:?}",
+                        step_name(verb),
+                        stepped.status
+                    ));
+                }
+            }
+        }
+    }
+    assert!(mislabelled.is_empty(), "{mislabelled:#?}");
+}
+
+/// Story 6: The sender closes its own end of a request (complete, then archive); the other
+/// steps are its recipients', and a third participant takes none.
+async fn the_sender_closes_its_own_end_of_a_request(store: &dyn Store) {
+    cast(store).await;
+    let planner = name("planner");
+    let id = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Request, "handoff", "ship it"),
+    )
+    .await;
+
+    for (verb, note) in [
+        (Verb::Ack, None),
+        (Verb::HandBack, Some("not mine")),
+        (Verb::Refuse, Some("not mine")),
+    ] {
+        assert_variant!(
+            refused(store, store.step(&planner, &id, verb, note)).await,
+            StoreError::Forbidden(_)
+        );
+    }
+    for verb in [Verb::Ack, Verb::Complete, Verb::Archive] {
+        assert_variant!(
+            refused(store, store.step(&name("observer"), &id, verb, None)).await,
+            StoreError::Forbidden(_)
+        );
+    }
+    // Its own end is completed before it is archived, and a note goes in a reply instead.
+    let t = transition_error(refused(store, store.step(&planner, &id, Verb::Archive, None)).await);
+    assert_eq!((t.status, t.allowed), ("open", vec!["complete"]));
+    assert_variant!(
+        refused(
+            store,
+            store.step(&planner, &id, Verb::Complete, Some("thanks"))
+        )
+        .await,
+        StoreError::Invalid(_)
+    );
+
+    let stepped = store
+        .step(&planner, &id, Verb::Complete, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (stepped.end, stepped.from, stepped.status, stepped.reply),
+        ("sender", "open", "completed", None)
+    );
+    let env = envelope(store, &id).await;
+    assert_eq!(env.request_status, Some(RequestStatus::Completed));
+    assert_eq!(
+        recipients(&env),
+        [("exec-1".into(), Pending)],
+        "independent ends"
+    );
+    assert_eq!(
+        ids(&store.outbox(&planner, false).await.unwrap()),
+        [id.as_str()]
+    );
+
+    let stepped = store
+        .step(&planner, &id, Verb::Archive, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (stepped.end, stepped.from, stepped.status),
+        ("sender", "completed", "archived")
+    );
+    assert!(store.outbox(&planner, false).await.unwrap().is_empty());
+    let all = store.outbox(&planner, true).await.unwrap();
+    assert_eq!(ids(&all), [id.as_str()]);
+    assert_eq!(all[0].request_status, Some(RequestStatus::Archived));
+    let t = transition_error(refused(store, store.step(&planner, &id, Verb::Archive, None)).await);
+    assert!(t.allowed.is_empty());
+
+    // An info has no sender's end to close.
+    let info = send(store, "planner", draft(&["exec-1"], Info, "handoff", "fyi")).await;
+    assert_variant!(
+        refused(store, store.step(&planner, &info, Verb::Complete, None)).await,
+        StoreError::Invalid(_)
+    );
+}
+
+/// Story 7: A repeated send inside the window, or with a used idempotency key, returns the
+/// original.
+async fn duplicates_return_the_original(store: &dyn Store) {
+    cast(store).await;
+    let planner = name("planner");
+    let original = draft(&["exec-1"], Request, "dup", "do the thing");
+    let first = send(store, "planner", original.clone()).await;
+
+    let before = generation(store).await;
+    let again = store
+        .send(&planner, original.clone(), WINDOW)
+        .await
+        .unwrap();
+    assert_eq!(
+        again,
+        Sent {
+            id: first.clone(),
+            duplicate: true
+        }
+    );
+    assert_eq!(generation(store).await, before);
+
+    // Another type, topic or parent is another message.
+    let variants = [
+        Draft {
+            kind: Info,
+            ..original.clone()
+        },
+        Draft {
+            topic: Topic::new("other").unwrap(),
+            ..original.clone()
+        },
+        Draft {
+            reply_to: Some(first.clone()),
+            ..original.clone()
+        },
+    ];
+    for variant in variants {
+        let sent = store.send(&planner, variant, WINDOW).await.unwrap();
+        assert!(!sent.duplicate && sent.id != first, "{sent:?}");
+    }
+
+    // With no window, the same content is a new message.
+    let before = generation(store).await;
+    let sent = store.send(&planner, original.clone(), 0).await.unwrap();
+    assert!(!sent.duplicate && sent.id != first, "{sent:?}");
+    assert_eq!(generation(store).await, before + 1);
+
+    // An idempotency key returns the original whatever the window.
+    let keyed = Draft {
+        idempotency_key: Some("k-1".into()),
+        ..draft(&["exec-2"], Info, "dup", "keyed")
+    };
+    let key_first = store.send(&planner, keyed.clone(), 0).await.unwrap();
+    assert!(!key_first.duplicate);
+    for window in [0, WINDOW] {
+        let before = generation(store).await;
+        let again = store.send(&planner, keyed.clone(), window).await.unwrap();
+        assert_eq!(
+            again,
+            Sent {
+                id: key_first.id.clone(),
+                duplicate: true
+            }
+        );
+        assert_eq!(generation(store).await, before);
+    }
+    // A reused key with other content is a conflict, not a silent duplicate.
+    let reused = Draft {
+        payload: Payload::body("other content", DEFAULT_PAYLOAD_CAP).unwrap(),
+        ..keyed.clone()
+    };
+    assert_variant!(
+        refused(store, store.send(&planner, reused, 0)).await,
+        StoreError::Conflict(_)
+    );
+}
+
+/// Story 8: A send that cannot be addressed is refused and stores nothing.
+async fn an_unaddressable_send_is_refused(store: &dyn Store) {
+    cast(store).await;
+    let planner = name("planner");
+    let orphan = Draft {
+        reply_to: Some("01JZZZZZZZZZZZZZZZZZZZZZZZ".into()),
+        ..draft(&["exec-1"], MessageType::Message, "t", "about that")
+    };
+    assert_variant!(
+        refused(store, store.send(&planner, orphan, WINDOW)).await,
+        StoreError::NotFound(_)
+    );
+    assert_variant!(
+        refused(
+            store,
+            store.send(
+                &planner,
+                draft(&["exec-1", "planner"], Info, "t", "me too"),
+                WINDOW
+            )
+        )
+        .await,
+        StoreError::Invalid(_)
+    );
+    assert_variant!(
+        refused(
+            store,
+            store.send(&planner, draft(&[], Info, "t", "anyone?"), WINDOW)
+        )
+        .await,
+        StoreError::Invalid(_)
+    );
+    // Nor can anyone read, step on or follow a message that does not exist.
+    let missing = "01JZZZZZZZZZZZZZZZZZZZZZZZ";
+    assert_variant!(
+        refused(store, store.fetch(Some(&name("exec-1")), missing)).await,
+        StoreError::NotFound(_)
+    );
+    assert_variant!(
+        refused(
+            store,
+            store.step(&name("exec-1"), missing, Verb::Archive, None)
+        )
+        .await,
+        StoreError::NotFound(_)
+    );
+    assert_variant!(
+        refused(store, store.thread(missing)).await,
+        StoreError::NotFound(_)
+    );
+
+    // A recipient named twice gets one delivery.
+    let id = send(
+        store,
+        "planner",
+        draft(&["exec-1", "exec-1"], Info, "t", "once"),
+    )
+    .await;
+    assert_eq!(
+        recipients(&envelope(store, &id).await),
+        [("exec-1".into(), Pending)]
+    );
+}
+
+/// Story 9: A thread is a tree, listed depth-first from its root with depths and reply counts.
+async fn a_thread_comes_back_depth_first(store: &dyn Store) {
+    cast(store).await;
+    let message = MessageType::Message;
+    let root = send(store, "planner", draft(&["exec-1"], message, "t", "root")).await;
+    let unrelated = send(store, "planner", draft(&["exec-1"], message, "t", "other")).await;
+    let first = send(
+        store,
+        "exec-1",
+        Draft {
+            reply_to: Some(root.clone()),
+            ..draft(&["planner"], message, "t", "first reply")
+        },
+    )
+    .await;
+    let second = send(
+        store,
+        "exec-2",
+        Draft {
+            reply_to: Some(root.clone()),
+            ..draft(&["planner"], message, "t", "second reply")
+        },
+    )
+    .await;
+    // Sent last, listed third: under the first reply, not after the second.
+    let nested = send(
+        store,
+        "planner",
+        Draft {
+            reply_to: Some(first.clone()),
+            ..draft(&["exec-1"], message, "t", "reply to the first")
+        },
+    )
+    .await;
+
+    for from in [&root, &second, &nested] {
+        let thread = store.thread(from).await.unwrap();
+        assert_eq!(
+            ids(&thread),
+            [root.clone(), first.clone(), nested.clone(), second.clone()]
+        );
+        let shape: Vec<(u32, u32, Option<&str>)> = thread
+            .iter()
+            .map(|e| (e.depth, e.replies, e.reply_to.as_deref()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (0, 2, None),
+                (1, 1, Some(root.as_str())),
+                (2, 0, Some(first.as_str())),
+                (1, 0, Some(root.as_str())),
+            ]
+        );
+    }
+    assert_eq!(ids(&store.thread(&unrelated).await.unwrap()), [unrelated]);
+}
+
+/// Story 10: Every search filter narrows the result; pages walk everything once, newest first.
+async fn search_filters_narrow_and_pages_walk_everything_once(store: &dyn Store) {
+    cast(store).await;
+    let exec1 = name("exec-1");
+    let m1 = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Request, "alpha", "migrate the export"),
+    )
+    .await;
+    let m2 = send(
+        store,
+        "planner",
+        draft(&["exec-2"], Info, "beta", "fixtures are ready"),
+    )
+    .await;
+    clock_passes(envelope(store, &m2).await.created_at).await;
+    let m3 = send(
+        store,
+        "exec-1",
+        draft(
+            &["planner"],
+            MessageType::Message,
+            "alpha",
+            "a question about the EXPORT",
+        ),
+    )
+    .await;
+    let m4 = send(
+        store,
+        "planner",
+        draft(&["exec-1", "exec-2"], Request, "alpha", "ship it"),
+    )
+    .await;
+    let m5 = send(
+        store,
+        "exec-2",
+        draft(&["exec-1"], Info, "beta", "zebra notes"),
+    )
+    .await;
+    store.fetch(Some(&exec1), &m1).await.unwrap();
+    let at3 = envelope(store, &m3).await.created_at;
+    let newest_first = [&m5, &m4, &m3, &m2, &m1];
+
+    let find = async |filters: &[Filter<'_>]| -> Vec<String> {
+        let (caller, query) = search_for(filters);
+        let page = store.search(caller.as_ref(), &query).await.unwrap();
+        assert_eq!(page.next, "");
+        ids(&page.items)
+    };
+    let all = find(&[]).await;
+    assert_eq!(all, newest_first.map(String::clone));
+
+    let cases: [(&[Filter], Vec<&String>); 10] = [
+        (&[F::Topic("alpha")], vec![&m4, &m3, &m1]),
+        (&[F::Kind(Info)], vec![&m5, &m2]),
+        (&[F::Sender("planner")], vec![&m4, &m2, &m1]),
+        (&[F::Recipient("exec-1")], vec![&m5, &m4, &m1]),
+        (&[F::Since(at3)], vec![&m5, &m4, &m3]),
+        (&[F::Until(at3)], vec![&m2, &m1]),
+        (&[F::Mine("exec-1", Delivered)], vec![&m1]),
+        (&[F::Mine("exec-1", Pending)], vec![&m5, &m4]),
+        (&[F::Text("Export")], vec![&m3, &m1]),
+        (
+            &[F::Topic("alpha"), F::Kind(Request), F::Sender("planner")],
+            vec![&m4, &m1],
+        ),
+    ];
+    for (filters, want) in cases {
+        let want: Vec<String> = want.into_iter().cloned().collect();
+        assert_eq!(find(filters).await, want, "filtered by {filters:?}");
+    }
+
+    // Pages of two: 2, 2, 1, each message once, newest first, `next` empty at the end.
+    let mut walked = Vec::new();
+    let mut sizes = Vec::new();
+    let mut cursor = None;
+    loop {
+        let query = SearchQuery {
+            limit: 2,
+            cursor: cursor.take(),
+            ..Default::default()
+        };
+        let page = store.search(None, &query).await.unwrap();
+        sizes.push(page.items.len());
+        walked.extend(ids(&page.items));
+        if page.next.is_empty() {
+            break;
+        }
+        assert!(sizes.len() < 5, "pagination does not end");
+        cursor = Some(page.next);
+    }
+    assert_eq!(sizes, [2, 2, 1]);
+    assert_eq!(walked, all);
+    let exact = SearchQuery {
+        limit: 5,
+        ..Default::default()
+    };
+    assert_eq!(store.search(None, &exact).await.unwrap().next, "");
+
+    for cursor in ["garbage", "", "c"] {
+        let query = SearchQuery {
+            limit: 2,
+            cursor: Some(cursor.into()),
+            ..Default::default()
+        };
+        assert_variant!(
+            refused(store, store.search(None, &query)).await,
+            StoreError::Invalid(_)
+        );
+    }
+    // A status filter is the caller's own: without a caller it means nothing.
+    let anonymous = SearchQuery {
+        status: Some(Pending),
+        limit: 10,
+        ..Default::default()
+    };
+    assert_variant!(
+        refused(store, store.search(None, &anonymous)).await,
+        StoreError::Invalid(_)
+    );
+}
+
+/// A small deterministic generator (xorshift64*), so a failing mix replays exactly.
+struct Dice(u64);
+
+impl Dice {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
+    }
+
+    fn pick<T: Clone>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())].clone()
+    }
+
+    fn one_in(&mut self, n: usize) -> bool {
+        self.below(n) == 0
+    }
+}
+
+/// Plays `turns` random commands (sends, replies, fetches, steps, registrations), many of
+/// them refused; a refusal must be one a user can act on, never an engine failure.
+async fn random_mix(store: &dyn Store, dice: &mut Dice, turns: usize) {
+    const PEOPLE: [&str; 5] = ["planner", "exec-1", "exec-2", "observer", "late-1"];
+    const VERBS: [Verb; 5] = [
+        Verb::Ack,
+        Verb::Complete,
+        Verb::HandBack,
+        Verb::Refuse,
+        Verb::Archive,
+    ];
+    let mut sent: Vec<String> = Vec::new();
+    for _ in 0..turns {
+        let outcome = match dice.below(10) {
+            0..=3 => {
+                let from = dice.pick(&PEOPLE);
+                let mut to = vec![dice.pick(&PEOPLE)];
+                if dice.one_in(2) {
+                    to.push(dice.pick(&PEOPLE));
+                }
+                let mut d = draft(
+                    &to,
+                    dice.pick(&MessageType::ALL),
+                    dice.pick(&["alpha", "beta"]),
+                    &format!("note {}", dice.below(4)),
+                );
+                if !sent.is_empty() && dice.one_in(3) {
+                    d.reply_to = Some(dice.pick(&sent));
+                }
+                if dice.one_in(5) {
+                    d.idempotency_key = Some(format!("k{}", dice.below(3)));
+                }
+                let window = dice.pick(&[0, WINDOW]);
+                store.send(&name(from), d, window).await.map(|s| {
+                    if !s.duplicate {
+                        sent.push(s.id);
+                    }
+                })
+            }
+            4..=5 if !sent.is_empty() => {
+                let reader = dice.pick(&[None, Some("exec-1"), Some("exec-2"), Some("planner")]);
+                let reader = reader.map(name);
+                let id = dice.pick(&sent);
+                store.fetch(reader.as_ref(), &id).await.map(drop)
+            }
+            6..=8 if !sent.is_empty() => {
+                let who = name(dice.pick(&PEOPLE));
+                let id = dice.pick(&sent);
+                let verb = dice.pick(&VERBS);
+                let note = dice.one_in(2).then_some("because");
+                store.step(&who, &id, verb, note).await.map(drop)
+            }
+            _ => {
+                let who = name(dice.pick(&["planner", "late-1", "late-2"]));
+                let role = dice.pick(&["planner", "executor"]);
+                store.add_participant("@local", &who, role).await.map(drop)
+            }
+        };
+        if let Err(e) = outcome {
+            assert!(
+                !matches!(
+                    e,
+                    StoreError::Engine(_)
+                        | StoreError::Busy { .. }
+                        | StoreError::Unavailable { .. }
+                ),
+                "an engine failure where a refusal was due: {e:?}"
+            );
+        }
+    }
+}
+
+/// Story 11: The log is the truth: replaying it rebuilds exactly the projections the live writes
+/// made, and the log itself cannot be rewritten.
+async fn the_log_is_the_truth<B: Backend>() {
+    for seed in [1, 7, 2024] {
+        let backend = B::fresh(DEFAULT_BUSY_TIMEOUT).await;
+        let store = backend.store();
+        cast(store).await;
+        random_mix(store, &mut Dice(seed), 200).await;
+
+        let live = backend.projection_dump().await;
+        assert!(
+            live.iter()
+                .any(|row| row.starts_with("d|") && !row.contains("|pending|")),
+            "seed {seed}: the mix moved no delivery, so the replay proves little"
+        );
+        let generation_before = generation(store).await;
+        backend.rebuild_projections().await;
+        assert_eq!(
+            backend.projection_dump().await,
+            live,
+            "seed {seed}: replay differs"
+        );
+        assert_eq!(generation(store).await, generation_before);
+
+        // The log refuses to be rewritten or shortened.
+        let log = store.events(0, u32::MAX).await.unwrap();
+        assert_eq!(log.len() as i64, generation_before);
+        for sql in [
+            "UPDATE events SET actor = 'mallory' WHERE seq = 1",
+            "UPDATE events SET data = '{}'",
+            "DELETE FROM events WHERE seq = (SELECT max(seq) FROM events)",
+            "DELETE FROM events",
+        ] {
+            let err = backend
+                .behind_the_back(sql)
+                .await
+                .expect_err("the event log must refuse this");
+            assert!(err.contains("append-only"), "{sql}: {err}");
+        }
+        assert_eq!(store.events(0, u32::MAX).await.unwrap(), log);
+    }
+}
+
+/// Story 13: A writer that finds the store locked for longer than its busy timeout gets a
+/// retryable `Busy`, writes nothing, and succeeds once the lock is gone.
+async fn a_locked_store_is_busy_then_writable<B: Backend>() {
+    let backend = B::fresh(Duration::from_millis(200)).await;
+    let store = backend.store();
+    cast(store).await;
+    let exec = name("exec-1");
+    let waiting = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Info, "busy", "read me"),
+    )
+    .await;
+    let blocked = draft(&["exec-1"], Request, "busy", "while locked");
+    let before = generation(store).await;
+
+    let lock = backend.hold_write_lock().await;
+    let sending = store.send(&name("planner"), blocked.clone(), WINDOW).await;
+    let fetching = store.fetch(Some(&exec), &waiting).await;
+    // Readers are not blocked by a writer.
+    assert_eq!(generation(store).await, before);
+    assert_eq!(status(store, &waiting, "exec-1").await, Some(Pending));
+    B::release(lock).await;
+
+    for (what, err) in [
+        ("send", sending.map(drop).unwrap_err()),
+        ("fetch", fetching.map(drop).unwrap_err()),
+    ] {
+        assert!(matches!(err, StoreError::Busy { .. }), "{what}: {err:?}");
+        assert!(err.is_retryable(), "{what}: {err}");
+        assert!(!err.to_string().contains("locked"), "{what}: {err}");
+    }
+
+    let sent = store
+        .send(&name("planner"), blocked, WINDOW)
+        .await
+        .expect("a send once the lock is released");
+    assert!(!sent.duplicate, "the busy send must not have been stored");
+    assert_eq!(generation(store).await, before + 1);
+    let fetched = store.fetch(Some(&exec), &waiting).await.unwrap();
+    assert_eq!(fetched.status, Some(Delivered));
+}
+
+// ---------------------------------------------------------------------------------------
+// Story 12: the store follows the pure lifecycle of `baton_core::delivery`, step for step.
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Actor {
+    Sender,
+    First,
+    Second,
+    Outsider,
+}
+
+impl Actor {
+    fn passname(self) -> Passname {
+        name(match self {
+            Self::Sender => "planner",
+            Self::First => "exec-1",
+            Self::Second => "exec-2",
+            Self::Outsider => "observer",
+        })
+    }
+
+    fn recipient(self) -> Option<usize> {
+        match self {
+            Self::First => Some(0),
+            Self::Second => Some(1),
+            Self::Sender | Self::Outsider => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Act {
+    Fetch,
+    Step(Verb),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Turn {
+    actor: Actor,
+    act: Act,
+    note: bool,
+}
+
+/// Why the model refuses a turn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Refusal {
+    /// The lifecycle forbids it; carries the current status.
+    Transition(&'static str),
+    Invalid,
+    Forbidden,
+}
+
+/// The pure lifecycle, tracked per participant: each recipient's delivery and the
+/// sender's own end.
+struct Model {
+    kind: MessageType,
+    deliveries: [DeliveryStatus; 2],
+    request: Option<RequestStatus>,
+}
+
+impl Model {
+    fn new(kind: MessageType) -> Self {
+        Self {
+            kind,
+            deliveries: [Pending; 2],
+            request: (kind == Request).then_some(RequestStatus::Open),
+        }
+    }
+
+    /// Plays one turn: `Ok(events it appends)` or why it is refused.
+    fn play(&mut self, turn: Turn) -> Result<i64, Refusal> {
+        let verb = match turn.act {
+            Act::Fetch => {
+                let Some(i) = turn.actor.recipient() else {
+                    return Ok(0);
+                };
+                let before = self.deliveries[i];
+                let after = transition(before, DeliveryAction::Fetch, self.kind)
+                    .expect("fetching is always allowed");
+                self.deliveries[i] = after;
+                return Ok(i64::from(after != before));
+            }
+            Act::Step(verb) => verb,
+        };
+        if matches!(verb, Verb::HandBack | Verb::Refuse) && !turn.note {
+            return Err(Refusal::Invalid);
+        }
+        match (turn.actor.recipient(), turn.actor) {
+            (Some(i), _) => {
+                let action = match verb {
+                    Verb::Ack => DeliveryAction::Acknowledge,
+                    Verb::Complete => DeliveryAction::Complete,
+                    Verb::HandBack => DeliveryAction::HandBack,
+                    Verb::Refuse => DeliveryAction::Refuse,
+                    Verb::Archive => DeliveryAction::Archive,
+                };
+                let next = transition(self.deliveries[i], action, self.kind)
+                    .map_err(|e| Refusal::Transition(e.status))?;
+                self.deliveries[i] = next;
+                // The status change, plus the reply that carries a note.
+                Ok(1 + i64::from(turn.note))
+            }
+            (None, Actor::Sender) => {
+                // Only a request has a sender's end; of it, the sender only completes
+                // and archives, and says anything more in a reply.
+                let Some(current) = self.request else {
+                    return Err(Refusal::Invalid);
+                };
+                let action = match verb {
+                    Verb::Complete => RequestAction::Complete,
+                    Verb::Archive => RequestAction::Archive,
+                    _ => return Err(Refusal::Forbidden),
+                };
+                if turn.note {
+                    return Err(Refusal::Invalid);
+                }
+                let next = request_transition(current, action)
+                    .map_err(|e| Refusal::Transition(e.status))?;
+                self.request = Some(next);
+                Ok(1)
+            }
+            (None, _) => Err(Refusal::Forbidden),
+        }
+    }
+}
+
+fn refusal(err: &StoreError) -> Option<Refusal> {
+    match err {
+        StoreError::Transition(t) => Some(Refusal::Transition(t.status)),
+        StoreError::Invalid(_) => Some(Refusal::Invalid),
+        StoreError::Forbidden(_) => Some(Refusal::Forbidden),
+        _ => None,
+    }
+}
+
+fn turn() -> impl Strategy<Value = Turn> {
+    let actor = prop::sample::select(vec![
+        Actor::Sender,
+        Actor::First,
+        Actor::Second,
+        Actor::Outsider,
+    ]);
+    let act = prop_oneof![
+        2 => Just(Act::Fetch),
+        5 => prop::sample::select(vec![
+            Verb::Ack,
+            Verb::Complete,
+            Verb::HandBack,
+            Verb::Refuse,
+            Verb::Archive,
+        ])
+        .prop_map(Act::Step),
+    ];
+    (actor, act, prop::bool::weighted(0.7)).prop_map(|(actor, act, note)| Turn { actor, act, note })
+}
+
+fn message_type() -> impl Strategy<Value = MessageType> {
+    prop::sample::select(MessageType::ALL.to_vec())
+}
+
+/// Plays `turns` on one message of type `kind` to two recipients, against the store and
+/// the model together, comparing after every turn.
+fn follows_the_delivery_model<B: Backend>(
+    kind: MessageType,
+    turns: &[Turn],
+) -> Result<(), TestCaseError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let backend = B::fresh(DEFAULT_BUSY_TIMEOUT).await;
+        let store = backend.store();
+        cast(store).await;
+        let id = send(
+            store,
+            "planner",
+            draft(&["exec-1", "exec-2"], kind, "model", "go"),
+        )
+        .await;
+        let mut model = Model::new(kind);
+
+        for (n, &turn) in turns.iter().enumerate() {
+            let who = turn.actor.passname();
+            let before = generation(store).await;
+            let outcome = match turn.act {
+                Act::Fetch => store.fetch(Some(&who), &id).await.map(|f| f.status),
+                Act::Step(verb) => store
+                    .step(&who, &id, verb, turn.note.then_some("a note"))
+                    .await
+                    .map(|_| None),
+            };
+            let written = generation(store).await - before;
+            // Either both take the turn and the store wrote what the model expects, or both
+            // refuse it for the same reason and the store wrote nothing.
+            let observed = match &outcome {
+                Ok(_) => Ok(written),
+                Err(err) => Err((refusal(err), written)),
+            };
+            let expected = model.play(turn).map_err(|why| (Some(why), 0));
+            prop_assert_eq!(observed, expected, "turn {}: {:?}: {:?}", n, turn, outcome);
+            if let (Act::Fetch, Ok(fetched)) = (turn.act, outcome) {
+                let reader = turn.actor.recipient().map(|i| model.deliveries[i]);
+                prop_assert_eq!(fetched, reader, "turn {}: {:?}", n, turn);
+            }
+            let env = envelope(store, &id).await;
+            prop_assert_eq!(
+                [
+                    env.status_for(&name("exec-1")),
+                    env.status_for(&name("exec-2"))
+                ],
+                model.deliveries.map(Some),
+                "turn {}: {:?}",
+                n,
+                turn
+            );
+            prop_assert_eq!(env.request_status, model.request, "turn {}: {:?}", n, turn);
+        }
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// One module of tests per backend
+// ---------------------------------------------------------------------------------------
+
+/// Runs every story against `$backend`: `stores` take `&dyn Store`, `backends` take the
+/// backend itself; the delivery model is checked as a property test.
+macro_rules! stories {
+    (
+        $module:ident: $backend:ty;
+        stores: [$($story:ident),* $(,)?];
+        backends: [$($deep:ident),* $(,)?]
+    ) => {
+        mod $module {
+            use super::*;
+
+            $(
+                #[tokio::test]
+                async fn $story() {
+                    let backend = <$backend>::fresh(DEFAULT_BUSY_TIMEOUT).await;
+                    super::$story(backend.store()).await;
+                }
+            )*
+
+            $(
+                #[tokio::test]
+                async fn $deep() {
+                    super::$deep::<$backend>().await;
+                }
+            )*
+
+            proptest! {
+                #![proptest_config(ProptestConfig::with_cases(64))]
+
+                #[test]
+                fn the_store_follows_the_delivery_model(
+                    kind in message_type(),
+                    turns in prop::collection::vec(turn(), 1..30),
+                ) {
+                    follows_the_delivery_model::<$backend>(kind, &turns)?;
+                }
+            }
+        }
+    };
+}
+
+stories!(sqlite: Sqlite;
+    stores: [
+        participants_register_once_and_gate_every_message,
+        a_request_reaches_each_recipient_and_the_outbox_tracks_each,
+        fetching_delivers_once_and_only_to_a_pending_recipient,
+        invalid_transitions_are_refused_and_write_nothing,
+        a_reason_is_required_and_threaded_back_to_the_sender,
+        a_note_reply_names_the_step_that_was_taken,
+        the_sender_closes_its_own_end_of_a_request,
+        duplicates_return_the_original,
+        an_unaddressable_send_is_refused,
+        a_thread_comes_back_depth_first,
+        search_filters_narrow_and_pages_walk_everything_once,
+    ];
+    backends: [
+        the_log_is_the_truth,
+        a_locked_store_is_busy_then_writable,
+    ]
+);
