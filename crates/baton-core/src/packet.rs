@@ -43,12 +43,12 @@ pub fn clip(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_owned();
     }
-    let budget = max.saturating_sub('…'.len_utf8());
-    let end = (0..=budget)
-        .rev()
-        .find(|i| s.is_char_boundary(*i))
-        .unwrap_or(0);
-    format!("{}…", &s[..end])
+    let floor = |n: usize| (0..=n).rev().find(|i| s.is_char_boundary(*i)).unwrap_or(0);
+    match max.checked_sub('…'.len_utf8()) {
+        Some(budget) => format!("{}…", &s[..floor(budget)]),
+        // No room even for the mark.
+        None => s[..floor(max)].to_owned(),
+    }
 }
 
 fn more_line(hidden: usize, command: &str) -> String {
@@ -174,6 +174,7 @@ mod tests {
         assert_eq!(clip("ééé", 5), "é…");
         assert!(clip("ééé", 5).len() <= 5);
         assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(clip("abcd", 2), "ab");
     }
 
     proptest! {

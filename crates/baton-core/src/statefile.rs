@@ -243,7 +243,10 @@ pub enum Parsed {
     /// Structurally whole, but the prose drifted from the schema: the findings.
     Drifted(Vec<String>),
     /// Whole and on schema: the human tables and the machine snapshot.
-    Valid { tables: Tables, snapshot: Snapshot },
+    Valid {
+        tables: Box<Tables>,
+        snapshot: Box<Snapshot>,
+    },
 }
 
 /// The editable part, as a person left it.
@@ -445,7 +448,10 @@ pub fn parse(text: &str) -> Parsed {
         }
     }
     if findings.is_empty() {
-        Parsed::Valid { tables, snapshot }
+        Parsed::Valid {
+            tables: Box::new(tables),
+            snapshot: Box::new(snapshot),
+        }
     } else {
         Parsed::Drifted(findings)
     }
@@ -624,7 +630,7 @@ mod tests {
                 tables,
                 snapshot: s,
             } => {
-                assert_eq!(s, snapshot());
+                assert_eq!(*s, snapshot());
                 assert_eq!(tables.focus, "Ship the export | fix");
                 assert_eq!(import_ops(&tables, &s), Ok(vec![]));
             }

@@ -97,7 +97,7 @@ async fn seed(db: &Path, target: usize) -> (i64, usize, usize) {
     let mut i = 0usize;
     while store.generation().await.unwrap() < target as i64 {
         i += 1;
-        if i % 10 == 0 {
+        if i.is_multiple_of(10) {
             let ops = [
                 StateOp::Decide {
                     text: format!("decision {i}: keep the export path single"),
@@ -130,7 +130,7 @@ async fn seed(db: &Path, target: usize) -> (i64, usize, usize) {
             idempotency_key: None,
         };
         let id = store.send(&planner, draft, 0).await.unwrap().id;
-        if i % 4 == 0 {
+        if i.is_multiple_of(4) {
             owed += 1;
         } else {
             store.fetch(Some(&me), &id).await.unwrap();

@@ -601,10 +601,7 @@ async fn judge(ctx: &Context, file: &Path) -> CommandResult<Verdict> {
                     store,
                 }
             } else {
-                Verdict::Valid {
-                    tables: Box::new(tables),
-                    snapshot: Box::new(snapshot),
-                }
+                Verdict::Valid { tables, snapshot }
             }
         }
     })

@@ -6,4 +6,5 @@ mod common;
 mod commands;
 mod concurrency;
 mod crash;
+mod mcp;
 mod memory;

@@ -1,0 +1,45 @@
+//! `baton mcp`: serve the project's inbox to an agent as an MCP server on stdio.
+
+use std::sync::Arc;
+
+use clap::Args;
+
+use crate::cli::GlobalArgs;
+use crate::commands::Context;
+use crate::error::{CommandError, CommandResult};
+use crate::output::Output;
+
+/// Serve this project to an MCP client on stdin/stdout, acting as one participant.
+///
+/// The identity (--as NAME or BATON_AS) is fixed when the server starts and must be a
+/// registered participant; no tool takes the actor as an argument. Stdout carries the
+/// protocol only; messages about the server go to stderr. The payload cap and duplicate
+/// window come from .baton/config.toml, as for `baton send`. It serves until the client
+/// closes stdin.
+#[derive(Args, Debug)]
+#[command(after_help = "Example (an MCP client's server entry):\n  \
+                        {\"command\": \"baton\", \"args\": [\"--as\", \"impl-1\", \"mcp\"]}")]
+pub struct McpArgs {}
+
+pub async fn run(g: &GlobalArgs, _args: McpArgs) -> CommandResult<Output> {
+    if g.json {
+        return Err(CommandError::usage(
+            "--json does not apply to `baton mcp`: its stdout carries the MCP protocol only",
+        ));
+    }
+    let ctx = Context::open(g).await?;
+    let me = ctx.me().await?;
+    let settings = baton_mcp::Settings {
+        payload_cap: ctx.project.config.payload_cap,
+        duplicate_window: ctx.project.config.duplicate_window,
+    };
+    eprintln!(
+        "baton mcp: serving {} as {me} on stdio",
+        ctx.project.root.display()
+    );
+    baton_mcp::serve_stdio(Arc::new(ctx.store), me, settings)
+        .await
+        .map_err(|e| CommandError::failed(e.to_string()))?;
+    // Nothing more goes to stdout: the session is over and the client may still read it.
+    Ok(Output::new("baton/mcp@1", serde_json::json!({}), ""))
+}

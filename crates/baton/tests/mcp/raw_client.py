@@ -1,0 +1,211 @@
+"""The full round over raw JSON-RPC lines on protocol 2025-06-18 (no SDK), then the
+protocol errors, hostile arguments, and a check that stdout carried nothing but JSON-RPC.
+
+Usage: python raw_client.py BATON_EXE PROJECT_DIR
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+import round as checks
+
+PROTOCOL = "2025-06-18"
+# A generous bound on one answer, so a server that never replies fails the test instead
+# of hanging it.
+TIMEOUT = 30
+
+
+class RawConn:
+    def __init__(self, proc: asyncio.subprocess.Process, who: str):
+        self.proc = proc
+        self.who = who
+        self.next_id = 0
+        self.lines = 0
+
+    @classmethod
+    async def start(cls, baton: str, project: str, who: str) -> RawConn:
+        proc = await asyncio.create_subprocess_exec(
+            baton, "--project", project, "--as", who, "mcp",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            limit=1 << 24,
+        )
+        return cls(proc, who)
+
+    async def write(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        await self.proc.stdin.drain()
+
+    async def send(self, message: dict) -> None:
+        await self.write(json.dumps(message))
+
+    async def receive(self) -> dict:
+        """The next stdout line, which must be one JSON-RPC 2.0 message."""
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), TIMEOUT)
+        assert line, f"{self.who}: the server closed stdout (exit {self.proc.returncode})"
+        self.lines += 1
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError:
+            raise AssertionError(f"{self.who}: stdout carried a non-JSON line: {line[:200]!r}")
+        assert isinstance(message, dict) and message.get("jsonrpc") == "2.0", (
+            f"{self.who}: not a JSON-RPC 2.0 message: {line[:200]!r}"
+        )
+        return message
+
+    async def request(self, method: str, params: Any = None) -> dict:
+        self.next_id += 1
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+        return await self.answer(self.next_id)
+
+    async def answer(self, id: int) -> dict:
+        while True:
+            message = await self.receive()
+            if message.get("id") == id and ("result" in message or "error" in message):
+                return message
+
+    async def initialize(self) -> dict:
+        r = await self.request("initialize", {
+            "protocolVersion": PROTOCOL,
+            "capabilities": {},
+            "clientInfo": {"name": "baton-raw-test", "version": "0"},
+        })
+        assert "result" in r, r
+        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return r["result"]
+
+    async def list_tools(self) -> list[dict]:
+        r = await self.request("tools/list")
+        assert "result" in r, r
+        return r["result"]["tools"]
+
+    async def call(self, name: str, arguments: Any) -> checks.Result:
+        r = await self.request("tools/call", {"name": name, "arguments": arguments})
+        assert "result" in r, f"{self.who} {name}: a protocol error where a result was due: {r}"
+        result = r["result"]
+        text = "".join(block.get("text", "") for block in result.get("content", []))
+        return checks.Result(result.get("structuredContent"), text, result.get("isError", False))
+
+    async def close(self) -> int:
+        """Closes stdin; the server must exit 0 and leave only JSON-RPC on stdout."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        rest = await asyncio.wait_for(self.proc.stdout.read(), TIMEOUT)
+        for line in rest.splitlines():
+            message = json.loads(line)
+            assert message.get("jsonrpc") == "2.0", line
+            self.lines += 1
+        return await asyncio.wait_for(self.proc.wait(), TIMEOUT)
+
+
+async def protocol_errors(conn: RawConn) -> None:
+    """Unknown tools and malformed requests are JSON-RPC errors, not tool results."""
+    r = await conn.request("tools/call", {"name": "no_such_tool", "arguments": {}})
+    assert r.get("error", {}).get("code") == -32602, f"unknown tool: {r}"
+    r = await conn.request("tools/call", {"arguments": {}})
+    assert "error" in r, f"tools/call without a name: {r}"
+    r = await conn.request("tools/call", {"name": "inbox", "arguments": [1, 2]})
+    assert "error" in r, f"arguments that are not an object: {r}"
+    r = await conn.request("baton/no-such-method")
+    assert r.get("error", {}).get("code") == -32601, f"unknown method: {r}"
+    # Lines that are not JSON-RPC at all must not stop the server.
+    await conn.write("this is not json")
+    await conn.write('{"jsonrpc": "2.0", "id": "x", "method": ')
+    await conn.write("[" * 10_000 + "]" * 10_000)
+    r = await conn.request("ping")
+    assert r.get("result") == {}, f"the server stopped answering after garbage: {r}"
+
+
+# Arguments a careless or hostile client might send (as impl-1); each must come back as an
+# isError result (never a crash, never a hang).
+HOSTILE: list[tuple[str, Any]] = [
+    ("show", {"id": 5}),
+    ("show", {"id": None}),
+    ("show", {"id": {"nested": [1, 2]}}),
+    ("show", {"id": "x", "max_bytes": -1}),
+    ("show", {"id": "x", "max_bytes": 1e30}),
+    ("show", {"id": "x", "max_bytes": 18446744073709551616}),
+    ("show", {"id": "é" * 5000}),
+    ("show", {"id": "\u0000"}),
+    ("show", {}),
+    ("thread", {"id": "' OR 1=1 --"}),
+    ("ack", {"id": ""}),
+    ("archive", {"id": "x" * 100_000}),
+    ("complete", {"id": "x", "note": 7}),
+    ("hand_back", {"id": "x"}),
+    ("inbox", {"all": "yes"}),
+    ("inbox", {"everything": True}),
+    ("send", {"to": "impl-1", "topic": "t", "body": "x"}),
+    ("send", {"to": [], "topic": "t", "body": "x"}),
+    ("send", {"to": [""], "topic": "t", "body": "x"}),
+    ("send", {"to": ["impl-1"], "topic": "t", "body": "to myself"}),
+    ("send", {"to": ["ghost"], "topic": "t", "body": "x"}),
+    ("send", {"to": ["impl-1"], "topic": "Not A Slug", "body": "x"}),
+    ("send", {"to": ["impl-1"], "topic": "t", "type": "order", "body": "x"}),
+    ("send", {"to": ["impl-1"], "topic": "t", "payload": [1, 2]}),
+    ("send", {"to": ["impl-1"], "topic": "t", "payload": "text"}),
+    ("send", {"to": ["impl-1"], "topic": "t"}),
+    ("send", {"to": ["impl-1"], "topic": "t", "body": "x" * (300 * 1024)}),
+    ("reply", {"id": "01NOSUCHPARENT", "body": "x"}),
+    ("search", {"limit": 0}),
+    ("search", {"limit": 4294967296}),
+    ("search", {"limit": 101}),
+    ("search", {"status": "lost"}),
+    ("search", {"since": "yesterday-ish"}),
+    ("search", {"until": "-3h"}),
+    ("search", {"since": "99999999999999999999h"}),
+    ("search", {"cursor": "cffffffffffffffffffffffff"}),
+    ("search", {"cursor": "zzz"}),
+]
+
+
+async def hostile_arguments(conn: RawConn) -> None:
+    for name, arguments in HOSTILE:
+        r = await conn.call(name, arguments)
+        assert r.is_error and r.text, f"{name} {str(arguments)[:80]}: expected isError, got {r}"
+        # Short, beyond quoting the bad value back.
+        bound = 500 + 2 * len(json.dumps(arguments, ensure_ascii=False))
+        assert len(r.text) < bound, f"{name}: {len(r.text)} bytes of error: {r.text[:200]}"
+    r = await conn.request("ping")
+    assert r.get("result") == {}, r
+
+
+async def main(baton: str, project: str) -> None:
+    planner = await RawConn.start(baton, project, "planner")
+    executor = await RawConn.start(baton, project, "impl-1")
+    for conn in (planner, executor):
+        init = await conn.initialize()
+        assert init["protocolVersion"] == PROTOCOL, f"negotiated {init['protocolVersion']}"
+        assert "tools" in init["capabilities"], init
+    r = await planner.request("tools/list")
+    size = len(json.dumps(r["result"], separators=(",", ":"), ensure_ascii=False).encode())
+    print(f"raw: tools/list result is {size} bytes (budget {checks.TOOLS_LIST_BUDGET})")
+    assert size < checks.TOOLS_LIST_BUDGET, f"tools/list grew to {size} bytes"
+    tools = checks.check_tools(r["result"]["tools"])
+
+    await checks.full_round(
+        checks.Checked(planner, tools, "planner"),
+        checks.Checked(executor, tools, "impl-1"),
+    )
+    print(f"raw: full round ok on {PROTOCOL}; every tool's output matched its outputSchema")
+    await protocol_errors(planner)
+    print("raw: unknown tool, malformed requests and garbage lines are protocol errors")
+    await hostile_arguments(executor)
+    print(f"raw: {len(HOSTILE)} hostile argument sets came back as isError results")
+
+    for conn in (planner, executor):
+        code = await conn.close()
+        assert code == 0, f"{conn.who}: exit {code} after stdin closed"
+    print(f"raw: stdout carried only JSON-RPC ({planner.lines + executor.lines} lines); both exited 0")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
