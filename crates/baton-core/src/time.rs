@@ -4,6 +4,13 @@
 /// Milliseconds since the Unix epoch (UTC).
 pub type Millis = i64;
 
+/// RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T13:40:00.123Z`.
+pub fn rfc3339(ms: Millis) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| ms.to_string())
+}
+
 /// A short human age such as `42s`, `5m`, `3h` or `2d`; a future instant reads `0s`.
 pub fn age(then: Millis, now: Millis) -> String {
     let secs = (now - then).max(0) / 1000;
@@ -17,7 +24,13 @@ pub fn age(then: Millis, now: Millis) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::age;
+    use super::{age, rfc3339};
+
+    #[test]
+    fn times_print_as_rfc3339_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_500), "1970-01-01T00:00:01.5Z");
+    }
 
     #[test]
     fn ages_round_down_to_the_largest_unit() {

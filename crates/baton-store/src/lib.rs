@@ -6,6 +6,7 @@
 //! terminal and never reads configuration files; callers pass what it needs.
 
 mod error;
+pub mod recall;
 pub mod sqlite;
 mod types;
 

@@ -45,12 +45,7 @@ pub fn now() -> Millis {
     jiff::Timestamp::now().as_millisecond()
 }
 
-/// RFC 3339 in UTC with milliseconds.
-pub fn timestamp(ms: Millis) -> String {
-    jiff::Timestamp::from_millisecond(ms)
-        .map(|t| t.to_string())
-        .unwrap_or_else(|_| ms.to_string())
-}
+pub use baton_core::time::rfc3339 as timestamp;
 
 /// `812 B`, `3.4 KiB`, `1.2 MiB`.
 pub fn size(bytes: u64) -> String {

@@ -4,8 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use baton_core::Millis;
 use baton_core::message::DEFAULT_PAYLOAD_CAP;
 use baton_store::SqliteStore;
+use baton_store::recall::PathClock;
 use baton_store::sqlite::DEFAULT_BUSY_TIMEOUT;
 use serde::Deserialize;
 
@@ -149,8 +151,43 @@ impl Project {
         self.root.join(DIR).join(DB_FILE)
     }
 
+    /// How the project's paths change: for note staleness.
+    pub fn clock(&self) -> GitClock {
+        GitClock {
+            root: self.root.clone(),
+        }
+    }
+
     pub async fn open_store(&self) -> CommandResult<SqliteStore> {
         Ok(SqliteStore::open(&self.db_path(), self.config.busy_timeout).await?)
+    }
+}
+
+/// A path's last change: the later of its newest commit (`git log -1 --format=%ct`) and
+/// its modification time in the work tree. `None` when neither can be read.
+pub struct GitClock {
+    root: PathBuf,
+}
+
+impl PathClock for GitClock {
+    fn changed_at(&self, path: &str) -> Option<Millis> {
+        let modified = std::fs::metadata(self.root.join(path))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as Millis);
+        let committed = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&self.root)
+            .args(["log", "-1", "--format=%ct", "--", path])
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .map(|secs| secs * 1000);
+        modified.max(committed)
     }
 }
 

@@ -4,11 +4,11 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use baton_core::Event;
 use baton_core::event::LOCAL_OPERATOR;
-use baton_core::state::{Freshness, Note, ProjectState, StateOp, Subject, freshness};
+use baton_core::state::{StateOp, Subject};
 use baton_core::statefile::{self, Parsed, Snapshot};
-use baton_core::{Event, Millis};
-use baton_store::Store;
+use baton_store::{Store, recall};
 use clap::{Args, Subcommand};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -373,75 +373,6 @@ pub async fn session(ctx: &Context, cmd: SessionCommand) -> CommandResult<Output
     Ok(one("baton/session-end@1", events, human))
 }
 
-/// When a note's subject last changed: a path's newest commit or work-tree modification,
-/// or a record's newest event after the note.
-pub async fn subject_changed_at(ctx: &Context, note: &Note) -> CommandResult<Option<Millis>> {
-    match &note.subject {
-        // No event after the note means no change since it was written.
-        Subject::Record(id) => Ok(Some(
-            ctx.store
-                .last_change(id, note.written.seq)
-                .await?
-                .unwrap_or(note.written.at),
-        )),
-        Subject::Path(path) => Ok(path_changed_at(&ctx.project.root, path)),
-    }
-}
-
-fn path_changed_at(root: &Path, path: &str) -> Option<Millis> {
-    let modified = std::fs::metadata(root.join(path))
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_millis() as Millis);
-    let committed = std::process::Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(["log", "-1", "--format=%ct", "--", path])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse::<i64>().ok())
-        .map(|secs| secs * 1000);
-    modified.max(committed)
-}
-
-/// Notes with their freshness, newest first, at most `limit` examined.
-pub async fn notes_freshness(
-    ctx: &Context,
-    state: &ProjectState,
-    limit: usize,
-) -> CommandResult<Vec<(Note, Freshness)>> {
-    let mut out = Vec::new();
-    for note in state.notes.iter().rev().take(limit) {
-        let changed = subject_changed_at(ctx, note).await?;
-        out.push((note.clone(), freshness(note, changed)));
-    }
-    Ok(out)
-}
-
-pub fn note_line(note: &Note, f: &Freshness) -> String {
-    match f {
-        Freshness::Current => format!("{} ({}): {}", note.id, note.subject.label(), note.text),
-        Freshness::Stale { changed_at } => format!(
-            "{} STALE ({} changed {} after the note of {}): {}",
-            note.id,
-            note.subject.label(),
-            timestamp(*changed_at),
-            timestamp(note.written.at),
-            note.text
-        ),
-        Freshness::Unknown => format!(
-            "{} UNVERIFIED ({} cannot be examined): {}",
-            note.id,
-            note.subject.label(),
-            note.text
-        ),
-    }
-}
-
 pub async fn state(ctx: &Context, cmd: StateCommand) -> CommandResult<Output> {
     match cmd {
         StateCommand::Show => show(ctx).await,
@@ -452,7 +383,8 @@ pub async fn state(ctx: &Context, cmd: StateCommand) -> CommandResult<Output> {
 
 async fn show(ctx: &Context) -> CommandResult<Output> {
     let state = ctx.store.state().await?;
-    let notes = notes_freshness(ctx, &state, usize::MAX).await?;
+    let notes =
+        recall::notes_freshness(&ctx.store, &ctx.project.clock(), &state, usize::MAX).await?;
     let mut human = format!("generation {}\n", state.generation);
     human.push_str(&format!(
         "\nFocus: {}\n",
@@ -500,7 +432,7 @@ async fn show(ctx: &Context) -> CommandResult<Output> {
     ));
     human.push_str("\nNotes\n");
     for (note, f) in &notes {
-        human.push_str(&format!("- {}\n", note_line(note, f)));
+        human.push_str(&format!("- {}\n", recall::note_line(note, f)));
     }
     let notes_json: Vec<Value> = notes
         .iter()

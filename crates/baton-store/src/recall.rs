@@ -1,0 +1,246 @@
+//! Reads built on the [`Store`] that every edge shares: the resume packet (SPEC §5.4) and
+//! the freshness of notes. The CLI, the MCP server and the agent hooks call these, so an
+//! agent reads the same packet whichever way it asks.
+//!
+//! A path's history lives outside the store (the work tree, git), so the caller supplies
+//! a [`PathClock`]; everything else comes from the store.
+
+use baton_core::packet::{self, Packet, Section};
+use baton_core::state::{Freshness, Note, ProjectState, Subject, freshness};
+use baton_core::time::rfc3339;
+use baton_core::{MessageType, Millis, Passname};
+use serde_json::Value;
+
+use crate::{Envelope, Result, Store};
+
+/// When a path in the project last changed (newest commit or work-tree modification).
+pub trait PathClock: Send + Sync {
+    fn changed_at(&self, path: &str) -> Option<Millis>;
+}
+
+/// How many owed requests have their payload read for `resume_at` and stop conditions:
+/// the packet shows only the first few anyway, and each read costs a query.
+const PAYLOADS_READ: usize = 20;
+/// How many of the newest notes the packet examines for staleness.
+const NOTES_EXAMINED: usize = 50;
+
+/// When a note's subject last changed: a path per the clock; a record at its newest event
+/// after the note (none means unchanged since).
+pub async fn subject_changed_at(
+    store: &dyn Store,
+    clock: &dyn PathClock,
+    note: &Note,
+) -> Result<Option<Millis>> {
+    Ok(match &note.subject {
+        Subject::Path(path) => clock.changed_at(path),
+        Subject::Record(id) => Some(
+            store
+                .last_change(id, note.written.seq)
+                .await?
+                .unwrap_or(note.written.at),
+        ),
+    })
+}
+
+/// The newest `limit` notes with their freshness, newest first.
+pub async fn notes_freshness(
+    store: &dyn Store,
+    clock: &dyn PathClock,
+    state: &ProjectState,
+    limit: usize,
+) -> Result<Vec<(Note, Freshness)>> {
+    let mut out = Vec::new();
+    for note in state.notes.iter().rev().take(limit) {
+        let changed = subject_changed_at(store, clock, note).await?;
+        out.push((note.clone(), freshness(note, changed)));
+    }
+    Ok(out)
+}
+
+/// One line per note; a stale one says so with both times, never as plain fact.
+pub fn note_line(note: &Note, f: &Freshness) -> String {
+    match f {
+        Freshness::Current => format!("{} ({}): {}", note.id, note.subject.label(), note.text),
+        Freshness::Stale { changed_at } => format!(
+            "{} STALE ({} changed {} after the note of {}): {}",
+            note.id,
+            note.subject.label(),
+            rfc3339(*changed_at),
+            rfc3339(note.written.at),
+            note.text
+        ),
+        Freshness::Unknown => format!(
+            "{} UNVERIFIED ({} cannot be examined): {}",
+            note.id,
+            note.subject.label(),
+            note.text
+        ),
+    }
+}
+
+/// A field of the payload, or of its `x-baton` contract extension.
+fn contract_field<'a>(payload: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    let direct = path.iter().try_fold(payload, |v, k| v.get(k));
+    direct.or_else(|| {
+        path.iter()
+            .try_fold(payload.get("x-baton")?, |v, k| v.get(k))
+    })
+}
+
+fn owed_line(env: &Envelope, resume_at: Option<&str>) -> String {
+    let mut line = format!(
+        "{} {} from {} [{}]: {}",
+        env.id, env.kind, env.from, env.topic, env.excerpt
+    );
+    if let Some(r) = resume_at {
+        line.push_str(&format!(" — resume at: {r}"));
+    }
+    line
+}
+
+/// The resume packet and the store generation it was read at.
+pub struct Resume {
+    pub packet: Packet,
+    pub generation: i64,
+}
+
+/// Builds `me`'s resume packet for the project at `place`, within `max_bytes`.
+pub async fn resume(
+    store: &dyn Store,
+    clock: &dyn PathClock,
+    me: &Passname,
+    place: &str,
+    max_bytes: usize,
+    now: Millis,
+) -> Result<Resume> {
+    let role = store
+        .participant(me.as_str())
+        .await?
+        .map(|p| p.role)
+        .unwrap_or_default();
+    let state = store.state().await?;
+    let generation = store.generation().await?;
+
+    let mut owed = store.inbox(me, false).await?;
+    // Requests carry responsibility: they come first, oldest first within each kind.
+    owed.sort_by_key(|e| e.kind != MessageType::Request);
+    let mut owed_lines = Vec::new();
+    let mut stops = Vec::new();
+    for (i, env) in owed.iter().enumerate() {
+        if i < PAYLOADS_READ && env.kind == MessageType::Request {
+            let payload = Value::Object(store.fetch(None, &env.id).await?.payload);
+            let resume_at = contract_field(&payload, &["decision", "resume_at"])
+                .or_else(|| contract_field(&payload, &["resume_at"]))
+                .and_then(Value::as_str);
+            owed_lines.push(owed_line(env, resume_at));
+            if let Some(Value::Array(items)) = contract_field(&payload, &["stop_when"]) {
+                stops.extend(
+                    items
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(|s| format!("{} ({}): {s}", env.id, env.topic)),
+                );
+            }
+        } else {
+            owed_lines.push(owed_line(env, None));
+        }
+    }
+    let waiting: Vec<String> = store
+        .outbox(me, false)
+        .await?
+        .iter()
+        .map(|e| {
+            let ends =
+                e.to.iter()
+                    .map(|r| format!("{}:{}", r.name, r.status))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+            format!(
+                "{} [{}] to {ends} ({} replies): {}",
+                e.id, e.topic, e.replies, e.excerpt
+            )
+        })
+        .collect();
+    let stale: Vec<String> = notes_freshness(store, clock, &state, NOTES_EXAMINED)
+        .await?
+        .iter()
+        .filter(|(_, f)| *f != Freshness::Current)
+        .map(|(n, f)| note_line(n, f))
+        .collect();
+
+    let sections = [
+        Section {
+            title: "What I owe",
+            items: owed_lines,
+            more: "baton inbox",
+            empty: Some("nothing"),
+        },
+        Section {
+            title: "Focus",
+            items: state.focus.iter().map(|(t, _)| t.clone()).collect(),
+            more: "baton state show",
+            empty: Some("(none set: baton focus set TEXT)"),
+        },
+        Section {
+            title: "Active constraints",
+            items: state
+                .constraints
+                .iter()
+                .rev()
+                .map(|c| format!("{}: {} (tried {} → {})", c.id, c.text, c.tried, c.result))
+                .collect(),
+            more: "baton state show",
+            empty: Some("none recorded"),
+        },
+        Section {
+            title: "Recent decisions",
+            items: state
+                .current_decisions()
+                .map(|d| format!("{}: {} (why: {})", d.id, d.text, d.why))
+                .collect(),
+            more: "baton state show",
+            empty: Some("none recorded"),
+        },
+        Section {
+            title: "What I am waiting for",
+            items: waiting,
+            more: "baton outbox",
+            empty: Some("nothing"),
+        },
+        Section {
+            title: "Open alerts",
+            items: state
+                .alerts
+                .iter()
+                .map(|a| format!("{}: {} (since {})", a.id, a.message, rfc3339(a.raised.at)))
+                .collect(),
+            more: "baton alerts",
+            empty: Some("none"),
+        },
+        Section {
+            title: "Stale notes (do not take as fact)",
+            items: stale,
+            more: "baton state show",
+            empty: None,
+        },
+        Section {
+            title: "Stop conditions",
+            items: stops,
+            more: "baton show ID",
+            empty: Some("none stated by the requests I owe"),
+        },
+    ];
+    let header = format!(
+        "# Resume: {me}{} in {place}\ngeneration {generation} · {}",
+        if role.is_empty() {
+            String::new()
+        } else {
+            format!(" ({role})")
+        },
+        rfc3339(now),
+    );
+    Ok(Resume {
+        packet: packet::render(&header, &sections, max_bytes),
+        generation,
+    })
+}
