@@ -191,9 +191,37 @@ pub struct Draft {
     pub idempotency_key: Option<String>,
 }
 
+/// Who a reply goes to when the author names no one: the other side of the parent — its
+/// sender, or its recipients when the author sent it.
+pub fn reply_recipients(
+    parent_from: &Passname,
+    parent_to: &[Passname],
+    author: &Passname,
+) -> Vec<Passname> {
+    if parent_from == author {
+        parent_to.to_vec()
+    } else {
+        vec![parent_from.clone()]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_goes_to_the_other_side() {
+        let p = |n: &str| Passname::new(n).unwrap();
+        let to = [p("impl-1"), p("impl-2")];
+        assert_eq!(
+            reply_recipients(&p("planner"), &to, &p("impl-1")),
+            vec![p("planner")]
+        );
+        assert_eq!(
+            reply_recipients(&p("planner"), &to, &p("planner")),
+            to.to_vec()
+        );
+    }
 
     #[test]
     fn payload_must_be_an_object_within_the_cap() {

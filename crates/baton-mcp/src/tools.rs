@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use baton_core::message::reply_recipients;
 use baton_core::{Draft, MessageType, Millis, Passname, Payload, PayloadError, Topic};
 use baton_store::{Fetched, SearchQuery, Store, StoreError, Verb};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -272,8 +273,10 @@ impl BatonTools {
             .envelope;
         let to = match &input.to {
             Some(names) if !names.is_empty() => recipients(names)?,
-            _ if parent.from == self.me => parent.to.iter().map(|r| r.name.clone()).collect(),
-            _ => vec![parent.from.clone()],
+            _ => {
+                let parent_to: Vec<Passname> = parent.to.iter().map(|r| r.name.clone()).collect();
+                reply_recipients(&parent.from, &parent_to, &self.me)
+            }
         };
         let draft = Draft {
             to,

@@ -3,6 +3,7 @@
 use std::io::Read;
 use std::path::PathBuf;
 
+use baton_core::message::reply_recipients;
 use baton_core::{Draft, MessageType, Passname, Payload, Topic};
 use baton_store::Store;
 use clap::{ArgGroup, Args};
@@ -73,10 +74,11 @@ pub async fn run(ctx: &Context, args: SendArgs) -> CommandResult<Output> {
     };
     let to: Vec<Passname> = if args.to.is_empty() {
         match &parent {
-            Some(p) if p.envelope.from == me => {
-                p.envelope.to.iter().map(|r| r.name.clone()).collect()
+            Some(p) => {
+                let parent_to: Vec<Passname> =
+                    p.envelope.to.iter().map(|r| r.name.clone()).collect();
+                reply_recipients(&p.envelope.from, &parent_to, &me)
             }
-            Some(p) => vec![p.envelope.from.clone()],
             None => {
                 return Err(CommandError::usage(
                     "--to NAME is required (unless replying with --reply-to)",
