@@ -617,24 +617,47 @@ fn json_errors_are_structured_on_stderr() {
 #[test]
 fn help_has_examples() {
     let p = Project::new(&[]);
-    for cmd in [
-        "send",
-        "inbox",
-        "outbox",
-        "show",
-        "thread",
-        "ack",
-        "complete",
-        "hand-back",
-        "archive",
-        "search",
-        "init",
-        "demo",
-    ] {
-        let help = p.ok(None, &[cmd, "--help"]);
+    let commands: &[&[&str]] = &[
+        &["send"],
+        &["inbox"],
+        &["outbox"],
+        &["show"],
+        &["thread"],
+        &["ack"],
+        &["complete"],
+        &["hand-back"],
+        &["refuse"],
+        &["archive"],
+        &["search"],
+        &["init"],
+        &["demo"],
+        &["agent", "add"],
+        &["agent", "list"],
+        &["focus", "set"],
+        &["stream", "set"],
+        &["stream", "done"],
+        &["decide"],
+        &["constrain"],
+        &["note"],
+        &["session", "end"],
+        &["state", "show"],
+        &["state", "render"],
+        &["state", "import"],
+        &["check"],
+        &["resume"],
+        &["receipt", "write"],
+        &["receipt", "show"],
+        &["receipt", "verify"],
+        &["receipt", "wait"],
+        &["alerts"],
+    ];
+    for cmd in commands {
+        let mut args = cmd.to_vec();
+        args.push("--help");
+        let help = p.ok(None, &args);
         assert!(
             help.contains("Example"),
-            "baton {cmd} --help has no example:\n{help}"
+            "baton {cmd:?} --help has no example:\n{help}"
         );
     }
 }
