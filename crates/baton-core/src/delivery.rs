@@ -231,6 +231,14 @@ pub fn allowed(status: DeliveryStatus, kind: MessageType) -> Vec<&'static str> {
         .collect()
 }
 
+/// The reaper's step, not a recipient's, and outside the table above on purpose: a
+/// message its recipient fetched during a run that was then lost goes back to `pending`,
+/// so the work is offered again instead of waiting on a process that no longer exists.
+/// Only `delivered` resurfaces; every later status is the recipient's own word.
+pub fn resurface(status: DeliveryStatus) -> Option<DeliveryStatus> {
+    (status == DeliveryStatus::Delivered).then_some(DeliveryStatus::Pending)
+}
+
 /// Applies the sender's action to its own end of a request.
 pub fn request_transition(
     status: RequestStatus,
@@ -334,6 +342,14 @@ mod tests {
         let err = request_transition(RS::Open, RA::Archive).unwrap_err();
         assert_eq!(err.allowed, vec!["complete"]);
         assert!(request_transition(RS::Archived, RA::Complete).is_err());
+    }
+
+    #[test]
+    fn only_a_delivered_message_resurfaces() {
+        for status in S::ALL {
+            let want = (status == S::Delivered).then_some(S::Pending);
+            assert_eq!(resurface(status), want, "{status}");
+        }
     }
 
     fn action() -> impl Strategy<Value = A> {

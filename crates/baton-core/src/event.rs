@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use crate::delivery::{DeliveryStatus, RequestStatus};
 use crate::message::MessageType;
 use crate::names::{Passname, Topic};
+use crate::run::RunChange;
 use crate::state::StateChange;
 use crate::time::Millis;
 
@@ -54,6 +55,10 @@ pub enum Change {
     /// receipt or an alert.
     #[serde(rename = "state.changed")]
     State(StateChange),
+    /// A fact about a run: registered, started, a heartbeat, output read, an exit, a
+    /// loss, an untracked process, or a hook call.
+    #[serde(rename = "run.changed")]
+    Run(RunChange),
 }
 
 impl Change {
@@ -64,6 +69,7 @@ impl Change {
             Self::DeliveryChanged { .. } => "delivery.changed",
             Self::RequestChanged { .. } => "request.changed",
             Self::State(_) => "state.changed",
+            Self::Run(_) => "run.changed",
         }
     }
 
@@ -74,6 +80,7 @@ impl Change {
             Self::MessageSent(m) => &m.id,
             Self::DeliveryChanged { message, .. } | Self::RequestChanged { message, .. } => message,
             Self::State(change) => change.subject(),
+            Self::Run(change) => change.subject(),
         }
     }
 

@@ -5,11 +5,13 @@
 //! facts it needs as arguments, so it is tested as data. Storage lives in `baton-store`,
 //! the terminal in `baton`.
 
+pub mod awl;
 pub mod delivery;
 pub mod event;
 pub mod message;
 pub mod names;
 pub mod packet;
+pub mod run;
 pub mod state;
 pub mod statefile;
 pub mod time;

@@ -1,4 +1,5 @@
-//! Baton as an MCP server: small typed tools over the [`Store`], for one participant.
+//! Baton as an MCP server: small typed tools over the [`Store`], for one participant, and
+//! the resume packet as a prompt and a resource so a client can load it at start.
 //!
 //! This is the only crate that knows MCP (rmcp changes fast, so it stays thin): the tool
 //! server in `tools`, their wire types in `wire`, and tool errors in the tools' own words
@@ -10,11 +11,13 @@ mod refusal;
 mod tools;
 mod wire;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use baton_core::Passname;
 use baton_store::Store;
+use baton_store::recall::PathClock;
 use rmcp::ServiceExt;
 
 pub use tools::BatonTools;
@@ -26,6 +29,16 @@ pub struct Settings {
     pub payload_cap: usize,
     /// Identical sends within this window return the original id.
     pub duplicate_window: Duration,
+}
+
+/// The project the tools serve, beyond its store.
+#[derive(Clone)]
+pub struct Project {
+    /// Its root directory: note subjects and receipt artifacts are paths from here, and
+    /// the resume packet names it.
+    pub root: PathBuf,
+    /// When a path last changed, for the staleness of notes in the resume packet.
+    pub clock: Arc<dyn PathClock>,
 }
 
 /// Why the server stopped other than by its client closing stdin.
@@ -41,10 +54,11 @@ pub enum ServeError {
 /// Serves the tools on stdin/stdout as `me` until the client closes stdin.
 pub async fn serve_stdio(
     store: Arc<dyn Store>,
+    project: Project,
     me: Passname,
     settings: Settings,
 ) -> Result<(), ServeError> {
-    let running = BatonTools::new(store, me, settings)
+    let running = BatonTools::new(store, project, me, settings)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| ServeError::Start(e.to_string()))?;

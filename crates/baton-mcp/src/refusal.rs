@@ -17,6 +17,17 @@ const IN_TOOL_TERMS: &[(&str, &str)] = &[
     ("(--reason TEXT)", "(`reason`)"),
     ("--note is for", "`note` is for"),
     ("reply with `baton send --reply-to ID`", "call `reply`"),
+    // Project state: the core names the CLI flag that carried each field.
+    (
+        "see `baton state show` for the decisions there are",
+        "`resume` lists the current ones",
+    ),
+    ("--why", "`why`"),
+    ("--tried", "`tried`"),
+    ("--result", "`result`"),
+    ("--subject", "`subject`"),
+    ("--step", "`step`"),
+    ("--artifact", "`artifact`"),
 ];
 
 fn in_tool_terms(text: &str) -> String {
@@ -66,6 +77,15 @@ pub fn explain(id: &str, e: StoreError) -> String {
         }
         StoreError::Busy { .. } => format!("{e}: call the tool again"),
         other => in_tool_terms(&other.to_string()),
+    }
+}
+
+/// A store refusal of a change to the project state (focus, decisions, constraints, notes,
+/// receipts), as an `isError` text. Not-found here is a decision, never a message id.
+pub fn explain_state(e: StoreError) -> String {
+    match e {
+        StoreError::NotFound(text) => in_tool_terms(&text),
+        other => explain("", other),
     }
 }
 
@@ -178,6 +198,89 @@ mod tests {
             "call `reply`",
             "check `id`",
             "in `to`",
+        ] {
+            assert!(all.contains(expected), "{expected:?} missing from:\n{all}");
+        }
+    }
+
+    #[tokio::test]
+    async fn state_refusals_name_arguments_and_tools_never_flags() {
+        use baton_core::state::{ReceiptRecord, StateOp, Subject};
+        let (_dir, store) = store().await;
+        let decide = |supersedes: Option<&str>| StateOp::Decide {
+            text: "Use SQLite".into(),
+            why: "one file".into(),
+            supersedes: supersedes.map(str::to_owned),
+        };
+        store
+            .change_state("planner", &[decide(None)])
+            .await
+            .unwrap();
+        store
+            .change_state("planner", &[decide(Some("D-1"))])
+            .await
+            .unwrap();
+        let refused = [
+            StateOp::Focus { text: " ".into() },
+            StateOp::Decide {
+                text: "x".into(),
+                why: "".into(),
+                supersedes: None,
+            },
+            decide(Some("D-9")),
+            decide(Some("D-1")),
+            StateOp::Constrain {
+                text: "x".into(),
+                tried: "".into(),
+                result: "r".into(),
+            },
+            StateOp::Constrain {
+                text: "x".into(),
+                tried: "t".into(),
+                result: "".into(),
+            },
+            StateOp::Note {
+                text: "x".into(),
+                subject: Subject::Path("".into()),
+            },
+            StateOp::Receipt(ReceiptRecord {
+                step: "".into(),
+                artifact: "a".into(),
+                hash: None,
+                size: None,
+                run: None,
+            }),
+            StateOp::Receipt(ReceiptRecord {
+                step: "s".into(),
+                artifact: " ".into(),
+                hash: None,
+                size: None,
+                run: None,
+            }),
+        ];
+        let mut texts = Vec::new();
+        for op in refused {
+            let e = store
+                .change_state("planner", std::slice::from_ref(&op))
+                .await
+                .expect_err("refused");
+            texts.push(explain_state(e));
+        }
+        for text in &texts {
+            assert!(!text.contains("--"), "a CLI flag leaked: {text}");
+            assert!(!text.contains("baton "), "a CLI command leaked: {text}");
+            assert!(!text.contains("check `id`"), "not a message id: {text}");
+        }
+        let all = texts.join("\n");
+        for expected in [
+            "`why` must not be empty",
+            "no decision D-9: `resume` lists the current ones",
+            "supersede D-2 instead",
+            "`tried` must not be empty",
+            "`result` must not be empty",
+            "`subject` must not be empty",
+            "`step` must not be empty",
+            "`artifact` must not be empty",
         ] {
             assert!(all.contains(expected), "{expected:?} missing from:\n{all}");
         }

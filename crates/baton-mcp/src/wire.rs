@@ -1,12 +1,16 @@
 //! The tools' inputs and outputs as they cross the wire: serde shapes with JSON Schemas.
 //!
-//! These are edge types: they borrow the core's enums for their values and spell their
-//! schemas from the core's own lists (`MessageType::ALL`, `DeliveryStatus::ALL`), so a new
-//! status shows up here without a second list to keep in step. Descriptions are short on
-//! purpose: every byte of a schema is read into an agent's context by `tools/list`.
+//! These are edge types: they borrow the core's enums for their values, and input schemas
+//! spell them from the core's own lists (`MessageType::ALL`, `DeliveryStatus::ALL`), so a
+//! new status shows up here without a second list to keep in step. Descriptions are short
+//! on purpose: every byte of a schema is read into an agent's context by `tools/list`,
+//! whose whole result must stay under 12 KiB; [`compact`] removes what tells a client
+//! nothing. An output field that does not apply is absent (`skip_serializing_if`), never
+//! `null`, so its schema can say `string` and stay true.
 
 use std::borrow::Cow;
 
+use baton_core::state::ReceiptRecord;
 use baton_core::{DeliveryStatus, MessageType, Millis, RequestStatus};
 use baton_store::Envelope;
 use rmcp::handler::server::common::FromContextPart;
@@ -20,40 +24,123 @@ use serde_json::{Map, Value};
 /// What `show` prints when no `max_bytes` is given.
 pub const DEFAULT_SHOW_BYTES: usize = 8192;
 
-/// A schema as generated, less what costs bytes and tells a client nothing: the root
-/// `$schema` (2020-12 is MCP's default dialect), every `format` (`uint32` and the like are
-/// not standard formats, and `minimum` already says what matters) and every
-/// `additionalProperties: true` (the default).
-pub fn compact(schema: &JsonObject) -> JsonObject {
+/// Which side of a tool a schema describes: what it accepts, or what it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Input,
+    Output,
+}
+
+/// A schema as generated, less what costs bytes and tells a client nothing it can act on.
+/// Every rule keeps the schema true of what the tool accepts or writes:
+///
+/// - the root `$schema` goes (2020-12 is MCP's default dialect), and `$defs` are inlined
+///   where they are used (each is used once per tool);
+/// - every `format` goes (`uint32` and the like are not standard formats), as do
+///   `additionalProperties: true` and `default: null` (both are what absence means);
+/// - a property missing from `required` loses `null` from its type: an optional input is
+///   absent when unset, and an output field is optional only when it is skipped when
+///   `None` (the serialize-mode schema keeps a written `null` required, so it keeps its
+///   `null`);
+/// - outputs also lose `required` and `minimum: 0` (counts and sizes): a client reads what
+///   is there, and a validator accepts the same documents less strictly, never wrongly.
+pub fn compact(schema: &JsonObject, side: Side) -> JsonObject {
     let mut schema = schema.clone();
     schema.remove("$schema");
-    trim(&mut schema);
+    let defs = match schema.remove("$defs") {
+        Some(Value::Object(defs)) => defs,
+        _ => Map::new(),
+    };
+    trim(&mut schema, &defs, side);
     schema
 }
 
-fn trim(schema: &mut JsonObject) {
+fn trim(schema: &mut JsonObject, defs: &JsonObject, side: Side) {
+    if let Some(Value::String(target)) = schema.remove("$ref") {
+        let def = target
+            .strip_prefix("#/$defs/")
+            .and_then(|name| defs.get(name))
+            .and_then(Value::as_object);
+        match def {
+            Some(def) => {
+                for (key, value) in def {
+                    schema.entry(key.clone()).or_insert_with(|| value.clone());
+                }
+            }
+            // Not ours to inline: leave it as it was.
+            None => {
+                schema.insert("$ref".into(), Value::String(target));
+            }
+        }
+    }
     schema.remove("format");
     if schema.get("additionalProperties") == Some(&Value::Bool(true)) {
         schema.remove("additionalProperties");
     }
+    if schema.get("default") == Some(&Value::Null) {
+        schema.remove("default");
+    }
+    if side == Side::Output && schema.get("minimum") == Some(&Value::from(0)) {
+        schema.remove("minimum");
+    }
+    let required: Vec<Value> = match side {
+        Side::Input => schema.get("required").and_then(Value::as_array).cloned(),
+        Side::Output => schema.remove("required").and_then(|r| match r {
+            Value::Array(names) => Some(names),
+            _ => None,
+        }),
+    }
+    .unwrap_or_default();
     for (key, value) in schema.iter_mut() {
         match (key.as_str(), value) {
-            ("properties" | "$defs", Value::Object(named)) => {
-                for sub in named.values_mut() {
+            ("properties", Value::Object(named)) => {
+                for (name, sub) in named.iter_mut() {
                     if let Value::Object(sub) = sub {
-                        trim(sub);
+                        if !required.contains(&Value::String(name.clone())) {
+                            drop_null(sub);
+                        }
+                        trim(sub, defs, side);
                     }
                 }
             }
-            ("items" | "additionalProperties", Value::Object(sub)) => trim(sub),
+            ("items" | "additionalProperties", Value::Object(sub)) => trim(sub, defs, side),
             ("anyOf" | "oneOf" | "allOf", Value::Array(subs)) => {
                 for sub in subs {
                     if let Value::Object(sub) = sub {
-                        trim(sub);
+                        trim(sub, defs, side);
                     }
                 }
             }
             _ => {}
+        }
+    }
+}
+
+/// An optional property's schema without `null`: `["string", "null"]` becomes `"string"`,
+/// a `null` leaves an `enum`, and `anyOf: [X, {"type": "null"}]` becomes X.
+fn drop_null(schema: &mut JsonObject) {
+    if let Some(Value::Array(types)) = schema.get_mut("type") {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let only = types.remove(0);
+            schema.insert("type".into(), only);
+        }
+    }
+    if let Some(Value::Array(values)) = schema.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+    if let Some(Value::Array(subs)) = schema.get_mut("anyOf") {
+        let null = serde_json::json!({"type": "null"});
+        subs.retain(|s| s != &null);
+        if let [Value::Object(_)] = subs.as_slice() {
+            let Some(Value::Array(mut subs)) = schema.remove("anyOf") else {
+                return;
+            };
+            if let Some(Value::Object(only)) = subs.pop() {
+                for (key, value) in only {
+                    schema.entry(key).or_insert(value);
+                }
+            }
         }
     }
 }
@@ -64,26 +151,26 @@ fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> Vec<Value> {
     all.iter().map(|v| Value::from(name(*v))).collect()
 }
 
+// An optional field says so by being absent from `required` (and, for an output, by being
+// skipped when `None`), so these spell the values only.
+
 fn kind(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "enum": names(&MessageType::ALL, MessageType::as_str) })
 }
 
-fn nullable_kind(_: &mut SchemaGenerator) -> Schema {
-    let mut values = names(&MessageType::ALL, MessageType::as_str);
-    values.push(Value::Null);
-    json_schema!({ "enum": values })
+fn status(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "enum": names(&DeliveryStatus::ALL, DeliveryStatus::as_str) })
 }
 
-fn nullable_status(_: &mut SchemaGenerator) -> Schema {
-    let mut values = names(&DeliveryStatus::ALL, DeliveryStatus::as_str);
-    values.push(Value::Null);
-    json_schema!({ "enum": values })
+/// Types and statuses in rows are plain strings: their values are the inputs' enums, and
+/// spelling them again in every row schema cost more of the `tools/list` budget than they
+/// told.
+fn string(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string" })
 }
 
-fn nullable_request_status(_: &mut SchemaGenerator) -> Schema {
-    let mut values = names(&RequestStatus::ALL, RequestStatus::as_str);
-    values.push(Value::Null);
-    json_schema!({ "enum": values })
+fn end(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "enum": ["recipient", "sender"] })
 }
 
 // ---- inputs ----
@@ -121,7 +208,7 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Paramet
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InboxInput {
-    /// Also list what you finished and have not archived.
+    /// Also what you finished, not archived.
     #[serde(default)]
     pub all: bool,
 }
@@ -129,7 +216,7 @@ pub struct InboxInput {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OutboxInput {
-    /// Also list requests whose own end you archived.
+    /// Also those you archived.
     #[serde(default)]
     pub all: bool,
 }
@@ -171,7 +258,7 @@ pub struct SendInput {
     pub to: Vec<String>,
     /// Default message.
     #[serde(rename = "type", default)]
-    #[schemars(schema_with = "nullable_kind")]
+    #[schemars(schema_with = "kind")]
     pub kind: Option<MessageType>,
     /// Lane, a lowercase slug.
     pub topic: String,
@@ -185,13 +272,12 @@ pub struct SendInput {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReplyInput {
-    /// The message replied to.
     pub id: String,
     /// Default: the other side.
     pub to: Option<Vec<String>>,
     /// Default message.
     #[serde(rename = "type", default)]
-    #[schemars(schema_with = "nullable_kind")]
+    #[schemars(schema_with = "kind")]
     pub kind: Option<MessageType>,
     /// Default: the parent's.
     pub topic: Option<String>,
@@ -203,11 +289,10 @@ pub struct ReplyInput {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchInput {
-    /// Matched in payload, topic, names.
     pub text: Option<String>,
     pub topic: Option<String>,
     #[serde(rename = "type", default)]
-    #[schemars(schema_with = "nullable_kind")]
+    #[schemars(schema_with = "kind")]
     pub kind: Option<MessageType>,
     pub from: Option<String>,
     pub to: Option<String>,
@@ -217,7 +302,7 @@ pub struct SearchInput {
     pub until: Option<String>,
     /// Yours.
     #[serde(default)]
-    #[schemars(schema_with = "nullable_status")]
+    #[schemars(schema_with = "status")]
     pub status: Option<DeliveryStatus>,
     /// Page size, default 50.
     #[schemars(range(min = 1, max = 100))]
@@ -226,24 +311,87 @@ pub struct SearchInput {
     pub cursor: Option<String>,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeInput {
+    /// Packet bytes, default 6000.
+    pub max_bytes: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FocusInput {
+    pub text: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecideInput {
+    pub text: String,
+    pub why: String,
+    /// The D-N it replaces.
+    pub supersedes: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConstrainInput {
+    pub text: String,
+    pub tried: String,
+    pub result: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoteInput {
+    pub text: String,
+    /// An id, or a path from the project root.
+    pub subject: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptWriteInput {
+    pub step: String,
+    /// A path from the project root, or a URI.
+    pub artifact: String,
+    pub run: Option<String>,
+}
+
+/// What `receipt_wait` waits when no `timeout_seconds` is given, and the most it waits.
+pub const DEFAULT_WAIT_SECONDS: u32 = 60;
+pub const MAX_WAIT_SECONDS: u32 = 300;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptWaitInput {
+    pub step: String,
+    /// Default 60.
+    #[schemars(range(min = 1, max = 300))]
+    pub timeout_seconds: Option<u32>,
+}
+
 // ---- outputs ----
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Row {
     pub id: String,
     pub from: String,
-    /// Recipient name: status.
+    // Recipient name → its status; the data says as much.
     pub to: Map<String, Value>,
     #[serde(rename = "type")]
-    #[schemars(schema_with = "kind")]
+    #[schemars(schema_with = "string")]
     pub kind: MessageType,
     pub topic: String,
     /// Yours.
-    #[schemars(schema_with = "nullable_status")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "string")]
     pub status: Option<DeliveryStatus>,
     /// Sender's end.
-    #[schemars(schema_with = "nullable_request_status")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "string")]
     pub request_status: Option<RequestStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<String>,
     pub depth: u32,
     pub replies: u32,
@@ -277,7 +425,7 @@ impl Row {
 }
 
 /// RFC 3339 in UTC with milliseconds.
-fn timestamp(ms: Millis) -> String {
+pub fn timestamp(ms: Millis) -> String {
     jiff::Timestamp::from_millisecond(ms)
         .map(|t| t.to_string())
         .unwrap_or_else(|_| ms.to_string())
@@ -291,7 +439,7 @@ pub struct Messages {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Page {
     pub items: Vec<Row>,
-    /// Cursor of the next page; empty if last.
+    /// Empty on the last page.
     pub next: String,
 }
 
@@ -299,14 +447,16 @@ pub struct Page {
 pub struct Shown {
     #[serde(flatten)]
     pub message: Row,
-    /// Null when cut: see truncated.
+    /// Absent when cut: see truncated.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub payload: Option<Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub truncated: Option<Cut>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Cut {
-    /// The payload's JSON text, cut.
+    /// Payload JSON, cut.
     pub text: String,
     pub shown_bytes: usize,
     pub total_bytes: usize,
@@ -315,18 +465,18 @@ pub struct Cut {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Sent {
     pub id: String,
-    /// An earlier identical send: its id.
+    // True when `id` is an earlier identical send's.
     pub duplicate: bool,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Stepped {
     pub id: String,
-    /// recipient or sender.
+    #[schemars(schema_with = "end")]
     pub end: String,
     pub from: String,
     pub status: String,
-    /// Reply carrying the note.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
 }
 
@@ -339,5 +489,53 @@ impl From<baton_store::Stepped> for Stepped {
             status: s.status.to_owned(),
             reply: s.reply,
         }
+    }
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Resumed {
+    pub generation: i64,
+    pub bytes: usize,
+    pub text: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Recorded {
+    pub id: String,
+    pub generation: i64,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Receipt {
+    pub step: String,
+    pub artifact: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    pub written_at: String,
+    pub by: String,
+}
+
+impl Receipt {
+    /// `record` as written at `at` by `by`.
+    pub fn new(record: ReceiptRecord, at: Millis, by: String) -> Self {
+        Self {
+            step: record.step,
+            artifact: record.artifact,
+            hash: record.hash,
+            size: record.size,
+            run: record.run,
+            written_at: timestamp(at),
+            by,
+        }
+    }
+}
+
+impl From<baton_core::state::Receipt> for Receipt {
+    fn from(r: baton_core::state::Receipt) -> Self {
+        Self::new(r.record, r.written.at, r.written.actor)
     }
 }

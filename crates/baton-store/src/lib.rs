@@ -7,6 +7,7 @@
 
 mod error;
 pub mod recall;
+pub mod receipt;
 pub mod sqlite;
 mod types;
 
@@ -15,6 +16,7 @@ pub use sqlite::SqliteStore;
 pub use types::*;
 
 use async_trait::async_trait;
+use baton_core::run::{Run, RunChange};
 use baton_core::state::{ProjectState, StateOp};
 use baton_core::{Draft, Event, Millis, Passname};
 
@@ -67,6 +69,18 @@ pub trait Store: Send + Sync {
     async fn state(&self) -> Result<ProjectState>;
     /// When `subject` (a message, order or other record id) last changed after `after_seq`.
     async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>>;
+
+    /// Records facts about runs in one transaction, each checked against the run's status
+    /// left by the ones before it (`baton_core::run::check`). An untracked process that
+    /// is already recorded writes nothing.
+    async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>>;
+    /// Runs matching `query`, oldest first.
+    async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>>;
+    /// Marks a registered or running run lost and, in the same transaction, resurfaces as
+    /// pending the messages its participant fetched during the run (unless another of its
+    /// runs is live) and raises one alert for each. `None` when the run is no longer live
+    /// (an exit or another reaper got there first).
+    async fn reap_lost(&self, actor: &str, run: &str, reason: &str) -> Result<Option<Reaped>>;
 
     /// Events after `after_seq`, oldest first, at most `limit`.
     async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>>;

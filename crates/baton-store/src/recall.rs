@@ -1,9 +1,11 @@
-//! Reads built on the [`Store`] that every edge shares: the resume packet (SPEC §5.4) and
-//! the freshness of notes. The CLI, the MCP server and the agent hooks call these, so an
-//! agent reads the same packet whichever way it asks.
+//! Reads built on the [`Store`] that every edge shares: the resume packet (SPEC §5.4), the
+//! freshness of notes and what a new note is about. The CLI, the MCP server and the agent
+//! hooks call these, so an agent reads the same packet whichever way it asks.
 //!
 //! A path's history lives outside the store (the work tree, git), so the caller supplies
 //! a [`PathClock`]; everything else comes from the store.
+
+use std::path::Path;
 
 use baton_core::packet::{self, Packet, Section};
 use baton_core::state::{Freshness, Note, ProjectState, Subject, freshness};
@@ -11,7 +13,7 @@ use baton_core::time::rfc3339;
 use baton_core::{MessageType, Millis, Passname};
 use serde_json::Value;
 
-use crate::{Envelope, Result, Store};
+use crate::{Envelope, Result, Store, StoreError};
 
 /// When a path in the project last changed (newest commit or work-tree modification).
 pub trait PathClock: Send + Sync {
@@ -55,6 +57,39 @@ pub async fn notes_freshness(
         out.push((note.clone(), freshness(note, changed)));
     }
     Ok(out)
+}
+
+/// Why a note's subject was not accepted; the caller names the argument.
+#[derive(Debug, thiserror::Error)]
+pub enum SubjectError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("is neither a message or order id in this project nor an existing path")]
+    Missing,
+    #[error("is outside the project ({0})")]
+    Outside(String),
+}
+
+/// What a new note is about: a message or order id when one exists; otherwise a path that
+/// exists (relative to `base`), stored relative to the project `root`.
+pub async fn note_subject(
+    store: &dyn Store,
+    root: &Path,
+    base: &Path,
+    subject: &str,
+) -> std::result::Result<Subject, SubjectError> {
+    if store.last_change(subject, 0).await?.is_some() {
+        return Ok(Subject::Record(subject.to_owned()));
+    }
+    let absolute = base
+        .join(subject)
+        .canonicalize()
+        .map_err(|_| SubjectError::Missing)?;
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_owned());
+    let relative = absolute
+        .strip_prefix(&root)
+        .map_err(|_| SubjectError::Outside(root.display().to_string()))?;
+    Ok(Subject::Path(relative.display().to_string()))
 }
 
 /// One line per note; a stale one says so with both times, never as plain fact.

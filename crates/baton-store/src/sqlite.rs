@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use baton_core::delivery::{request_transition, transition};
 use baton_core::event::SentMessage;
 use baton_core::message::DEFAULT_PAYLOAD_CAP;
+use baton_core::run::{Run, RunChange};
 use baton_core::state::{ProjectState, StateError, StateOp};
 use baton_core::{
     Change, DeliveryAction, DeliveryStatus, Draft, Event, MessageType, Millis, Passname, Payload,
@@ -27,15 +28,18 @@ use sqlx::sqlite::{
 use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
 use ulid::Ulid;
 
+mod runs;
+
 use crate::{
-    Added, Envelope, Fetched, Page, Participant, Recipient, Result, SearchQuery, Sent, Stepped,
-    Store, StoreError, Verb,
+    Added, Envelope, Fetched, Page, Participant, Reaped, Recipient, Result, RunQuery, SearchQuery,
+    Sent, Stepped, Store, StoreError, Verb,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
 const MIGRATIONS: &[&str] = &[
     include_str!("sqlite/001_event_log.sql"),
     include_str!("sqlite/002_event_kind_index.sql"),
+    include_str!("sqlite/003_runs.sql"),
 ];
 
 /// How long a writer waits for another writer before giving up with [`StoreError::Busy`].
@@ -164,7 +168,7 @@ impl SqliteStore {
     /// the log does not.
     pub async fn rebuild_projections(&self) -> Result<()> {
         let mut tx = self.write().await?;
-        for table in ["deliveries", "messages", "participants"] {
+        for table in ["deliveries", "messages", "participants", "runs"] {
             let sql = format!("DELETE FROM {table}");
             sqlx::query(sqlx::AssertSqlSafe(sql))
                 .execute(&mut *tx)
@@ -195,6 +199,9 @@ impl SqliteStore {
              || created_at || '|' || coalesce(request_status, '') FROM messages ORDER BY id",
             "SELECT 'd|' || message_id || '|' || participant || '|' || status || '|' || updated_at \
              FROM deliveries ORDER BY message_id, participant",
+            "SELECT 'r|' || id || '|' || seq || '|' || status || '|' || coalesce(participant, '') \
+             || '|' || coalesce(host, '') || '|' || coalesce(ended_at, '') || '|' || data \
+             FROM runs ORDER BY id",
         ];
         let mut rows = Vec::new();
         for q in queries {
@@ -357,6 +364,7 @@ async fn project(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()>
         }
         // Project state is folded in memory from its events (`ProjectState::replay`).
         Change::State(_) => {}
+        Change::Run(change) => runs::project(conn, event, change).await?,
     }
     Ok(())
 }
@@ -1060,6 +1068,18 @@ impl Store for SqliteStore {
             .fetch_one(&self.pool)
             .await
             .map_err(|e| self.err(e))
+    }
+
+    async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>> {
+        self.record_run_changes(actor, changes).await
+    }
+
+    async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>> {
+        self.query_runs(query).await
+    }
+
+    async fn reap_lost(&self, actor: &str, run: &str, reason: &str) -> Result<Option<Reaped>> {
+        self.reap(actor, run, reason).await
     }
 
     async fn generation(&self) -> Result<i64> {

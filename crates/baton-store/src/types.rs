@@ -128,3 +128,24 @@ pub struct Page {
     /// Opaque token for the next page; empty on the last page.
     pub next: String,
 }
+
+/// Which runs to list. The default is every run, oldest first.
+#[derive(Debug, Clone, Default)]
+pub struct RunQuery {
+    /// Just this run.
+    pub id: Option<String>,
+    /// Only runs that may still have a process: registered, running, untracked.
+    pub live: bool,
+    /// Live runs plus those that ended at or after this time.
+    pub ended_since: Option<Millis>,
+}
+
+/// What the reaper did about one lost run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reaped {
+    pub run: String,
+    /// Messages its participant had fetched during the run, back to pending.
+    pub resurfaced: Vec<String>,
+    /// Alerts raised (an alert already open is not raised again).
+    pub alerts: Vec<String>,
+}

@@ -13,12 +13,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use baton_core::delivery::{request_transition, transition};
 use baton_core::message::DEFAULT_PAYLOAD_CAP;
+use baton_core::run::{ProcessRef, Progress, Registration, Run, RunChange, RunStatus, TokenUsage};
 use baton_core::{
     DeliveryAction, DeliveryStatus, Draft, InvalidTransition, MessageType, Millis, Passname,
     Payload, RequestAction, RequestStatus, Topic,
 };
 use baton_store::sqlite::DEFAULT_BUSY_TIMEOUT;
-use baton_store::{Envelope, SearchQuery, Sent, SqliteStore, Store, StoreError, Verb};
+use baton_store::{Envelope, RunQuery, SearchQuery, Sent, SqliteStore, Store, StoreError, Verb};
 use proptest::prelude::*;
 use sqlx::Connection;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
@@ -1579,6 +1580,216 @@ fn follows_the_delivery_model<B: Backend>(
 }
 
 // ---------------------------------------------------------------------------------------
+// The run ledger
+// ---------------------------------------------------------------------------------------
+
+fn registration(id: &str, participant: Option<&str>) -> RunChange {
+    RunChange::Registered(Box::new(Registration {
+        run: id.into(),
+        participant: participant.map(str::to_owned),
+        command: vec!["claude".into(), "-p".into(), "fix the export".into()],
+        heartbeat_ms: Some(15_000),
+        ..Registration::default()
+    }))
+}
+
+fn run_started(id: &str) -> RunChange {
+    RunChange::Started {
+        run: id.into(),
+        process: ProcessRef {
+            pid: 4242,
+            start: Some(99),
+        },
+        pgid: 4242,
+    }
+}
+
+async fn one_run(store: &dyn Store, id: &str) -> Run {
+    let query = RunQuery {
+        id: Some(id.into()),
+        ..RunQuery::default()
+    };
+    let mut runs = store.runs(&query).await.expect("the run");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs.remove(0)
+}
+
+/// Story 14: A run is the fold of the facts its producers record, in order; a fact that
+/// cannot follow the run's status is refused and writes nothing, and an untracked process
+/// is recorded once.
+async fn a_run_is_the_fold_of_its_facts(store: &dyn Store) {
+    cast(store).await;
+    store
+        .record_run(
+            "exec-1",
+            &[registration("r1", Some("exec-1")), run_started("r1")],
+        )
+        .await
+        .expect("register and start");
+    let tokens = TokenUsage {
+        input: Some(1_000),
+        cached_input: None,
+        output: Some(50),
+    };
+    store
+        .record_run(
+            "exec-1",
+            &[RunChange::Reported {
+                run: "r1".into(),
+                progress: Some(Progress { done: 2, total: 5 }),
+                tokens: Some(tokens),
+            }],
+        )
+        .await
+        .expect("a report");
+    let run = one_run(store, "r1").await;
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.process.map(|p| p.pid), Some(4242));
+    assert_eq!(run.progress, Some(Progress { done: 2, total: 5 }));
+    assert_eq!(run.tokens, Some(tokens));
+    assert_eq!(run.exit_code, None, "no exit is known yet");
+
+    let exit = RunChange::Exited {
+        run: "r1".into(),
+        status: RunStatus::Done,
+        exit_code: Some(0),
+        signal: None,
+        reason: None,
+    };
+    store
+        .record_run("exec-1", std::slice::from_ref(&exit))
+        .await
+        .expect("the exit");
+    assert_variant!(
+        refused(store, store.record_run("exec-1", &[exit])).await,
+        StoreError::Conflict(_)
+    );
+    assert_variant!(
+        refused(store, store.record_run("exec-1", &[run_started("nope")])).await,
+        StoreError::NotFound(_)
+    );
+    // A batch is all or nothing.
+    assert_variant!(
+        refused(
+            store,
+            store.record_run("exec-1", &[registration("r2", None), run_started("r1")])
+        )
+        .await,
+        StoreError::Conflict(_)
+    );
+    assert!(
+        store
+            .runs(&RunQuery {
+                id: Some("r2".into()),
+                ..RunQuery::default()
+            })
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let untracked = RunChange::Untracked(Box::new(Registration {
+        run: "pid-77-1".into(),
+        command: vec!["codex".into()],
+        process: Some(ProcessRef {
+            pid: 77,
+            start: Some(1),
+        }),
+        ..Registration::default()
+    }));
+    let first = store
+        .record_run("@reaper", std::slice::from_ref(&untracked))
+        .await
+        .unwrap();
+    let again = store.record_run("@reaper", &[untracked]).await.unwrap();
+    assert_eq!((first.len(), again.len()), (1, 0));
+
+    let live = store
+        .runs(&RunQuery {
+            live: true,
+            ..RunQuery::default()
+        })
+        .await
+        .unwrap();
+    let live: Vec<_> = live.iter().map(|r| (r.id.as_str(), r.status)).collect();
+    assert_eq!(live, [("pid-77-1", RunStatus::Untracked)]);
+    assert_eq!(store.runs(&RunQuery::default()).await.unwrap().len(), 2);
+}
+
+/// Story 15: When a run is lost, what its participant fetched during the run is pending
+/// again, with one alert each for the loss and the resurfacing; reaping it again does
+/// nothing, and what was fetched before the run stays delivered.
+async fn a_lost_run_resurfaces_what_it_held_once(store: &dyn Store) {
+    cast(store).await;
+    let before = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Request, "csv", "before"),
+    )
+    .await;
+    let during = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Request, "csv", "during"),
+    )
+    .await;
+    let fetched = store.fetch(Some(&name("exec-1")), &before).await.unwrap();
+    clock_passes(envelope(store, &before).await.created_at.max(now_ms())).await;
+    store
+        .record_run(
+            "exec-1",
+            &[registration("r1", Some("exec-1")), run_started("r1")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(fetched.status, Some(Delivered));
+    store.fetch(Some(&name("exec-1")), &during).await.unwrap();
+
+    let reaped = store
+        .reap_lost("@reaper", "r1", "the monitor is gone")
+        .await
+        .unwrap()
+        .expect("a live run is reaped");
+    assert_eq!(reaped.resurfaced, std::slice::from_ref(&during));
+    assert_eq!(reaped.alerts.len(), 2, "{reaped:?}");
+    assert_eq!(status(store, &during, "exec-1").await, Some(Pending));
+    assert_eq!(status(store, &before, "exec-1").await, Some(Delivered));
+    assert_eq!(one_run(store, "r1").await.status, RunStatus::Lost);
+    let state = store.state().await.unwrap();
+    assert_eq!(state.alerts.len(), 2);
+
+    let generation_before = generation(store).await;
+    assert_eq!(
+        store.reap_lost("@reaper", "r1", "again").await.unwrap(),
+        None
+    );
+    assert_eq!(
+        generation(store).await,
+        generation_before,
+        "a second reap wrote"
+    );
+}
+
+/// Story 16: Run rows, too, are a projection: replaying the log rebuilds them exactly.
+async fn runs_replay_to_the_same_rows<B: Backend>() {
+    let backend = B::fresh(DEFAULT_BUSY_TIMEOUT).await;
+    let store = backend.store();
+    a_run_is_the_fold_of_its_facts(store).await;
+    store
+        .record_run("exec-2", &[registration("r3", Some("exec-2"))])
+        .await
+        .unwrap();
+    store.reap_lost("@reaper", "r3", "gone").await.unwrap();
+    let live = backend.projection_dump().await;
+    assert!(
+        live.iter().filter(|r| r.starts_with("r|")).count() >= 3,
+        "{live:?}"
+    );
+    backend.rebuild_projections().await;
+    assert_eq!(backend.projection_dump().await, live);
+}
+
+// ---------------------------------------------------------------------------------------
 // One module of tests per backend
 // ---------------------------------------------------------------------------------------
 
@@ -1636,9 +1847,12 @@ stories!(sqlite: Sqlite;
         an_unaddressable_send_is_refused,
         a_thread_comes_back_depth_first,
         search_filters_narrow_and_pages_walk_everything_once,
+        a_run_is_the_fold_of_its_facts,
+        a_lost_run_resurfaces_what_it_held_once,
     ];
     backends: [
         the_log_is_the_truth,
         a_locked_store_is_busy_then_writable,
+        runs_replay_to_the_same_rows,
     ]
 );

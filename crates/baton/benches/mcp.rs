@@ -1,6 +1,6 @@
 //! `cargo bench -p baton --bench mcp`: what `baton mcp` costs an agent — the byte size of
-//! its `tools/list` result (read into the agent's context on every session) and the round
-//! trip of tool calls over stdio to one running server.
+//! its `tools/list` result (read into the agent's context on every session, budget 12 KiB)
+//! and the round trip of tool calls over stdio to one running server.
 //!
 //! It prints a table and asserts nothing about time. Run without `--bench` (as
 //! `cargo test --benches` does) it only checks that it works, with a few calls.
@@ -159,6 +159,12 @@ fn main() {
         "outbox",
         time(runs, |_| {
             planner.call("outbox", json!({}));
+        }),
+    ));
+    rows.push((
+        "resume (packet)",
+        time(runs, |_| {
+            executor.call("resume", json!({}));
         }),
     ));
 

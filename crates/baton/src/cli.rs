@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    agent, demo, init, mcp, messages, receipt, resume, search, send, state, step,
+    agent, demo, handoff, hook, init, mcp, messages, reap, receipt, resume, run, runs, search,
+    send, state, step,
 };
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
@@ -18,7 +19,8 @@ use crate::commands::{
     after_help = "Examples:\n  baton init\n  baton agent add planner --role planner\n  \
                   baton --as planner send --to executor --type request --topic csv-export --body 'Keep filters in CSV export'\n  \
                   baton --as executor inbox\n\nExit codes: 0 ok, 1 error, 2 usage or no project, 3 refused, \
-                  4 not found, 5 forbidden, 6 conflict or busy (retryable)"
+                  4 not found, 5 forbidden, 6 conflict or busy (retryable), 75 no run slot; `baton run` \
+                  also exits with its command's code, 125 over budget, 127 spawn failure, 128+N signal"
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -73,5 +75,13 @@ pub enum Command {
     Receipt(receipt::ReceiptCommand),
     Alerts(receipt::AlertsArgs),
     Mcp(mcp::McpArgs),
+    Run(run::RunArgs),
+    Runs(runs::RunsArgs),
+    Hook(hook::HookArgs),
+    Reap(reap::ReapArgs),
+    #[command(subcommand)]
+    Handoff(handoff::HandoffCommand),
+    #[command(subcommand)]
+    Evidence(handoff::EvidenceCommand),
     Demo(demo::DemoArgs),
 }

@@ -17,6 +17,9 @@ pub enum ErrorKind {
     Forbidden,
     /// A conflict with existing state, or contention: running again may succeed.
     Conflict,
+    /// `baton run` was not admitted: the writer lock or every slot is held. Nothing ran;
+    /// try again later or pass `--wait` (75 is EX_TEMPFAIL in sysexits.h).
+    NotAdmitted,
 }
 
 impl ErrorKind {
@@ -28,6 +31,7 @@ impl ErrorKind {
             Self::NotFound => 4,
             Self::Forbidden => 5,
             Self::Conflict => 6,
+            Self::NotAdmitted => 75,
         }
     }
 
@@ -39,6 +43,7 @@ impl ErrorKind {
             Self::NotFound => "not_found",
             Self::Forbidden => "forbidden",
             Self::Conflict => "conflict",
+            Self::NotAdmitted => "not_admitted",
         }
     }
 }

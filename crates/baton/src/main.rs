@@ -37,7 +37,9 @@ fn main() -> ExitCode {
                 Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
                     report(&CommandError::from(e), as_json)
                 }
-                _ => ExitCode::SUCCESS,
+                _ => out
+                    .exit
+                    .map_or(ExitCode::SUCCESS, |kind| ExitCode::from(kind.exit_code())),
             }
         }
         Err(e) => report(&e, as_json),

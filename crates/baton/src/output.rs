@@ -6,11 +6,16 @@ use baton_core::{Millis, Passname};
 use baton_store::Envelope;
 use serde_json::{Map, Value, json};
 
+use crate::error::ErrorKind;
+
 /// A command's result, in both renderings.
 pub struct Output {
     pub schema: &'static str,
     pub json: Value,
     pub human: String,
+    /// Set when the command printed its answer but must still exit non-zero (e.g.
+    /// `handoff check` with invalid findings).
+    pub exit: Option<ErrorKind>,
 }
 
 impl Output {
@@ -20,7 +25,14 @@ impl Output {
             schema,
             json,
             human: human.into(),
+            exit: None,
         }
+    }
+
+    /// Prints as usual, then exits with `kind`'s code.
+    pub fn with_exit(mut self, kind: ErrorKind) -> Self {
+        self.exit = Some(kind);
+        self
     }
 
     pub fn render(&self, as_json: bool) -> String {

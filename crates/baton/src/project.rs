@@ -31,6 +31,21 @@ payload_cap = 262144
 # A send identical to one made this recently (same sender, type, topic, payload and parent)
 # returns the original id instead of storing a copy. "0s" turns this off.
 duplicate_window = "10m"
+
+[runs]
+# How often `baton run` records that it and its agent are alive.
+heartbeat = "15s"
+# A live run with no activity (output, progress, tokens, a hook) for this long is idle,
+# and for this long stalled. Health is computed when read, so changing these is safe.
+idle_after = "60s"
+stalled_after = "600s"
+# How many `baton run`s may run at once in this checkout (`--slots` overrides it).
+slots = 2
+
+[orders]
+# Whether every Work Order must carry the `x-baton` handoff contract (base revision, test
+# command, acceptance owner, stop conditions...): "required", or "optional" for plain AWL.
+contract = "required"
 "#;
 
 #[derive(Debug, Clone)]
@@ -38,6 +53,11 @@ pub struct Config {
     pub busy_timeout: Duration,
     pub payload_cap: usize,
     pub duplicate_window: Duration,
+    pub heartbeat: Duration,
+    pub idle_after: Duration,
+    pub stalled_after: Duration,
+    pub slots: u32,
+    pub contract: baton_core::awl::ContractMode,
 }
 
 impl Default for Config {
@@ -46,6 +66,11 @@ impl Default for Config {
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
             payload_cap: DEFAULT_PAYLOAD_CAP,
             duplicate_window: Duration::from_secs(600),
+            heartbeat: Duration::from_secs(15),
+            idle_after: Duration::from_secs(60),
+            stalled_after: Duration::from_secs(600),
+            slots: 2,
+            contract: baton_core::awl::ContractMode::Required,
         }
     }
 }
@@ -57,12 +82,31 @@ struct RawConfig {
     store: RawStore,
     #[serde(default)]
     messages: RawMessages,
+    #[serde(default)]
+    runs: RawRuns,
+    #[serde(default)]
+    orders: RawOrders,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawStore {
     busy_timeout: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRuns {
+    heartbeat: Option<String>,
+    idle_after: Option<String>,
+    stalled_after: Option<String>,
+    slots: Option<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawOrders {
+    contract: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -87,6 +131,29 @@ impl Config {
         }
         if let Some(d) = raw.messages.duplicate_window {
             config.duplicate_window = parse_duration("messages.duplicate_window", &d)?;
+        }
+        if let Some(d) = raw.runs.heartbeat {
+            config.heartbeat = parse_duration("runs.heartbeat", &d)?;
+            if config.heartbeat.is_zero() {
+                return Err("runs.heartbeat must be longer than 0s".into());
+            }
+        }
+        if let Some(d) = raw.runs.idle_after {
+            config.idle_after = parse_duration("runs.idle_after", &d)?;
+        }
+        if let Some(d) = raw.runs.stalled_after {
+            config.stalled_after = parse_duration("runs.stalled_after", &d)?;
+        }
+        if let Some(n) = raw.runs.slots {
+            if n == 0 {
+                return Err("runs.slots must be at least 1".into());
+            }
+            config.slots = n;
+        }
+        if let Some(c) = raw.orders.contract {
+            config.contract = baton_core::awl::ContractMode::parse(&c).ok_or_else(|| {
+                format!("orders.contract: {c:?} must be \"required\" or \"optional\"")
+            })?;
         }
         Ok(config)
     }
@@ -202,6 +269,10 @@ mod tests {
         assert_eq!(parsed.busy_timeout, default.busy_timeout);
         assert_eq!(parsed.payload_cap, default.payload_cap);
         assert_eq!(parsed.duplicate_window, default.duplicate_window);
+        assert_eq!(parsed.heartbeat, default.heartbeat);
+        assert_eq!(parsed.idle_after, default.idle_after);
+        assert_eq!(parsed.stalled_after, default.stalled_after);
+        assert_eq!(parsed.slots, default.slots);
     }
 
     #[test]

@@ -17,9 +17,21 @@ use crate::project::{CONFIG_FILE, Config, DB_FILE, DEFAULT_CONFIG, DIR, Project}
 /// Creates `.baton/` with the store (SQLite, WAL mode) and `config.toml`, and adds the
 /// database files to `.gitignore` (creating or appending; existing lines are kept).
 /// Running it again is harmless: it creates only what is missing.
+///
+/// With --claude or --codex it also writes that agent's hook and MCP server configuration
+/// (`.claude/settings.json` and `.mcp.json`; `.codex/hooks.json` and `.codex/config.toml`)
+/// and a marked Baton section in AGENTS.md (and CLAUDE.md). Running it again updates
+/// Baton's own entries and section only; everything else in those files is kept.
 #[derive(Args, Debug)]
-#[command(after_help = "Example:\n  cd my-repo && baton init")]
-pub struct InitArgs {}
+#[command(after_help = "Examples:\n  cd my-repo && baton init\n  baton init --claude --codex")]
+pub struct InitArgs {
+    /// Configure Claude Code: hooks, the MCP server, CLAUDE.md and AGENTS.md sections.
+    #[arg(long)]
+    pub claude: bool,
+    /// Configure Codex: hooks, the MCP server, an AGENTS.md section.
+    #[arg(long)]
+    pub codex: bool,
+}
 
 /// The lines `.gitignore` needs so the database never lands in a commit.
 const IGNORED: [&str; 3] = [
@@ -28,7 +40,7 @@ const IGNORED: [&str; 3] = [
     ".baton/baton.db-shm",
 ];
 
-pub async fn run(g: &GlobalArgs, _args: InitArgs) -> CommandResult<Output> {
+pub async fn run(g: &GlobalArgs, args: InitArgs) -> CommandResult<Output> {
     let root = match &g.project {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()?,
@@ -45,6 +57,7 @@ pub async fn run(g: &GlobalArgs, _args: InitArgs) -> CommandResult<Output> {
         .unwrap_or_else(|_| Config::default());
     SqliteStore::create(&dir.join(DB_FILE), config.busy_timeout).await?;
     let gitignore = ensure_ignored(&root.join(".gitignore"))?;
+    let agents = crate::commands::hook::install(&root, args.claude, args.codex)?;
 
     let root_text = root.display().to_string();
     let mut human = if existed {
@@ -57,6 +70,9 @@ pub async fn run(g: &GlobalArgs, _args: InitArgs) -> CommandResult<Output> {
         "updated" => human.push_str("\nAdded the store's files to .gitignore."),
         _ => {}
     }
+    for w in &agents {
+        human.push_str(&format!("\n{} {}", w.result, w.path));
+    }
     if !existed {
         human.push_str("\nNext: baton agent add NAME --role ROLE");
     }
@@ -66,6 +82,7 @@ pub async fn run(g: &GlobalArgs, _args: InitArgs) -> CommandResult<Output> {
             "root": root_text,
             "created": !existed,
             "gitignore": gitignore,
+            "agents": agents,
         }),
         human,
     ))

@@ -1,4 +1,4 @@
-//! `baton mcp`: serve the project's inbox to an agent as an MCP server on stdio.
+//! `baton mcp`: serve the project's inbox and memory to an agent as an MCP server on stdio.
 
 use std::sync::Arc;
 
@@ -14,8 +14,9 @@ use crate::output::Output;
 /// The identity (--as NAME or BATON_AS) is fixed when the server starts and must be a
 /// registered participant; no tool takes the actor as an argument. Stdout carries the
 /// protocol only; messages about the server go to stderr. The payload cap and duplicate
-/// window come from .baton/config.toml, as for `baton send`. It serves until the client
-/// closes stdin.
+/// window come from .baton/config.toml, as for `baton send`. Note subjects and receipt
+/// artifacts are paths from the project root. The resume packet is a tool, a prompt and
+/// the resource baton://resume. It serves until the client closes stdin.
 #[derive(Args, Debug)]
 #[command(after_help = "Example (an MCP client's server entry):\n  \
                         {\"command\": \"baton\", \"args\": [\"--as\", \"impl-1\", \"mcp\"]}")]
@@ -33,11 +34,15 @@ pub async fn run(g: &GlobalArgs, _args: McpArgs) -> CommandResult<Output> {
         payload_cap: ctx.project.config.payload_cap,
         duplicate_window: ctx.project.config.duplicate_window,
     };
+    let project = baton_mcp::Project {
+        root: ctx.project.root.clone(),
+        clock: Arc::new(ctx.project.clock()),
+    };
     eprintln!(
         "baton mcp: serving {} as {me} on stdio",
         ctx.project.root.display()
     );
-    baton_mcp::serve_stdio(Arc::new(ctx.store), me, settings)
+    baton_mcp::serve_stdio(Arc::new(ctx.store), project, me, settings)
         .await
         .map_err(|e| CommandError::failed(e.to_string()))?;
     // Nothing more goes to stdout: the session is over and the client may still read it.

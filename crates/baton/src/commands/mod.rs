@@ -1,13 +1,19 @@
 //! One module per subcommand. Each exposes its `…Args` (whose doc comment is the help) and
 //! a `run` function returning an [`Output`].
 
+pub mod admission;
 pub mod agent;
 pub mod demo;
+pub mod handoff;
+pub mod hook;
 pub mod init;
 pub mod mcp;
 pub mod messages;
+pub mod reap;
 pub mod receipt;
 pub mod resume;
+pub mod run;
+pub mod runs;
 pub mod search;
 pub mod send;
 pub mod state;
@@ -49,6 +55,12 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Receipt(cmd) => receipt::receipt(&Context::open(g).await?, cmd).await,
         Command::Alerts(args) => receipt::alerts(&Context::open(g).await?, args).await,
         Command::Mcp(args) => mcp::run(g, args).await,
+        Command::Run(args) => run::run(&Context::open(g).await?, args, g.json).await,
+        Command::Runs(args) => runs::run(&Context::open(g).await?, args).await,
+        Command::Hook(args) => hook::run(g, args).await,
+        Command::Reap(args) => reap::run(&Context::open(g).await?, args, g.json).await,
+        Command::Handoff(cmd) => handoff::handoff(g, cmd).await,
+        Command::Evidence(cmd) => handoff::evidence(&Context::open(g).await?, cmd, g.json).await,
         Command::Demo(args) => demo::run(g, args).await,
     }
 }

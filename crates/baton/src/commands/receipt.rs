@@ -1,12 +1,11 @@
 //! Receipts (SPEC §5.5): where a step's output landed, hashed so it can be verified, and
 //! waits that fail loud at their deadline. Also `baton alerts`.
 
-use std::io::Read;
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use baton_core::state::{ReceiptRecord, StateOp};
+use baton_core::state::StateOp;
 use baton_store::Store;
+use baton_store::receipt::{self, Waited};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
@@ -60,27 +59,6 @@ pub enum AlertsCommand {
     Ack { id: String },
 }
 
-fn is_uri(artifact: &str) -> bool {
-    artifact.contains("://")
-}
-
-/// blake3 and size of a file, streamed.
-fn hash_file(path: &Path) -> std::io::Result<(String, u64)> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut size = 0u64;
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        size += n as u64;
-    }
-    Ok((hasher.finalize().to_hex().to_string(), size))
-}
-
 async fn actor(ctx: &Context) -> CommandResult<String> {
     Ok(ctx.maybe_me().await?.map_or_else(
         || baton_core::event::LOCAL_OPERATOR.to_owned(),
@@ -95,17 +73,9 @@ pub async fn receipt(ctx: &Context, cmd: ReceiptCommand) -> CommandResult<Output
             artifact,
             run,
         } => {
-            let record = if is_uri(&artifact) {
-                ReceiptRecord {
-                    step,
-                    artifact,
-                    hash: None,
-                    size: None,
-                    run,
-                }
-            } else {
-                let path = std::env::current_dir()?.join(&artifact);
-                let (hash, size) = hash_file(&path).map_err(|e| {
+            let cwd = std::env::current_dir()?;
+            let record = receipt::record(&ctx.project.root, &cwd, step, artifact.clone(), run)
+                .map_err(|e| {
                     CommandError::new(
                         ErrorKind::NotFound,
                         format!(
@@ -113,20 +83,6 @@ pub async fn receipt(ctx: &Context, cmd: ReceiptCommand) -> CommandResult<Output
                         ),
                     )
                 })?;
-                let root = ctx.project.root.canonicalize()?;
-                let absolute = path.canonicalize()?;
-                let stored = absolute.strip_prefix(&root).map_or_else(
-                    |_| absolute.display().to_string(),
-                    |p| p.display().to_string(),
-                );
-                ReceiptRecord {
-                    step,
-                    artifact: stored,
-                    hash: Some(hash),
-                    size: Some(size),
-                    run,
-                }
-            };
             let actor = actor(ctx).await?;
             let events = ctx
                 .store
@@ -173,7 +129,7 @@ pub async fn receipt(ctx: &Context, cmd: ReceiptCommand) -> CommandResult<Output
                     None => "unverifiable (URI)".to_owned(),
                     Some(want) => {
                         let path = ctx.project.root.join(&r.record.artifact);
-                        match hash_file(&path) {
+                        match receipt::hash_file(&path) {
                             Ok((got, _)) if &got == want => "ok".to_owned(),
                             Ok(_) => {
                                 bad.push(format!(
@@ -217,48 +173,19 @@ pub async fn receipt(ctx: &Context, cmd: ReceiptCommand) -> CommandResult<Output
     }
 }
 
-/// Polls the store's generation (one cheap query) and reads the state only when it moved.
-const POLL: Duration = Duration::from_millis(50);
-
 async fn wait(ctx: &Context, step: &str, timeout: Duration) -> CommandResult<Output> {
-    let deadline = Instant::now() + timeout;
-    let mut seen = -1;
-    loop {
-        let generation = ctx.store.generation().await?;
-        if generation != seen {
-            seen = generation;
-            if let Some(r) = ctx.store.state().await?.receipts.get(step) {
-                return Ok(Output::new(
-                    "baton/receipt@1",
-                    json!({ "receipt": r }),
-                    format!("Receipt for {step}: {}", r.record.artifact),
-                ));
-            }
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            break;
-        }
-        tokio::time::sleep(POLL.min(deadline - now)).await;
-    }
     let actor = actor(ctx).await?;
-    let message = format!(
-        "no receipt for step {step:?} within {}s",
-        timeout.as_secs_f64()
-    );
-    ctx.store
-        .change_state(
-            &actor,
-            &[StateOp::Alert {
-                key: format!("receipt-missing:{step}"),
-                message: message.clone(),
-            }],
-        )
-        .await?;
-    Err(CommandError::new(
-        ErrorKind::NotFound,
-        format!("{message}; the step did not say where its output went (see `baton alerts`)"),
-    ))
+    match receipt::wait(&ctx.store, &actor, step, timeout).await? {
+        Waited::Arrived(r) => Ok(Output::new(
+            "baton/receipt@1",
+            json!({ "receipt": r }),
+            format!("Receipt for {step}: {}", r.record.artifact),
+        )),
+        Waited::Missed { alert } => Err(CommandError::new(
+            ErrorKind::NotFound,
+            format!("{alert}; the step did not say where its output went (see `baton alerts`)"),
+        )),
+    }
 }
 
 pub async fn alerts(ctx: &Context, args: AlertsArgs) -> CommandResult<Output> {

@@ -8,7 +8,8 @@ use baton_core::Event;
 use baton_core::event::LOCAL_OPERATOR;
 use baton_core::state::{StateOp, Subject};
 use baton_core::statefile::{self, Parsed, Snapshot};
-use baton_store::{Store, recall};
+use baton_store::Store;
+use baton_store::recall::{self, SubjectError};
 use clap::{Args, Subcommand};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -235,32 +236,19 @@ pub async fn note(ctx: &Context, args: NoteArgs) -> CommandResult<Output> {
     Ok(one("baton/note@1", events, id))
 }
 
-/// A message or order id when one exists; otherwise a path that exists, stored relative
-/// to the project root.
+/// A message or order id when one exists; otherwise a path that exists (relative to the
+/// working directory), stored relative to the project root.
 async fn resolve_subject(ctx: &Context, subject: &str) -> CommandResult<Subject> {
-    if ctx.store.last_change(subject, 0).await?.is_some() {
-        return Ok(Subject::Record(subject.to_owned()));
-    }
-    let path = Path::new(subject);
-    let absolute = if path.is_absolute() {
-        path.to_owned()
-    } else {
-        std::env::current_dir()?.join(path)
-    };
-    let absolute = absolute.canonicalize().map_err(|_| {
-        CommandError::new(
-            ErrorKind::NotFound,
-            format!("--subject {subject:?} is neither a message or order id in this project nor an existing path"),
-        )
-    })?;
-    let root = ctx.project.root.canonicalize()?;
-    let relative = absolute.strip_prefix(&root).map_err(|_| {
-        CommandError::refused(format!(
-            "--subject {subject:?} is outside the project ({})",
-            root.display()
-        ))
-    })?;
-    Ok(Subject::Path(relative.display().to_string()))
+    let cwd = std::env::current_dir()?;
+    recall::note_subject(&ctx.store, &ctx.project.root, &cwd, subject)
+        .await
+        .map_err(|e| match e {
+            SubjectError::Store(e) => e.into(),
+            SubjectError::Missing => {
+                CommandError::new(ErrorKind::NotFound, format!("--subject {subject:?} {e}"))
+            }
+            SubjectError::Outside(_) => CommandError::refused(format!("--subject {subject:?} {e}")),
+        })
 }
 
 #[derive(Deserialize, Default)]

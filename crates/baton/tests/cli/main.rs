@@ -3,8 +3,10 @@
 
 mod common;
 
+mod awl_conformance;
 mod commands;
 mod concurrency;
 mod crash;
+mod ledger;
 mod mcp;
 mod memory;

@@ -1,6 +1,7 @@
 //! `baton mcp` with real clients: the official MCP Python SDK on protocol 2025-11-25 and raw
-//! JSON-RPC lines on 2025-06-18 (the scripts in `tests/mcp/`), plus startup refusals and
-//! settings taken from the project's config.
+//! JSON-RPC lines on 2025-06-18 (the scripts in `tests/mcp/`: the message round, project
+//! memory and receipts, the resume packet as a tool, prompt and resource), plus startup
+//! refusals, settings taken from the project's config and paths taken from its root.
 //!
 //! The Python client lives in a virtual environment under the cargo target dir, made on
 //! first use and reused after: `python3 -m venv target/tmp/mcp-venv`, then
@@ -130,15 +131,26 @@ fn client(script: &str) -> String {
 #[test]
 fn mcp_full_round_through_the_python_sdk_on_2025_11_25() {
     let out = client("sdk_client.py");
-    assert!(out.contains("sdk: full round ok"), "{out}");
-    assert!(out.contains("unknown tool is a protocol error"), "{out}");
+    for line in [
+        "sdk: full round ok",
+        "sdk: resume, focus, decide, constrain, note and receipts ok; state and alerts match",
+        "sdk: the resume prompt and baton://resume return the packet",
+        "sdk: every tool's output (18 tools) matched its outputSchema",
+        "sdk: unknown tool, prompt and resource are protocol errors",
+    ] {
+        assert!(out.contains(line), "{line:?} missing from:\n{out}");
+    }
 }
 
 #[test]
 fn mcp_full_round_over_raw_json_rpc_on_2025_06_18() {
     let out = client("raw_client.py");
     for line in [
+        "raw: tools/list result is ",
         "raw: full round ok on 2025-06-18",
+        "raw: resume, focus, decide, constrain, note and receipts ok; state and alerts match",
+        "raw: the resume prompt and baton://resume return the packet",
+        "raw: every tool's output (18 tools) matched its outputSchema",
         "garbage lines are protocol errors",
         "hostile argument sets came back as isError results",
         "stdout carried only JSON-RPC",
@@ -180,6 +192,11 @@ fn mcp_refuses_to_start_without_a_registered_identity() {
 /// Sends `requests` (after the 2025-06-18 handshake) to `baton mcp` as `who`, closes stdin
 /// and returns each request's response, by id.
 fn exchange(p: &Project, who: &str, requests: &[Value]) -> Vec<Value> {
+    exchange_with(p.cmd(Some(who), &["mcp"]), requests)
+}
+
+/// [`exchange`] with a server started by `server` (a `baton … mcp` command).
+fn exchange_with(mut server: Command, requests: &[Value]) -> Vec<Value> {
     let mut lines = vec![
         json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
@@ -192,8 +209,7 @@ fn exchange(p: &Project, who: &str, requests: &[Value]) -> Vec<Value> {
         r["id"] = json!(i + 1);
         r
     }));
-    let mut child = p
-        .cmd(Some(who), &["mcp"])
+    let mut child = server
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -258,4 +274,122 @@ fn mcp_takes_the_payload_cap_and_duplicate_window_from_the_config() {
     assert_eq!(r[2]["result"]["isError"], json!(true), "{r:?}");
     let text = r[2]["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("over the cap of 64 bytes"), "{text}");
+}
+
+fn structured(response: &Value) -> &Value {
+    assert_ne!(response["result"]["isError"], json!(true), "{response}");
+    &response["result"]["structuredContent"]
+}
+
+#[test]
+fn mcp_takes_note_subjects_and_artifacts_from_the_project_root_wherever_it_runs() {
+    let p = Project::new(TEAM);
+    std::fs::create_dir_all(p.path().join("src/deep")).unwrap();
+    std::fs::write(p.path().join("src/lib.rs"), "pub fn f() {}\n").unwrap();
+    // Started from a subdirectory: paths still name files from the project root, as an
+    // agent reads them in the packet and in `baton state show`.
+    let mut server = baton_exe_in(&p.path().join("src/deep"));
+    server
+        .arg("--project")
+        .arg(p.path())
+        .args(["--as", "impl-1", "mcp"]);
+    let r = exchange_with(
+        server,
+        &[
+            call(
+                "note",
+                json!({"text": "f is pure", "subject": "src/lib.rs"}),
+            ),
+            call(
+                "receipt_write",
+                json!({"step": "lib", "artifact": "src/lib.rs"}),
+            ),
+            // From the working directory this is src/lib.rs; from the root it is outside.
+            call("note", json!({"text": "x", "subject": "../lib.rs"})),
+        ],
+    );
+    assert_eq!(structured(&r[0])["id"], "N-1");
+    assert_eq!(structured(&r[1])["artifact"], "src/lib.rs");
+    assert_eq!(structured(&r[1])["size"], 14);
+    assert_eq!(r[2]["result"]["isError"], json!(true), "{r:?}");
+    let state = p.json(Some("impl-1"), &["state", "show"]);
+    assert_eq!(
+        state["notes"][0]["subject"],
+        json!({"kind": "path", "id": "src/lib.rs"})
+    );
+    assert_eq!(state["notes"][0]["freshness"], "current", "{state}");
+    let receipt = p.json(None, &["receipt", "show", "lib"]);
+    assert_eq!(receipt["receipt"]["hash"], structured(&r[1])["hash"]);
+    p.ok(None, &["receipt", "verify", "lib"]);
+}
+
+/// A `baton` command run from `dir`, with no project or identity from the environment.
+fn baton_exe_in(dir: &Path) -> Command {
+    let mut cmd = Command::new(baton_exe());
+    cmd.current_dir(dir)
+        .env_remove("BATON_PROJECT")
+        .env_remove("BATON_AS");
+    cmd
+}
+
+#[test]
+fn mcp_resume_is_the_packet_of_baton_resume_as_a_tool_a_prompt_and_a_resource() {
+    let p = Project::new(TEAM);
+    p.ok(
+        Some("planner"),
+        &["focus", "set", "Ship the CSV export fix"],
+    );
+    p.ok(
+        Some("planner"),
+        &[
+            "send",
+            "--to",
+            "impl-1",
+            "--type",
+            "request",
+            "--topic",
+            "csv-export",
+            "--body",
+            "Keep the filters",
+        ],
+    );
+    let r = exchange(
+        &p,
+        "impl-1",
+        &[
+            call("resume", json!({})),
+            call("resume", json!({"max_bytes": 250})),
+            json!({"method": "prompts/get", "params": {"name": "resume"}}),
+            json!({"method": "resources/read", "params": {"uri": "baton://resume"}}),
+        ],
+    );
+    let cli = p.json(Some("impl-1"), &["resume"]);
+    let same = |text: &str| -> String {
+        // The second line names the moment of reading: `generation N · TIME`.
+        text.lines()
+            .enumerate()
+            .map(|(i, l)| {
+                if i == 1 {
+                    l.split(" · ").next().unwrap_or(l)
+                } else {
+                    l
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let expected = same(cli["text"].as_str().unwrap());
+    let tool = structured(&r[0]);
+    let small = structured(&r[1]);
+    let prompt = r[2]["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap();
+    let resource = r[3]["result"]["contents"][0]["text"].as_str().unwrap();
+    for text in [tool["text"].as_str().unwrap(), prompt, resource] {
+        assert_eq!(same(text), expected);
+        assert!(text.contains("## What I owe") && text.contains("Ship the CSV export fix"));
+        assert!(text.len() <= 6000);
+    }
+    assert_eq!(tool["bytes"], json!(tool["text"].as_str().unwrap().len()));
+    assert!(small["bytes"].as_u64().unwrap() <= 250, "{small}");
 }

@@ -1,5 +1,6 @@
-"""The full round over raw JSON-RPC lines on protocol 2025-06-18 (no SDK), then the
-protocol errors, hostile arguments, and a check that stdout carried nothing but JSON-RPC.
+"""The full round over raw JSON-RPC lines on protocol 2025-06-18 (no SDK), the project's
+memory through the tools, the resume packet as a prompt and a resource, then the protocol
+errors, hostile arguments, and a check that stdout carried nothing but JSON-RPC.
 
 Usage: python raw_client.py BATON_EXE PROJECT_DIR
 """
@@ -94,6 +95,27 @@ class RawConn:
         text = "".join(block.get("text", "") for block in result.get("content", []))
         return checks.Result(result.get("structuredContent"), text, result.get("isError", False))
 
+    async def result(self, method: str, params: Any) -> dict:
+        r = await self.request(method, params)
+        assert "result" in r, f"{self.who} {method}: {r}"
+        return r["result"]
+
+    async def list_prompts(self) -> list[dict]:
+        return (await self.result("prompts/list", {}))["prompts"]
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> list[str]:
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = arguments
+        messages = (await self.result("prompts/get", params))["messages"]
+        return [m["content"]["text"] for m in messages]
+
+    async def list_resources(self) -> list[dict]:
+        return (await self.result("resources/list", {}))["resources"]
+
+    async def read_resource(self, uri: str) -> list[dict]:
+        return (await self.result("resources/read", {"uri": uri}))["contents"]
+
     async def close(self) -> int:
         """Closes stdin; the server must exit 0 and leave only JSON-RPC on stdout."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -116,6 +138,12 @@ async def protocol_errors(conn: RawConn) -> None:
     assert "error" in r, f"arguments that are not an object: {r}"
     r = await conn.request("baton/no-such-method")
     assert r.get("error", {}).get("code") == -32601, f"unknown method: {r}"
+    r = await conn.request("prompts/get", {"name": "no_such_prompt"})
+    assert "error" in r, f"unknown prompt: {r}"
+    r = await conn.request("prompts/get", {"name": "resume", "arguments": {"max_bytes": "lots"}})
+    assert "error" in r and "max_bytes" in r["error"]["message"], f"bad prompt argument: {r}"
+    r = await conn.request("resources/read", {"uri": "baton://no-such-resource"})
+    assert "error" in r, f"unknown resource: {r}"
     # Lines that are not JSON-RPC at all must not stop the server.
     await conn.write("this is not json")
     await conn.write('{"jsonrpc": "2.0", "id": "x", "method": ')
@@ -164,6 +192,27 @@ HOSTILE: list[tuple[str, Any]] = [
     ("search", {"since": "99999999999999999999h"}),
     ("search", {"cursor": "cffffffffffffffffffffffff"}),
     ("search", {"cursor": "zzz"}),
+    ("resume", {"max_bytes": -1}),
+    ("resume", {"max_bytes": "6000"}),
+    ("focus", {"text": ""}),
+    ("focus", {"text": "x" * 3000}),
+    ("focus", {}),
+    ("decide", {"text": "x"}),
+    ("decide", {"text": "x", "why": "y", "supersedes": "D-404"}),
+    ("constrain", {"text": "x", "tried": "y", "result": " "}),
+    ("note", {"text": "x", "subject": ""}),
+    ("note", {"text": "x", "subject": "/etc/passwd"}),
+    ("note", {"text": "x", "subject": "../../.."}),
+    ("note", {"text": "x", "subject": "\u0000"}),
+    ("receipt_write", {"step": "s", "artifact": ""}),
+    ("receipt_write", {"step": "s", "artifact": ".baton"}),
+    ("receipt_write", {"step": "s", "artifact": "no/such/file"}),
+    ("receipt_write", {"step": "", "artifact": "s3://b/k"}),
+    ("receipt_write", {"step": "s", "artifact": "s3://b/k", "run": 7}),
+    ("receipt_wait", {"step": " "}),
+    ("receipt_wait", {"step": "s", "timeout_seconds": 0}),
+    ("receipt_wait", {"step": "s", "timeout_seconds": 301}),
+    ("receipt_wait", {"step": "s", "timeout_seconds": 1.5}),
 ]
 
 
@@ -184,20 +233,28 @@ async def main(baton: str, project: str) -> None:
     for conn in (planner, executor):
         init = await conn.initialize()
         assert init["protocolVersion"] == PROTOCOL, f"negotiated {init['protocolVersion']}"
-        assert "tools" in init["capabilities"], init
+        for capability in ("tools", "prompts", "resources"):
+            assert capability in init["capabilities"], init
     r = await planner.request("tools/list")
     size = len(json.dumps(r["result"], separators=(",", ":"), ensure_ascii=False).encode())
     print(f"raw: tools/list result is {size} bytes (budget {checks.TOOLS_LIST_BUDGET})")
     assert size < checks.TOOLS_LIST_BUDGET, f"tools/list grew to {size} bytes"
     tools = checks.check_tools(r["result"]["tools"])
 
-    await checks.full_round(
+    checked = (
         checks.Checked(planner, tools, "planner"),
         checks.Checked(executor, tools, "impl-1"),
     )
-    print(f"raw: full round ok on {PROTOCOL}; every tool's output matched its outputSchema")
+    await checks.full_round(*checked)
+    print(f"raw: full round ok on {PROTOCOL}")
+    await checks.memory_round(*checked, checks.Cli(baton, project))
+    print("raw: resume, focus, decide, constrain, note and receipts ok; state and alerts match")
+    await checks.packet_doors(executor, checked[1])
+    print("raw: the resume prompt and baton://resume return the packet")
+    checks.all_validated(*checked)
+    print(f"raw: every tool's output ({len(tools)} tools) matched its outputSchema")
     await protocol_errors(planner)
-    print("raw: unknown tool, malformed requests and garbage lines are protocol errors")
+    print("raw: unknown tool, prompt, resource, malformed requests and garbage lines are protocol errors")
     await hostile_arguments(executor)
     print(f"raw: {len(HOSTILE)} hostile argument sets came back as isError results")
 

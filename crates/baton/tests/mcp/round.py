@@ -1,27 +1,41 @@
 """The checks both MCP clients run against `baton mcp`, whatever carries the JSON-RPC.
 
-A connection offers `list_tools()` (tools as wire dicts, camelCase) and
-`call(name, arguments)` returning a `Result`; `sdk_client.py` drives the official Python
-SDK on protocol 2025-11-25, `raw_client.py` writes raw JSON-RPC lines on 2025-06-18.
-Everything here is plain assertions: a failure raises with a message naming the check.
+A connection offers `list_tools()` (tools as wire dicts, camelCase), `call(name,
+arguments)` returning a `Result`, and the resume packet's other two doors:
+`list_prompts()`, `get_prompt(name, arguments)`, `list_resources()` and
+`read_resource(uri)`. `sdk_client.py` drives the official Python SDK on protocol
+2025-11-25, `raw_client.py` writes raw JSON-RPC lines on 2025-06-18. The project's state is
+checked through the CLI (`Cli`), as a person would. Everything here is plain assertions: a
+failure raises with a message naming the check.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from jsonschema import Draft202012Validator
 
 TOOLS = {
     "inbox", "outbox", "show", "send", "reply", "ack", "complete", "hand_back",
-    "archive", "search", "thread",
+    "archive", "search", "thread", "resume", "focus", "decide", "constrain", "note",
+    "receipt_write", "receipt_wait",
 }
-READ_ONLY = {"inbox", "outbox", "search", "thread"}
-IDEMPOTENT = {"show", "ack", "complete", "hand_back", "archive"}
+READ_ONLY = {"inbox", "outbox", "search", "thread", "resume"}
+IDEMPOTENT = {
+    "show", "ack", "complete", "hand_back", "archive", "focus", "receipt_write",
+    "receipt_wait",
+}
 # The whole tools/list result is an agent's context cost (SPEC §8).
 TOOLS_LIST_BUDGET = 12 * 1024
+# `baton resume`'s default cap, and what every resume packet starts its first section with.
+RESUME_BYTES = 6000
+OWED = "## What I owe"
+RESUME_URI = "baton://resume"
 
 
 @dataclass
@@ -34,6 +48,29 @@ class Result:
 class Conn(Protocol):
     async def list_tools(self) -> list[dict]: ...
     async def call(self, name: str, arguments: dict) -> Result: ...
+    async def list_prompts(self) -> list[dict]: ...
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> list[str]: ...
+    async def list_resources(self) -> list[dict]: ...
+    async def read_resource(self, uri: str) -> list[dict]: ...
+
+
+class Cli:
+    """`baton --json` in the project, as one participant or none."""
+
+    def __init__(self, baton: str, project: str):
+        self.baton = baton
+        self.project = project
+
+    def json(self, who: str | None, *args: str) -> Any:
+        command = [self.baton, "--project", self.project, "--json"]
+        if who:
+            command += ["--as", who]
+        out = subprocess.run(command + list(args), capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, f"baton {' '.join(args)}: exit {out.returncode}: {out.stderr}"
+        return json.loads(out.stdout)
+
+    async def json_async(self, who: str | None, *args: str) -> Any:
+        return await asyncio.to_thread(self.json, who, *args)
 
 
 def check_tools(tools: list[dict]) -> dict[str, dict]:
@@ -127,13 +164,13 @@ async def full_round(planner: Checked, executor: Checked) -> None:
     assert r["to"] == {"impl-1": "pending"} and r["request_status"] == "open", r
 
     cut = await executor.ok("show", id=req, max_bytes=5)
-    assert cut["payload"] is None and cut["truncated"]["shown_bytes"] <= 5, cut
+    assert "payload" not in cut and cut["truncated"]["shown_bytes"] <= 5, cut
     full_text = json.dumps({"body": "CSV export drops the active filters"}, separators=(",", ":"))
     assert cut["truncated"]["total_bytes"] == len(full_text), cut
     assert full_text.startswith(cut["truncated"]["text"]), cut
     shown = await executor.ok("show", id=req)
     assert shown["payload"] == {"body": "CSV export drops the active filters"}, shown
-    assert shown["truncated"] is None and shown["status"] == "delivered", shown
+    assert "truncated" not in shown and shown["status"] == "delivered", shown
 
     question = await executor.ok("reply", id=req, body="Which filters: date or status?")
     assert question["duplicate"] is False
@@ -200,5 +237,137 @@ async def full_round(planner: Checked, executor: Checked) -> None:
     text = await planner.refused("hand_back", id=unseen, reason="not mine")
     assert "as its sender you complete or archive" in text, text
 
-    unchecked = TOOLS - planner.validated - executor.validated
+
+def all_validated(*conns: Checked) -> None:
+    """Every tool's output was checked against its schema at least once."""
+    validated = set().union(*(c.validated for c in conns))
+    unchecked = TOOLS - validated
     assert not unchecked, f"no output of {sorted(unchecked)} was checked against its schema"
+
+
+def without_clock(packet: str) -> str:
+    """The packet less its second line (`generation N · TIME`), which names the moment it
+    was read: two reads of one state differ there only."""
+    lines = packet.splitlines()
+    return "\n".join(lines[:1] + [line.split(" · ")[0] for line in lines[1:2]] + lines[2:])
+
+
+async def memory_round(planner: Checked, executor: Checked, cli: Cli) -> None:
+    """The resume packet, the project's state and receipts through the tools, checked
+    through the CLI: what a tool records is what `baton state show` and `baton alerts`
+    report."""
+    project = Path(cli.project)
+    packet = await executor.ok("resume")
+    assert OWED in packet["text"], packet["text"]
+    assert packet["bytes"] == len(packet["text"].encode()) <= RESUME_BYTES, packet["bytes"]
+    cli_packet = await cli.json_async("impl-1", "resume")
+    assert without_clock(packet["text"]) == without_clock(cli_packet["text"]), (
+        f"the tool and `baton resume` differ:\n{packet['text']}\n---\n{cli_packet['text']}"
+    )
+    small = await executor.ok("resume", max_bytes=300)
+    assert small["bytes"] <= 300 and len(small["text"].encode()) == small["bytes"], small
+
+    focus = await planner.ok("focus", text="Ship the CSV export fix")
+    assert focus["id"] == "focus", focus
+    first = await planner.ok("decide", text="Keep filters in the query", why="one code path")
+    second = await planner.ok(
+        "decide", text="Filters live in a view", why="the report reuses them",
+        supersedes=first["id"],
+    )
+    assert second["generation"] > first["generation"], (first, second)
+    constraint = await planner.ok(
+        "constrain", text="No network in CI", tried="downloading fixtures",
+        result="connection refused",
+    )
+    (project / "src").mkdir(exist_ok=True)
+    (project / "src" / "export.rs").write_text("fn export() {}\n")
+    on_path = await planner.ok("note", text="Parser assumes UTF-8", subject="src/export.rs")
+    message = (await planner.ok(
+        "send", to=["impl-1"], type="info", topic="fixtures", body="Fixtures land Monday",
+    ))["id"]
+    on_message = await planner.ok("note", text="Waiting on the fixtures", subject=message)
+
+    state = await cli.json_async("planner", "state", "show")
+    assert state["focus"] == "Ship the CSV export fix", state
+    decisions = {d["id"]: d for d in state["decisions"]}
+    assert decisions[first["id"]]["superseded_by"] == second["id"], decisions
+    assert decisions[second["id"]]["text"] == "Filters live in a view", decisions
+    assert decisions[second["id"]]["written"]["actor"] == "planner", decisions
+    constraints = {c["id"]: c for c in state["constraints"]}
+    assert constraints[constraint["id"]]["tried"] == "downloading fixtures", constraints
+    notes = {n["id"]: n for n in state["notes"]}
+    assert notes[on_path["id"]]["subject"] == {"kind": "path", "id": "src/export.rs"}, notes
+    assert notes[on_message["id"]]["subject"] == {"kind": "record", "id": message}, notes
+
+    text = await planner.refused("decide", text="x", why="y", supersedes="D-99")
+    assert "no decision D-99" in text and "`resume`" in text, text
+    text = await planner.refused("decide", text="x", why=" ")
+    assert "`why` must not be empty" in text, text
+    text = await planner.refused("note", text="x", subject="src/missing.rs")
+    assert "`subject`" in text and "neither a message or order id" in text, text
+    text = await planner.refused("note", text="x", subject="..")
+    assert "`subject`" in text and "outside the project" in text, text
+
+    resumed = (await planner.ok("resume"))["text"]
+    for shown in ("Ship the CSV export fix", "Filters live in a view", "No network in CI"):
+        assert shown in resumed, f"{shown!r} missing from the packet:\n{resumed}"
+
+    (project / "out").mkdir(exist_ok=True)
+    (project / "out" / "report.csv").write_text("a,b\n1,2\n")
+    written = await executor.ok(
+        "receipt_write", step="export", artifact="out/report.csv", run="run-1",
+    )
+    shown = (await cli.json_async(None, "receipt", "show", "export"))["receipt"]
+    assert (written["artifact"], written["hash"], written["size"], written["run"], written["by"]) == (
+        "out/report.csv", shown["hash"], 8, "run-1", "impl-1"), (written, shown)
+    waited = await planner.ok("receipt_wait", step="export", timeout_seconds=1)
+    assert waited == written, (waited, written)
+    uri = await executor.ok("receipt_write", step="upload", artifact="s3://bucket/report.csv")
+    assert "hash" not in uri and "size" not in uri and uri["artifact"] == "s3://bucket/report.csv"
+
+    # A receipt that lands while the tool waits is returned; its writer is another process.
+    late, _ = await asyncio.gather(
+        planner.ok("receipt_wait", step="render", timeout_seconds=60),
+        cli.json_async("impl-1", "receipt", "write", "--step", "render", "--artifact", "s3://b/page"),
+    )
+    assert (late["step"], late["artifact"], late["by"]) == ("render", "s3://b/page", "impl-1"), late
+
+    # A wait that runs out is an isError result, and raises one alert however often it misses.
+    for _ in range(2):
+        text = await planner.refused("receipt_wait", step="deploy", timeout_seconds=1)
+        assert 'no receipt for step "deploy"' in text and "`receipt_write`" in text, text
+    alerts = (await cli.json_async(None, "alerts"))["items"]
+    raised = [a for a in alerts if a["key"] == "receipt-missing:deploy"]
+    assert len(raised) == 1, alerts
+    assert raised[0]["raised"]["actor"] == "planner", raised
+    assert raised[0]["message"] in (await planner.ok("resume"))["text"]
+
+    text = await planner.refused("receipt_wait", step="deploy", timeout_seconds=301)
+    assert "`timeout_seconds`" in text and "1 to 300" in text, text
+    text = await executor.refused("receipt_write", step="x", artifact="out/missing.bin")
+    assert "`artifact`" in text and "out/missing.bin" in text, text
+
+
+async def packet_doors(conn: Conn, tool: Checked) -> None:
+    """The resume packet as the `resume` prompt and the baton://resume resource: the same
+    packet the tool returns, within its cap."""
+    prompts = {p["name"]: p for p in await conn.list_prompts()}
+    assert set(prompts) == {"resume"}, prompts
+    assert [a["name"] for a in prompts["resume"].get("arguments", [])] == ["max_bytes"], prompts
+    resources = {r["uri"]: r for r in await conn.list_resources()}
+    assert set(resources) == {RESUME_URI}, resources
+    assert resources[RESUME_URI].get("mimeType") == "text/markdown", resources
+
+    packet = (await tool.ok("resume"))["text"]
+    messages = await conn.get_prompt("resume", None)
+    assert len(messages) == 1, messages
+    assert OWED in messages[0] and len(messages[0].encode()) <= RESUME_BYTES, messages[0]
+    assert without_clock(messages[0]) == without_clock(packet), (messages[0], packet)
+    small = await conn.get_prompt("resume", {"max_bytes": "200"})
+    assert len(small[0].encode()) <= 200, small
+    contents = await conn.read_resource(RESUME_URI)
+    assert len(contents) == 1 and contents[0]["uri"] == RESUME_URI, contents
+    assert contents[0].get("mimeType") == "text/markdown", contents
+    text = contents[0]["text"]
+    assert OWED in text and len(text.encode()) <= RESUME_BYTES, text
+    assert without_clock(text) == without_clock(packet), (text, packet)

@@ -1,0 +1,1037 @@
+//! The run ledger (SPEC §6): what a run is, the facts its producers record about it, and
+//! what is derived from those facts at read time.
+//!
+//! Producers (`baton run`, the hooks, the reaper) write [`RunChange`]s; [`check`] says
+//! whether a change may follow the run's current status and [`fold`] applies it, so a
+//! backend's `runs` projection is the fold of the log and nothing else. Health is never
+//! stored: [`health`] computes it from the facts and `now`. This module also reads the
+//! agents' output — `PROGRESS n/total` lines and the token usage in Claude Code's
+//! `stream-json` and Codex's `exec --json` streams — as pure functions of the lines.
+//! Unknown stays unknown: a count nobody reported is `None`, never `0`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::time::Millis;
+
+/// What a producer knows about a run. Written, never computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// The row exists; the process does not yet.
+    Registered,
+    Running,
+    /// Exited 0 with every expected receipt.
+    Done,
+    /// Could not start, exited non-zero, went over budget or missed a receipt.
+    Failed,
+    /// Ended by a signal.
+    Stopped,
+    /// The process that records the run is gone and no exit was recorded.
+    Lost,
+    /// An agent process found on the machine that was not started through `baton run`.
+    Untracked,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 7] = [
+        Self::Registered,
+        Self::Running,
+        Self::Done,
+        Self::Failed,
+        Self::Stopped,
+        Self::Lost,
+        Self::Untracked,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Registered => "registered",
+            Self::Running => "running",
+            Self::Done => "done",
+            Self::Failed => "failed",
+            Self::Stopped => "stopped",
+            Self::Lost => "lost",
+            Self::Untracked => "untracked",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// Whether a process may still be behind the run.
+    pub fn is_live(self) -> bool {
+        matches!(self, Self::Registered | Self::Running | Self::Untracked)
+    }
+
+    /// The statuses an exit may record.
+    pub fn is_exit(self) -> bool {
+        matches!(self, Self::Done | Self::Failed | Self::Stopped)
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A process, named so that a reused pid is not mistaken for it: the pid and the start
+/// time the kernel reports for it (clock ticks since boot, `/proc/PID/stat` field 22).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessRef {
+    pub pid: u32,
+    /// `None` where the platform does not say.
+    pub start: Option<u64>,
+}
+
+/// Token counts as an agent reported them. Each part is `None` until reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Every input token the model processed, cached ones included.
+    pub input: Option<u64>,
+    /// The part of `input` served from a prompt cache.
+    pub cached_input: Option<u64>,
+    pub output: Option<u64>,
+}
+
+impl TokenUsage {
+    /// Input plus output, when both were reported.
+    pub fn total(&self) -> Option<u64> {
+        Some(self.input? + self.output?)
+    }
+
+    /// What is known to have been spent: the parts reported so far. A budget is over
+    /// when this is, whatever the unreported parts turn out to be.
+    pub fn known(&self) -> u64 {
+        self.input.unwrap_or(0) + self.output.unwrap_or(0)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.input.is_none() && self.cached_input.is_none() && self.output.is_none()
+    }
+
+    fn plus(self, other: Self) -> Self {
+        let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        Self {
+            input: add(self.input, other.input),
+            cached_input: add(self.cached_input, other.cached_input),
+            output: add(self.output, other.output),
+        }
+    }
+
+    fn max(self, other: Self) -> Self {
+        let max = |a: Option<u64>, b: Option<u64>| a.max(b);
+        Self {
+            input: max(self.input, other.input),
+            cached_input: max(self.cached_input, other.cached_input),
+            output: max(self.output, other.output),
+        }
+    }
+}
+
+/// Steps done out of a declared total. There is no progress without a denominator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    pub done: u64,
+    pub total: u64,
+}
+
+/// Reads a `PROGRESS n/total` (or `PROGRESS n` when `declared` steps were given) line.
+/// Anything else — no denominator, `n > total`, a zero total — reports nothing.
+pub fn parse_progress(line: &str, declared: Option<u64>) -> Option<Progress> {
+    let rest = line.trim().strip_prefix("PROGRESS")?;
+    if !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let word = rest.split_whitespace().next()?;
+    let (done, total) = match word.split_once('/') {
+        Some((n, t)) => (n.parse().ok()?, t.parse().ok()?),
+        None => (word.parse().ok()?, declared?),
+    };
+    (total > 0 && done <= total).then_some(Progress { done, total })
+}
+
+/// The longest line [`OutputParser`] reads; longer ones pass through unread.
+pub const MAX_PARSED_LINE: usize = 16 * 1024 * 1024;
+
+/// Reads an agent's output line by line: progress from `PROGRESS` lines (plain, or in the
+/// text of Claude Code and Codex JSON events), token usage from their JSON events.
+///
+/// Claude Code (`--output-format stream-json`) repeats one API response's `usage` on every
+/// content block of that response (same `message.id`), so usage is kept per message id
+/// (largest value of each field) and summed; the `result` event's cumulative `usage` is
+/// taken where it is larger. Codex (`exec --json`) reports the thread's cumulative usage
+/// on `turn.completed` (older versions: `token_count` events with `total_token_usage`);
+/// the newest is kept, and an all-zero report — what Codex prints when it has none — is
+/// ignored.
+#[derive(Debug, Clone, Default)]
+pub struct OutputParser {
+    declared_steps: Option<u64>,
+    claude_messages: BTreeMap<String, TokenUsage>,
+    claude_anonymous: TokenUsage,
+    claude_results: TokenUsage,
+    codex_total: Option<TokenUsage>,
+}
+
+/// What one line told.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Parsed {
+    pub progress: Option<Progress>,
+    /// The run's token usage so far, when this line changed it.
+    pub tokens: Option<TokenUsage>,
+}
+
+impl OutputParser {
+    pub fn new(declared_steps: Option<u64>) -> Self {
+        Self {
+            declared_steps,
+            ..Self::default()
+        }
+    }
+
+    /// Token usage reported so far; `None` when nothing reported any.
+    pub fn usage(&self) -> Option<TokenUsage> {
+        let claude = self
+            .claude_messages
+            .values()
+            .fold(self.claude_anonymous, |sum, u| sum.plus(*u))
+            .max(self.claude_results);
+        let total = claude.plus(self.codex_total.unwrap_or_default());
+        (!total.is_empty()).then_some(total)
+    }
+
+    pub fn line(&mut self, line: &str) -> Parsed {
+        let trimmed = line.trim();
+        if !trimmed.starts_with('{') {
+            return Parsed {
+                progress: parse_progress(trimmed, self.declared_steps),
+                tokens: None,
+            };
+        }
+        let Ok(value) = serde_json::from_str::<Value>(trimmed) else {
+            return Parsed::default();
+        };
+        let before = self.usage();
+        let mut progress = None;
+        for text in self.read_event(&value) {
+            for l in text.lines() {
+                if let Some(p) = parse_progress(l, self.declared_steps) {
+                    progress = Some(p);
+                }
+            }
+        }
+        let after = self.usage();
+        Parsed {
+            progress,
+            tokens: (after != before).then_some(after).flatten(),
+        }
+    }
+
+    /// Records the usage an event carries and returns the agent's text in it.
+    fn read_event<'a>(&mut self, v: &'a Value) -> Vec<&'a str> {
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            // Claude Code: one assistant message (or one content block of it).
+            "assistant" => {
+                let Some(message) = v.get("message") else {
+                    return Vec::new();
+                };
+                if let Some(usage) = message.get("usage").and_then(claude_usage) {
+                    match message.get("id").and_then(Value::as_str) {
+                        Some(id) => {
+                            let seen = self.claude_messages.entry(id.to_owned()).or_default();
+                            *seen = seen.max(usage);
+                        }
+                        None => self.claude_anonymous = self.claude_anonymous.plus(usage),
+                    }
+                }
+                message
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
+                    .filter_map(|block| block.get("text").and_then(Value::as_str))
+                    .collect()
+            }
+            // Claude Code: the end of one query, with its cumulative usage.
+            "result" => {
+                if let Some(usage) = v.get("usage").and_then(claude_usage) {
+                    self.claude_results = self.claude_results.plus(usage);
+                }
+                Vec::new()
+            }
+            // Codex `exec --json`: the thread's cumulative usage.
+            "turn.completed" => {
+                if let Some(usage) = v.get("usage").and_then(codex_usage) {
+                    self.codex_total = Some(usage);
+                }
+                Vec::new()
+            }
+            "item.completed" => {
+                let item = v.get("item");
+                let is_message = item
+                    .and_then(|i| i.get("type"))
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t == "agent_message");
+                item.filter(|_| is_message)
+                    .and_then(|i| i.get("text"))
+                    .and_then(Value::as_str)
+                    .into_iter()
+                    .collect()
+            }
+            _ => {
+                // Older Codex `--json` (`{"msg": {"type": "token_count", ...}}`) and its
+                // session files (`{"payload": {"type": "token_count", ...}}`).
+                let inner = v.get("msg").or_else(|| v.get("payload"));
+                if let Some(inner) = inner
+                    && inner.get("type").and_then(Value::as_str) == Some("token_count")
+                    && let Some(usage) = inner
+                        .get("info")
+                        .and_then(|i| i.get("total_token_usage"))
+                        .and_then(codex_usage)
+                {
+                    self.codex_total = Some(usage);
+                }
+                Vec::new()
+            }
+        }
+    }
+}
+
+fn count(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(Value::as_u64)
+}
+
+/// Claude's `usage`: `input_tokens` excludes the cache, so every input part is added.
+fn claude_usage(u: &Value) -> Option<TokenUsage> {
+    let fresh = count(u, "input_tokens");
+    let written = count(u, "cache_creation_input_tokens");
+    let read = count(u, "cache_read_input_tokens");
+    let input = match (fresh, written, read) {
+        (None, None, None) => None,
+        (a, b, c) => Some(a.unwrap_or(0) + b.unwrap_or(0) + c.unwrap_or(0)),
+    };
+    let usage = TokenUsage {
+        input,
+        cached_input: read,
+        output: count(u, "output_tokens"),
+    };
+    (!usage.is_empty()).then_some(usage)
+}
+
+/// Codex's usage: `input_tokens` already includes `cached_input_tokens`.
+fn codex_usage(u: &Value) -> Option<TokenUsage> {
+    let usage = TokenUsage {
+        input: count(u, "input_tokens"),
+        cached_input: count(u, "cached_input_tokens"),
+        output: count(u, "output_tokens"),
+    };
+    let all_zero = usage.input.unwrap_or(0) == 0 && usage.output.unwrap_or(0) == 0;
+    (!usage.is_empty() && !all_zero).then_some(usage)
+}
+
+/// The known spend, when it is over `budget`.
+pub fn over_budget(tokens: Option<&TokenUsage>, budget: Option<u64>) -> Option<u64> {
+    let spent = tokens?.known();
+    (spent > budget?).then_some(spent)
+}
+
+/// What a run declares when its row is written (and what the reaper records for an
+/// untracked process).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Registration {
+    pub run: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub participant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
+    /// The program's name (`claude`, `codex`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    pub command: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The `baton run` process that records the run's facts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<ProcessRef>,
+    /// The agent's process, when already known (an untracked one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u64>,
+    /// How often the monitor promised a heartbeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expect_receipts: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub writer: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u32>,
+}
+
+/// One hook call from an agent: tied to its session and, when known, its run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HookCall {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// `claude` or `codex`.
+    pub agent: String,
+    /// The hook's event name, e.g. `SessionStart` or `PreToolUse`.
+    pub event: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+}
+
+/// A fact about a run, as recorded in the log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "what", rename_all = "snake_case")]
+pub enum RunChange {
+    Registered(Box<Registration>),
+    Started {
+        run: String,
+        process: ProcessRef,
+        pgid: u32,
+    },
+    /// The monitor is alive; `active_at` is when the agent last wrote output.
+    Heartbeat {
+        run: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        active_at: Option<Millis>,
+    },
+    /// Progress or token usage read from the agent's output.
+    Reported {
+        run: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        progress: Option<Progress>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens: Option<TokenUsage>,
+    },
+    Exited {
+        run: String,
+        status: RunStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Written by the reaper: the process is gone and no exit was recorded.
+    Lost {
+        run: String,
+        reason: String,
+    },
+    Untracked(Box<Registration>),
+    Hook(HookCall),
+}
+
+impl RunChange {
+    /// The run the change is about (a hook may not know it).
+    pub fn run(&self) -> Option<&str> {
+        match self {
+            Self::Registered(r) | Self::Untracked(r) => Some(&r.run),
+            Self::Started { run, .. }
+            | Self::Heartbeat { run, .. }
+            | Self::Reported { run, .. }
+            | Self::Exited { run, .. }
+            | Self::Lost { run, .. } => Some(run),
+            Self::Hook(h) => h.run.as_deref(),
+        }
+    }
+
+    /// The event's subject: the run, else the hook's session, else `hook`.
+    pub fn subject(&self) -> &str {
+        match self {
+            Self::Hook(h) => h.run.as_deref().or(h.session.as_deref()).unwrap_or("hook"),
+            other => other.run().unwrap_or("run"),
+        }
+    }
+}
+
+/// A run as the ledger knows it: the fold of its changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    pub id: String,
+    /// The seq of the event that created the row.
+    pub seq: i64,
+    pub status: RunStatus,
+    pub participant: Option<String>,
+    pub order: Option<String>,
+    pub agent: Option<String>,
+    pub command: Vec<String>,
+    pub cwd: Option<String>,
+    pub host: Option<String>,
+    pub monitor: Option<ProcessRef>,
+    pub process: Option<ProcessRef>,
+    pub pgid: Option<u32>,
+    pub registered_at: Millis,
+    pub started_at: Option<Millis>,
+    pub heartbeat_at: Option<Millis>,
+    /// The newest sign of activity: a change other than a heartbeat, agent output, a hook.
+    pub last_event_at: Millis,
+    /// When an exit or a loss was recorded.
+    pub ended_at: Option<Millis>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub reason: Option<String>,
+    pub tokens: Option<TokenUsage>,
+    pub budget_tokens: Option<u64>,
+    pub steps: Option<u64>,
+    pub progress: Option<Progress>,
+    pub heartbeat_ms: Option<u64>,
+    pub expect_receipts: Vec<String>,
+    pub writer: bool,
+    pub slot: Option<u32>,
+    pub session: Option<String>,
+}
+
+impl Run {
+    fn new(r: &Registration, status: RunStatus, seq: i64, at: Millis) -> Self {
+        Self {
+            id: r.run.clone(),
+            seq,
+            status,
+            participant: r.participant.clone(),
+            order: r.order.clone(),
+            agent: r.agent.clone(),
+            command: r.command.clone(),
+            cwd: r.cwd.clone(),
+            host: r.host.clone(),
+            monitor: r.monitor,
+            process: r.process,
+            pgid: None,
+            registered_at: at,
+            started_at: (status == RunStatus::Untracked).then_some(at),
+            heartbeat_at: None,
+            last_event_at: at,
+            ended_at: None,
+            exit_code: None,
+            signal: None,
+            reason: None,
+            tokens: None,
+            budget_tokens: r.budget_tokens,
+            steps: r.steps,
+            progress: None,
+            heartbeat_ms: r.heartbeat_ms,
+            expect_receipts: r.expect_receipts.clone(),
+            writer: r.writer,
+            slot: r.slot,
+            session: None,
+        }
+    }
+}
+
+/// A change that cannot follow the run's current status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunRefused {
+    #[error("run {0} already exists")]
+    Exists(String),
+    #[error("no run {0} in this project: see `baton runs --all`")]
+    NoSuchRun(String),
+    #[error("run {run} is {status}: it cannot record {what}")]
+    Status {
+        run: String,
+        status: RunStatus,
+        what: &'static str,
+    },
+    #[error("an exit records done, failed or stopped, not {0}")]
+    NotAnExit(RunStatus),
+}
+
+/// Whether `change` may follow `current` (the run's row, if it has one).
+pub fn check(current: Option<&Run>, change: &RunChange) -> Result<(), RunRefused> {
+    use RunStatus as S;
+    let (what, allowed): (&'static str, &[RunStatus]) = match change {
+        RunChange::Registered(r) | RunChange::Untracked(r) => {
+            return match current {
+                Some(_) => Err(RunRefused::Exists(r.run.clone())),
+                None => Ok(()),
+            };
+        }
+        RunChange::Hook(_) => return Ok(()),
+        RunChange::Started { .. } => ("a start", &[S::Registered]),
+        // A heartbeat after a loss proves the reaper wrong: the run is running again.
+        RunChange::Heartbeat { .. } | RunChange::Reported { .. } => {
+            ("activity", &[S::Registered, S::Running, S::Lost])
+        }
+        RunChange::Exited { status, .. } => {
+            if !status.is_exit() {
+                return Err(RunRefused::NotAnExit(*status));
+            }
+            ("an exit", &[S::Registered, S::Running, S::Lost])
+        }
+        RunChange::Lost { .. } => ("a loss", &[S::Registered, S::Running, S::Untracked]),
+    };
+    let run = change.run().unwrap_or_default();
+    let current = current.ok_or_else(|| RunRefused::NoSuchRun(run.to_owned()))?;
+    if allowed.contains(&current.status) {
+        Ok(())
+    } else {
+        Err(RunRefused::Status {
+            run: run.to_owned(),
+            status: current.status,
+            what,
+        })
+    }
+}
+
+/// Applies a change recorded at `at` by event `seq`. Lenient (replay must not fail):
+/// validation is [`check`]'s job at write time. Returns the row to store, if any.
+pub fn fold(current: Option<Run>, change: &RunChange, seq: i64, at: Millis) -> Option<Run> {
+    match change {
+        RunChange::Registered(r) => Some(Run::new(r, RunStatus::Registered, seq, at)),
+        RunChange::Untracked(r) => Some(Run::new(r, RunStatus::Untracked, seq, at)),
+        _ => {
+            let mut run = current?;
+            match change {
+                RunChange::Registered(_) | RunChange::Untracked(_) => {}
+                RunChange::Started { process, pgid, .. } => {
+                    run.status = RunStatus::Running;
+                    run.process = Some(*process);
+                    run.pgid = Some(*pgid);
+                    run.started_at = Some(at);
+                    run.last_event_at = run.last_event_at.max(at);
+                }
+                RunChange::Heartbeat { active_at, .. } => {
+                    run.heartbeat_at = Some(at);
+                    if let Some(active) = active_at {
+                        run.last_event_at = run.last_event_at.max(*active);
+                    }
+                    revive(&mut run);
+                }
+                RunChange::Reported {
+                    progress, tokens, ..
+                } => {
+                    if progress.is_some() {
+                        run.progress = *progress;
+                    }
+                    if tokens.is_some() {
+                        run.tokens = *tokens;
+                    }
+                    run.last_event_at = run.last_event_at.max(at);
+                    revive(&mut run);
+                }
+                RunChange::Exited {
+                    status,
+                    exit_code,
+                    signal,
+                    reason,
+                    ..
+                } => {
+                    run.status = *status;
+                    run.exit_code = *exit_code;
+                    run.signal = *signal;
+                    run.reason = reason.clone();
+                    run.ended_at = Some(at);
+                    run.last_event_at = run.last_event_at.max(at);
+                }
+                RunChange::Lost { reason, .. } => {
+                    run.status = RunStatus::Lost;
+                    run.reason = Some(reason.clone());
+                    run.ended_at = Some(at);
+                }
+                RunChange::Hook(h) => {
+                    if h.session.is_some() {
+                        run.session = h.session.clone();
+                    }
+                    run.last_event_at = run.last_event_at.max(at);
+                }
+            }
+            Some(run)
+        }
+    }
+}
+
+fn revive(run: &mut Run) {
+    if run.status == RunStatus::Lost {
+        run.status = RunStatus::Running;
+        run.ended_at = None;
+        run.reason = None;
+    }
+}
+
+/// Derived at read time, never stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Health {
+    /// Recent activity, or a recorded end: the status can be trusted as current.
+    Ok,
+    /// Alive, but nothing happened for a while.
+    Idle,
+    /// Alive, and nothing happened for longer than the stall threshold.
+    Stalled,
+    Lost,
+    /// Nobody can say: an untracked process, or a monitor that missed its heartbeats.
+    Unknown,
+}
+
+impl Health {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Idle => "idle",
+            Self::Stalled => "stalled",
+            Self::Lost => "lost",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for Health {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The thresholds health is judged by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthPolicy {
+    /// Quiet for longer than this: idle.
+    pub idle_after_ms: i64,
+    /// Quiet for longer than this: stalled.
+    pub stalled_after_ms: i64,
+    /// A monitor silent for this many of its heartbeat intervals is no longer believed.
+    pub missed_heartbeats: i64,
+}
+
+impl Default for HealthPolicy {
+    fn default() -> Self {
+        Self {
+            idle_after_ms: 60_000,
+            stalled_after_ms: 600_000,
+            missed_heartbeats: 3,
+        }
+    }
+}
+
+/// A run's health at `now`, from its recorded facts only.
+pub fn health(run: &Run, now: Millis, policy: &HealthPolicy) -> Health {
+    match run.status {
+        RunStatus::Lost => Health::Lost,
+        RunStatus::Untracked => Health::Unknown,
+        RunStatus::Done | RunStatus::Failed | RunStatus::Stopped => Health::Ok,
+        RunStatus::Registered | RunStatus::Running => {
+            let alive_at = run
+                .heartbeat_at
+                .unwrap_or(run.registered_at)
+                .max(run.last_event_at);
+            if let Some(every) = run.heartbeat_ms
+                && now - alive_at > policy.missed_heartbeats * every as i64
+            {
+                return Health::Unknown;
+            }
+            let quiet = now - run.last_event_at;
+            if quiet > policy.stalled_after_ms {
+                Health::Stalled
+            } else if quiet > policy.idle_after_ms {
+                Health::Idle
+            } else {
+                Health::Ok
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_needs_a_denominator() {
+        // (line, declared steps, expected done/total)
+        type Case<'a> = (&'a str, Option<u64>, Option<(u64, u64)>);
+        let cases: &[Case] = &[
+            ("PROGRESS 3/10", None, Some((3, 10))),
+            ("  PROGRESS 3/10 parsing files", None, Some((3, 10))),
+            ("PROGRESS 3/10", Some(5), Some((3, 10))),
+            ("PROGRESS 4", Some(5), Some((4, 5))),
+            ("PROGRESS 4", None, None),
+            ("PROGRESS 6/5", None, None),
+            ("PROGRESS 6", Some(5), None),
+            ("PROGRESS 0/0", None, None),
+            ("PROGRESS x/5", None, None),
+            ("PROGRESSIVE 1/2", None, None),
+            ("progress 1/2", None, None),
+            ("step PROGRESS 1/2", None, None),
+        ];
+        for (line, declared, want) in cases {
+            let got = parse_progress(line, *declared).map(|p| (p.done, p.total));
+            assert_eq!(got, *want, "{line:?} with {declared:?} steps");
+        }
+    }
+
+    /// In the shape `claude -p --output-format stream-json --verbose` prints (ids and
+    /// numbers made up): the first response has a text block and a tool call, emitted as
+    /// two lines that repeat the same `message.id` and `usage`.
+    const CLAUDE: &str = include_str!("../tests/data/claude-stream.jsonl");
+    /// In the shape `codex exec --json` prints (codex-rs `exec_events.rs`).
+    const CODEX: &str = include_str!("../tests/data/codex-exec.jsonl");
+
+    fn feed(parser: &mut OutputParser, text: &str) -> Vec<Parsed> {
+        text.lines().map(|l| parser.line(l)).collect()
+    }
+
+    #[test]
+    fn claude_usage_is_counted_once_per_message_and_the_result_is_kept() {
+        let mut parser = OutputParser::new(None);
+        let parsed = feed(&mut parser, CLAUDE);
+        let usage = parser.usage().unwrap();
+        // Result: input 12 + cache writes 2_000 + cache reads 30_000; output 420.
+        assert_eq!(usage.input, Some(32_012));
+        assert_eq!(usage.cached_input, Some(30_000));
+        assert_eq!(usage.output, Some(420));
+        assert_eq!(usage.total(), Some(32_432));
+        // The progress line inside the assistant's text is read.
+        assert!(
+            parsed
+                .iter()
+                .any(|p| p.progress == Some(Progress { done: 1, total: 3 }))
+        );
+    }
+
+    #[test]
+    fn claude_usage_before_the_result_sums_distinct_messages() {
+        let mut parser = OutputParser::new(None);
+        let before_result: Vec<&str> = CLAUDE
+            .lines()
+            .take_while(|l| !l.contains("\"type\":\"result\""))
+            .collect();
+        for l in before_result {
+            parser.line(l);
+        }
+        let usage = parser.usage().unwrap();
+        // msg_1 (twice, counted once): 5 + 1_000 + 10_000 in, 200 out;
+        // msg_2: 7 + 1_000 + 20_000 in, 220 out.
+        assert_eq!(usage.input, Some(32_012));
+        assert_eq!(usage.output, Some(420));
+    }
+
+    #[test]
+    fn codex_usage_is_the_threads_cumulative_total() {
+        let mut parser = OutputParser::new(Some(4));
+        let parsed = feed(&mut parser, CODEX);
+        let usage = parser.usage().unwrap();
+        assert_eq!(usage.input, Some(26_549));
+        assert_eq!(usage.cached_input, Some(22_272));
+        assert_eq!(usage.output, Some(1_590));
+        assert!(
+            parsed
+                .iter()
+                .any(|p| p.progress == Some(Progress { done: 2, total: 4 }))
+        );
+    }
+
+    #[test]
+    fn unreported_usage_stays_unknown() {
+        let mut parser = OutputParser::new(None);
+        for line in [
+            "plain text",
+            "{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":0,\"cached_input_tokens\":0,\"output_tokens\":0}}",
+            "{\"type\":\"assistant\",\"message\":{\"id\":\"m\",\"content\":[]}}",
+            "{not json",
+        ] {
+            assert_eq!(parser.line(line).tokens, None, "{line}");
+        }
+        assert_eq!(parser.usage(), None);
+        let half = TokenUsage {
+            input: Some(10),
+            cached_input: None,
+            output: None,
+        };
+        assert_eq!(half.total(), None);
+        assert_eq!(over_budget(Some(&half), Some(5)), Some(10));
+        assert_eq!(over_budget(Some(&half), Some(10)), None);
+        assert_eq!(over_budget(None, Some(0)), None);
+        assert_eq!(over_budget(Some(&half), None), None);
+    }
+
+    #[test]
+    fn older_codex_token_count_events_are_read() {
+        let mut parser = OutputParser::new(None);
+        let line = r#"{"id":"0","msg":{"type":"token_count","info":{"total_token_usage":{"input_tokens":100,"cached_input_tokens":40,"output_tokens":7,"reasoning_output_tokens":3,"total_tokens":107}}}}"#;
+        let parsed = parser.line(line);
+        assert_eq!(parsed.tokens.and_then(|t| t.total()), Some(107));
+    }
+
+    fn registered(id: &str) -> RunChange {
+        RunChange::Registered(Box::new(Registration {
+            run: id.into(),
+            command: vec!["claude".into()],
+            heartbeat_ms: Some(15_000),
+            ..Registration::default()
+        }))
+    }
+
+    fn replay(changes: &[(RunChange, Millis)]) -> Result<Option<Run>, RunRefused> {
+        let mut run = None;
+        for (i, (change, at)) in changes.iter().enumerate() {
+            check(run.as_ref(), change)?;
+            run = fold(run, change, i as i64 + 1, *at);
+        }
+        Ok(run)
+    }
+
+    fn started(id: &str) -> RunChange {
+        RunChange::Started {
+            run: id.into(),
+            process: ProcessRef {
+                pid: 42,
+                start: Some(7),
+            },
+            pgid: 42,
+        }
+    }
+
+    fn exited(id: &str, status: RunStatus) -> RunChange {
+        RunChange::Exited {
+            run: id.into(),
+            status,
+            exit_code: Some(0),
+            signal: None,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn a_run_goes_registered_running_done() {
+        let run = replay(&[
+            (registered("r"), 1_000),
+            (started("r"), 1_010),
+            (exited("r", RunStatus::Done), 2_000),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(run.status, RunStatus::Done);
+        assert_eq!(run.process.map(|p| p.pid), Some(42));
+        assert_eq!(run.ended_at, Some(2_000));
+        assert_eq!(run.tokens, None);
+        assert_eq!(run.progress, None);
+    }
+
+    #[test]
+    fn changes_out_of_order_are_refused() {
+        let lost = RunChange::Lost {
+            run: "r".into(),
+            reason: "gone".into(),
+        };
+        let cases: Vec<(Vec<RunChange>, RunChange)> = vec![
+            (vec![], started("r")),
+            (vec![registered("r")], registered("r")),
+            (vec![registered("r"), started("r")], started("r")),
+            (
+                vec![registered("r"), started("r"), exited("r", RunStatus::Done)],
+                lost.clone(),
+            ),
+            (
+                vec![registered("r"), started("r"), exited("r", RunStatus::Done)],
+                exited("r", RunStatus::Failed),
+            ),
+            (vec![registered("r")], exited("r", RunStatus::Running)),
+        ];
+        for (history, next) in cases {
+            let with_times: Vec<_> = history.into_iter().map(|c| (c, 0)).collect();
+            let run = replay(&with_times).unwrap();
+            assert!(
+                check(run.as_ref(), &next).is_err(),
+                "{next:?} after {run:?}"
+            );
+        }
+        // A late exit corrects a loss the reaper inferred.
+        let run = replay(&[
+            (registered("r"), 0),
+            (started("r"), 0),
+            (lost, 5),
+            (exited("r", RunStatus::Done), 6),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(run.status, RunStatus::Done);
+    }
+
+    #[test]
+    fn health_is_derived_from_facts_and_now() {
+        let policy = HealthPolicy::default();
+        let base = replay(&[(registered("r"), 0), (started("r"), 0)])
+            .unwrap()
+            .unwrap();
+        let at = |run: &Run, now| health(run, now, &policy);
+        let heartbeat = |run: &Run, t: Millis, active: Option<Millis>| {
+            fold(
+                Some(run.clone()),
+                &RunChange::Heartbeat {
+                    run: "r".into(),
+                    active_at: active,
+                },
+                9,
+                t,
+            )
+            .unwrap()
+        };
+        assert_eq!(at(&base, 1_000), Health::Ok);
+        assert_eq!(
+            at(&base, 45_001),
+            Health::Unknown,
+            "three heartbeats missed"
+        );
+        // Heartbeats keep it believed; without activity it goes idle, then stalled.
+        let beating = heartbeat(&base, 599_000, None);
+        assert_eq!(at(&beating, 599_001), Health::Idle);
+        let beating = heartbeat(&base, 610_000, None);
+        assert_eq!(at(&beating, 610_001), Health::Stalled);
+        // The next event flips it back.
+        let active = heartbeat(&base, 610_000, Some(609_000));
+        assert_eq!(at(&active, 610_001), Health::Ok);
+        // Ended runs are facts; lost and untracked say so.
+        let done = fold(Some(base.clone()), &exited("r", RunStatus::Failed), 3, 5).unwrap();
+        assert_eq!(at(&done, 10_000_000), Health::Ok);
+        let lost = fold(
+            Some(base),
+            &RunChange::Lost {
+                run: "r".into(),
+                reason: "gone".into(),
+            },
+            3,
+            5,
+        )
+        .unwrap();
+        assert_eq!(at(&lost, 6), Health::Lost);
+    }
+
+    #[test]
+    fn run_changes_round_trip_through_the_log_format() {
+        let change = crate::Change::Run(RunChange::Reported {
+            run: "01R".into(),
+            progress: Some(Progress { done: 1, total: 2 }),
+            tokens: None,
+        });
+        assert_eq!(change.kind(), "run.changed");
+        assert_eq!(change.subject(), "01R");
+        assert_eq!(
+            crate::Change::from_parts(change.kind(), change.data()).unwrap(),
+            change
+        );
+        let hook = RunChange::Hook(HookCall {
+            agent: "claude".into(),
+            event: "Stop".into(),
+            session: Some("s-1".into()),
+            ..HookCall::default()
+        });
+        assert_eq!(hook.subject(), "s-1");
+    }
+}

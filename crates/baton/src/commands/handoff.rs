@@ -1,0 +1,996 @@
+//! Work Order and Work Report documents (SPEC §5.2) at the command line: `baton handoff
+//! new|check|render` and `baton evidence run`. The rules live in `baton_core::awl`; this
+//! file reads files, asks git and PATH what the rules need to know, and prints.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use baton_core::awl::{
+    self, ContractMode, DocumentKind, Environment, Finding, FindingKind, SubOrder,
+    contract::contract_required_findings, has_invalid,
+};
+use baton_core::state::StateOp;
+use baton_store::Store;
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{Value, json};
+
+use crate::cli::GlobalArgs;
+use crate::commands::Context;
+use crate::error::{CommandError, CommandResult, ErrorKind};
+use crate::output::{Output, now, table, timestamp};
+use crate::project::Project;
+
+/// Write, check and render Work Orders and Work Reports (the handoff contract).
+#[derive(Subcommand, Debug)]
+pub enum HandoffCommand {
+    /// Print a Work Order (or `--report`: a Work Report) template, every field explained.
+    #[command(
+        after_help = "Examples:\n  baton handoff new > order.json\n  baton handoff new --report > report.json"
+    )]
+    New(NewArgs),
+    /// Check an order, a report against its order, or a sub-order against its parent.
+    ///
+    /// Prints the findings (rule, kind, path, message); exits 3 when any is `invalid`.
+    #[command(after_help = "Examples:\n  baton handoff check order.json\n  \
+                            baton handoff check report.json --order order.json\n  \
+                            baton handoff check sub.json --parent order.json --sibling other-sub.json\n  \
+                            baton --json handoff check order.json")]
+    Check(CheckArgs),
+    /// Render a document as Markdown for a person to review (goal, acceptance and stop
+    /// conditions first, constraints recapped last, the JSON embedded).
+    #[command(after_help = "Example:\n  baton handoff render order.json > HANDOFF.md")]
+    Render(RenderArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct NewArgs {
+    /// A Work Report template instead of a Work Order.
+    #[arg(long)]
+    pub report: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The order or report to check.
+    pub file: PathBuf,
+    /// The order a report answers (required for a report).
+    #[arg(long, value_name = "ORDER_FILE")]
+    pub order: Option<PathBuf>,
+    /// The parent of a sub-order: checks C1–C5.
+    #[arg(long, value_name = "PARENT_FILE")]
+    pub parent: Option<PathBuf>,
+    /// The parent's other sub-orders (for C4): an order, or {"order": …, "state": …}.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub sibling: Vec<PathBuf>,
+    /// The order's own sub-orders, for a report (rule R13), in the same form.
+    #[arg(long = "sub-order", value_name = "FILE", num_args = 1..)]
+    pub sub_order: Vec<PathBuf>,
+    /// What the file is; default: from its `spec` (a report's prefix, else an order).
+    #[arg(long, value_enum)]
+    pub kind: Option<KindArg>,
+    /// Whether the `x-baton` contract is required; default: the project's
+    /// `orders.contract`, or optional outside a project.
+    #[arg(long, value_enum)]
+    pub contract: Option<ContractArg>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum KindArg {
+    Order,
+    Report,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum ContractArg {
+    Required,
+    Optional,
+}
+
+#[derive(Args, Debug)]
+pub struct RenderArgs {
+    /// The order or report to render.
+    pub file: PathBuf,
+}
+
+/// Run a command and record what ran as evidence a report can cite.
+#[derive(Subcommand, Debug)]
+pub enum EvidenceCommand {
+    /// Run CMD, pass its output through, and record the command line, exit code, last 200
+    /// lines of output, repository revision and times as a receipt. Exits with CMD's code.
+    #[command(after_help = "Example:\n  baton evidence run --order wo_42 -- cargo test -p export")]
+    Run(EvidenceRunArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct EvidenceRunArgs {
+    /// The order this evidence is for.
+    #[arg(long, value_name = "ID")]
+    pub order: Option<String>,
+    /// The command and its arguments (after `--`).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<String>,
+}
+
+pub async fn handoff(g: &GlobalArgs, cmd: HandoffCommand) -> CommandResult<Output> {
+    match cmd {
+        HandoffCommand::New(args) => Ok(new(args)),
+        HandoffCommand::Check(args) => check(g, args),
+        HandoffCommand::Render(args) => render(args),
+    }
+}
+
+// ---- reading ------------------------------------------------------------------------------
+
+/// A document from a file, or the one B0 finding that says why it cannot be read.
+fn read_document(path: &Path) -> CommandResult<Result<Value, Finding>> {
+    let too_big = std::fs::metadata(path)
+        .map(|m| m.len() > awl::MAX_DOCUMENT_BYTES as u64)
+        .unwrap_or(false);
+    if too_big {
+        let mut head = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| {
+                f.take(awl::MAX_DOCUMENT_BYTES as u64 + 1)
+                    .read_to_end(&mut head)
+            })
+            .map_err(|e| read_error(path, e))?;
+        return Ok(awl::parse_document(&head));
+    }
+    let bytes = std::fs::read(path).map_err(|e| read_error(path, e))?;
+    Ok(awl::parse_document(&bytes))
+}
+
+fn read_error(path: &Path, e: std::io::Error) -> CommandError {
+    let kind = if e.kind() == std::io::ErrorKind::NotFound {
+        ErrorKind::NotFound
+    } else {
+        ErrorKind::Failed
+    };
+    CommandError::new(kind, format!("{}: {e}", path.display()))
+}
+
+/// A document another one is checked against: it must be readable and a valid order.
+fn read_order(path: &Path, role: &str) -> CommandResult<Value> {
+    let doc = read_document(path)?.map_err(|f| refused_with(path, role, &[f]))?;
+    let findings = awl::check_order(&doc);
+    if has_invalid(&findings) {
+        return Err(refused_with(path, role, &findings));
+    }
+    Ok(doc)
+}
+
+fn refused_with(path: &Path, role: &str, findings: &[Finding]) -> CommandError {
+    let lines: Vec<String> = findings
+        .iter()
+        .map(|f| format!("  {} {} {}: {}", f.kind.as_str(), f.rule, f.path, f.message))
+        .collect();
+    CommandError::refused(format!(
+        "{} ({role}) is not a valid Work Order; fix it first:\n{}",
+        path.display(),
+        lines.join("\n")
+    ))
+}
+
+/// A sibling or sub-order file: a bare order (state `offered`) or `{"order", "state"}`.
+fn read_sub_orders(paths: &[PathBuf], role: &str) -> CommandResult<Vec<(Value, String)>> {
+    let mut out = Vec::new();
+    for p in paths {
+        let doc = read_document(p)?.map_err(|f| refused_with(p, role, &[f]))?;
+        let (order, state) = match (doc.get("order"), doc.get("state").and_then(Value::as_str)) {
+            (Some(order), Some(state)) if doc.as_object().is_some_and(|o| o.len() == 2) => {
+                (order.clone(), state.to_owned())
+            }
+            _ => (doc, "offered".to_owned()),
+        };
+        let findings = awl::check_order(&order);
+        if has_invalid(&findings) {
+            return Err(refused_with(p, role, &findings));
+        }
+        out.push((order, state));
+    }
+    Ok(out)
+}
+
+// ---- the environment the B rules ask about -------------------------------------------------
+
+/// Answers B2 and B3 from git and the file system, rooted at the repository.
+struct Workspace {
+    root: PathBuf,
+    git: bool,
+}
+
+impl Workspace {
+    fn discover(project: Option<&Project>) -> Self {
+        let start = match project {
+            Some(p) => p.root.clone(),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        };
+        let top = Command::new("git")
+            .arg("-C")
+            .arg(&start)
+            .args(["rev-parse", "--show-toplevel"])
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| PathBuf::from(s.trim()));
+        match top {
+            Some(root) => Self { root, git: true },
+            None => Self {
+                root: start,
+                git: false,
+            },
+        }
+    }
+}
+
+impl Environment for Workspace {
+    fn revision_exists(&self, revision: &str) -> Option<bool> {
+        if !self.git || revision.starts_with('-') {
+            return if self.git { Some(false) } else { None };
+        }
+        let status = Command::new("git")
+            .arg("-C")
+            .arg(&self.root)
+            .args(["rev-parse", "--verify", "--quiet"])
+            .arg(format!("{revision}^{{commit}}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .ok()?;
+        Some(status.success())
+    }
+
+    fn program_exists(&self, program: &str) -> Option<bool> {
+        if program.contains('/') {
+            let path = Path::new(program);
+            let path = if path.is_absolute() {
+                path.to_owned()
+            } else {
+                self.root.join(path)
+            };
+            return Some(path.is_file());
+        }
+        let path = std::env::var_os("PATH")?;
+        Some(std::env::split_paths(&path).any(|dir| is_executable(&dir.join(program))))
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+// ---- check --------------------------------------------------------------------------------
+
+fn check(g: &GlobalArgs, args: CheckArgs) -> CommandResult<Output> {
+    let project = match Project::locate(g.project.as_deref()) {
+        Ok(p) => Some(p),
+        Err(e) if e.kind == ErrorKind::Usage => None,
+        Err(e) => return Err(e),
+    };
+    let mode = match args.contract {
+        Some(ContractArg::Required) => ContractMode::Required,
+        Some(ContractArg::Optional) => ContractMode::Optional,
+        None => project
+            .as_ref()
+            .map_or(ContractMode::Optional, |p| p.config.contract),
+    };
+    let doc = match read_document(&args.file)? {
+        Ok(doc) => doc,
+        Err(f) => return findings_output(&args.file, None, vec![f]),
+    };
+    let env = Workspace::discover(project.as_ref());
+    let kind = match args.kind {
+        Some(KindArg::Order) => DocumentKind::Order,
+        Some(KindArg::Report) => DocumentKind::Report,
+        None => DocumentKind::of(&doc),
+    };
+    let mut findings = match kind {
+        DocumentKind::Order => {
+            if args.order.is_some() || !args.sub_order.is_empty() {
+                return Err(CommandError::usage(
+                    "--order and --sub-order are for checking a report; this document is an order",
+                ));
+            }
+            let mut f = match &args.parent {
+                Some(parent) => {
+                    let parent = read_order(parent, "--parent")?;
+                    let siblings = read_sub_orders(&args.sibling, "--sibling")?;
+                    let subs: Vec<SubOrder<'_>> = siblings
+                        .iter()
+                        .map(|(order, state)| SubOrder { order, state })
+                        .collect();
+                    awl::check_sub_order(&doc, &parent, &subs)
+                }
+                None if !args.sibling.is_empty() => {
+                    return Err(CommandError::usage(
+                        "--sibling needs --parent: siblings are the parent's other sub-orders",
+                    ));
+                }
+                None => awl::check_order(&doc),
+            };
+            f.extend(awl::check_order_contract(&doc, &env));
+            f
+        }
+        DocumentKind::Report => {
+            let Some(order_file) = &args.order else {
+                return Err(CommandError::usage(
+                    "a report is checked against its order: pass --order ORDER_FILE",
+                ));
+            };
+            if args.parent.is_some() || !args.sibling.is_empty() {
+                return Err(CommandError::usage(
+                    "--parent and --sibling are for checking a sub-order; this document is a report",
+                ));
+            }
+            let order = read_order(order_file, "--order")?;
+            let subs = read_sub_orders(&args.sub_order, "--sub-order")?;
+            let subs: Vec<SubOrder<'_>> = subs
+                .iter()
+                .map(|(order, state)| SubOrder { order, state })
+                .collect();
+            let mut f = awl::check_report(&doc, &order);
+            if !f.iter().any(|x| x.rule == "R1") {
+                f.extend(awl::check_own_cost(&doc, &order, &subs));
+            }
+            f.extend(awl::check_report_contract(&doc, Some(&order), &env));
+            f
+        }
+    };
+    if mode == ContractMode::Required {
+        findings.extend(contract_required_findings(&doc));
+    }
+    findings_output(&args.file, Some(kind), findings)
+}
+
+/// The findings as output; with any `invalid` one the command exits 3 after printing them
+/// (the findings are the answer either way, so they go to stdout, not to the error stream).
+fn findings_output(
+    file: &Path,
+    kind: Option<DocumentKind>,
+    findings: Vec<Finding>,
+) -> CommandResult<Output> {
+    let what = match kind {
+        Some(DocumentKind::Order) => "order",
+        Some(DocumentKind::Report) => "report",
+        None => "document",
+    };
+    let invalid = findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::Invalid)
+        .count();
+    let limit = findings.len() - invalid;
+    let human = if findings.is_empty() {
+        format!("{}: {what}, no findings", file.display())
+    } else {
+        let rows: Vec<Vec<String>> = findings
+            .iter()
+            .map(|f| {
+                vec![
+                    f.kind.as_str().to_owned(),
+                    f.rule.clone(),
+                    f.path.clone(),
+                    f.message.clone(),
+                ]
+            })
+            .collect();
+        format!(
+            "{}: {what}, {} finding{} ({invalid} invalid, {limit} limit)\n{}",
+            file.display(),
+            findings.len(),
+            if findings.len() == 1 { "" } else { "s" },
+            table(&["KIND", "RULE", "PATH", "MESSAGE"], &rows)
+        )
+    };
+    let out = Output::new(
+        "baton/handoff-check@1",
+        json!({ "findings": findings }),
+        human,
+    );
+    // The findings are the answer either way; an invalid one also sets the exit code.
+    Ok(if invalid > 0 {
+        out.with_exit(ErrorKind::Refused)
+    } else {
+        out
+    })
+}
+
+// ---- new ----------------------------------------------------------------------------------
+
+fn order_template() -> Value {
+    json!({
+        "spec": "awl/work-order@0.1 (the lowest version with every field you use: 0.2 for handoff, 0.3 for continues, 0.4 for staged)",
+        "id": "<a unique id for this order, e.g. wo_2025_001 (1-128 characters)>",
+        "created_at": "<when the order was written, RFC 3339 with a zone: 2025-01-01T09:00:00Z>",
+        "from": "<who hands the work over: a passname, e.g. planner>",
+        "to": "<who does the work: a passname, e.g. impl-1>",
+        "goal": "<one sentence: what is true when the work is done>",
+        "criteria": [
+            {"id": "c1", "text": "<an observable acceptance criterion; a report must cite evidence for each>"}
+        ],
+        "budget": {
+            "usd": "<upper limit in US dollars, a number; set at least one of usd, tokens, tool_calls, seconds>",
+            "tool_calls": "<upper limit on tool calls, an integer>"
+        },
+        "deadline": "<when the order expires, RFC 3339, later than created_at>",
+        "tools": ["<tool patterns the worker may use: server/tool, server/* or *>"],
+        "staged": ["<optional (0.4): tools whose calls are held until the report is approved; covered by tools>"],
+        "escalate_to": "<optional: who answers when the worker is blocked and `from` is away>",
+        "context": [{"uri": "<optional: a document or file the worker should read>", "note": "<why>"}],
+        "handoff": {
+            "summary": "<optional (0.2): what the next worker should know>",
+            "decisions": [{"text": "<a decision already made>", "why": "<its reason>"}],
+            "tried": [{"text": "<something tried before>", "result": "<what happened>"}],
+            "open_questions": ["<what is still unknown>"],
+            "next_step": "<the first thing to do>"
+        },
+        "output_schema": {"type": "object", "description": "<optional: a JSON Schema 2020-12 the report's result.output must satisfy>"},
+        "metadata": {"<optional>": "<free-form data for your own tools>"},
+        "x-baton": {
+            "context": {
+                "repository": "<the authorized repository, e.g. git@host:org/repo.git>",
+                "base_revision": "<the verified commit to start from; `git rev-parse HEAD`>",
+                "reproduction": "<the steps or command that show the problem>",
+                "expected": "<what correct output looks like>",
+                "fixtures": ["<sanitized fixture paths in the repository>"]
+            },
+            "scope": {
+                "allowed": ["<what may change: files, modules>"],
+                "excluded": ["<what must not change: auth, migrations, deployment...>"]
+            },
+            "execution": {
+                "operator": "<who runs it and is authorized to>",
+                "setup_command": "<a verified command from this repository; never invent one>",
+                "test_command": "<a verified command from this repository, e.g. cargo test -p export>",
+                "permissions": "<existing authorized access only; never paste credentials>"
+            },
+            "delivery": {"required": ["before", "change", "after", "uncertainty", "review"]},
+            "acceptance": {
+                "owner": "<who decides the result is right: not the implementer (`to`)>",
+                "reviewers": ["<who reviews the diff and the evidence: not the implementer>"]
+            },
+            "stop_when": ["<a condition under which the worker stops and reports instead of guessing>"],
+            "decision": {
+                "decision": "<the decision this work carries out>",
+                "evidence": ["<why it was taken>"],
+                "rejected": [{"option": "<an alternative>", "reason": "<why not>"}],
+                "invariants": ["<what must stay true>"],
+                "resume_at": "<the concrete first action, e.g. run cargo test -p export csv_filters; never 'continue'>",
+                "rollback": "<how to undo it>"
+            }
+        }
+    })
+}
+
+fn report_template() -> Value {
+    json!({
+        "spec": "awl/work-report@0.1 (0.2 if you use handoff, 0.3 if you use effects)",
+        "order_id": "<the id of the order this answers>",
+        "from": "<the worker: the order's `to`>",
+        "status": "<done | blocked (ask questions) | failed (say what went wrong in error)>",
+        "result": {
+            "summary": "<what was done>",
+            "output": "<optional: the result, matching the order's output_schema>",
+            "artifacts": [{"uri": "<where an output landed>", "media_type": "<optional>", "note": "<optional>"}]
+        },
+        "evidence": [{"criterion": "c1", "type": "<tool_call | artifact | citation | note>", "ref": "<e.g. a receipt step from `baton evidence run`>", "note": "<what it shows>"}],
+        "cost": {"usd": "<what was spent, for every unit the order's budget sets>", "tool_calls": "<an integer>"},
+        "started_at": "<optional: RFC 3339>",
+        "finished_at": "<RFC 3339 with a zone>",
+        "tools_used": ["<exact tool names used: server/tool>"],
+        "effects": [{"ref": "<server/tool#n, as the gateway named the held call>", "tool": "<server/tool>", "arguments": {}, "reversible": false}],
+        "attempt": "<optional: 1 for the first report, 2 after one rework...>",
+        "questions": ["<for a blocked report: what you need answered>"],
+        "error": "<for a failed report: what went wrong>",
+        "x-baton": {
+            "evidence": {
+                "before": {"command": "<the reproduction you ran>", "exit_code": "<its exit code, or null if unknown>", "output": "<what it printed>", "base_revision": "<the commit you started from>", "receipt": "<optional: the receipt step from `baton evidence run`>"},
+                "change": [{"file": "<a file changed>", "reason": "<why this file had to change>"}],
+                "after": {"command": "<the same reproduction and the focused tests>", "exit_code": "<actual exit code>", "output": "<what it printed>", "receipt": "<optional>"},
+                "uncertainty": ["<a check not run, and why>; or {\"none\": true} to claim nothing was left untested; an empty list is refused"],
+                "review": {"commit": "<the commit to review>", "acceptance_owner": "<the order's acceptance owner>"}
+            }
+        }
+    })
+}
+
+fn new(args: NewArgs) -> Output {
+    let (what, doc) = if args.report {
+        ("report", report_template())
+    } else {
+        ("order", order_template())
+    };
+    let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    Output::new(
+        "baton/handoff-template@1",
+        json!({ "kind": what, "template": doc }),
+        text,
+    )
+}
+
+// ---- render -------------------------------------------------------------------------------
+
+fn render(args: RenderArgs) -> CommandResult<Output> {
+    let doc = match read_document(&args.file)? {
+        Ok(doc) => doc,
+        Err(f) => return findings_output(&args.file, None, vec![f]),
+    };
+    let markdown = match DocumentKind::of(&doc) {
+        DocumentKind::Order => render_order(&doc),
+        DocumentKind::Report => render_report(&doc),
+    };
+    Ok(Output::new(
+        "baton/handoff-render@1",
+        json!({ "markdown": markdown }),
+        markdown,
+    ))
+}
+
+fn s<'v>(v: &'v Value, pointer: &str) -> Option<&'v str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+fn list(v: &Value, pointer: &str) -> Vec<String> {
+    v.pointer(pointer)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn bullets(out: &mut String, items: &[String], empty: &str) {
+    if items.is_empty() {
+        out.push_str(&format!("- {empty}\n"));
+    }
+    for i in items {
+        out.push_str(&format!("- {}\n", one_line(i)));
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn field_line(out: &mut String, label: &str, value: Option<&str>) {
+    if let Some(v) = value {
+        out.push_str(&format!("- **{label}:** {}\n", one_line(v)));
+    }
+}
+
+fn amounts(v: Option<&Value>) -> String {
+    let Some(Value::Object(o)) = v else {
+        return "none".into();
+    };
+    o.iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn machine_block(out: &mut String, doc: &Value) {
+    out.push_str("\n## Machine-readable document\n\n```json\n");
+    out.push_str(&serde_json::to_string_pretty(doc).unwrap_or_default());
+    out.push_str("\n```\n");
+}
+
+fn render_order(doc: &Value) -> String {
+    let mut out = String::new();
+    let id = s(doc, "/id").unwrap_or("(no id)");
+    out.push_str(&format!("# Work Order {id}\n\n"));
+    out.push_str(&format!(
+        "{} → {} · deadline {} · {}\n\n",
+        s(doc, "/from").unwrap_or("?"),
+        s(doc, "/to").unwrap_or("?"),
+        s(doc, "/deadline").unwrap_or("?"),
+        s(doc, "/spec").unwrap_or("no spec")
+    ));
+    out.push_str(&format!(
+        "## Goal\n\n{}\n\n",
+        one_line(s(doc, "/goal").unwrap_or("(none)"))
+    ));
+    out.push_str("## Acceptance criteria\n\n");
+    let criteria: Vec<String> = doc
+        .pointer("/criteria")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|c| {
+                    format!(
+                        "**{}** {}",
+                        s(c, "/id").unwrap_or("?"),
+                        s(c, "/text").unwrap_or("")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    bullets(&mut out, &criteria, "(none)");
+    let c = "/x-baton";
+    if let Some(owner) = s(doc, &format!("{c}/acceptance/owner")) {
+        out.push_str(&format!("\nAccepted by **{}**", one_line(owner)));
+        let reviewers = list(doc, &format!("{c}/acceptance/reviewers"));
+        if !reviewers.is_empty() {
+            out.push_str(&format!(", reviewed by {}", reviewers.join(", ")));
+        }
+        out.push_str(".\n");
+    }
+    out.push_str("\n## Stop when\n\n");
+    bullets(
+        &mut out,
+        &list(doc, &format!("{c}/stop_when")),
+        "(no stop conditions given)",
+    );
+    if let Some(resume) = s(doc, &format!("{c}/decision/resume_at")) {
+        out.push_str(&format!("\n## Start here\n\n{}\n", one_line(resume)));
+    }
+    if doc.pointer(&format!("{c}/context")).is_some() {
+        out.push_str("\n## Context\n\n");
+        for (label, key) in [
+            ("Repository", "repository"),
+            ("Base revision", "base_revision"),
+            ("Reproduction", "reproduction"),
+            ("Expected", "expected"),
+        ] {
+            field_line(&mut out, label, s(doc, &format!("{c}/context/{key}")));
+        }
+        let fixtures = list(doc, &format!("{c}/context/fixtures"));
+        if !fixtures.is_empty() {
+            out.push_str(&format!("- **Fixtures:** {}\n", fixtures.join(", ")));
+        }
+    }
+    if doc.pointer(&format!("{c}/execution")).is_some() {
+        out.push_str("\n## Execution\n\n");
+        for (label, key) in [
+            ("Operator", "operator"),
+            ("Setup", "setup_command"),
+            ("Test", "test_command"),
+            ("Permissions", "permissions"),
+        ] {
+            field_line(&mut out, label, s(doc, &format!("{c}/execution/{key}")));
+        }
+    }
+    if let Some(d) = doc.pointer(&format!("{c}/decision")) {
+        out.push_str("\n## Decision\n\n");
+        field_line(&mut out, "Decision", s(d, "/decision"));
+        let evidence = list(d, "/evidence");
+        if !evidence.is_empty() {
+            out.push_str(&format!("- **Because:** {}\n", evidence.join("; ")));
+        }
+        if let Some(Value::Array(rejected)) = d.get("rejected") {
+            for r in rejected {
+                out.push_str(&format!(
+                    "- **Rejected:** {} — {}\n",
+                    s(r, "/option").unwrap_or("?"),
+                    s(r, "/reason").unwrap_or("?")
+                ));
+            }
+        }
+        field_line(&mut out, "Rollback", s(d, "/rollback"));
+    }
+    if let Some(h) = doc.get("handoff") {
+        out.push_str("\n## Handoff\n\n");
+        field_line(&mut out, "Summary", s(h, "/summary"));
+        field_line(&mut out, "Next step", s(h, "/next_step"));
+        for q in list(h, "/open_questions") {
+            out.push_str(&format!("- **Open question:** {}\n", one_line(&q)));
+        }
+    }
+    let delivery = list(doc, &format!("{c}/delivery/required"));
+    if !delivery.is_empty() {
+        out.push_str(&format!(
+            "\n## Evidence required\n\n{}\n",
+            delivery.join(", ")
+        ));
+    }
+    // The constraints again, last: a long document's middle is what readers lose.
+    out.push_str("\n## Constraints (recap)\n\n");
+    let allowed = list(doc, &format!("{c}/scope/allowed"));
+    let excluded = list(doc, &format!("{c}/scope/excluded"));
+    if !allowed.is_empty() {
+        out.push_str(&format!("- **May change:** {}\n", allowed.join("; ")));
+    }
+    if !excluded.is_empty() {
+        out.push_str(&format!("- **Must not change:** {}\n", excluded.join("; ")));
+    }
+    for inv in list(doc, &format!("{c}/decision/invariants")) {
+        out.push_str(&format!("- **Invariant:** {}\n", one_line(&inv)));
+    }
+    out.push_str(&format!(
+        "- **Tools:** {}\n",
+        list(doc, "/tools").join(", ")
+    ));
+    let staged = list(doc, "/staged");
+    if !staged.is_empty() {
+        out.push_str(&format!(
+            "- **Held until approval:** {}\n",
+            staged.join(", ")
+        ));
+    }
+    out.push_str(&format!("- **Budget:** {}\n", amounts(doc.get("budget"))));
+    out.push_str(&format!(
+        "- **Deadline:** {}\n",
+        s(doc, "/deadline").unwrap_or("?")
+    ));
+    let stops = list(doc, &format!("{c}/stop_when"));
+    if !stops.is_empty() {
+        out.push_str(&format!("- **Stop when:** {}\n", stops.join("; ")));
+    }
+    machine_block(&mut out, doc);
+    out
+}
+
+fn render_report(doc: &Value) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "# Work Report for {}\n\n{} · status **{}** · finished {}\n\n",
+        s(doc, "/order_id").unwrap_or("?"),
+        s(doc, "/from").unwrap_or("?"),
+        s(doc, "/status").unwrap_or("?"),
+        s(doc, "/finished_at").unwrap_or("?")
+    ));
+    out.push_str(&format!(
+        "## Summary\n\n{}\n\n## Evidence per criterion\n\n",
+        one_line(s(doc, "/result/summary").unwrap_or("(none)"))
+    ));
+    let evidence: Vec<String> = doc
+        .pointer("/evidence")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|e| {
+                    format!(
+                        "**{}** ({}) {} {}",
+                        s(e, "/criterion").unwrap_or("?"),
+                        s(e, "/type").unwrap_or("?"),
+                        s(e, "/ref").unwrap_or(""),
+                        s(e, "/note").unwrap_or("")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    bullets(&mut out, &evidence, "(no evidence)");
+    for q in list(doc, "/questions") {
+        out.push_str(&format!("- **Question:** {}\n", one_line(&q)));
+    }
+    field_line(&mut out, "Error", s(doc, "/error"));
+    if let Some(ev) = doc.pointer("/x-baton/evidence") {
+        out.push_str("\n## Verification record\n\n");
+        for part in ["before", "after"] {
+            if let Some(run) = ev.get(part) {
+                out.push_str(&format!(
+                    "- **{part}:** `{}` → exit {} {}\n",
+                    s(run, "/command").unwrap_or("?"),
+                    run.get("exit_code")
+                        .map_or("unknown".to_owned(), |c| c.to_string()),
+                    s(run, "/receipt")
+                        .map(|r| format!("(receipt {r})"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+        if let Some(Value::Array(changes)) = ev.get("change") {
+            for c in changes {
+                out.push_str(&format!(
+                    "- **changed** {}: {}\n",
+                    s(c, "/file").unwrap_or("?"),
+                    s(c, "/reason").unwrap_or("?")
+                ));
+            }
+        }
+        match ev.get("uncertainty") {
+            Some(Value::Array(items)) if !items.is_empty() => {
+                for i in items {
+                    out.push_str(&format!(
+                        "- **not checked:** {}\n",
+                        i.as_str().unwrap_or("?")
+                    ));
+                }
+            }
+            Some(Value::Object(_)) => out.push_str("- **not checked:** nothing (claimed)\n"),
+            _ => out.push_str("- **not checked:** NOT STATED\n"),
+        }
+        if let Some(r) = ev.get("review") {
+            out.push_str(&format!(
+                "- **review:** commit {} for {}\n",
+                s(r, "/commit").unwrap_or("?"),
+                s(r, "/acceptance_owner").unwrap_or("?")
+            ));
+        }
+    }
+    out.push_str("\n## Cost and tools (recap)\n\n");
+    out.push_str(&format!("- **Cost:** {}\n", amounts(doc.get("cost"))));
+    out.push_str(&format!(
+        "- **Tools used:** {}\n",
+        list(doc, "/tools_used").join(", ")
+    ));
+    if let Some(Value::Array(effects)) = doc.get("effects") {
+        for e in effects {
+            out.push_str(&format!(
+                "- **Runs on approval:** {} ({})\n",
+                s(e, "/ref").unwrap_or("?"),
+                s(e, "/tool").unwrap_or("?")
+            ));
+        }
+    }
+    machine_block(&mut out, doc);
+    out
+}
+
+// ---- evidence run -------------------------------------------------------------------------
+
+/// Lines of output kept in the record.
+const TAIL_LINES: usize = 200;
+
+pub async fn evidence(ctx: &Context, cmd: EvidenceCommand, as_json: bool) -> CommandResult<Output> {
+    let EvidenceCommand::Run(args) = cmd;
+    let actor = ctx.maybe_me().await?.map_or_else(
+        || baton_core::event::LOCAL_OPERATOR.to_owned(),
+        |m| m.to_string(),
+    );
+    let revision = Command::new("git")
+        .arg("-C")
+        .arg(&ctx.project.root)
+        .args(["rev-parse", "HEAD"])
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned());
+    let started = now();
+    let mut child = match Command::new(&args.command[0])
+        .args(&args.command[1..])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("baton: {}: {e}", args.command[0]);
+            std::process::exit(127);
+        }
+    };
+    let tail = Arc::new(Mutex::new((VecDeque::<String>::new(), 0u64)));
+    let pumps: Vec<_> = [
+        child
+            .stdout
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .enumerate()
+    .filter_map(|(i, r)| r.map(|r| (i, r)))
+    .map(|(i, r)| {
+        let tail = Arc::clone(&tail);
+        std::thread::spawn(move || pump(r, i == 1, &tail))
+    })
+    .collect();
+    let status = child.wait()?;
+    for p in pumps {
+        let _ = p.join();
+    }
+    let finished = now();
+    let code = exit_code(&status);
+    let (lines, total) = {
+        let guard = tail.lock().unwrap_or_else(|e| e.into_inner());
+        (guard.0.iter().cloned().collect::<Vec<_>>(), guard.1)
+    };
+    let id = ulid::Ulid::generate().to_string();
+    let step = format!("evidence-{id}");
+    let record = json!({
+        "schema": "baton/evidence@1",
+        "step": step,
+        "order": args.order,
+        "command": args.command,
+        "exit_code": status.code(),
+        "signal": signal_of(&status),
+        "output_tail": lines,
+        "output_lines": total,
+        "revision": revision,
+        "started_at": timestamp(started),
+        "finished_at": timestamp(finished),
+        "by": actor,
+    });
+    // The record is an artifact like any other: written under .baton/evidence/, hashed,
+    // and pointed to by a receipt, so `baton receipt verify` notices an edit.
+    let dir = ctx.project.root.join(crate::project::DIR).join("evidence");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(format!("{id}.json"));
+    write_durably(
+        &path,
+        &serde_json::to_vec_pretty(&record).unwrap_or_default(),
+    )?;
+    let receipt = baton_store::receipt::record(
+        &ctx.project.root,
+        &ctx.project.root,
+        step.clone(),
+        path.display().to_string(),
+        None,
+    )?;
+    ctx.store
+        .change_state(&actor, &[StateOp::Receipt(receipt.clone())])
+        .await?;
+    // The command's output is stdout; Baton's own word goes to stderr.
+    let summary = if as_json {
+        json!({"schema": "baton/evidence-run@1", "step": step, "exit_code": code, "receipt": receipt})
+            .to_string()
+    } else {
+        format!(
+            "baton: evidence {step}: `{}` exited {code} (cite it as ref \"{step}\")",
+            args.command.join(" ")
+        )
+    };
+    eprintln!("{summary}");
+    std::process::exit(code)
+}
+
+fn pump(mut reader: Box<dyn Read + Send>, is_err: bool, tail: &Mutex<(VecDeque<String>, u64)>) {
+    let mut buf = BufReader::new(&mut reader);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match buf.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                if is_err {
+                    let mut e = std::io::stderr().lock();
+                    let _ = e.write_all(&line);
+                    let _ = e.flush();
+                } else {
+                    let mut o = std::io::stdout().lock();
+                    let _ = o.write_all(&line);
+                    let _ = o.flush();
+                }
+                let text = String::from_utf8_lossy(&line)
+                    .trim_end_matches(['\n', '\r'])
+                    .to_owned();
+                let mut guard = tail.lock().unwrap_or_else(|e| e.into_inner());
+                guard.0.push_back(text);
+                guard.1 += 1;
+                if guard.0.len() > TAIL_LINES {
+                    guard.0.pop_front();
+                }
+            }
+        }
+    }
+}
+
+fn signal_of(status: &std::process::ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal()
+}
+
+/// The command's exit code; 128+N when a signal stopped it.
+fn exit_code(status: &std::process::ExitStatus) -> i32 {
+    status
+        .code()
+        .unwrap_or_else(|| 128 + signal_of(status).unwrap_or(0))
+}
+
+/// Temp file, fsync, rename: a crash leaves the old file or the new one, never half.
+fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    std::fs::File::open(dir)?.sync_all()
+}

@@ -1,0 +1,608 @@
+//! `baton run`: the launch wrapper of the run ledger (SPEC §6). The run's row is
+//! committed before the agent exists; while it lives, the wrapper passes its output
+//! through untouched, reads progress and token usage from it, records heartbeats and
+//! forwards signals to its process group; at the end it records the exit and exits with
+//! the agent's status.
+//!
+//! Stdout belongs to the agent: this command never prints to it. Once the agent has been
+//! spawned, the run's outcome is the exit code (the agent's, 125 over budget, 127 when it
+//! could not start, 128+N after signal N, 4 for a missing receipt) with one line on stderr
+//! when it did not end `done`.
+
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use baton_core::event::LOCAL_OPERATOR;
+use baton_core::packet::clip;
+use baton_core::run::{
+    OutputParser, ProcessRef, Progress, Registration, RunChange, RunStatus, TokenUsage, over_budget,
+};
+use baton_store::Store;
+use clap::Args;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::json;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+
+use crate::commands::Context;
+use crate::commands::admission::admit;
+use crate::commands::reap::{host, start_time};
+use crate::error::{CommandError, CommandResult};
+use crate::output::{Output, now};
+
+/// Run an agent as a ledger row: registered before it starts, kept honest while it runs.
+///
+/// The row is committed before the command is spawned. Its stdout and stderr pass through
+/// unchanged while `PROGRESS n/total` lines (or `PROGRESS n` with --steps) and token usage
+/// (Claude Code `--output-format stream-json`, Codex `exec --json`) are read from them.
+/// SIGINT, SIGTERM and SIGHUP are forwarded to the command's process group. The command
+/// sees BATON_RUN (this run's id), BATON_PROJECT and, with --as, BATON_AS.
+///
+/// Exit status: the command's own; 128+N after signal N (status stopped); 125 over the
+/// token budget; 127 when it could not be started; 4 when it exited 0 without an expected
+/// receipt; 75 when no slot (or the writer lock) was free and --wait was not given.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    baton --as impl-1 run --order 01JD... --steps 5 -- claude -p 'fix the export' --output-format stream-json --verbose\n  \
+    baton --as impl-2 run --writer --budget-tokens 2000000 -- codex exec --json 'add the CSV test'\n  \
+    baton run --expect-receipt build -- make release")]
+pub struct RunArgs {
+    /// The work order (or request) this run works on.
+    #[arg(long, value_name = "ID")]
+    pub order: Option<String>,
+    /// How many steps the work has: `PROGRESS n` lines then count against it.
+    #[arg(long, value_name = "N")]
+    pub steps: Option<u64>,
+    /// Stop the command (exit 125) once its reported token usage exceeds N.
+    #[arg(long, value_name = "N")]
+    pub budget_tokens: Option<u64>,
+    /// Take the checkout's exclusive writer lock before a slot.
+    #[arg(long)]
+    pub writer: bool,
+    /// How many runs may run at once in this checkout [default: runs.slots in config, 2].
+    #[arg(long, value_name = "N")]
+    pub slots: Option<u32>,
+    /// Wait for the writer lock and a slot instead of exiting 75.
+    #[arg(long)]
+    pub wait: bool,
+    /// A step whose receipt must be written during the run (repeatable): exiting 0
+    /// without it fails the run.
+    #[arg(long = "expect-receipt", value_name = "STEP")]
+    pub expect_receipts: Vec<String>,
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// The longest argument recorded in the ledger, in bytes; how many arguments are kept.
+const MAX_ARG_BYTES: usize = 1000;
+const MAX_ARGS: usize = 64;
+/// How often progress and token reports are written at most.
+const REPORT_EVERY: Duration = Duration::from_secs(1);
+/// How long a command stopped for its budget gets between SIGTERM and SIGKILL.
+const BUDGET_GRACE: Duration = Duration::from_secs(10);
+/// How long output still open after the command exited (a background child holding the
+/// pipe) is read before the run is recorded.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// Exit code for a missing receipt: the same as `baton receipt wait` at its deadline.
+const MISSING_RECEIPT_EXIT: i32 = 4;
+
+/// What the output readers tell the wrapper.
+enum Seen {
+    /// The command wrote output at this time.
+    Active(i64),
+    Progress(Progress),
+    Tokens(TokenUsage),
+    /// One of the two streams reached its end.
+    Closed,
+}
+
+/// The command's arguments as recorded: each cut to [`MAX_ARG_BYTES`], at most
+/// [`MAX_ARGS`] of them.
+fn recorded_command(command: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = command
+        .iter()
+        .take(MAX_ARGS)
+        .map(|a| clip(a, MAX_ARG_BYTES))
+        .collect();
+    if command.len() > MAX_ARGS {
+        out.push(format!("…{} more", command.len() - MAX_ARGS));
+    }
+    out
+}
+
+fn program_name(program: &str) -> String {
+    std::path::Path::new(program)
+        .file_name()
+        .map_or_else(|| program.to_owned(), |n| n.to_string_lossy().into_owned())
+}
+
+pub async fn run(ctx: &Context, args: RunArgs, as_json: bool) -> CommandResult<Output> {
+    let slots = args.slots.unwrap_or(ctx.project.config.slots);
+    if slots == 0 {
+        return Err(CommandError::usage("--slots must be at least 1"));
+    }
+    if args.steps == Some(0) {
+        return Err(CommandError::usage(
+            "--steps must be at least 1 (leave it out when the work has no known number of steps)",
+        ));
+    }
+    let me = ctx.maybe_me().await?;
+    let actor = me
+        .as_ref()
+        .map_or_else(|| LOCAL_OPERATOR.to_owned(), |m| m.to_string());
+    let admission = admit(&ctx.project.root, args.writer, slots, args.wait)?;
+
+    // Handlers first: a signal from here on is ours to forward, never a silent death.
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sighup = signal(SignalKind::hangup())?;
+
+    let id = ulid::Ulid::generate().to_string();
+    let heartbeat = ctx.project.config.heartbeat;
+    let me_pid = std::process::id();
+    let registration = Registration {
+        run: id.clone(),
+        participant: me.as_ref().map(|m| m.to_string()),
+        order: args.order.clone(),
+        agent: Some(program_name(&args.command[0])),
+        command: recorded_command(&args.command),
+        cwd: std::env::current_dir()
+            .ok()
+            .map(|d| d.display().to_string()),
+        host: host(),
+        monitor: Some(ProcessRef {
+            pid: me_pid,
+            start: start_time(me_pid),
+        }),
+        process: None,
+        budget_tokens: args.budget_tokens,
+        steps: args.steps,
+        heartbeat_ms: Some(heartbeat.as_millis() as u64),
+        expect_receipts: args.expect_receipts.clone(),
+        writer: args.writer,
+        slot: Some(admission.slot),
+    };
+    let registered = ctx
+        .store
+        .record_run(&actor, &[RunChange::Registered(Box::new(registration))])
+        .await?;
+    let registered_seq = registered.first().map_or(0, |e| e.seq);
+    let ledger = Ledger {
+        ctx,
+        actor: &actor,
+        id: &id,
+        as_json,
+    };
+
+    // A signal that arrived while the row was being written: the command never starts.
+    let early = tokio::select! {
+        biased;
+        _ = sigint.recv() => Some(Signal::SIGINT),
+        _ = sigterm.recv() => Some(Signal::SIGTERM),
+        _ = sighup.recv() => Some(Signal::SIGHUP),
+        () = std::future::ready(()) => None,
+    };
+    if let Some(sig) = early {
+        let outcome = Outcome {
+            status: RunStatus::Stopped,
+            exit_code: None,
+            signal: Some(sig as i32),
+            reason: Some(format!("{sig} arrived before the command started")),
+            exit: 128 + sig as i32,
+        };
+        finish(&ledger, None, outcome).await;
+    }
+
+    let mut command = std::process::Command::new(&args.command[0]);
+    command
+        .args(&args.command[1..])
+        .process_group(0)
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("BATON_RUN", &id)
+        .env("BATON_PROJECT", &ctx.project.root);
+    if let Some(me) = &me {
+        command.env("BATON_AS", me.as_str());
+    }
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let outcome = Outcome {
+                status: RunStatus::Failed,
+                exit_code: Some(127),
+                signal: None,
+                reason: Some(format!("could not start {:?}: {e}", args.command[0])),
+                exit: 127,
+            };
+            finish(&ledger, None, outcome).await;
+        }
+    };
+    let pid = child.id();
+    ledger
+        .record(RunChange::Started {
+            run: id.clone(),
+            process: ProcessRef {
+                pid,
+                start: start_time(pid),
+            },
+            pgid: pid,
+        })
+        .await;
+
+    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let tx = seen_tx.clone();
+    let steps = args.steps;
+    std::thread::spawn(move || pump(stdout, std::io::stdout(), steps, true, tx));
+    std::thread::spawn(move || pump(stderr, std::io::stderr(), steps, false, seen_tx));
+    let (exit_tx, mut exited) = tokio::sync::oneshot::channel::<std::io::Result<ExitStatus>>();
+    std::thread::spawn(move || {
+        let _ = exit_tx.send(child.wait());
+    });
+
+    let group = Pid::from_raw(pid as i32);
+    let start = tokio::time::Instant::now();
+    let mut beats = tokio::time::interval_at(start + heartbeat, heartbeat);
+    let mut reports = tokio::time::interval_at(start + REPORT_EVERY, REPORT_EVERY);
+    let mut state = Observed::default();
+    let mut forwarded: Option<Signal> = None;
+    let mut budget_stop: Option<u64> = None;
+    let mut kill_at: Option<tokio::time::Instant> = None;
+    let status = loop {
+        let kill_timer = async {
+            match kill_at {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            got = &mut exited => {
+                break got.unwrap_or_else(|_| Err(std::io::Error::other("the command's waiter ended")));
+            }
+            _ = sigint.recv() => forwarded = Some(forward(group, Signal::SIGINT)),
+            _ = sigterm.recv() => forwarded = Some(forward(group, Signal::SIGTERM)),
+            _ = sighup.recv() => forwarded = Some(forward(group, Signal::SIGHUP)),
+            Some(s) = seen.recv() => {
+                state.take(s);
+                if budget_stop.is_none()
+                    && let Some(spent) = over_budget(state.tokens.as_ref(), args.budget_tokens)
+                {
+                    budget_stop = Some(spent);
+                    forward(group, Signal::SIGTERM);
+                    kill_at = Some(tokio::time::Instant::now() + BUDGET_GRACE);
+                }
+            }
+            _ = beats.tick() => {
+                ledger.record(RunChange::Heartbeat { run: id.clone(), active_at: state.active_at }).await;
+            }
+            _ = reports.tick(), if state.dirty => {
+                if let Some(report) = state.report(&id) {
+                    ledger.record(report).await;
+                }
+            }
+            () = kill_timer => {
+                forward(group, Signal::SIGKILL);
+                kill_at = None;
+            }
+        }
+    };
+
+    // The streams usually close with the command; read what is left, briefly.
+    let drain_until = Instant::now() + DRAIN_GRACE;
+    while state.closed < 2 {
+        let left = drain_until.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, seen.recv()).await {
+            Ok(Some(s)) => state.take(s),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let final_report = state.report(&id);
+
+    let outcome = match status {
+        Err(e) => Outcome {
+            status: RunStatus::Failed,
+            exit_code: None,
+            signal: None,
+            reason: Some(format!("the command's exit status could not be read: {e}")),
+            exit: 1,
+        },
+        Ok(status) => {
+            decide(
+                ctx,
+                &args,
+                registered_seq,
+                &id,
+                status,
+                forwarded,
+                budget_stop.or_else(|| over_budget(state.tokens.as_ref(), args.budget_tokens)),
+            )
+            .await
+        }
+    };
+    drop(admission);
+    finish(&ledger, final_report, outcome).await
+}
+
+/// What the readers have reported so far, and what is not yet written.
+#[derive(Default)]
+struct Observed {
+    active_at: Option<i64>,
+    progress: Option<Progress>,
+    tokens: Option<TokenUsage>,
+    dirty: bool,
+    closed: u8,
+}
+
+impl Observed {
+    fn take(&mut self, seen: Seen) {
+        match seen {
+            Seen::Active(at) => self.active_at = Some(at),
+            Seen::Progress(p) => {
+                self.progress = Some(p);
+                self.dirty = true;
+            }
+            Seen::Tokens(t) => {
+                self.tokens = Some(t);
+                self.dirty = true;
+            }
+            Seen::Closed => self.closed += 1,
+        }
+    }
+
+    /// The report to write, when something changed since the last one.
+    fn report(&mut self, id: &str) -> Option<RunChange> {
+        if !self.dirty {
+            return None;
+        }
+        self.dirty = false;
+        Some(RunChange::Reported {
+            run: id.to_owned(),
+            progress: self.progress,
+            tokens: self.tokens,
+        })
+    }
+}
+
+/// Sends `sig` to the command's process group; a group already gone is not an error.
+fn forward(group: Pid, sig: Signal) -> Signal {
+    let _ = killpg(group, sig);
+    sig
+}
+
+/// Copies one stream of the command to ours, unchanged, and reads its lines on the way.
+fn pump(
+    mut from: impl Read,
+    mut to: impl Write,
+    steps: Option<u64>,
+    tokens: bool,
+    tx: mpsc::UnboundedSender<Seen>,
+) {
+    let mut parser = OutputParser::new(steps);
+    let mut line: Vec<u8> = Vec::new();
+    let mut too_long = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut last_active = 0;
+    let read_line = |line: &[u8], parser: &mut OutputParser| {
+        let parsed = parser.line(&String::from_utf8_lossy(line));
+        if let Some(p) = parsed.progress {
+            let _ = tx.send(Seen::Progress(p));
+        }
+        if let (true, Some(t)) = (tokens, parsed.tokens) {
+            let _ = tx.send(Seen::Tokens(t));
+        }
+    };
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let chunk = &buf[..n];
+        // A closed stdout of ours must not stop the command: keep reading, stop writing.
+        let _ = to.write_all(chunk).and_then(|()| to.flush());
+        let at = now();
+        if at - last_active >= 1000 {
+            last_active = at;
+            let _ = tx.send(Seen::Active(at));
+        }
+        let mut rest = chunk;
+        while let Some(i) = rest.iter().position(|b| *b == b'\n') {
+            if !too_long {
+                line.extend_from_slice(&rest[..i]);
+                read_line(&line, &mut parser);
+            }
+            line.clear();
+            too_long = false;
+            rest = &rest[i + 1..];
+        }
+        if !too_long {
+            line.extend_from_slice(rest);
+            if line.len() > baton_core::run::MAX_PARSED_LINE {
+                line.clear();
+                too_long = true;
+            }
+        }
+    }
+    if !too_long && !line.is_empty() {
+        read_line(&line, &mut parser);
+    }
+    let _ = tx.send(Seen::Active(now()));
+    let _ = tx.send(Seen::Closed);
+}
+
+/// How the run ends: the fact recorded and the exit code.
+struct Outcome {
+    status: RunStatus,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    reason: Option<String>,
+    exit: i32,
+}
+
+async fn decide(
+    ctx: &Context,
+    args: &RunArgs,
+    registered_seq: i64,
+    id: &str,
+    status: ExitStatus,
+    forwarded: Option<Signal>,
+    over: Option<u64>,
+) -> Outcome {
+    let code = status.code();
+    if let (Some(spent), Some(budget)) = (over, args.budget_tokens) {
+        return Outcome {
+            status: RunStatus::Failed,
+            exit_code: code,
+            signal: status.signal(),
+            reason: Some(format!(
+                "budget: {spent} tokens reported, over the budget of {budget}; the command was stopped"
+            )),
+            exit: 125,
+        };
+    }
+    if let Some(sig) = forwarded.map(|s| s as i32).or(status.signal()) {
+        let name =
+            Signal::try_from(sig).map_or_else(|_| format!("signal {sig}"), |s| s.to_string());
+        return Outcome {
+            status: RunStatus::Stopped,
+            exit_code: code,
+            signal: Some(sig),
+            reason: Some(format!("stopped by {name}")),
+            exit: 128 + sig,
+        };
+    }
+    let code = code.unwrap_or(1);
+    if code != 0 {
+        return Outcome {
+            status: RunStatus::Failed,
+            exit_code: Some(code),
+            signal: None,
+            reason: Some(format!("the command exited with {code}")),
+            exit: code,
+        };
+    }
+    let missing = match missing_receipts(ctx, &args.expect_receipts, registered_seq, id).await {
+        Ok(missing) => missing,
+        Err(e) => {
+            return Outcome {
+                status: RunStatus::Failed,
+                exit_code: Some(0),
+                signal: None,
+                reason: Some(format!("the expected receipts could not be checked: {e}")),
+                exit: 1,
+            };
+        }
+    };
+    if !missing.is_empty() {
+        let steps = missing.join(", ");
+        return Outcome {
+            status: RunStatus::Failed,
+            exit_code: Some(0),
+            signal: None,
+            reason: Some(format!(
+                "exited 0 without a receipt for step {steps}: the step must record its output \
+                 with `baton receipt write --step STEP --artifact PATH` during the run"
+            )),
+            exit: MISSING_RECEIPT_EXIT,
+        };
+    }
+    Outcome {
+        status: RunStatus::Done,
+        exit_code: Some(0),
+        signal: None,
+        reason: None,
+        exit: 0,
+    }
+}
+
+/// The expected steps with no receipt written during this run (after its registration,
+/// and not attributed to another run).
+async fn missing_receipts(
+    ctx: &Context,
+    expected: &[String],
+    registered_seq: i64,
+    id: &str,
+) -> CommandResult<Vec<String>> {
+    if expected.is_empty() {
+        return Ok(Vec::new());
+    }
+    let state = ctx.store.state().await?;
+    Ok(expected
+        .iter()
+        .filter(|step| {
+            !state.receipts.get(step.as_str()).is_some_and(|r| {
+                r.written.seq > registered_seq
+                    && r.record.run.as_deref().is_none_or(|run| run == id)
+            })
+        })
+        .cloned()
+        .collect())
+}
+
+/// Writes to the ledger while the command runs. A failed write must not stop the command:
+/// it is reported on stderr and the run goes on (the reaper reconciles a run that could
+/// not record its end).
+struct Ledger<'a> {
+    ctx: &'a Context,
+    actor: &'a str,
+    id: &'a str,
+    as_json: bool,
+}
+
+impl Ledger<'_> {
+    async fn record(&self, change: RunChange) {
+        if let Err(e) = self.ctx.store.record_run(self.actor, &[change]).await {
+            eprintln!(
+                "baton: run {}: could not record to the ledger: {e}",
+                self.id
+            );
+        }
+    }
+}
+
+/// Records the end and exits the process with the outcome's code: after the command has
+/// run, nothing else is printed or returned.
+async fn finish(ledger: &Ledger<'_>, report: Option<RunChange>, outcome: Outcome) -> ! {
+    let mut changes: Vec<RunChange> = report.into_iter().collect();
+    changes.push(RunChange::Exited {
+        run: ledger.id.to_owned(),
+        status: outcome.status,
+        exit_code: outcome.exit_code,
+        signal: outcome.signal,
+        reason: outcome.reason.clone(),
+    });
+    if let Err(e) = ledger.ctx.store.record_run(ledger.actor, &changes).await {
+        eprintln!(
+            "baton: run {}: the exit could not be recorded ({e}); `baton reap` will mark the run lost",
+            ledger.id
+        );
+    }
+    if outcome.status != RunStatus::Done {
+        let reason = outcome.reason.unwrap_or_default();
+        let line = if ledger.as_json {
+            json!({
+                "schema": "baton/error@1",
+                "error": {
+                    "kind": "run",
+                    "message": reason,
+                    "run": ledger.id,
+                    "status": outcome.status,
+                    "exit_code": outcome.exit,
+                }
+            })
+            .to_string()
+        } else {
+            format!("baton: run {} {}: {reason}", ledger.id, outcome.status)
+        };
+        eprintln!("{line}");
+    }
+    let _ = std::io::stdout().flush();
+    std::process::exit(outcome.exit)
+}
