@@ -18,10 +18,35 @@ pub struct Section {
     pub title: &'static str,
     /// Items in priority order (the first ones are shown first).
     pub items: Vec<String>,
+    /// Items known to exist beyond `items` but not read (a bounded query); they count in
+    /// "+N more".
+    pub unlisted: usize,
     /// The command that lists them all, quoted in "+N more".
     pub more: &'static str,
     /// Printed when there are no items; `None` hides an empty section.
     pub empty: Option<&'static str>,
+}
+
+impl Section {
+    /// A section of `items`, all of them read.
+    pub fn of(
+        title: &'static str,
+        items: Vec<String>,
+        more: &'static str,
+        empty: Option<&'static str>,
+    ) -> Self {
+        Self {
+            title,
+            items,
+            unlisted: 0,
+            more,
+            empty,
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.items.len() + self.unlisted
+    }
 }
 
 /// What the packet showed of one section.
@@ -69,7 +94,7 @@ pub fn render(header: &str, sections: &[Section], max_bytes: usize) -> Packet {
                 (None, Some(e)) => e.len() + 3,
                 (None, None) => 0,
                 (Some(first), _) => {
-                    let rest = s.items.len() - 1;
+                    let rest = s.total() - 1;
                     format!("- {}\n", clip(first, MAX_ITEM_BYTES)).len()
                         + if rest > 0 {
                             more_line(rest, s.more).len()
@@ -97,7 +122,7 @@ pub fn render(header: &str, sections: &[Section], max_bytes: usize) -> Packet {
         } else {
             for (j, item) in section.items.iter().enumerate() {
                 let line = format!("- {}\n", clip(item, MAX_ITEM_BYTES));
-                let rest = section.items.len() - j - 1;
+                let rest = section.total() - j - 1;
                 let tail = if rest > 0 {
                     more_line(rest, section.more).len()
                 } else {
@@ -109,8 +134,8 @@ pub fn render(header: &str, sections: &[Section], max_bytes: usize) -> Packet {
                 part.push_str(&line);
                 count += 1;
             }
-            if count < section.items.len() {
-                part.push_str(&more_line(section.items.len() - count, section.more));
+            if count < section.total() {
+                part.push_str(&more_line(section.total() - count, section.more));
             }
         }
         if text.len() + part.len() + reserved <= max_bytes {
@@ -119,7 +144,7 @@ pub fn render(header: &str, sections: &[Section], max_bytes: usize) -> Packet {
         shown.push(Shown {
             title: section.title,
             shown: count,
-            total: section.items.len(),
+            total: section.total(),
         });
     }
     if text.len() > max_bytes {
@@ -138,12 +163,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn section(title: &'static str, n: usize, len: usize) -> Section {
-        Section {
+        Section::of(
             title,
-            items: (0..n).map(|i| format!("{i}:{}", "x".repeat(len))).collect(),
-            more: "baton inbox",
-            empty: Some("nothing"),
-        }
+            (0..n).map(|i| format!("{i}:{}", "x".repeat(len))).collect(),
+            "baton inbox",
+            Some("nothing"),
+        )
     }
 
     #[test]
@@ -158,6 +183,19 @@ mod tests {
         assert!(p.text.contains("more: `baton inbox`"));
         assert_eq!(p.sections[0].total, 10_000);
         assert!(p.sections[0].shown > 0 && p.sections[0].shown < 10_000);
+    }
+
+    #[test]
+    fn unlisted_items_count_in_the_more_line() {
+        let mut s = section("What I owe", 3, 5);
+        s.unlisted = 97;
+        let p = render("h", &[s], 6000);
+        assert!(
+            p.text.ends_with("  +97 more: `baton inbox`\n"),
+            "{}",
+            p.text
+        );
+        assert_eq!((p.sections[0].shown, p.sections[0].total), (3, 100));
     }
 
     #[test]

@@ -54,6 +54,9 @@ pub trait Store: Send + Sync {
     /// What `who` owes: inbound messages still pending or delivered (with `all`, every
     /// inbound message not archived), oldest first.
     async fn inbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>>;
+    /// The first `limit` messages `who` owes — requests first, then oldest first — and how
+    /// many it owes in all. For bounded reads such as the resume packet.
+    async fn owed(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)>;
     /// The requests `who` sent whose own end is not archived (with `all`, every one),
     /// oldest first, with each recipient's status and the reply count.
     async fn outbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>>;

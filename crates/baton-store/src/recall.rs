@@ -133,6 +133,12 @@ fn owed_line(env: &Envelope, resume_at: Option<&str>) -> String {
     line
 }
 
+/// The shortest owed line is well over 50 bytes (a 26-character id, type, sender, topic),
+/// so a packet of `max_bytes` never shows more than this many.
+fn owed_read_limit(max_bytes: usize) -> u32 {
+    u32::try_from(max_bytes / 50 + 1).unwrap_or(u32::MAX)
+}
+
 /// The resume packet and the store generation it was read at.
 pub struct Resume {
     pub packet: Packet,
@@ -156,9 +162,9 @@ pub async fn resume(
     let state = store.state().await?;
     let generation = store.generation().await?;
 
-    let mut owed = store.inbox(me, false).await?;
-    // Requests carry responsibility: they come first, oldest first within each kind.
-    owed.sort_by_key(|e| e.kind != MessageType::Request);
+    // Requests carry responsibility: they come first, oldest first within each kind. Only
+    // as many are read as could fit: the rest are counted, not loaded.
+    let (owed, owed_total) = store.owed(me, owed_read_limit(max_bytes)).await?;
     let mut owed_lines = Vec::new();
     let mut stops = Vec::new();
     for (i, env) in owed.iter().enumerate() {
@@ -206,18 +212,21 @@ pub async fn resume(
     let sections = [
         Section {
             title: "What I owe",
+            unlisted: usize::try_from(owed_total).unwrap_or(usize::MAX) - owed_lines.len(),
             items: owed_lines,
             more: "baton inbox",
             empty: Some("nothing"),
         },
         Section {
             title: "Focus",
+            unlisted: 0,
             items: state.focus.iter().map(|(t, _)| t.clone()).collect(),
             more: "baton state show",
             empty: Some("(none set: baton focus set TEXT)"),
         },
         Section {
             title: "Active constraints",
+            unlisted: 0,
             items: state
                 .constraints
                 .iter()
@@ -229,6 +238,7 @@ pub async fn resume(
         },
         Section {
             title: "Recent decisions",
+            unlisted: 0,
             items: state
                 .current_decisions()
                 .map(|d| format!("{}: {} (why: {})", d.id, d.text, d.why))
@@ -238,12 +248,14 @@ pub async fn resume(
         },
         Section {
             title: "What I am waiting for",
+            unlisted: 0,
             items: waiting,
             more: "baton outbox",
             empty: Some("nothing"),
         },
         Section {
             title: "Open alerts",
+            unlisted: 0,
             items: state
                 .alerts
                 .iter()
@@ -254,12 +266,14 @@ pub async fn resume(
         },
         Section {
             title: "Stale notes (do not take as fact)",
+            unlisted: 0,
             items: stale,
             more: "baton state show",
             empty: None,
         },
         Section {
             title: "Stop conditions",
+            unlisted: 0,
             items: stops,
             more: "baton show ID",
             empty: Some("none stated by the requests I owe"),

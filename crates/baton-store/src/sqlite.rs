@@ -932,6 +932,29 @@ impl Store for SqliteStore {
         self.list(sqlx::query_scalar(sql).bind(who.as_str())).await
     }
 
+    async fn owed(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
+        let total: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM deliveries \
+             WHERE participant = ? AND status IN ('pending', 'delivered')",
+        )
+        .bind(who.as_str())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        let first = self
+            .list(
+                sqlx::query_scalar(
+                    "SELECT m.id FROM deliveries d JOIN messages m ON m.id = d.message_id \
+                     WHERE d.participant = ? AND d.status IN ('pending', 'delivered') \
+                     ORDER BY m.type != 'request', m.seq LIMIT ?",
+                )
+                .bind(who.as_str())
+                .bind(limit),
+            )
+            .await?;
+        Ok((first, total as u64))
+    }
+
     async fn outbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>> {
         let sql = if all {
             "SELECT id FROM messages WHERE from_name = ? AND type = 'request' ORDER BY seq"
