@@ -45,6 +45,12 @@ pub enum StateOp {
         text: String,
     },
     Receipt(ReceiptRecord),
+    /// Someone waits for a step's receipt until `deadline`; the reaper alerts when it passes
+    /// unmet, even if the waiter is gone. Nothing is recorded when the receipt exists.
+    Expect {
+        step: String,
+        deadline: Millis,
+    },
     /// Raises the alert unless one with the same key is open.
     Alert {
         key: String,
@@ -103,6 +109,23 @@ pub enum StateError {
     NoSuchStream(String),
     #[error("no open alert {0}")]
     NoSuchAlert(String),
+}
+
+/// The alert key prefix for a step whose receipt did not arrive: `receipt-missing:STEP`.
+pub const RECEIPT_MISSING: &str = "receipt-missing:";
+
+impl ProjectState {
+    /// Expectations whose deadline passed without a receipt, oldest deadline first.
+    pub fn overdue(&self, now: Millis) -> Vec<(&str, Millis)> {
+        let mut late: Vec<(&str, Millis)> = self
+            .expected
+            .iter()
+            .filter(|(_, deadline)| **deadline < now)
+            .map(|(step, deadline)| (step.as_str(), *deadline))
+            .collect();
+        late.sort_by_key(|(_, d)| *d);
+        late
+    }
 }
 
 /// Longest text accepted in one state item, in characters.
@@ -205,6 +228,8 @@ pub struct ProjectState {
     pub dependency_changes: Vec<(String, Provenance)>,
     /// The newest receipt of each step.
     pub receipts: BTreeMap<String, Receipt>,
+    /// Receipts awaited and not yet written nor alerted about: step → deadline.
+    pub expected: BTreeMap<String, Millis>,
     /// Open alerts, oldest first.
     pub alerts: Vec<Alert>,
     /// How many alerts were ever raised (numbers `A-N` are never reused).
@@ -284,7 +309,11 @@ impl ProjectState {
             StateChange::DependencyChange { text } => {
                 self.dependency_changes.push((text.clone(), p));
             }
+            StateChange::Expected { step, deadline } => {
+                self.expected.insert(step.clone(), *deadline);
+            }
             StateChange::Receipt(record) => {
+                self.expected.remove(&record.step);
                 self.receipts.insert(
                     record.step.clone(),
                     Receipt {
@@ -294,6 +323,10 @@ impl ProjectState {
                 );
             }
             StateChange::AlertRaised { id, key, message } => {
+                // The alert is the loud failure of an expectation: it is settled.
+                if let Some(step) = key.strip_prefix(RECEIPT_MISSING) {
+                    self.expected.remove(step);
+                }
                 self.alerts_raised += 1;
                 self.alerts.push(Alert {
                     id: id.clone(),
@@ -374,6 +407,16 @@ impl ProjectState {
                 text("--artifact", &record.artifact)?;
                 StateChange::Receipt(record.clone())
             }
+            StateOp::Expect { step, deadline } => {
+                let step = text("--step", step)?;
+                if self.receipts.contains_key(&step) {
+                    return Ok(None);
+                }
+                StateChange::Expected {
+                    step,
+                    deadline: *deadline,
+                }
+            }
             StateOp::Alert { key, message } => {
                 if self.alerts.iter().any(|a| &a.key == key) {
                     return Ok(None);
@@ -438,6 +481,10 @@ pub enum StateChange {
         text: String,
     },
     Receipt(ReceiptRecord),
+    Expected {
+        step: String,
+        deadline: Millis,
+    },
     AlertRaised {
         id: String,
         key: String,
@@ -461,6 +508,7 @@ impl StateChange {
             | Self::AlertAcked { id } => id,
             Self::DependencyChange { .. } => "dependencies",
             Self::Receipt(r) => &r.step,
+            Self::Expected { step, .. } => step,
         }
     }
 }
@@ -576,6 +624,40 @@ mod tests {
         let state = run(&[alert.clone(), StateOp::AlertAck { id: "A-1".into() }, alert]).unwrap();
         let ids: Vec<_> = state.alerts.iter().map(|a| a.id.as_str()).collect();
         assert_eq!(ids, ["A-2"]);
+    }
+
+    #[test]
+    fn an_expectation_is_met_by_its_receipt_or_settled_by_its_alert() {
+        let expect = |step: &str| StateOp::Expect {
+            step: step.into(),
+            deadline: 5_000,
+        };
+        let receipt = StateOp::Receipt(ReceiptRecord {
+            step: "build".into(),
+            artifact: "out".into(),
+            hash: None,
+            size: None,
+            run: None,
+        });
+        let state = run(&[expect("build"), expect("deploy")]).unwrap();
+        assert_eq!(state.overdue(4_000), vec![]);
+        assert_eq!(
+            state.overdue(6_000),
+            vec![("build", 5_000), ("deploy", 5_000)]
+        );
+        let state = run(&[expect("build"), receipt.clone()]).unwrap();
+        assert!(state.expected.is_empty(), "the receipt meets it");
+        assert_eq!(
+            state.plan(&expect("build")).unwrap(),
+            None,
+            "nothing to expect once it exists"
+        );
+        let alert = StateOp::Alert {
+            key: format!("{RECEIPT_MISSING}deploy"),
+            message: "late".into(),
+        };
+        let state = run(&[expect("deploy"), alert]).unwrap();
+        assert!(state.expected.is_empty(), "the alert settles it");
     }
 
     #[test]

@@ -7,9 +7,9 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use baton_core::state::{Receipt, ReceiptRecord, StateOp};
+use baton_core::state::{RECEIPT_MISSING, Receipt, ReceiptRecord, StateOp};
 
 use crate::{Result, Store};
 
@@ -90,6 +90,21 @@ pub enum Waited {
 /// waits miss.
 pub async fn wait(store: &dyn Store, actor: &str, step: &str, timeout: Duration) -> Result<Waited> {
     let deadline = Instant::now() + timeout;
+    // Recorded, so the condition outlives this process: if it dies, `baton reap` raises the
+    // alert at the deadline instead (nothing is recorded when the receipt already exists).
+    let deadline_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+        .saturating_add(timeout.as_millis() as i64);
+    store
+        .change_state(
+            actor,
+            &[StateOp::Expect {
+                step: step.to_owned(),
+                deadline: deadline_ms,
+            }],
+        )
+        .await?;
     let mut seen = -1;
     loop {
         let generation = store.generation().await?;
@@ -113,7 +128,7 @@ pub async fn wait(store: &dyn Store, actor: &str, step: &str, timeout: Duration)
         .change_state(
             actor,
             &[StateOp::Alert {
-                key: format!("receipt-missing:{step}"),
+                key: format!("{RECEIPT_MISSING}{step}"),
                 message: alert.clone(),
             }],
         )

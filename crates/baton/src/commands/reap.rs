@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use baton_core::run::{ProcessRef, Registration, Run, RunChange, RunStatus};
+use baton_core::state::{RECEIPT_MISSING, StateOp};
 use baton_store::{Reaped, RunQuery, Store};
 use clap::Args;
 use serde_json::{Value, json};
@@ -170,15 +171,25 @@ struct Pass {
     lost: Vec<Reaped>,
     untracked: Vec<String>,
     gone: Vec<String>,
+    /// Alerts raised for waits whose deadline passed with no receipt.
+    overdue: Vec<String>,
 }
 
 impl Pass {
     fn is_empty(&self) -> bool {
-        self.lost.is_empty() && self.untracked.is_empty() && self.gone.is_empty()
+        self.lost.is_empty()
+            && self.untracked.is_empty()
+            && self.gone.is_empty()
+            && self.overdue.is_empty()
     }
 
     fn json(&self) -> Value {
-        json!({ "lost": self.lost, "untracked": self.untracked, "gone": self.gone })
+        json!({
+            "lost": self.lost,
+            "untracked": self.untracked,
+            "gone": self.gone,
+            "overdue": self.overdue,
+        })
     }
 
     fn human(&self) -> String {
@@ -205,6 +216,9 @@ impl Pass {
         }
         for id in &self.gone {
             lines.push(format!("gone: untracked {id} has exited"));
+        }
+        for alert in &self.overdue {
+            lines.push(format!("overdue: {alert}"));
         }
         lines.join("\n")
     }
@@ -329,6 +343,27 @@ async fn pass(ctx: &Context) -> CommandResult<Pass> {
             if let baton_core::Change::Run(change) = &event.change {
                 done.untracked.extend(change.run().map(str::to_owned));
             }
+        }
+    }
+
+    // Waits past their deadline: the waiter may be gone, the condition is not.
+    let now = crate::output::now();
+    let alerts: Vec<StateOp> = store
+        .state()
+        .await?
+        .overdue(now)
+        .into_iter()
+        .map(|(step, deadline)| StateOp::Alert {
+            key: format!("{RECEIPT_MISSING}{step}"),
+            message: format!(
+                "no receipt for step {step:?} by its deadline {}",
+                crate::output::timestamp(deadline)
+            ),
+        })
+        .collect();
+    if !alerts.is_empty() {
+        for event in store.change_state(REAPER, &alerts).await? {
+            done.overdue.push(event.change.subject().to_owned());
         }
     }
     Ok(done)

@@ -442,6 +442,7 @@ async fn show(ctx: &Context) -> CommandResult<Output> {
             "constraints": state.constraints,
             "notes": notes_json,
             "dependency_changes": state.dependency_changes.iter().map(|(t, p)| json!({"text": t, "written": p})).collect::<Vec<_>>(),
+            "expected_receipts": state.expected.iter().map(|(step, deadline)| json!({"step": step, "deadline": timestamp(*deadline)})).collect::<Vec<_>>(),
         }),
         human,
     ))

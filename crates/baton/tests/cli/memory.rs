@@ -592,3 +592,59 @@ fn a_killed_render_leaves_the_old_file_or_the_new_one() {
         "no render was killed while running; the test proved nothing"
     );
 }
+
+#[test]
+fn a_wait_whose_waiter_died_is_alerted_by_the_reaper_once() {
+    let p = Project::new(TEAM);
+    let mut waiter = p
+        .cmd(
+            None,
+            &["receipt", "wait", "--step", "deploy", "--timeout", "2s"],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The wait is in the log before the waiter goes.
+    let expected = |p: &Project| p.json(None, &["state", "show"])["expected_receipts"].clone();
+    let mut recorded = false;
+    for _ in 0..400 {
+        if expected(&p) == json!([]) {
+            std::thread::sleep(Duration::from_millis(10));
+        } else {
+            recorded = true;
+            break;
+        }
+    }
+    assert!(recorded, "the wait was never recorded");
+    waiter.kill().unwrap();
+    waiter.wait().unwrap();
+    assert_eq!(expected(&p)[0]["step"], "deploy");
+
+    // Before the deadline nothing is overdue; after it, one alert, however often reap runs.
+    let started = Instant::now();
+    let mut overdue = Value::Null;
+    while started.elapsed() < Duration::from_secs(30) {
+        let pass = p.json(None, &["reap"]);
+        if pass["overdue"] != json!([]) {
+            overdue = pass["overdue"].clone();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        overdue,
+        json!(["A-1"]),
+        "the reaper never raised the overdue wait"
+    );
+    assert_eq!(p.json(None, &["reap"])["overdue"], json!([]));
+    let alerts = p.json(None, &["alerts"]);
+    assert_eq!(alerts["items"].as_array().unwrap().len(), 1, "{alerts}");
+    assert!(
+        alerts["items"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("deploy")
+    );
+    assert_eq!(expected(&p), json!([]), "the alert settles the wait");
+}
