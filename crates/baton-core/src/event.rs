@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use crate::delivery::{DeliveryStatus, RequestStatus};
 use crate::message::MessageType;
 use crate::names::{Passname, Topic};
+use crate::order::OrderChange;
 use crate::run::RunChange;
 use crate::state::StateChange;
 use crate::time::Millis;
@@ -59,6 +60,9 @@ pub enum Change {
     /// loss, an untracked process, or a hook call.
     #[serde(rename = "run.changed")]
     Run(RunChange),
+    /// A Work Order was offered or took a step of its lifecycle.
+    #[serde(rename = "order.changed")]
+    Order(OrderChange),
 }
 
 impl Change {
@@ -70,10 +74,11 @@ impl Change {
             Self::RequestChanged { .. } => "request.changed",
             Self::State(_) => "state.changed",
             Self::Run(_) => "run.changed",
+            Self::Order(_) => "order.changed",
         }
     }
 
-    /// The thing the event is about: a passname or a message id.
+    /// The thing the event is about: a passname, a message, run or order id.
     pub fn subject(&self) -> &str {
         match self {
             Self::ParticipantAdded { name, .. } => name.as_str(),
@@ -81,6 +86,7 @@ impl Change {
             Self::DeliveryChanged { message, .. } | Self::RequestChanged { message, .. } => message,
             Self::State(change) => change.subject(),
             Self::Run(change) => change.subject(),
+            Self::Order(change) => change.order(),
         }
     }
 

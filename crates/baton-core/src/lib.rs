@@ -10,6 +10,7 @@ pub mod delivery;
 pub mod event;
 pub mod message;
 pub mod names;
+pub mod order;
 pub mod packet;
 pub mod run;
 pub mod state;

@@ -16,9 +16,10 @@ pub use sqlite::SqliteStore;
 pub use types::*;
 
 use async_trait::async_trait;
+use baton_core::order::{Order, OrderRequest};
 use baton_core::run::{Run, RunChange};
 use baton_core::state::{ProjectState, StateOp};
-use baton_core::{Draft, Event, Millis, Passname};
+use baton_core::{Draft, Event, Millis, Passname, Payload, Topic};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -84,6 +85,32 @@ pub trait Store: Send + Sync {
     /// runs is live) and raises one alert for each. `None` when the run is no longer live
     /// (an exit or another reaper got there first).
     async fn reap_lost(&self, actor: &str, run: &str, reason: &str) -> Result<Option<Reaped>>;
+
+    /// Offers a Work Order: sends `document` to its `to` as a `request` on `topic` and
+    /// records the order (seq 1, `offered`), in one transaction. `actor` must be the
+    /// document's `from`; an id already used is a conflict. The caller validates the
+    /// document (AWL and contract rules) first.
+    async fn create_order(
+        &self,
+        actor: &Passname,
+        topic: Topic,
+        document: Payload,
+    ) -> Result<OrderWritten>;
+    /// Takes a lifecycle step (`baton_core::order::plan`) as `actor`, provided the order's
+    /// newest seq is still `expected_seq`: a writer that lost a race gets `Conflict` and
+    /// writes nothing.
+    async fn order_step(
+        &self,
+        actor: &Passname,
+        id: &str,
+        expected_seq: i64,
+        request: OrderRequest,
+    ) -> Result<OrderWritten>;
+    async fn order(&self, id: &str) -> Result<Option<Order>>;
+    /// Orders matching `query`, oldest first.
+    async fn orders(&self, query: &OrderQuery) -> Result<Vec<Order>>;
+    /// The order's events whose own seq is after `after_seq`, oldest first.
+    async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>>;
 
     /// Events after `after_seq`, oldest first, at most `limit`.
     async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>>;

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use baton_core::delivery::{request_transition, transition};
 use baton_core::event::SentMessage;
 use baton_core::message::DEFAULT_PAYLOAD_CAP;
+use baton_core::order::{Order, OrderRequest};
 use baton_core::run::{Run, RunChange};
 use baton_core::state::{ProjectState, StateError, StateOp};
 use baton_core::{
@@ -28,11 +29,12 @@ use sqlx::sqlite::{
 use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
 use ulid::Ulid;
 
+mod orders;
 mod runs;
 
 use crate::{
-    Added, Envelope, Fetched, Page, Participant, Reaped, Recipient, Result, RunQuery, SearchQuery,
-    Sent, Stepped, Store, StoreError, Verb,
+    Added, Envelope, Fetched, OrderQuery, OrderWritten, Page, Participant, Reaped, Recipient,
+    Result, RunQuery, SearchQuery, Sent, Stepped, Store, StoreError, Verb,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -40,6 +42,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("sqlite/001_event_log.sql"),
     include_str!("sqlite/002_event_kind_index.sql"),
     include_str!("sqlite/003_runs.sql"),
+    include_str!("sqlite/004_orders.sql"),
 ];
 
 /// How long a writer waits for another writer before giving up with [`StoreError::Busy`].
@@ -168,7 +171,7 @@ impl SqliteStore {
     /// the log does not.
     pub async fn rebuild_projections(&self) -> Result<()> {
         let mut tx = self.write().await?;
-        for table in ["deliveries", "messages", "participants", "runs"] {
+        for table in ["deliveries", "messages", "participants", "runs", "orders"] {
             let sql = format!("DELETE FROM {table}");
             sqlx::query(sqlx::AssertSqlSafe(sql))
                 .execute(&mut *tx)
@@ -202,6 +205,9 @@ impl SqliteStore {
             "SELECT 'r|' || id || '|' || seq || '|' || status || '|' || coalesce(participant, '') \
              || '|' || coalesce(host, '') || '|' || coalesce(ended_at, '') || '|' || data \
              FROM runs ORDER BY id",
+            "SELECT 'o|' || id || '|' || log_seq || '|' || seq || '|' || status || '|' || from_name \
+             || '|' || to_name || '|' || coalesce(escalate_to, '') || '|' || data \
+             FROM orders ORDER BY id",
         ];
         let mut rows = Vec::new();
         for q in queries {
@@ -365,6 +371,7 @@ async fn project(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()>
         // Project state is folded in memory from its events (`ProjectState::replay`).
         Change::State(_) => {}
         Change::Run(change) => runs::project(conn, event, change).await?,
+        Change::Order(change) => orders::project(conn, event, change).await?,
     }
     Ok(())
 }
@@ -542,6 +549,62 @@ async fn insert_message(
     Ok(id)
 }
 
+/// The send path, inside the caller's transaction: checks the recipients and the parent,
+/// returns the original of a duplicate, else appends the message. `send` and
+/// `create_order` both come through here.
+async fn send_in(
+    conn: &mut SqliteConnection,
+    from: &Passname,
+    mut draft: Draft,
+    window_ms: i64,
+    at: Millis,
+    busy: Duration,
+) -> Result<Sent> {
+    let mut seen = Vec::new();
+    draft.to.retain(|name| {
+        let first = !seen.contains(name);
+        seen.push(name.clone());
+        first
+    });
+    if draft.to.is_empty() {
+        return Err(StoreError::Invalid(
+            "a message needs at least one recipient (--to NAME)".into(),
+        ));
+    }
+    if draft.to.contains(from) {
+        return Err(StoreError::Invalid(format!(
+            "{from} cannot send to itself: name another participant in --to"
+        )));
+    }
+    require_participant(&mut *conn, from.as_str(), busy).await?;
+    for to in &draft.to {
+        require_participant(&mut *conn, to.as_str(), busy).await?;
+    }
+    if let Some(parent) = &draft.reply_to {
+        envelope(&mut *conn, parent, busy)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound(_) => {
+                    StoreError::NotFound(format!("no message {parent} to reply to in this project"))
+                }
+                other => other,
+            })?;
+    }
+    if let Some(id) = find_duplicate(&mut *conn, from, &draft, window_ms, at, busy).await? {
+        return Ok(Sent {
+            id,
+            duplicate: true,
+        });
+    }
+    let id = insert_message(&mut *conn, from, draft, at)
+        .await
+        .map_err(|e| classify(&e, busy))?;
+    Ok(Sent {
+        id,
+        duplicate: false,
+    })
+}
+
 /// The original of a duplicate send, if there is one.
 async fn find_duplicate(
     conn: &mut SqliteConnection,
@@ -707,55 +770,12 @@ impl Store for SqliteStore {
             .map_err(|e| self.err(e))
     }
 
-    async fn send(&self, from: &Passname, mut draft: Draft, window_ms: i64) -> Result<Sent> {
-        let mut seen = Vec::new();
-        draft.to.retain(|name| {
-            let first = !seen.contains(name);
-            seen.push(name.clone());
-            first
-        });
-        if draft.to.is_empty() {
-            return Err(StoreError::Invalid(
-                "a message needs at least one recipient (--to NAME)".into(),
-            ));
-        }
-        if draft.to.contains(from) {
-            return Err(StoreError::Invalid(format!(
-                "{from} cannot send to itself: name another participant in --to"
-            )));
-        }
+    async fn send(&self, from: &Passname, draft: Draft, window_ms: i64) -> Result<Sent> {
         let mut tx = self.write().await?;
-        require_participant(&mut tx, from.as_str(), self.busy_timeout).await?;
-        for to in &draft.to {
-            require_participant(&mut tx, to.as_str(), self.busy_timeout).await?;
-        }
-        if let Some(parent) = &draft.reply_to {
-            envelope(&mut tx, parent, self.busy_timeout)
-                .await
-                .map_err(|e| match e {
-                    StoreError::NotFound(_) => StoreError::NotFound(format!(
-                        "no message {parent} to reply to in this project"
-                    )),
-                    other => other,
-                })?;
-        }
-        let at = now();
-        if let Some(id) =
-            find_duplicate(&mut tx, from, &draft, window_ms, at, self.busy_timeout).await?
-        {
-            return Ok(Sent {
-                id,
-                duplicate: true,
-            });
-        }
-        let id = insert_message(&mut tx, from, draft, at)
-            .await
-            .map_err(|e| self.err(e))?;
+        let sent = send_in(&mut tx, from, draft, window_ms, now(), self.busy_timeout).await?;
+        // A duplicate wrote nothing; committing it is harmless.
         tx.commit().await.map_err(|e| self.err(e))?;
-        Ok(Sent {
-            id,
-            duplicate: false,
-        })
+        Ok(sent)
     }
 
     async fn fetch(&self, reader: Option<&Passname>, id: &str) -> Result<Fetched> {
@@ -1103,6 +1123,37 @@ impl Store for SqliteStore {
 
     async fn reap_lost(&self, actor: &str, run: &str, reason: &str) -> Result<Option<Reaped>> {
         self.reap(actor, run, reason).await
+    }
+
+    async fn create_order(
+        &self,
+        actor: &Passname,
+        topic: Topic,
+        document: Payload,
+    ) -> Result<OrderWritten> {
+        self.offer_order(actor, topic, document).await
+    }
+
+    async fn order_step(
+        &self,
+        actor: &Passname,
+        id: &str,
+        expected_seq: i64,
+        request: OrderRequest,
+    ) -> Result<OrderWritten> {
+        self.step_order(actor, id, expected_seq, request).await
+    }
+
+    async fn order(&self, id: &str) -> Result<Option<Order>> {
+        self.load_order(id).await
+    }
+
+    async fn orders(&self, query: &OrderQuery) -> Result<Vec<Order>> {
+        self.query_orders(query).await
+    }
+
+    async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>> {
+        self.order_events(id, after_seq).await
     }
 
     async fn generation(&self) -> Result<i64> {

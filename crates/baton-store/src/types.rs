@@ -1,6 +1,7 @@
 //! What store operations return: plain data, shaped for the CLI, MCP and HTTP edges alike.
 
-use baton_core::{DeliveryStatus, MessageType, Millis, Passname, RequestStatus, Topic};
+use baton_core::order::Order;
+use baton_core::{DeliveryStatus, Event, MessageType, Millis, Passname, RequestStatus, Topic};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -148,4 +149,20 @@ pub struct Reaped {
     pub resurfaced: Vec<String>,
     /// Alerts raised (an alert already open is not raised again).
     pub alerts: Vec<String>,
+}
+
+/// Which orders to list. The default is every open order (as recorded), oldest first.
+#[derive(Debug, Clone, Default)]
+pub struct OrderQuery {
+    /// Only orders this participant is party to: their `from`, `to` or `escalate_to`.
+    pub party: Option<String>,
+    /// Closed orders too (approved, declined, expired or cancelled as recorded).
+    pub closed: bool,
+}
+
+/// An order after a write, and the events the write appended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OrderWritten {
+    pub order: Order,
+    pub events: Vec<Event>,
 }

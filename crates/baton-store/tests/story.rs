@@ -13,13 +13,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use baton_core::delivery::{request_transition, transition};
 use baton_core::message::DEFAULT_PAYLOAD_CAP;
+use baton_core::order::{OrderChange, OrderRequest, OrderStatus};
 use baton_core::run::{ProcessRef, Progress, Registration, Run, RunChange, RunStatus, TokenUsage};
 use baton_core::{
-    DeliveryAction, DeliveryStatus, Draft, InvalidTransition, MessageType, Millis, Passname,
-    Payload, RequestAction, RequestStatus, Topic,
+    Change, DeliveryAction, DeliveryStatus, Draft, InvalidTransition, MessageType, Millis,
+    Passname, Payload, RequestAction, RequestStatus, Topic,
 };
 use baton_store::sqlite::DEFAULT_BUSY_TIMEOUT;
-use baton_store::{Envelope, RunQuery, SearchQuery, Sent, SqliteStore, Store, StoreError, Verb};
+use baton_store::{
+    Envelope, OrderQuery, RunQuery, SearchQuery, Sent, SqliteStore, Store, StoreError, Verb,
+};
 use proptest::prelude::*;
 use sqlx::Connection;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
@@ -1789,6 +1792,298 @@ async fn runs_replay_to_the_same_rows<B: Backend>() {
     assert_eq!(backend.projection_dump().await, live);
 }
 
+/// A Work Order from `from` to `to` (the lifecycle reads `id`, `from`, `to`,
+/// `escalate_to` and `deadline`; the AWL rules are the caller's).
+fn order_doc(id: &str, from: &str, to: &str, deadline: &str) -> Payload {
+    Payload::from_value(
+        serde_json::json!({
+            "spec": "awl/work-order@0.1", "id": id, "created_at": "2025-01-01T00:00:00Z",
+            "from": from, "to": to, "escalate_to": "observer", "goal": "Keep the CSV filters",
+            "criteria": [{"id": "c1", "text": "filtered rows only"}], "budget": {"usd": 2},
+            "deadline": deadline, "tools": ["repo/*"]
+        }),
+        DEFAULT_PAYLOAD_CAP,
+    )
+    .expect("a valid payload")
+}
+
+const FAR: &str = "2999-01-01T00:00:00Z";
+
+fn report_of(from: &str, status: &str) -> OrderRequest {
+    OrderRequest::Report {
+        report: serde_json::json!({"order_id": "wo_1", "from": from, "status": status}),
+        findings: vec![],
+    }
+}
+
+fn topic(t: &str) -> Topic {
+    Topic::new(t).expect("a valid topic")
+}
+
+/// Takes a step that must succeed, expecting the order at `seq`, and returns the new status.
+async fn order_step(
+    store: &dyn Store,
+    who: &str,
+    id: &str,
+    seq: i64,
+    request: OrderRequest,
+) -> OrderStatus {
+    store
+        .order_step(&name(who), id, seq, request)
+        .await
+        .unwrap_or_else(|e| panic!("{who}: {e}"))
+        .order
+        .status
+}
+
+/// Story 17: A Work Order goes round its lifecycle: offered as a request in its worker's
+/// inbox, every step an event with the order's own seq from 1, reports counted; the wrong
+/// party, a step the table does not allow and a stale view are refused and write nothing.
+async fn an_order_goes_round_its_lifecycle(store: &dyn Store) {
+    cast(store).await;
+    let offered = store
+        .create_order(
+            &name("planner"),
+            topic("csv"),
+            order_doc("wo_1", "planner", "exec-1", FAR),
+        )
+        .await
+        .expect("an offer");
+    let order = &offered.order;
+    assert_eq!(
+        (order.status, order.seq, order.attempt),
+        (OrderStatus::Offered, 1, 0)
+    );
+    let inbox = store.inbox(&name("exec-1"), false).await.unwrap();
+    assert_eq!(ids(&inbox), std::slice::from_ref(&order.message));
+    assert_eq!(inbox[0].kind, Request);
+    let fetched = store.fetch(None, &order.message).await.unwrap();
+    assert_eq!(
+        fetched.payload["id"], "wo_1",
+        "the request carries the document"
+    );
+    assert_eq!(offered.events.len(), 2, "the message and the offer");
+
+    // Refusals, each writing nothing.
+    for (who, expected, request, want) in [
+        ("exec-2", 1, OrderRequest::Accept, "forbidden"),
+        ("planner", 1, OrderRequest::Accept, "forbidden"),
+        ("exec-1", 1, OrderRequest::Start, "transition"),
+        ("exec-1", 0, OrderRequest::Accept, "conflict"),
+        (
+            "observer",
+            1,
+            OrderRequest::Answer { text: "x".into() },
+            "transition",
+        ),
+    ] {
+        let err = refused(
+            store,
+            store.order_step(&name(who), "wo_1", expected, request),
+        )
+        .await;
+        let got = match err {
+            StoreError::Forbidden(_) => "forbidden",
+            StoreError::Transition(_) => "transition",
+            StoreError::Conflict(_) => "conflict",
+            other => panic!("{who}: unexpected {other:?}"),
+        };
+        assert_eq!(got, want, "{who} expecting seq {expected}");
+    }
+    assert_variant!(
+        refused(
+            store,
+            store.order_step(&name("exec-1"), "wo_9", 1, OrderRequest::Accept)
+        )
+        .await,
+        StoreError::NotFound(_)
+    );
+
+    let round = [
+        ("exec-1", OrderRequest::Accept, OrderStatus::Accepted),
+        ("exec-1", OrderRequest::Start, OrderStatus::Working),
+        (
+            "exec-1",
+            report_of("exec-1", "blocked"),
+            OrderStatus::Blocked,
+        ),
+        (
+            "observer",
+            OrderRequest::Answer { text: "UTC".into() },
+            OrderStatus::Working,
+        ),
+        (
+            "exec-1",
+            report_of("exec-1", "done"),
+            OrderStatus::Submitted,
+        ),
+        (
+            "planner",
+            OrderRequest::Rework {
+                reason: "keep the header".into(),
+            },
+            OrderStatus::Working,
+        ),
+        (
+            "exec-1",
+            report_of("exec-1", "done"),
+            OrderStatus::Submitted,
+        ),
+        ("planner", OrderRequest::Approve, OrderStatus::Approved),
+    ];
+    for (i, (who, request, want)) in round.into_iter().enumerate() {
+        assert_eq!(
+            order_step(store, who, "wo_1", i as i64 + 1, request).await,
+            want
+        );
+    }
+    let order = store.order("wo_1").await.unwrap().expect("the order");
+    assert_eq!(
+        (order.status, order.seq, order.attempt),
+        (OrderStatus::Approved, 9, 3)
+    );
+    let events = store.order_events_since("wo_1", 0).await.unwrap();
+    let seqs: Vec<i64> = events
+        .iter()
+        .map(|e| match &e.change {
+            Change::Order(c) => c.seq(),
+            other => panic!("not an order event: {other:?}"),
+        })
+        .collect();
+    assert_eq!(seqs, (1..=9).collect::<Vec<_>>());
+    assert_eq!(store.order_events_since("wo_1", 7).await.unwrap().len(), 2);
+    assert_eq!(events[3].actor, "exec-1");
+    assert!(matches!(
+        &events[5].change,
+        Change::Order(OrderChange::Stepped(s)) if s.attempt == Some(2)
+    ));
+    assert_variant!(
+        refused(
+            store,
+            store.order_step(
+                &name("planner"),
+                "wo_1",
+                9,
+                OrderRequest::Cancel { reason: None }
+            )
+        )
+        .await,
+        StoreError::Transition(_)
+    );
+}
+
+/// Story 18: An offer is the acting identity's own, to a participant, under a new id; a
+/// refused offer sends nothing. The list shows open orders, by party, oldest first.
+async fn an_offer_is_checked_and_orders_list_by_party(store: &dyn Store) {
+    cast(store).await;
+    let offer = |who: &str, doc| {
+        let who = name(who);
+        async move { store.create_order(&who, topic("csv"), doc).await }
+    };
+    assert_variant!(
+        refused(
+            store,
+            offer("exec-2", order_doc("wo_1", "planner", "exec-1", FAR))
+        )
+        .await,
+        StoreError::Forbidden(_)
+    );
+    assert_variant!(
+        refused(
+            store,
+            offer("planner", order_doc("wo_1", "planner", "nobody", FAR))
+        )
+        .await,
+        StoreError::UnknownParticipant(_)
+    );
+    assert_variant!(
+        refused(
+            store,
+            offer("planner", order_doc("wo_1", "planner", "Not A Name", FAR))
+        )
+        .await,
+        StoreError::Invalid(_)
+    );
+    assert_variant!(
+        refused(
+            store,
+            offer("planner", order_doc("wo_1", "planner", "planner", FAR))
+        )
+        .await,
+        StoreError::Invalid(_)
+    );
+    offer("planner", order_doc("wo_1", "planner", "exec-1", FAR))
+        .await
+        .unwrap();
+    assert_variant!(
+        refused(
+            store,
+            offer("planner", order_doc("wo_1", "planner", "exec-2", FAR))
+        )
+        .await,
+        StoreError::Conflict(_)
+    );
+    offer("planner", order_doc("wo_2", "planner", "exec-2", FAR))
+        .await
+        .unwrap();
+    order_step(
+        store,
+        "exec-2",
+        "wo_2",
+        1,
+        OrderRequest::Decline { reason: None },
+    )
+    .await;
+
+    let list = |party: Option<&str>, closed: bool| {
+        let query = OrderQuery {
+            party: party.map(str::to_owned),
+            closed,
+        };
+        async move {
+            store
+                .orders(&query)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|o| o.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(list(None, false).await, ["wo_1"]);
+    assert_eq!(list(None, true).await, ["wo_1", "wo_2"]);
+    assert_eq!(list(Some("exec-2"), true).await, ["wo_2"]);
+    assert_eq!(
+        list(Some("observer"), true).await,
+        ["wo_1", "wo_2"],
+        "escalate_to"
+    );
+    assert!(list(Some("exec-2"), false).await.is_empty());
+}
+
+/// Story 19: Order rows, too, are a projection: replaying the log rebuilds them exactly.
+async fn orders_replay_to_the_same_rows<B: Backend>() {
+    let backend = B::fresh(DEFAULT_BUSY_TIMEOUT).await;
+    let store = backend.store();
+    an_order_goes_round_its_lifecycle(store).await;
+    store
+        .create_order(
+            &name("planner"),
+            topic("csv"),
+            order_doc("wo_2", "planner", "exec-2", FAR),
+        )
+        .await
+        .unwrap();
+    let live = backend.projection_dump().await;
+    assert_eq!(
+        live.iter().filter(|r| r.starts_with("o|")).count(),
+        2,
+        "{live:?}"
+    );
+    backend.rebuild_projections().await;
+    assert_eq!(backend.projection_dump().await, live);
+}
+
 // ---------------------------------------------------------------------------------------
 // One module of tests per backend
 // ---------------------------------------------------------------------------------------
@@ -1849,10 +2144,13 @@ stories!(sqlite: Sqlite;
         search_filters_narrow_and_pages_walk_everything_once,
         a_run_is_the_fold_of_its_facts,
         a_lost_run_resurfaces_what_it_held_once,
+        an_order_goes_round_its_lifecycle,
+        an_offer_is_checked_and_orders_list_by_party,
     ];
     backends: [
         the_log_is_the_truth,
         a_locked_store_is_busy_then_writable,
         runs_replay_to_the_same_rows,
+        orders_replay_to_the_same_rows,
     ]
 );

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    agent, demo, handoff, hook, init, mcp, messages, reap, receipt, resume, run, runs, search,
-    send, state, step,
+    agent, demo, handoff, hook, init, mcp, messages, order, reap, receipt, resume, run, runs,
+    search, send, state, step,
 };
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
@@ -83,5 +83,7 @@ pub enum Command {
     Handoff(handoff::HandoffCommand),
     #[command(subcommand)]
     Evidence(handoff::EvidenceCommand),
+    #[command(subcommand)]
+    Order(order::OrderCommand),
     Demo(demo::DemoArgs),
 }

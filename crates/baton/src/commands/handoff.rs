@@ -130,7 +130,7 @@ pub async fn handoff(g: &GlobalArgs, cmd: HandoffCommand) -> CommandResult<Outpu
 // ---- reading ------------------------------------------------------------------------------
 
 /// A document from a file, or the one B0 finding that says why it cannot be read.
-fn read_document(path: &Path) -> CommandResult<Result<Value, Finding>> {
+pub(crate) fn read_document(path: &Path) -> CommandResult<Result<Value, Finding>> {
     let too_big = std::fs::metadata(path)
         .map(|m| m.len() > awl::MAX_DOCUMENT_BYTES as u64)
         .unwrap_or(false);
@@ -202,13 +202,13 @@ fn read_sub_orders(paths: &[PathBuf], role: &str) -> CommandResult<Vec<(Value, S
 // ---- the environment the B rules ask about -------------------------------------------------
 
 /// Answers B2 and B3 from git and the file system, rooted at the repository.
-struct Workspace {
+pub(crate) struct Workspace {
     root: PathBuf,
     git: bool,
 }
 
 impl Workspace {
-    fn discover(project: Option<&Project>) -> Self {
+    pub(crate) fn discover(project: Option<&Project>) -> Self {
         let start = match project {
             Some(p) => p.root.clone(),
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
@@ -295,14 +295,14 @@ fn check(g: &GlobalArgs, args: CheckArgs) -> CommandResult<Output> {
         Some(KindArg::Report) => DocumentKind::Report,
         None => DocumentKind::of(&doc),
     };
-    let mut findings = match kind {
+    let findings = match kind {
         DocumentKind::Order => {
             if args.order.is_some() || !args.sub_order.is_empty() {
                 return Err(CommandError::usage(
                     "--order and --sub-order are for checking a report; this document is an order",
                 ));
             }
-            let mut f = match &args.parent {
+            match &args.parent {
                 Some(parent) => {
                     let parent = read_order(parent, "--parent")?;
                     let siblings = read_sub_orders(&args.sibling, "--sibling")?;
@@ -310,17 +310,15 @@ fn check(g: &GlobalArgs, args: CheckArgs) -> CommandResult<Output> {
                         .iter()
                         .map(|(order, state)| SubOrder { order, state })
                         .collect();
-                    awl::check_sub_order(&doc, &parent, &subs)
+                    order_findings(&doc, Some((&parent, &subs)), &env, mode)
                 }
                 None if !args.sibling.is_empty() => {
                     return Err(CommandError::usage(
                         "--sibling needs --parent: siblings are the parent's other sub-orders",
                     ));
                 }
-                None => awl::check_order(&doc),
-            };
-            f.extend(awl::check_order_contract(&doc, &env));
-            f
+                None => order_findings(&doc, None, &env, mode),
+            }
         }
         DocumentKind::Report => {
             let Some(order_file) = &args.order else {
@@ -339,18 +337,49 @@ fn check(g: &GlobalArgs, args: CheckArgs) -> CommandResult<Output> {
                 .iter()
                 .map(|(order, state)| SubOrder { order, state })
                 .collect();
-            let mut f = awl::check_report(&doc, &order);
-            if !f.iter().any(|x| x.rule == "R1") {
-                f.extend(awl::check_own_cost(&doc, &order, &subs));
-            }
-            f.extend(awl::check_report_contract(&doc, Some(&order), &env));
-            f
+            report_findings(&doc, &order, &subs, &env, mode)
         }
     };
-    if mode == ContractMode::Required {
-        findings.extend(contract_required_findings(&doc));
-    }
     findings_output(&args.file, Some(kind), findings)
+}
+
+/// Every finding on an order: O1–O5 (with C1–C5 against a parent and its other
+/// sub-orders), the `x-baton` rules, and B9 when the project requires the contract.
+pub(crate) fn order_findings(
+    doc: &Value,
+    parent: Option<(&Value, &[SubOrder<'_>])>,
+    env: &dyn Environment,
+    mode: ContractMode,
+) -> Vec<Finding> {
+    let mut f = match parent {
+        Some((parent, subs)) => awl::check_sub_order(doc, parent, subs),
+        None => awl::check_order(doc),
+    };
+    f.extend(awl::check_order_contract(doc, env));
+    if mode == ContractMode::Required {
+        f.extend(contract_required_findings(doc));
+    }
+    f
+}
+
+/// Every finding on a report against its order: R1–R16 (R13 with the order's
+/// sub-orders), the `x-baton` rules, and B9 when the project requires the contract.
+pub(crate) fn report_findings(
+    doc: &Value,
+    order: &Value,
+    subs: &[SubOrder<'_>],
+    env: &dyn Environment,
+    mode: ContractMode,
+) -> Vec<Finding> {
+    let mut f = awl::check_report(doc, order);
+    if !f.iter().any(|x| x.rule == "R1") {
+        f.extend(awl::check_own_cost(doc, order, subs));
+    }
+    f.extend(awl::check_report_contract(doc, Some(order), env));
+    if mode == ContractMode::Required {
+        f.extend(contract_required_findings(doc));
+    }
+    f
 }
 
 /// The findings as output; with any `invalid` one the command exits 3 after printing them

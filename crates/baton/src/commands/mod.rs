@@ -9,6 +9,7 @@ pub mod hook;
 pub mod init;
 pub mod mcp;
 pub mod messages;
+pub mod order;
 pub mod reap;
 pub mod receipt;
 pub mod resume;
@@ -61,6 +62,7 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Reap(args) => reap::run(&Context::open(g).await?, args, g.json).await,
         Command::Handoff(cmd) => handoff::handoff(g, cmd).await,
         Command::Evidence(cmd) => handoff::evidence(&Context::open(g).await?, cmd, g.json).await,
+        Command::Order(cmd) => order::run(&Context::open(g).await?, cmd).await,
         Command::Demo(args) => demo::run(g, args).await,
     }
 }

@@ -10,3 +10,4 @@ mod crash;
 mod ledger;
 mod mcp;
 mod memory;
+mod orders;

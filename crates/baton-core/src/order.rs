@@ -1,0 +1,1024 @@
+//! The Work Order lifecycle (SPEC §5.2): AWL's nine states and its transition table, who
+//! may take each step, the events that record every step, and the order as the fold of
+//! those events.
+//!
+//! The table and the roles are the reference's (the `agent-work-layer` desk,
+//! `lifecycle.ts`): `offered → accepted → working → submitted → approved`, with `blocked`
+//! (a question) between working and working, `declined`, `cancelled` from any open state,
+//! and `expired`. Only the order's `to` accepts, declines, starts and reports; only its
+//! `from` approves, reworks and cancels; `from` or `escalate_to` answers a question. The
+//! actor is always the acting identity, passed in by the caller, never read from an
+//! argument.
+//!
+//! Time is an argument: an open order whose deadline has passed *reads* as `expired`
+//! ([`Order::status_at`]) without anything being written, and no step may follow. `limit`
+//! findings on a report (over budget, past the deadline) are recorded with it and expire
+//! the order with an `expire` event. This module writes nothing and reads no clock.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::awl::{Finding, has_invalid, stamp};
+use crate::delivery::InvalidTransition;
+use crate::time::Millis;
+
+/// Where an order stands, as recorded. `expired` may also be derived: see
+/// [`Order::status_at`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderStatus {
+    /// Sent to its worker, not yet taken.
+    Offered,
+    /// The worker took responsibility; work has not started.
+    Accepted,
+    Working,
+    /// The worker asked a question (a `blocked` report) and waits for an answer.
+    Blocked,
+    /// A `done` or `failed` report waits for review.
+    Submitted,
+    Approved,
+    Declined,
+    /// Past its deadline, or a report broke a limit.
+    Expired,
+    Cancelled,
+}
+
+impl OrderStatus {
+    pub const ALL: [OrderStatus; 9] = [
+        Self::Offered,
+        Self::Accepted,
+        Self::Working,
+        Self::Blocked,
+        Self::Submitted,
+        Self::Approved,
+        Self::Declined,
+        Self::Expired,
+        Self::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Offered => "offered",
+            Self::Accepted => "accepted",
+            Self::Working => "working",
+            Self::Blocked => "blocked",
+            Self::Submitted => "submitted",
+            Self::Approved => "approved",
+            Self::Declined => "declined",
+            Self::Expired => "expired",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// Nothing follows a terminal status.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Self::Approved | Self::Declined | Self::Expired | Self::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for OrderStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A step in the table. A report is three actions, one per report status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderAction {
+    Accept,
+    Decline,
+    Start,
+    ReportDone,
+    ReportFailed,
+    ReportBlocked,
+    Answer,
+    Approve,
+    Rework,
+    Cancel,
+    /// Baton's own step: a report broke a limit. No command takes it.
+    Expire,
+}
+
+/// Who may take an action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The order's `to`.
+    Worker,
+    /// The order's `from` (and, for `answer`, its `escalate_to`).
+    Manager,
+    /// Baton itself, following a rule.
+    Desk,
+}
+
+impl OrderAction {
+    pub const ALL: [OrderAction; 11] = [
+        Self::Accept,
+        Self::Decline,
+        Self::Start,
+        Self::ReportDone,
+        Self::ReportFailed,
+        Self::ReportBlocked,
+        Self::Answer,
+        Self::Approve,
+        Self::Rework,
+        Self::Cancel,
+        Self::Expire,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Accept => "accept",
+            Self::Decline => "decline",
+            Self::Start => "start",
+            Self::ReportDone => "report_done",
+            Self::ReportFailed => "report_failed",
+            Self::ReportBlocked => "report_blocked",
+            Self::Answer => "answer",
+            Self::Approve => "approve",
+            Self::Rework => "rework",
+            Self::Cancel => "cancel",
+            Self::Expire => "expire",
+        }
+    }
+
+    /// The `baton order` subcommand that takes this step.
+    pub fn command(self) -> &'static str {
+        match self {
+            Self::ReportDone | Self::ReportFailed | Self::ReportBlocked => "report",
+            other => other.as_str(),
+        }
+    }
+
+    pub fn role(self) -> Role {
+        match self {
+            Self::Accept
+            | Self::Decline
+            | Self::Start
+            | Self::ReportDone
+            | Self::ReportFailed
+            | Self::ReportBlocked => Role::Worker,
+            Self::Answer | Self::Approve | Self::Rework | Self::Cancel => Role::Manager,
+            Self::Expire => Role::Desk,
+        }
+    }
+}
+
+impl fmt::Display for OrderAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The reference's table. Cancel and expire apply to every open status.
+fn next_status(status: OrderStatus, action: OrderAction) -> Option<OrderStatus> {
+    use OrderAction as A;
+    use OrderStatus as S;
+    if status.is_terminal() {
+        return None;
+    }
+    match (status, action) {
+        (_, A::Cancel) => Some(S::Cancelled),
+        (_, A::Expire) => Some(S::Expired),
+        (S::Offered, A::Accept) => Some(S::Accepted),
+        (S::Offered, A::Decline) => Some(S::Declined),
+        (S::Accepted, A::Start) => Some(S::Working),
+        (S::Working, A::ReportDone | A::ReportFailed) => Some(S::Submitted),
+        (S::Working, A::ReportBlocked) => Some(S::Blocked),
+        (S::Blocked, A::Answer) => Some(S::Working),
+        (S::Submitted, A::Approve) => Some(S::Approved),
+        (S::Submitted, A::Rework) => Some(S::Working),
+        _ => None,
+    }
+}
+
+/// Applies `action` to an order in `status`, or says why not and what is allowed.
+pub fn transition(
+    status: OrderStatus,
+    action: OrderAction,
+) -> Result<OrderStatus, InvalidTransition> {
+    next_status(status, action).ok_or_else(|| InvalidTransition {
+        action: action.command(),
+        what: "this order",
+        status: status.as_str(),
+        why: match (status, action.command()) {
+            (OrderStatus::Expired, _) => " (its deadline passed or a report broke a limit)",
+            (OrderStatus::Offered, "start" | "report") => " (accept it first)",
+            (OrderStatus::Blocked, "report") => " (its question needs an answer first)",
+            _ => "",
+        },
+        allowed: allowed(status),
+    })
+}
+
+/// The commands that move an order in `status`, each once, in table order.
+pub fn allowed(status: OrderStatus) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for action in OrderAction::ALL {
+        if action.role() != Role::Desk
+            && next_status(status, action).is_some()
+            && !out.contains(&action.command())
+        {
+            out.push(action.command());
+        }
+    }
+    out
+}
+
+// ---- events -------------------------------------------------------------------------------
+
+/// A change to an order, as recorded in the log (`order.changed`). Every change carries
+/// the order's own `seq`, from 1 at creation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "what", rename_all = "snake_case")]
+pub enum OrderChange {
+    Created(Box<Created>),
+    Stepped(Box<Step>),
+}
+
+/// An order was offered. The document itself is the payload of the request `message`
+/// that carried it to its worker; these are the fields the lifecycle needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Created {
+    pub order: String,
+    pub seq: i64,
+    pub from: String,
+    pub to: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate_to: Option<String>,
+    pub goal: String,
+    /// The document's `deadline`, as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<String>,
+    /// The request message that carries the document.
+    pub message: String,
+}
+
+impl Created {
+    /// The lifecycle's fields of an order document (assumed to have passed the AWL
+    /// rules; this checks only what the lifecycle cannot do without).
+    pub fn from_document(doc: &Value, message: String) -> Result<Self, OrderRefused> {
+        let text = |key: &str| doc.get(key).and_then(Value::as_str).map(str::to_owned);
+        let need = |key: &str| {
+            text(key).filter(|s| !s.is_empty()).ok_or_else(|| {
+                OrderRefused::Invalid(format!(
+                    "the order has no {key:?}: check it with `baton handoff check FILE`"
+                ))
+            })
+        };
+        Ok(Self {
+            order: need("id")?,
+            seq: 1,
+            from: need("from")?,
+            to: need("to")?,
+            escalate_to: text("escalate_to"),
+            goal: text("goal").unwrap_or_default(),
+            deadline: text("deadline"),
+            message,
+        })
+    }
+}
+
+/// One step of the lifecycle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub order: String,
+    pub seq: i64,
+    pub action: OrderAction,
+    /// The status before the step (an order past its deadline is `expired` here).
+    pub was: OrderStatus,
+    pub status: OrderStatus,
+    /// A rework's reason, an answer's text, a decline's or cancel's reason, or why Baton
+    /// expired the order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// On a report: which report this is (1 for the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// On a report: the Work Report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<Value>,
+    /// On a report or an expiry: the `limit` findings recorded with it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
+}
+
+impl OrderChange {
+    pub fn order(&self) -> &str {
+        match self {
+            Self::Created(c) => &c.order,
+            Self::Stepped(s) => &s.order,
+        }
+    }
+
+    /// The order's own sequence number for this change.
+    pub fn seq(&self) -> i64 {
+        match self {
+            Self::Created(c) => c.seq,
+            Self::Stepped(s) => s.seq,
+        }
+    }
+}
+
+// ---- the fold -----------------------------------------------------------------------------
+
+/// An order as the log knows it: the fold of its changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Order {
+    pub id: String,
+    pub from: String,
+    pub to: String,
+    pub escalate_to: Option<String>,
+    pub goal: String,
+    pub deadline: Option<String>,
+    /// The deadline as an instant; `None` when it does not parse as the reference's
+    /// `Date.parse` would (such an order never expires by time).
+    pub deadline_at: Option<Millis>,
+    /// The request message carrying the document.
+    pub message: String,
+    /// As recorded; read [`Order::status_at`] for what it is now.
+    pub status: OrderStatus,
+    /// The order's newest `seq`.
+    pub seq: i64,
+    /// Reports so far.
+    pub attempt: u32,
+    /// The log position of the creation (orders list in this order).
+    pub log_seq: i64,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+    /// The newest step's note.
+    pub note: Option<String>,
+    /// The `limit` findings recorded with the newest report.
+    pub findings: Vec<Finding>,
+}
+
+impl Order {
+    /// The status at `now`: an open order whose deadline has passed is `expired`.
+    pub fn status_at(&self, now: Millis) -> OrderStatus {
+        if !self.status.is_terminal() && self.deadline_at.is_some_and(|d| now > d) {
+            OrderStatus::Expired
+        } else {
+            self.status
+        }
+    }
+
+    /// Whether `actor` may take `action` on this order (the table aside).
+    pub fn may(&self, actor: &str, action: OrderAction) -> bool {
+        match action.role() {
+            Role::Worker => actor == self.to,
+            Role::Manager => {
+                actor == self.from
+                    || (action == OrderAction::Answer && self.escalate_to.as_deref() == Some(actor))
+            }
+            Role::Desk => false,
+        }
+    }
+}
+
+/// Applies a change recorded at `at` by log event `log_seq`. Lenient, as replay must not
+/// fail: [`plan`] validates at write time. Returns the row to store, if any.
+pub fn fold(
+    current: Option<Order>,
+    change: &OrderChange,
+    log_seq: i64,
+    at: Millis,
+) -> Option<Order> {
+    match change {
+        OrderChange::Created(c) => Some(Order {
+            id: c.order.clone(),
+            from: c.from.clone(),
+            to: c.to.clone(),
+            escalate_to: c.escalate_to.clone(),
+            goal: c.goal.clone(),
+            deadline: c.deadline.clone(),
+            deadline_at: c.deadline.as_deref().and_then(stamp::instant),
+            message: c.message.clone(),
+            status: OrderStatus::Offered,
+            seq: c.seq,
+            attempt: 0,
+            log_seq,
+            created_at: at,
+            updated_at: at,
+            note: None,
+            findings: Vec::new(),
+        }),
+        OrderChange::Stepped(s) => {
+            let mut order = current?;
+            order.status = s.status;
+            order.seq = s.seq;
+            order.updated_at = at;
+            order.note = s.note.clone();
+            if let Some(attempt) = s.attempt {
+                order.attempt = attempt;
+                order.findings = s.findings.clone();
+            }
+            Some(order)
+        }
+    }
+}
+
+// ---- planning a step ----------------------------------------------------------------------
+
+/// What a participant asks to do to an order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OrderRequest {
+    Accept,
+    Decline {
+        reason: Option<String>,
+    },
+    Start,
+    /// A Work Report that passed the rules; `findings` are its `limit` findings (an
+    /// `invalid` one is refused here too).
+    Report {
+        report: Value,
+        findings: Vec<Finding>,
+    },
+    Answer {
+        text: String,
+    },
+    Approve,
+    Rework {
+        reason: String,
+    },
+    Cancel {
+        reason: Option<String>,
+    },
+}
+
+impl OrderRequest {
+    /// The command, for messages.
+    pub fn command(&self) -> &'static str {
+        match self {
+            Self::Accept => "accept",
+            Self::Decline { .. } => "decline",
+            Self::Start => "start",
+            Self::Report { .. } => "report",
+            Self::Answer { .. } => "answer",
+            Self::Approve => "approve",
+            Self::Rework { .. } => "rework",
+            Self::Cancel { .. } => "cancel",
+        }
+    }
+}
+
+/// Why a change to an order was refused. Nothing is written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OrderRefused {
+    #[error("no order {0} in this project: see `baton order list --all`")]
+    NoSuchOrder(String),
+    #[error("order {0} already exists: give a new order a new id")]
+    Exists(String),
+    /// Another writer moved the order since the caller read it.
+    #[error(
+        "order {order} moved on: you expected seq {expected}, it is at {seq}; read it again \
+         (`baton order show {order}`) and decide anew"
+    )]
+    Moved {
+        order: String,
+        expected: i64,
+        seq: i64,
+    },
+    #[error("{0}")]
+    Forbidden(String),
+    #[error(transparent)]
+    Transition(#[from] InvalidTransition),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn required(text: &str, what: &str) -> Result<String, OrderRefused> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(OrderRefused::Invalid(format!("{what} cannot be empty")));
+    }
+    Ok(text.to_owned())
+}
+
+fn optional(text: Option<String>) -> Option<String> {
+    text.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty())
+}
+
+/// Appends the step `action` takes from `status`, numbered after the last one.
+fn next_step<'a>(
+    order: &Order,
+    steps: &'a mut Vec<Step>,
+    status: &mut OrderStatus,
+    action: OrderAction,
+) -> Result<&'a mut Step, OrderRefused> {
+    let next = transition(*status, action)?;
+    steps.push(Step {
+        order: order.id.clone(),
+        seq: order.seq + steps.len() as i64 + 1,
+        action,
+        was: *status,
+        status: next,
+        note: None,
+        attempt: None,
+        report: None,
+        findings: Vec::new(),
+    });
+    *status = next;
+    Ok(steps.last_mut().expect("a step was just pushed"))
+}
+
+/// The steps that carry out `request` by `actor` on `order` at `now`, numbered after the
+/// order's newest `seq`, which must still be `expected_seq`. Checks, in order: the
+/// caller's view is current, the input, the actor's role, the table.
+///
+/// A report on an `accepted` order starts it first (two steps, as the reference does); a
+/// report with `limit` findings is followed by an `expire` step.
+pub fn plan(
+    order: &Order,
+    actor: &str,
+    request: OrderRequest,
+    expected_seq: i64,
+    now: Millis,
+) -> Result<Vec<Step>, OrderRefused> {
+    use OrderAction as A;
+    if order.seq != expected_seq {
+        return Err(OrderRefused::Moved {
+            order: order.id.clone(),
+            expected: expected_seq,
+            seq: order.seq,
+        });
+    }
+    let command = request.command();
+    let (action, note, report) = match request {
+        OrderRequest::Accept => (A::Accept, None, None),
+        OrderRequest::Decline { reason } => (A::Decline, optional(reason), None),
+        OrderRequest::Start => (A::Start, None, None),
+        OrderRequest::Answer { text } => (A::Answer, Some(required(&text, "an answer")?), None),
+        OrderRequest::Approve => (A::Approve, None, None),
+        OrderRequest::Rework { reason } => (
+            A::Rework,
+            Some(required(
+                &reason,
+                "a rework reason (what the worker should change)",
+            )?),
+            None,
+        ),
+        OrderRequest::Cancel { reason } => (A::Cancel, optional(reason), None),
+        OrderRequest::Report { report, findings } => {
+            if has_invalid(&findings) {
+                return Err(OrderRefused::Invalid(
+                    "the report has invalid findings: check it with `baton handoff check`".into(),
+                ));
+            }
+            let action = match report.get("status").and_then(Value::as_str) {
+                Some("done") => A::ReportDone,
+                Some("failed") => A::ReportFailed,
+                Some("blocked") => A::ReportBlocked,
+                other => {
+                    return Err(OrderRefused::Invalid(format!(
+                        "a report's status is done, failed or blocked, not {other:?}"
+                    )));
+                }
+            };
+            (action, None, Some((report, findings)))
+        }
+    };
+    if !order.may(actor, action) {
+        let who = match action.role() {
+            Role::Worker => format!("its worker ({})", order.to),
+            _ if action == A::Answer => match &order.escalate_to {
+                Some(e) => format!(
+                    "its sender ({}) or its escalation contact ({e})",
+                    order.from
+                ),
+                None => format!("its sender ({})", order.from),
+            },
+            _ => format!("its sender ({})", order.from),
+        };
+        return Err(OrderRefused::Forbidden(format!(
+            "{actor} may not {command} order {}: only {who} may",
+            order.id
+        )));
+    }
+    if let Some((report, _)) = &report {
+        let from = report.get("from").and_then(Value::as_str).unwrap_or("");
+        if from != actor {
+            return Err(OrderRefused::Forbidden(format!(
+                "the report says it is from {from:?}, but {actor} is reporting: a report is \
+                 its author's own word"
+            )));
+        }
+    }
+
+    let mut status = order.status_at(now);
+    let mut steps = Vec::new();
+    match report {
+        None => {
+            next_step(order, &mut steps, &mut status, action)?.note = note;
+        }
+        Some((report, findings)) => {
+            if status == OrderStatus::Accepted {
+                next_step(order, &mut steps, &mut status, A::Start)?;
+            }
+            let step = next_step(order, &mut steps, &mut status, action)?;
+            step.attempt = Some(order.attempt + 1);
+            step.report = Some(report);
+            step.findings = findings.clone();
+            if !findings.is_empty() {
+                let why = findings
+                    .iter()
+                    .map(|f| format!("{} {}: {}", f.rule, f.path, f.message))
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                let expiry = next_step(order, &mut steps, &mut status, A::Expire)?;
+                expiry.note = Some(format!("the report broke a limit: {why}"));
+                expiry.findings = findings;
+            }
+        }
+    }
+    Ok(steps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::awl::FindingKind;
+    use OrderAction as A;
+    use OrderStatus as S;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// The reference's table written out as data: (from, action, to). Cancel and expire
+    /// from every open status.
+    const TABLE: &[(S, A, S)] = &[
+        (S::Offered, A::Accept, S::Accepted),
+        (S::Offered, A::Decline, S::Declined),
+        (S::Accepted, A::Start, S::Working),
+        (S::Working, A::ReportDone, S::Submitted),
+        (S::Working, A::ReportFailed, S::Submitted),
+        (S::Working, A::ReportBlocked, S::Blocked),
+        (S::Blocked, A::Answer, S::Working),
+        (S::Submitted, A::Approve, S::Approved),
+        (S::Submitted, A::Rework, S::Working),
+    ];
+    const OPEN: [S; 5] = [
+        S::Offered,
+        S::Accepted,
+        S::Working,
+        S::Blocked,
+        S::Submitted,
+    ];
+
+    fn table(from: S, action: A) -> Option<S> {
+        match action {
+            A::Cancel if OPEN.contains(&from) => Some(S::Cancelled),
+            A::Expire if OPEN.contains(&from) => Some(S::Expired),
+            _ => TABLE
+                .iter()
+                .find(|(f, a, _)| *f == from && *a == action)
+                .map(|(_, _, to)| *to),
+        }
+    }
+
+    #[test]
+    fn the_transition_function_is_the_table() {
+        for status in S::ALL {
+            for action in A::ALL {
+                assert_eq!(
+                    transition(status, action).ok(),
+                    table(status, action),
+                    "{status} --{action}-->"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn four_states_are_terminal_and_allow_nothing() {
+        for status in S::ALL {
+            assert_eq!(status.is_terminal(), !OPEN.contains(&status), "{status}");
+            assert_eq!(allowed(status).is_empty(), status.is_terminal(), "{status}");
+            assert_eq!(S::parse(status.as_str()), Some(status));
+        }
+    }
+
+    #[test]
+    fn refusals_name_the_status_and_the_allowed_steps() {
+        let err = transition(S::Offered, A::ReportDone).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot report this order: its status is offered (accept it first); \
+             allowed next: accept, decline, cancel"
+        );
+        assert_eq!(allowed(S::Working), ["report", "cancel"]);
+        let err = transition(S::Approved, A::Cancel).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("allowed next: nothing (it is final)")
+        );
+    }
+
+    /// Who may take each action: (action, the worker, the sender, the escalation contact,
+    /// someone else).
+    #[test]
+    fn only_the_named_parties_may_act() {
+        let o = order(S::Offered);
+        let rows: &[(A, [bool; 4])] = &[
+            (A::Accept, [true, false, false, false]),
+            (A::Decline, [true, false, false, false]),
+            (A::Start, [true, false, false, false]),
+            (A::ReportDone, [true, false, false, false]),
+            (A::ReportFailed, [true, false, false, false]),
+            (A::ReportBlocked, [true, false, false, false]),
+            (A::Answer, [false, true, true, false]),
+            (A::Approve, [false, true, false, false]),
+            (A::Rework, [false, true, false, false]),
+            (A::Cancel, [false, true, false, false]),
+            (A::Expire, [false, false, false, false]),
+        ];
+        for (action, want) in rows {
+            let got = ["impl-1", "planner", "owner", "impl-2"].map(|who| o.may(who, *action));
+            assert_eq!(&got, want, "{action}");
+        }
+    }
+
+    fn order(status: S) -> Order {
+        let created = Created::from_document(
+            &json!({"id": "wo_1", "from": "planner", "to": "impl-1", "escalate_to": "owner",
+                    "goal": "g", "deadline": "2025-01-02T00:00:00Z"}),
+            "01M".into(),
+        )
+        .unwrap();
+        let mut o = fold(None, &OrderChange::Created(Box::new(created)), 7, 1_000).unwrap();
+        o.status = status;
+        o
+    }
+
+    const BEFORE_DEADLINE: Millis = 1_735_700_000_000; // 2025-01-01T02:53:20Z
+    const AFTER_DEADLINE: Millis = 1_735_800_000_000; // 2025-01-02T06:40:00Z
+
+    fn report(status: &str) -> OrderRequest {
+        OrderRequest::Report {
+            report: json!({"from": "impl-1", "status": status}),
+            findings: vec![],
+        }
+    }
+
+    fn run(o: &mut Order, who: &str, request: OrderRequest) -> Result<Vec<Step>, OrderRefused> {
+        let steps = plan(o, who, request, o.seq, BEFORE_DEADLINE)?;
+        for s in &steps {
+            *o = fold(
+                Some(o.clone()),
+                &OrderChange::Stepped(Box::new(s.clone())),
+                9,
+                2_000,
+            )
+            .unwrap();
+        }
+        Ok(steps)
+    }
+
+    #[test]
+    fn a_whole_round_numbers_its_steps_and_counts_its_reports() {
+        let mut o = order(S::Offered);
+        run(&mut o, "impl-1", OrderRequest::Accept).unwrap();
+        // A report on an accepted order starts it first.
+        let steps = run(&mut o, "impl-1", report("blocked")).unwrap();
+        let actions: Vec<_> = steps.iter().map(|s| (s.seq, s.action)).collect();
+        assert_eq!(actions, [(3, A::Start), (4, A::ReportBlocked)]);
+        assert_eq!(steps[1].attempt, Some(1));
+        run(
+            &mut o,
+            "owner",
+            OrderRequest::Answer {
+                text: "use UTC".into(),
+            },
+        )
+        .unwrap();
+        run(&mut o, "impl-1", report("done")).unwrap();
+        let err = run(
+            &mut o,
+            "planner",
+            OrderRequest::Rework {
+                reason: "  ".into(),
+            },
+        )
+        .unwrap_err();
+        assert!(matches!(err, OrderRefused::Invalid(_)), "{err}");
+        run(
+            &mut o,
+            "planner",
+            OrderRequest::Rework {
+                reason: "keep the header".into(),
+            },
+        )
+        .unwrap();
+        assert_eq!(o.note.as_deref(), Some("keep the header"));
+        let steps = run(&mut o, "impl-1", report("done")).unwrap();
+        assert_eq!(steps[0].attempt, Some(3));
+        run(&mut o, "planner", OrderRequest::Approve).unwrap();
+        assert_eq!((o.status, o.seq, o.attempt), (S::Approved, 9, 3));
+    }
+
+    #[test]
+    fn a_stale_view_is_refused_before_anything_else() {
+        let o = order(S::Offered);
+        let err = plan(&o, "impl-2", OrderRequest::Accept, 0, BEFORE_DEADLINE).unwrap_err();
+        assert_eq!(
+            err,
+            OrderRefused::Moved {
+                order: "wo_1".into(),
+                expected: 0,
+                seq: 1
+            }
+        );
+    }
+
+    #[test]
+    fn a_report_is_its_authors_own_word() {
+        let mut o = order(S::Working);
+        let forged = OrderRequest::Report {
+            report: json!({"from": "impl-2", "status": "done"}),
+            findings: vec![],
+        };
+        assert!(matches!(
+            run(&mut o, "impl-1", forged),
+            Err(OrderRefused::Forbidden(_))
+        ));
+        assert!(matches!(
+            run(&mut o, "impl-2", report("done")),
+            Err(OrderRefused::Forbidden(_))
+        ));
+    }
+
+    #[test]
+    fn past_its_deadline_an_order_reads_expired_and_nothing_follows() {
+        let o = order(S::Working);
+        assert_eq!(o.status_at(BEFORE_DEADLINE), S::Working);
+        assert_eq!(o.status_at(AFTER_DEADLINE), S::Expired);
+        assert_eq!(order(S::Approved).status_at(AFTER_DEADLINE), S::Approved);
+        let err = plan(
+            &o,
+            "planner",
+            OrderRequest::Cancel { reason: None },
+            1,
+            AFTER_DEADLINE,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("its status is expired"), "{err}");
+        // An unreadable deadline never expires the order.
+        let mut odd = order(S::Working);
+        odd.deadline_at = None;
+        assert_eq!(odd.status_at(Millis::MAX), S::Working);
+    }
+
+    #[test]
+    fn limit_findings_are_recorded_and_expire_the_order() {
+        let mut o = order(S::Working);
+        let over = Finding {
+            rule: "R7".into(),
+            kind: FindingKind::Limit,
+            path: "/cost/usd".into(),
+            message: "spent 3 usd, budget is 2".into(),
+        };
+        let request = OrderRequest::Report {
+            report: json!({"from": "impl-1", "status": "done"}),
+            findings: vec![over.clone()],
+        };
+        let steps = run(&mut o, "impl-1", request).unwrap();
+        let actions: Vec<_> = steps.iter().map(|s| (s.action, s.status)).collect();
+        assert_eq!(
+            actions,
+            [(A::ReportDone, S::Submitted), (A::Expire, S::Expired)]
+        );
+        assert_eq!(o.findings, [over]);
+        assert!(steps[1].note.as_deref().unwrap().contains("R7 /cost/usd"));
+
+        let invalid = OrderRequest::Report {
+            report: json!({"from": "impl-1", "status": "done"}),
+            findings: vec![Finding::invalid("R4", "/evidence", "no evidence")],
+        };
+        assert!(matches!(
+            run(&mut order(S::Working), "impl-1", invalid),
+            Err(OrderRefused::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn a_change_round_trips_through_the_event_log() {
+        let o = order(S::Working);
+        let steps = plan(&o, "impl-1", report("done"), 1, BEFORE_DEADLINE).unwrap();
+        let change = crate::Change::Order(OrderChange::Stepped(Box::new(steps[0].clone())));
+        assert_eq!(change.kind(), "order.changed");
+        assert_eq!(change.subject(), "wo_1");
+        let back = crate::Change::from_parts(change.kind(), change.data()).unwrap();
+        assert_eq!(back, change);
+    }
+
+    /// What a participant can try, as data for the model.
+    #[derive(Debug, Clone)]
+    enum Try {
+        Accept,
+        Decline,
+        Start,
+        Report(&'static str),
+        Answer,
+        Approve,
+        Rework,
+        Cancel,
+    }
+
+    impl Try {
+        fn request(&self) -> (A, OrderRequest) {
+            match self {
+                Self::Accept => (A::Accept, OrderRequest::Accept),
+                Self::Decline => (A::Decline, OrderRequest::Decline { reason: None }),
+                Self::Start => (A::Start, OrderRequest::Start),
+                Self::Report(status) => (
+                    match *status {
+                        "done" => A::ReportDone,
+                        "failed" => A::ReportFailed,
+                        _ => A::ReportBlocked,
+                    },
+                    report(status),
+                ),
+                Self::Answer => (A::Answer, OrderRequest::Answer { text: "yes".into() }),
+                Self::Approve => (A::Approve, OrderRequest::Approve),
+                Self::Rework => (
+                    A::Rework,
+                    OrderRequest::Rework {
+                        reason: "again".into(),
+                    },
+                ),
+                Self::Cancel => (A::Cancel, OrderRequest::Cancel { reason: None }),
+            }
+        }
+    }
+
+    fn attempt() -> impl Strategy<Value = (&'static str, Try)> {
+        let who = proptest::sample::select(vec!["impl-1", "planner", "owner", "impl-2"]);
+        let what = prop_oneof![
+            Just(Try::Accept),
+            Just(Try::Decline),
+            Just(Try::Start),
+            proptest::sample::select(vec!["done", "failed", "blocked"]).prop_map(Try::Report),
+            Just(Try::Answer),
+            Just(Try::Approve),
+            Just(Try::Rework),
+            Just(Try::Cancel),
+        ];
+        (who, what)
+    }
+
+    proptest! {
+        /// No sequence of attempts leaves the table or the roles: an accepted attempt by
+        /// someone entitled moves along the table's rows (a report on an accepted order by
+        /// way of start), numbers its steps after the last, and counts reports; a refused
+        /// one changes nothing.
+        #[test]
+        fn no_sequence_leaves_the_table(attempts in proptest::collection::vec(attempt(), 0..40)) {
+            let mut o = order(S::Offered);
+            let mut reports = 0;
+            for (who, what) in attempts {
+                let (action, request) = what.request();
+                let before = o.clone();
+                match run(&mut o, who, request) {
+                    Ok(steps) => {
+                        prop_assert!(before.may(who, action));
+                        let mut status = before.status;
+                        for (i, step) in steps.iter().enumerate() {
+                            prop_assert_eq!(step.seq, before.seq + 1 + i as i64);
+                            prop_assert_eq!(step.was, status);
+                            prop_assert_eq!(table(status, step.action), Some(step.status));
+                            status = step.status;
+                        }
+                        prop_assert_eq!(steps.last().map(|s| s.action), Some(action));
+                        prop_assert_eq!(o.status, status);
+                        if matches!(what, Try::Report(_)) {
+                            reports += 1;
+                        }
+                    }
+                    Err(e) => {
+                        prop_assert_eq!(&o, &before);
+                        match e {
+                            OrderRefused::Forbidden(_) => prop_assert!(!before.may(who, action)),
+                            OrderRefused::Transition(t) => {
+                                prop_assert!(before.may(who, action));
+                                prop_assert_eq!(t.status, before.status.as_str());
+                                let direct = table(before.status, action);
+                                let via_start = before.status == S::Accepted
+                                    && matches!(what, Try::Report(_));
+                                prop_assert!(direct.is_none() && !via_start);
+                            }
+                            other => prop_assert!(false, "unexpected refusal {other}"),
+                        }
+                    }
+                }
+                prop_assert_eq!(o.attempt, reports);
+            }
+        }
+    }
+}
