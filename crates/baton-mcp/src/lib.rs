@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_core::Passname;
+use baton_core::awl::{ContractMode, Environment};
 use baton_store::Store;
 use baton_store::recall::PathClock;
 use rmcp::ServiceExt;
@@ -29,6 +30,8 @@ pub struct Settings {
     pub payload_cap: usize,
     /// Identical sends within this window return the original id.
     pub duplicate_window: Duration,
+    /// Whether orders and reports must carry the `x-baton` contract (`orders.contract`).
+    pub contract: ContractMode,
 }
 
 /// The project the tools serve, beyond its store.
@@ -39,6 +42,9 @@ pub struct Project {
     pub root: PathBuf,
     /// When a path last changed, for the staleness of notes in the resume packet.
     pub clock: Arc<dyn PathClock>,
+    /// What the contract rules ask of the world (does a revision exist, is a program on
+    /// PATH), for checking orders and reports as `baton handoff check` does.
+    pub environment: Arc<dyn Environment + Send + Sync>,
 }
 
 /// Why the server stopped other than by its client closing stdin.

@@ -28,6 +28,16 @@ const IN_TOOL_TERMS: &[(&str, &str)] = &[
     ("--subject", "`subject`"),
     ("--step", "`step`"),
     ("--artifact", "`artifact`"),
+    // Orders: the lifecycle's words for the step's own arguments.
+    ("see `baton order list --all`", "check `id`"),
+    (
+        "an answer cannot be empty",
+        "`text` (the answer) cannot be empty",
+    ),
+    (
+        "a rework reason (what the worker should change) cannot be empty",
+        "`reason` (what the worker should change) cannot be empty",
+    ),
 ];
 
 fn in_tool_terms(text: &str) -> String {
@@ -85,6 +95,32 @@ pub fn explain(id: &str, e: StoreError) -> String {
 pub fn explain_state(e: StoreError) -> String {
     match e {
         StoreError::NotFound(text) => in_tool_terms(&text),
+        other => explain("", other),
+    }
+}
+
+/// A store refusal of a step on order `id` (empty for an offer), as an `isError` text:
+/// the allowed `action`s, who may act, or how to retry after another writer moved it on.
+pub fn explain_order(id: &str, e: StoreError) -> String {
+    match e {
+        StoreError::Transition(t) => format!(
+            "cannot {} order {id}: it is {}{}; allowed next (`action`): {}",
+            t.action,
+            t.status,
+            t.why,
+            if t.allowed.is_empty() {
+                "nothing (it is closed)".to_owned()
+            } else {
+                t.allowed.join(", ")
+            }
+        ),
+        StoreError::Conflict(text) if !id.is_empty() => format!(
+            "{}, then call `order` again with `expect_seq` set to its `seq`",
+            text.replace(&format!("(`baton order show {id}`)"), "with `order_show`")
+        ),
+        StoreError::NotFound(text) | StoreError::Invalid(text) | StoreError::Forbidden(text) => {
+            in_tool_terms(&text)
+        }
         other => explain("", other),
     }
 }
@@ -281,6 +317,61 @@ mod tests {
             "`subject` must not be empty",
             "`step` must not be empty",
             "`artifact` must not be empty",
+        ] {
+            assert!(all.contains(expected), "{expected:?} missing from:\n{all}");
+        }
+    }
+
+    #[tokio::test]
+    async fn order_refusals_say_who_may_act_what_is_allowed_and_how_to_retry() {
+        use baton_core::order::OrderRequest;
+        let (_dir, store) = store().await;
+        let doc = serde_json::json!({"id": "wo_1", "from": "planner", "to": "impl-1", "goal": "g"});
+        let doc = Payload::from_value(doc, 4096).unwrap();
+        let topic = Topic::new("work-order").unwrap();
+        store
+            .create_order(&name("planner"), topic, doc)
+            .await
+            .unwrap();
+        let (planner, executor) = (name("planner"), name("impl-1"));
+        let refused = [
+            (&executor, 1, OrderRequest::Approve),
+            (&executor, 1, OrderRequest::Start),
+            (&executor, 7, OrderRequest::Accept),
+            (&planner, 1, OrderRequest::Answer { text: " ".into() }),
+            (
+                &planner,
+                1,
+                OrderRequest::Rework {
+                    reason: String::new(),
+                },
+            ),
+        ];
+        let mut texts = Vec::new();
+        for (who, seq, request) in refused {
+            let e = store
+                .order_step(who, "wo_1", seq, request)
+                .await
+                .expect_err("refused");
+            texts.push(explain_order("wo_1", e));
+        }
+        let e = store
+            .order_step(&executor, "wo_9", 1, OrderRequest::Accept)
+            .await
+            .expect_err("no such order");
+        texts.push(explain_order("wo_9", e));
+        for text in &texts {
+            assert!(!text.contains("--"), "a CLI flag leaked: {text}");
+            assert!(!text.contains("baton "), "a CLI command leaked: {text}");
+        }
+        let all = texts.join("\n");
+        for expected in [
+            "impl-1 may not approve order wo_1: only its sender (planner) may",
+            "cannot start order wo_1: it is offered (accept it first); allowed next (`action`): accept, decline, cancel",
+            "read it again with `order_show` and decide anew, then call `order` again with `expect_seq`",
+            "`text` (the answer) cannot be empty",
+            "`reason` (what the worker should change) cannot be empty",
+            "no order wo_9 in this project: check `id`",
         ] {
             assert!(all.contains(expected), "{expected:?} missing from:\n{all}");
         }

@@ -37,13 +37,16 @@ pub enum Side {
 /// - the root `$schema` goes (2020-12 is MCP's default dialect), and `$defs` are inlined
 ///   where they are used (each is used once per tool);
 /// - every `format` goes (`uint32` and the like are not standard formats), as do
-///   `additionalProperties: true` and `default: null` (both are what absence means);
+///   `additionalProperties: true`, `default: null` and a flag's `default: false` (each is
+///   what absence means);
 /// - a property missing from `required` loses `null` from its type: an optional input is
 ///   absent when unset, and an output field is optional only when it is skipped when
 ///   `None` (the serialize-mode schema keeps a written `null` required, so it keeps its
 ///   `null`);
-/// - outputs also lose `required` and `minimum: 0` (counts and sizes): a client reads what
-///   is there, and a validator accepts the same documents less strictly, never wrongly.
+/// - outputs also lose `required` and `minimum: 0` (counts and sizes), and a nested
+///   object with `properties` loses its `type: object` (the root keeps it, as MCP asks):
+///   a client reads what is there, and a validator accepts the same documents less
+///   strictly, never wrongly.
 pub fn compact(schema: &JsonObject, side: Side) -> JsonObject {
     let mut schema = schema.clone();
     schema.remove("$schema");
@@ -52,6 +55,9 @@ pub fn compact(schema: &JsonObject, side: Side) -> JsonObject {
         _ => Map::new(),
     };
     trim(&mut schema, &defs, side);
+    if side == Side::Output {
+        schema.insert("type".into(), Value::from("object"));
+    }
     schema
 }
 
@@ -77,11 +83,19 @@ fn trim(schema: &mut JsonObject, defs: &JsonObject, side: Side) {
     if schema.get("additionalProperties") == Some(&Value::Bool(true)) {
         schema.remove("additionalProperties");
     }
-    if schema.get("default") == Some(&Value::Null) {
+    if schema.get("default") == Some(&Value::Null)
+        || (schema.get("type") == Some(&Value::from("boolean"))
+            && schema.get("default") == Some(&Value::Bool(false)))
+    {
         schema.remove("default");
     }
-    if side == Side::Output && schema.get("minimum") == Some(&Value::from(0)) {
-        schema.remove("minimum");
+    if side == Side::Output {
+        if schema.get("minimum") == Some(&Value::from(0)) {
+            schema.remove("minimum");
+        }
+        if schema.contains_key("properties") && schema.get("type") == Some(&Value::from("object")) {
+            schema.remove("type");
+        }
     }
     let required: Vec<Value> = match side {
         Side::Input => schema.get("required").and_then(Value::as_array).cloned(),
@@ -169,10 +183,6 @@ fn string(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string" })
 }
 
-fn end(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "enum": ["recipient", "sender"] })
-}
-
 // ---- inputs ----
 
 /// A tool's arguments, or what is wrong with them in words that name the argument
@@ -208,7 +218,7 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Paramet
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InboxInput {
-    /// Also what you finished, not archived.
+    /// Also finished ones.
     #[serde(default)]
     pub all: bool,
 }
@@ -216,7 +226,7 @@ pub struct InboxInput {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OutboxInput {
-    /// Also those you archived.
+    /// Also archived ones.
     #[serde(default)]
     pub all: bool,
 }
@@ -231,7 +241,7 @@ pub struct IdInput {
 #[serde(deny_unknown_fields)]
 pub struct ShowInput {
     pub id: String,
-    /// Payload bytes shown, default 8192.
+    /// Bytes, default 8192.
     pub max_bytes: Option<usize>,
 }
 
@@ -239,7 +249,6 @@ pub struct ShowInput {
 #[serde(deny_unknown_fields)]
 pub struct CompleteInput {
     pub id: String,
-    /// How; posted to the sender.
     pub note: Option<String>,
 }
 
@@ -247,25 +256,22 @@ pub struct CompleteInput {
 #[serde(deny_unknown_fields)]
 pub struct HandBackInput {
     pub id: String,
-    /// Posted to the sender.
     pub reason: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendInput {
-    /// Passnames.
     pub to: Vec<String>,
-    /// Default message.
+    // Defaults (here `message`) and what every argument of this name means are said once,
+    // in the server's instructions, rather than in each schema that has it.
     #[serde(rename = "type", default)]
     #[schemars(schema_with = "kind")]
     pub kind: Option<MessageType>,
-    /// Lane, a lowercase slug.
     pub topic: String,
-    /// Text; or give payload.
+    /// Or payload.
     pub body: Option<String>,
     pub payload: Option<Map<String, Value>>,
-    /// Repeats with this key return the first id.
     pub idempotency_key: Option<String>,
 }
 
@@ -275,7 +281,6 @@ pub struct ReplyInput {
     pub id: String,
     /// Default: the other side.
     pub to: Option<Vec<String>>,
-    /// Default message.
     #[serde(rename = "type", default)]
     #[schemars(schema_with = "kind")]
     pub kind: Option<MessageType>,
@@ -296,25 +301,22 @@ pub struct SearchInput {
     pub kind: Option<MessageType>,
     pub from: Option<String>,
     pub to: Option<String>,
-    /// RFC 3339 or an age (2h).
     pub since: Option<String>,
-    /// RFC 3339 or an age (2h).
     pub until: Option<String>,
     /// Yours.
     #[serde(default)]
     #[schemars(schema_with = "status")]
     pub status: Option<DeliveryStatus>,
-    /// Page size, default 50.
+    /// Default 50.
     #[schemars(range(min = 1, max = 100))]
     pub limit: Option<u32>,
-    /// A page's `next`.
     pub cursor: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResumeInput {
-    /// Packet bytes, default 6000.
+    /// Bytes, default 6000.
     pub max_bytes: Option<usize>,
 }
 
@@ -345,7 +347,7 @@ pub struct ConstrainInput {
 #[serde(deny_unknown_fields)]
 pub struct NoteInput {
     pub text: String,
-    /// An id, or a path from the project root.
+    /// An id or a path.
     pub subject: String,
 }
 
@@ -353,7 +355,7 @@ pub struct NoteInput {
 #[serde(deny_unknown_fields)]
 pub struct ReceiptWriteInput {
     pub step: String,
-    /// A path from the project root, or a URI.
+    /// A path or a URI.
     pub artifact: String,
     pub run: Option<String>,
 }
@@ -371,6 +373,59 @@ pub struct ReceiptWaitInput {
     pub timeout_seconds: Option<u32>,
 }
 
+// A step of the order lifecycle, as the `order` tool's `action` (a doc comment here would
+// be a description in the schema); an order's `allowed` names these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderVerb {
+    Create,
+    Accept,
+    Decline,
+    Start,
+    Report,
+    Answer,
+    Approve,
+    Rework,
+    Cancel,
+}
+
+impl OrderVerb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Create => "create",
+            Self::Accept => "accept",
+            Self::Decline => "decline",
+            Self::Start => "start",
+            Self::Report => "report",
+            Self::Answer => "answer",
+            Self::Approve => "approve",
+            Self::Rework => "rework",
+            Self::Cancel => "cancel",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OrderInput {
+    pub action: OrderVerb,
+    pub id: Option<String>,
+    pub document: Option<Map<String, Value>>,
+    pub text: Option<String>,
+    pub reason: Option<String>,
+    pub expect_seq: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OrderShowInput {
+    pub id: String,
+    pub since: Option<i64>,
+    /// Default 60.
+    #[schemars(range(min = 1, max = 300))]
+    pub timeout_seconds: Option<u32>,
+}
+
 // ---- outputs ----
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -383,11 +438,11 @@ pub struct Row {
     #[schemars(schema_with = "string")]
     pub kind: MessageType,
     pub topic: String,
-    /// Yours.
+    // Yours (the instructions say so once, not in every row schema).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "string")]
     pub status: Option<DeliveryStatus>,
-    /// Sender's end.
+    // The sender's end.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "string")]
     pub request_status: Option<RequestStatus>,
@@ -439,7 +494,7 @@ pub struct Messages {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Page {
     pub items: Vec<Row>,
-    /// Empty on the last page.
+    /// Empty when done.
     pub next: String,
 }
 
@@ -447,7 +502,7 @@ pub struct Page {
 pub struct Shown {
     #[serde(flatten)]
     pub message: Row,
-    /// Absent when cut: see truncated.
+    /// Absent when truncated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload: Option<Map<String, Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -472,7 +527,7 @@ pub struct Sent {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Stepped {
     pub id: String,
-    #[schemars(schema_with = "end")]
+    // `recipient` or `sender`: the instructions say so once.
     pub end: String,
     pub from: String,
     pub status: String,
@@ -537,5 +592,64 @@ impl Receipt {
 impl From<baton_core::state::Receipt> for Receipt {
     fn from(r: baton_core::state::Receipt) -> Self {
         Self::new(r.record, r.written.at, r.written.actor)
+    }
+}
+
+/// An order after a step: where it stands now (`status` reads `expired` past its deadline)
+/// and the `action`s allowed next; `note` is the newest step's.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OrderStepped {
+    pub id: String,
+    pub status: String,
+    pub seq: i64,
+    pub allowed: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// An order as `order_show` reads it: the same, with its steps (every one, or those after
+/// `since`), its document (unless waiting) and the newest report among the steps.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OrderView {
+    #[serde(flatten)]
+    pub order: OrderStepped,
+    pub steps: Vec<OrderStep>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub document: Option<Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OrderStep {
+    pub seq: i64,
+    pub action: String,
+    pub status: String,
+    pub by: String,
+    pub at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl OrderStep {
+    /// An order's event as a step; `None` for any other event.
+    pub fn new(event: &baton_core::Event) -> Option<Self> {
+        use baton_core::Change;
+        use baton_core::order::OrderChange;
+        let (seq, action, status, note) = match &event.change {
+            Change::Order(OrderChange::Created(c)) => (c.seq, "create", "offered", None),
+            Change::Order(OrderChange::Stepped(s)) => {
+                (s.seq, s.action.as_str(), s.status.as_str(), s.note.clone())
+            }
+            _ => return None,
+        };
+        Some(Self {
+            seq,
+            action: action.to_owned(),
+            status: status.to_owned(),
+            by: event.actor.clone(),
+            at: timestamp(event.at),
+            note,
+        })
     }
 }

@@ -73,6 +73,47 @@ pub fn has_invalid(findings: &[Finding]) -> bool {
     findings.iter().any(|f| f.kind == FindingKind::Invalid)
 }
 
+/// Every finding on an order: O1–O5 (with C1–C5 against a parent and its other
+/// sub-orders), the `x-baton` rules, and B9 when the project requires the contract. What
+/// `baton handoff check`, `baton order create` and the MCP `order` tool all check.
+pub fn order_findings(
+    doc: &Value,
+    parent: Option<(&Value, &[SubOrder<'_>])>,
+    env: &dyn Environment,
+    mode: ContractMode,
+) -> Vec<Finding> {
+    let mut f = match parent {
+        Some((parent, subs)) => check_sub_order(doc, parent, subs),
+        None => check_order(doc),
+    };
+    f.extend(check_order_contract(doc, env));
+    if mode == ContractMode::Required {
+        f.extend(contract::contract_required_findings(doc));
+    }
+    f
+}
+
+/// Every finding on a report against its order: R1–R16 (R13 with the order's
+/// sub-orders), the `x-baton` rules, and B9 when the project requires the contract. What
+/// `baton handoff check`, `baton order report` and the MCP `order` tool all check.
+pub fn report_findings(
+    doc: &Value,
+    order: &Value,
+    subs: &[SubOrder<'_>],
+    env: &dyn Environment,
+    mode: ContractMode,
+) -> Vec<Finding> {
+    let mut f = check_report(doc, order);
+    if !f.iter().any(|x| x.rule == "R1") {
+        f.extend(check_own_cost(doc, order, subs));
+    }
+    f.extend(check_report_contract(doc, Some(order), env));
+    if mode == ContractMode::Required {
+        f.extend(contract::contract_required_findings(doc));
+    }
+    f
+}
+
 /// Largest document Baton reads, in bytes. Larger ones are refused before parsing.
 pub const MAX_DOCUMENT_BYTES: usize = 8 * 1024 * 1024;
 

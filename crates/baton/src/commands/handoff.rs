@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use baton_core::awl::{
-    self, ContractMode, DocumentKind, Environment, Finding, FindingKind, SubOrder,
-    contract::contract_required_findings, has_invalid,
+    self, ContractMode, DocumentKind, Environment, Finding, FindingKind, SubOrder, has_invalid,
+    order_findings, report_findings,
 };
 use baton_core::state::StateOp;
 use baton_store::Store;
@@ -341,45 +341,6 @@ fn check(g: &GlobalArgs, args: CheckArgs) -> CommandResult<Output> {
         }
     };
     findings_output(&args.file, Some(kind), findings)
-}
-
-/// Every finding on an order: O1–O5 (with C1–C5 against a parent and its other
-/// sub-orders), the `x-baton` rules, and B9 when the project requires the contract.
-pub(crate) fn order_findings(
-    doc: &Value,
-    parent: Option<(&Value, &[SubOrder<'_>])>,
-    env: &dyn Environment,
-    mode: ContractMode,
-) -> Vec<Finding> {
-    let mut f = match parent {
-        Some((parent, subs)) => awl::check_sub_order(doc, parent, subs),
-        None => awl::check_order(doc),
-    };
-    f.extend(awl::check_order_contract(doc, env));
-    if mode == ContractMode::Required {
-        f.extend(contract_required_findings(doc));
-    }
-    f
-}
-
-/// Every finding on a report against its order: R1–R16 (R13 with the order's
-/// sub-orders), the `x-baton` rules, and B9 when the project requires the contract.
-pub(crate) fn report_findings(
-    doc: &Value,
-    order: &Value,
-    subs: &[SubOrder<'_>],
-    env: &dyn Environment,
-    mode: ContractMode,
-) -> Vec<Finding> {
-    let mut f = awl::check_report(doc, order);
-    if !f.iter().any(|x| x.rule == "R1") {
-        f.extend(awl::check_own_cost(doc, order, subs));
-    }
-    f.extend(awl::check_report_contract(doc, Some(order), env));
-    if mode == ContractMode::Required {
-        f.extend(contract_required_findings(doc));
-    }
-    f
 }
 
 /// The findings as output; with any `invalid` one the command exits 3 after printing them

@@ -6,6 +6,7 @@ use clap::Args;
 
 use crate::cli::GlobalArgs;
 use crate::commands::Context;
+use crate::commands::handoff::Workspace;
 use crate::error::{CommandError, CommandResult};
 use crate::output::Output;
 
@@ -33,10 +34,12 @@ pub async fn run(g: &GlobalArgs, _args: McpArgs) -> CommandResult<Output> {
     let settings = baton_mcp::Settings {
         payload_cap: ctx.project.config.payload_cap,
         duplicate_window: ctx.project.config.duplicate_window,
+        contract: ctx.project.config.contract,
     };
     let project = baton_mcp::Project {
         root: ctx.project.root.clone(),
         clock: Arc::new(ctx.project.clock()),
+        environment: Arc::new(Workspace::discover(Some(&ctx.project))),
     };
     eprintln!(
         "baton mcp: serving {} as {me} on stdio",

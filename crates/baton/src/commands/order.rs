@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use baton_core::awl::{DocumentKind, Finding, FindingKind, has_invalid};
+use baton_core::awl::{
+    DocumentKind, Finding, FindingKind, has_invalid, order_findings, report_findings,
+};
 use baton_core::order::{Order, OrderAction, OrderRefused, OrderRequest, allowed};
 use baton_core::{Event, Millis, Passname, Payload, Topic};
 use baton_store::receipt::POLL;
@@ -15,7 +17,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use crate::commands::Context;
-use crate::commands::handoff::{Workspace, order_findings, read_document, report_findings};
+use crate::commands::handoff::{Workspace, read_document};
 use crate::error::{CommandError, CommandResult, ErrorKind};
 use crate::output::{Output, now, table, timestamp};
 use crate::project::parse_duration;

@@ -1,7 +1,8 @@
 //! `baton mcp` with real clients: the official MCP Python SDK on protocol 2025-11-25 and raw
-//! JSON-RPC lines on 2025-06-18 (the scripts in `tests/mcp/`: the message round, project
-//! memory and receipts, the resume packet as a tool, prompt and resource), plus startup
-//! refusals, settings taken from the project's config and paths taken from its root.
+//! JSON-RPC lines on 2025-06-18 (the scripts in `tests/mcp/`: the message round, a Work
+//! Order round, project memory and receipts, the resume packet as a tool, prompt and
+//! resource), plus startup refusals, settings taken from the project's config and paths
+//! taken from its root.
 //!
 //! The Python client lives in a virtual environment under the cargo target dir, made on
 //! first use and reused after: `python3 -m venv target/tmp/mcp-venv`, then
@@ -133,9 +134,10 @@ fn mcp_full_round_through_the_python_sdk_on_2025_11_25() {
     let out = client("sdk_client.py");
     for line in [
         "sdk: full round ok",
+        "sdk: order round ok",
         "sdk: resume, focus, decide, constrain, note and receipts ok; state and alerts match",
         "sdk: the resume prompt and baton://resume return the packet",
-        "sdk: every tool's output (18 tools) matched its outputSchema",
+        "sdk: every tool's output (20 tools) matched its outputSchema",
         "sdk: unknown tool, prompt and resource are protocol errors",
     ] {
         assert!(out.contains(line), "{line:?} missing from:\n{out}");
@@ -148,9 +150,10 @@ fn mcp_full_round_over_raw_json_rpc_on_2025_06_18() {
     for line in [
         "raw: tools/list result is ",
         "raw: full round ok on 2025-06-18",
+        "raw: order round ok on 2025-06-18",
         "raw: resume, focus, decide, constrain, note and receipts ok; state and alerts match",
         "raw: the resume prompt and baton://resume return the packet",
-        "raw: every tool's output (18 tools) matched its outputSchema",
+        "raw: every tool's output (20 tools) matched its outputSchema",
         "garbage lines are protocol errors",
         "hostile argument sets came back as isError results",
         "stdout carried only JSON-RPC",

@@ -213,6 +213,20 @@ HOSTILE: list[tuple[str, Any]] = [
     ("receipt_wait", {"step": "s", "timeout_seconds": 0}),
     ("receipt_wait", {"step": "s", "timeout_seconds": 301}),
     ("receipt_wait", {"step": "s", "timeout_seconds": 1.5}),
+    ("order", {}),
+    ("order", {"action": "fly"}),
+    ("order", {"action": "accept"}),
+    ("order", {"action": "accept", "id": "wo_none"}),
+    ("order", {"action": "accept", "id": "wo_none", "expect_seq": "1"}),
+    ("order", {"action": "create"}),
+    ("order", {"action": "create", "document": "x"}),
+    ("order", {"action": "create", "id": "wo_1", "document": {}}),
+    ("order", {"action": "answer", "id": "wo_none"}),
+    ("order", {"action": "rework", "id": "wo_none", "text": "x"}),
+    ("order", {"action": "approve", "id": "wo_none", "actor": "planner"}),
+    ("order_show", {"id": "wo_none"}),
+    ("order_show", {"id": "wo_none", "timeout_seconds": 5}),
+    ("order_show", {"id": "x", "since": 0, "timeout_seconds": 0}),
 ]
 
 
@@ -247,6 +261,8 @@ async def main(baton: str, project: str) -> None:
     )
     await checks.full_round(*checked)
     print(f"raw: full round ok on {PROTOCOL}")
+    await checks.order_round(*checked, checks.Cli(baton, project))
+    print(f"raw: order round ok on {PROTOCOL}")
     await checks.memory_round(*checked, checks.Cli(baton, project))
     print("raw: resume, focus, decide, constrain, note and receipts ok; state and alerts match")
     await checks.packet_doors(executor, checked[1])

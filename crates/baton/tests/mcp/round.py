@@ -23,9 +23,9 @@ from jsonschema import Draft202012Validator
 TOOLS = {
     "inbox", "outbox", "show", "send", "reply", "ack", "complete", "hand_back",
     "archive", "search", "thread", "resume", "focus", "decide", "constrain", "note",
-    "receipt_write", "receipt_wait",
+    "receipt_write", "receipt_wait", "order", "order_show",
 }
-READ_ONLY = {"inbox", "outbox", "search", "thread", "resume"}
+READ_ONLY = {"inbox", "outbox", "search", "thread", "resume", "order_show"}
 IDEMPOTENT = {
     "show", "ack", "complete", "hand_back", "archive", "focus", "receipt_write",
     "receipt_wait",
@@ -236,6 +236,121 @@ async def full_round(planner: Checked, executor: Checked) -> None:
     assert "`limit`" in text, text
     text = await planner.refused("hand_back", id=unseen, reason="not mine")
     assert "as its sender you complete or archive" in text, text
+
+
+def order_doc(id: str) -> dict:
+    """A Work Order from the planner to impl-1 that passes every rule, the `x-baton`
+    contract included (the project requires it by default)."""
+    return {
+        "spec": "awl/work-order@0.1", "id": id, "created_at": "2025-01-01T00:00:00Z",
+        "from": "planner", "to": "impl-1", "escalate_to": "planner",
+        "goal": "Keep the filters in the CSV export",
+        "criteria": [{"id": "c1", "text": "Filtered rows only"}],
+        "budget": {"usd": 2, "tool_calls": 20},
+        "deadline": "2999-01-01T00:00:00Z",
+        "tools": ["repo/*"],
+        "x-baton": {
+            "context": {"repository": "git@example.org:acme/shop.git", "base_revision": "abc123",
+                        "reproduction": "export with a filter", "expected": "only filtered rows"},
+            "scope": {"allowed": ["src/export.rs"], "excluded": ["migrations"]},
+            "execution": {"test_command": "sh -c true"},
+            "acceptance": {"owner": "planner"},
+            "stop_when": ["the fixture is missing"],
+            "decision": {"resume_at": "run the export test with a filter"},
+        },
+    }
+
+
+def report_doc(order_id: str) -> dict:
+    """A `done` report by impl-1 on `order_id`, with its evidence."""
+    return {
+        "spec": "awl/work-report@0.1", "order_id": order_id, "from": "impl-1", "status": "done",
+        "result": {"summary": "Filters kept"},
+        "evidence": [{"criterion": "c1", "type": "note", "note": "tested with a filter"}],
+        "cost": {"usd": 1, "tool_calls": 3},
+        "finished_at": "2025-01-01T01:00:00Z",
+        "tools_used": ["repo/read"],
+        "x-baton": {"evidence": {
+            "before": {"command": "sh -c true", "exit_code": 1, "output": "2 rows",
+                       "base_revision": "abc123"},
+            "change": [{"file": "src/export.rs", "reason": "apply the filters"}],
+            "after": {"command": "sh -c true", "exit_code": 0, "output": "1 row"},
+            "uncertainty": {"none": True},
+            "review": {"commit": "def456", "acceptance_owner": "planner"},
+        }},
+    }
+
+
+async def order_round(planner: Checked, executor: Checked, cli: Cli) -> None:
+    """A Work Order through `order` and `order_show`: the planner offers, the executor
+    accepts, starts and reports while the planner waits, the planner approves; each
+    refusal says what to do next, and the CLI sees what the tools did."""
+    wo = "wo_mcp_1"
+    made = await planner.ok("order", action="create", document=order_doc(wo))
+    assert (made["id"], made["status"], made["seq"]) == (wo, "offered", 1), made
+    assert made["allowed"] == ["accept", "decline", "cancel"], made
+
+    text = await executor.refused("order", action="approve", id=wo)
+    assert "impl-1 may not approve" in text and "only its sender (planner) may" in text, text
+    text = await executor.refused("order", action="accept", id=wo, text="yes")
+    assert "`text` is not for action `accept`" in text, text
+    text = await executor.refused("order", action="start", id=wo)
+    assert "it is offered (accept it first)" in text and "accept, decline, cancel" in text, text
+    bad = order_doc("wo_mcp_bad")
+    bad["criteria"] = []
+    del bad["x-baton"]["execution"]
+    text = await planner.refused("order", action="create", document=bad)
+    assert "nothing was stored" in text and "at `document/criteria`" in text, text
+    assert "B9 at `document/x-baton/execution`" in text, text
+    text = await executor.refused("order", action="create", document=order_doc("wo_mcp_2"))
+    assert "must be the acting identity (impl-1)" in text, text
+
+    shown = await executor.ok("order_show", id=wo)
+    assert shown["document"]["goal"] == "Keep the filters in the CSV export", shown
+    assert [(s["seq"], s["action"], s["by"]) for s in shown["steps"]] == [(1, "create", "planner")]
+    assert "report" not in shown, shown
+
+    accepted = await executor.ok("order", action="accept", id=wo)
+    assert (accepted["status"], accepted["seq"]) == ("accepted", 2), accepted
+    started = await executor.ok("order", action="start", id=wo, expect_seq=2)
+    assert (started["status"], started["seq"]) == ("working", 3), started
+    text = await executor.refused("order", action="report", id=wo, document={"status": "done"})
+    assert "is refused as a Work Report" in text and "`document" in text, text
+
+    # The planner waits for the report while the executor (another process) writes it.
+    waited, reported = await asyncio.gather(
+        planner.ok("order_show", id=wo, since=3, timeout_seconds=60),
+        executor.ok("order", action="report", id=wo, document=report_doc(wo)),
+    )
+    assert (reported["status"], reported["seq"]) == ("submitted", 4), reported
+    assert reported["allowed"] == ["approve", "rework", "cancel"], reported
+    assert [s["action"] for s in waited["steps"]] == ["report_done"], waited
+    assert waited["report"]["result"] == {"summary": "Filters kept"}, waited
+    assert "document" not in waited, waited
+
+    text = await executor.refused("order", action="approve", id=wo)
+    assert "only its sender (planner) may" in text, text
+    text = await planner.refused("order", action="approve", id=wo, expect_seq=3)
+    assert "moved on" in text and "`order_show`" in text and "`expect_seq`" in text, text
+    approved = await planner.ok("order", action="approve", id=wo, expect_seq=4)
+    assert (approved["status"], approved["seq"], approved["allowed"]) == ("approved", 5, []), approved
+
+    final = await planner.ok("order_show", id=wo)
+    assert final["status"] == "approved" and final["seq"] == 5, final
+    seqs = [s["seq"] for s in final["steps"]]
+    assert seqs == sorted(seqs) == [1, 2, 3, 4, 5], final
+    assert [(s["action"], s["status"], s["by"]) for s in final["steps"]] == [
+        ("create", "offered", "planner"), ("accept", "accepted", "impl-1"),
+        ("start", "working", "impl-1"), ("report_done", "submitted", "impl-1"),
+        ("approve", "approved", "planner")], final
+    assert final["report"]["status"] == "done", final
+    text = await planner.refused("order_show", id=wo, since=5, timeout_seconds=1)
+    assert "no step after seq 5" in text and "`order_show`" in text, text
+    text = await planner.refused("order", action="cancel", id=wo)
+    assert "it is approved" in text and "nothing (it is closed)" in text, text
+
+    cli_view = await cli.json_async(None, "order", "show", wo)
+    assert (cli_view["order"]["status"], cli_view["order"]["seq"]) == ("approved", 5), cli_view
 
 
 def all_validated(*conns: Checked) -> None:

@@ -77,6 +77,8 @@ async def main(baton: str, project: str) -> None:
         )
         await checks.full_round(*checked)
         print("sdk: full round ok")
+        await checks.order_round(*checked, checks.Cli(baton, project))
+        print("sdk: order round ok")
         await checks.memory_round(*checked, checks.Cli(baton, project))
         print("sdk: resume, focus, decide, constrain, note and receipts ok; state and alerts match")
         await checks.packet_doors(executor, checked[1])
