@@ -63,16 +63,24 @@ pub struct Packet {
     pub sections: Vec<Shown>,
 }
 
+/// The largest index ≤ `max` (and ≤ `s.len()`) that starts a character: where a byte cap
+/// may cut `s` without splitting one.
+pub fn floor_char_boundary(s: &str, max: usize) -> usize {
+    (0..=max.min(s.len()))
+        .rev()
+        .find(|i| s.is_char_boundary(*i))
+        .unwrap_or(0)
+}
+
 /// Cuts `s` to at most `max` bytes on a character boundary, marking the cut with `…`.
 pub fn clip(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_owned();
     }
-    let floor = |n: usize| (0..=n).rev().find(|i| s.is_char_boundary(*i)).unwrap_or(0);
     match max.checked_sub('…'.len_utf8()) {
-        Some(budget) => format!("{}…", &s[..floor(budget)]),
+        Some(budget) => format!("{}…", &s[..floor_char_boundary(s, budget)]),
         // No room even for the mark.
-        None => s[..floor(max)].to_owned(),
+        None => s[..floor_char_boundary(s, max)].to_owned(),
     }
 }
 
@@ -205,6 +213,14 @@ mod tests {
             p.text,
             "h\n\n## A\n- 0:xxxxx\n- 1:xxxxx\n\n## B\n  nothing\n"
         );
+    }
+
+    #[test]
+    fn cuts_never_split_a_character() {
+        let s = "aé"; // 'é' is two bytes, at 1..3
+        assert_eq!(floor_char_boundary(s, 2), 1);
+        assert_eq!(floor_char_boundary(s, 3), 3);
+        assert_eq!(floor_char_boundary(s, 10), 3);
     }
 
     #[test]

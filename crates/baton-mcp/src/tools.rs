@@ -17,6 +17,7 @@ use baton_core::awl::{
 use baton_core::message::reply_recipients;
 use baton_core::order::{Order, OrderAction, OrderRequest, allowed};
 use baton_core::packet::DEFAULT_MAX_BYTES;
+use baton_core::packet::floor_char_boundary;
 use baton_core::state::StateOp;
 use baton_core::{Draft, Event, MessageType, Millis, Passname, Payload, PayloadError, Topic};
 use baton_store::recall::{self, SubjectError};
@@ -367,14 +368,6 @@ fn time(field: &str, text: &str, now: Millis) -> Result<Millis, String> {
                 "`{field}`: {text:?} is neither an RFC 3339 time (2026-11-29T10:00:00Z) nor an age (2h, 3d)"
             )
         })
-}
-
-/// The largest index ≤ `max` that starts a character.
-fn floor_char_boundary(s: &str, max: usize) -> usize {
-    (0..=max.min(s.len()))
-        .rev()
-        .find(|i| s.is_char_boundary(*i))
-        .unwrap_or(0)
 }
 
 fn shown(fetched: Fetched, me: &Passname, max_bytes: usize) -> Shown {
@@ -1199,13 +1192,5 @@ mod tests {
         let err = time("until", "soon", now).unwrap_err();
         assert!(err.starts_with("`until`:"), "{err}");
         assert!(time("since", "-2h", now).is_err());
-    }
-
-    #[test]
-    fn cuts_never_split_a_character() {
-        let s = "aé"; // 'é' is two bytes, at 1..3
-        assert_eq!(floor_char_boundary(s, 2), 1);
-        assert_eq!(floor_char_boundary(s, 3), 3);
-        assert_eq!(floor_char_boundary(s, 10), 3);
     }
 }

@@ -1,5 +1,6 @@
 //! The read side: `baton inbox`, `outbox`, `show` and `thread`.
 
+use baton_core::packet::floor_char_boundary;
 use baton_core::time::age;
 use baton_store::{Envelope, Store};
 use clap::Args;
@@ -168,14 +169,6 @@ pub async fn show(ctx: &Context, args: ShowArgs) -> CommandResult<Output> {
     Ok(Output::new("baton/show@1", doc, human))
 }
 
-/// The largest index ≤ `max` that starts a character.
-fn floor_char_boundary(s: &str, max: usize) -> usize {
-    (0..=max.min(s.len()))
-        .rev()
-        .find(|i| s.is_char_boundary(*i))
-        .unwrap_or(0)
-}
-
 pub async fn thread(ctx: &Context, args: ThreadArgs) -> CommandResult<Output> {
     let me = ctx.maybe_me().await?;
     let items = ctx.store.thread(&args.id).await?;
@@ -204,17 +197,4 @@ pub async fn thread(ctx: &Context, args: ThreadArgs) -> CommandResult<Output> {
         json!({ "id": args.id, "items": rows(&items, StatusOf::Caller(me.as_ref())) }),
         human,
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::floor_char_boundary;
-
-    #[test]
-    fn cuts_never_split_a_character() {
-        let s = "aé"; // 'é' is two bytes, at 1..3
-        assert_eq!(floor_char_boundary(s, 2), 1);
-        assert_eq!(floor_char_boundary(s, 3), 3);
-        assert_eq!(floor_char_boundary(s, 10), 3);
-    }
 }
