@@ -7,8 +7,10 @@
 //! only checks that it works, on a small store.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
+
+mod support;
+use support::baton;
 
 use baton_core::{Draft, MessageType, Passname, Payload, Topic};
 use baton_store::{SearchQuery, SqliteStore, Store, Verb};
@@ -158,23 +160,6 @@ fn run_all(exe: &Path, project: &Path, argvs: Vec<Vec<String>>) -> Vec<Duration>
         })
         .skip(1)
         .collect()
-}
-
-/// Runs `baton ARGS…` in `project`, insisting on success.
-fn baton(exe: &Path, project: &Path, argv: &[&str]) {
-    let out = Command::new(exe)
-        .args(argv)
-        .current_dir(project)
-        .env_remove("BATON_PROJECT")
-        .env_remove("BATON_AS")
-        .output()
-        .expect("run baton");
-    assert!(
-        out.status.success(),
-        "baton {argv:?} failed with {}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Fills the store with `scale.messages` messages, a history shaped like a busy project:

@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod support;
+use support::baton;
+
 const PAYLOAD: &[u8] = br#"{"session_id":"5f1c2a9e-8d1b-4c1e-9a51-2b7c0e3d4f10","transcript_path":"/tmp/t.jsonl","cwd":"/repo","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cargo test"}}"#;
 
 /// A writer that never stops: one `baton send` after another, each its own process and
@@ -19,21 +22,6 @@ while :; do
   "$1" --as planner send --to impl-1 --type info --topic bench --body "write $i" > /dev/null || exit 1
   i=$((i + 1))
 done"#;
-
-fn baton(exe: &Path, project: &Path, args: &[&str]) {
-    let out = Command::new(exe)
-        .args(args)
-        .current_dir(project)
-        .env_remove("BATON_PROJECT")
-        .env_remove("BATON_AS")
-        .output()
-        .expect("run baton");
-    assert!(
-        out.status.success(),
-        "baton {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 struct Timed {
     label: &'static str,

@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod support;
+use support::baton;
+
 use serde_json::{Value, json};
 
 /// The budget SPEC §8 asks us to keep `tools/list` under.
@@ -45,18 +48,6 @@ impl Session {
         assert_ne!(result["isError"], json!(true), "{name}: {result}");
         result["structuredContent"].clone()
     }
-}
-
-fn baton(exe: &Path, project: &Path, args: &[&str]) {
-    let status = Command::new(exe)
-        .args(args)
-        .current_dir(project)
-        .env_remove("BATON_PROJECT")
-        .env_remove("BATON_AS")
-        .stdout(Stdio::null())
-        .status()
-        .expect("run baton");
-    assert!(status.success(), "baton {args:?}: {status}");
 }
 
 fn serve(exe: &Path, project: &Path, who: &str) -> (std::process::Child, Session) {

@@ -10,27 +10,20 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+mod support;
+use support::baton;
+
 use baton_core::run::{ProcessRef, Registration, RunChange, RunStatus};
 use baton_store::{SqliteStore, Store};
 
 /// Runs written per transaction while seeding.
 const BATCH: usize = 1000;
 
-fn baton(exe: &Path, project: &Path, args: &[&str]) -> (Duration, serde_json::Value) {
+/// `baton ARGS…` as a whole process: how long it took and its JSON output.
+fn timed(exe: &Path, project: &Path, args: &[&str]) -> (Duration, serde_json::Value) {
     let started = Instant::now();
-    let out = Command::new(exe)
-        .args(args)
-        .current_dir(project)
-        .env_remove("BATON_PROJECT")
-        .env_remove("BATON_AS")
-        .output()
-        .expect("run baton");
+    let out = support::baton(exe, project, args);
     let took = started.elapsed();
-    assert!(
-        out.status.success(),
-        "baton {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let json = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
     (took, json)
 }
@@ -125,7 +118,7 @@ fn main() {
     runtime.block_on(seed(&project.join(".baton/baton.db"), finished, stranded));
     let seeded_in = seeding.elapsed();
 
-    let (first, report) = baton(&exe, project, &["--json", "reap"]);
+    let (first, report) = timed(&exe, project, &["--json", "reap"]);
     let lost = report["lost"].as_array().map_or(0, Vec::len);
     assert_eq!(
         lost, stranded,
@@ -133,14 +126,14 @@ fn main() {
     );
     let mut again = Vec::new();
     for _ in 0..repeats {
-        let (took, report) = baton(&exe, project, &["--json", "reap"]);
+        let (took, report) = timed(&exe, project, &["--json", "reap"]);
         assert_eq!(report["lost"].as_array().map_or(0, Vec::len), 0);
         again.push(took);
     }
     again.sort();
     let mut listing = Vec::new();
     for _ in 0..repeats {
-        listing.push(baton(&exe, project, &["--json", "runs"]).0);
+        listing.push(timed(&exe, project, &["--json", "runs"]).0);
     }
     listing.sort();
 

@@ -7,8 +7,10 @@
 //! `cargo test --benches` runs it) it only checks that it works, on the smallest store.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
+
+mod support;
+use support::baton;
 
 use baton_core::state::{StateOp, Subject};
 use baton_core::{Draft, MessageType, Passname, Payload, Topic};
@@ -48,7 +50,7 @@ fn main() {
         let (events, owed, state_events) =
             runtime.block_on(seed(&project.join(".baton/baton.db"), size));
         let seeded = seeding.elapsed();
-        let packet = baton(exe, project, &["--as", ME, "resume"]);
+        let packet = baton(exe, project, &["--as", ME, "resume"]).stdout;
         let mut times: Vec<Duration> = (0..RUNS)
             .map(|_| {
                 let t = Instant::now();
@@ -69,21 +71,6 @@ fn main() {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-fn baton(exe: &Path, project: &Path, args: &[&str]) -> Vec<u8> {
-    let out = Command::new(exe)
-        .args(args)
-        .env("BATON_PROJECT", project)
-        .env_remove("BATON_AS")
-        .output()
-        .expect("run baton");
-    assert!(
-        out.status.success(),
-        "baton {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
 }
 
 /// Seeds until the log holds `target` events; returns (events, owed requests, state events).
