@@ -127,12 +127,11 @@ fn main() {
 
 /// The store's generation (its newest event's seq), as `baton resume --json` reports it.
 fn generation(exe: &Path, project: &Path) -> i64 {
-    let out = Command::new(exe)
-        .args(["--json", "--as", "impl-1", "resume", "--max-bytes", "200"])
-        .current_dir(project)
-        .env_remove("BATON_PROJECT")
-        .output()
-        .expect("run baton resume");
+    let out = baton(
+        exe,
+        project,
+        &["--json", "--as", "impl-1", "resume", "--max-bytes", "200"],
+    );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("resume JSON");
     doc["generation"].as_i64().expect("a generation")
 }
