@@ -3,12 +3,18 @@
 //! Events are appended only through the parent module's `append`; the rules are
 //! `baton_core::order`'s.
 
-use baton_core::order::{self, Created, Order, OrderChange, OrderRefused, OrderRequest};
-use baton_core::{Change, Draft, Event, MessageType, Passname, Payload, Topic};
+use baton_core::delivery::{request_transition, transition};
+use baton_core::order::{
+    self, Created, Order, OrderChange, OrderRefused, OrderRequest, OrderStatus,
+};
+use baton_core::{
+    Change, DeliveryAction, DeliveryStatus, Draft, Event, MessageType, Millis, Passname, Payload,
+    RequestAction, RequestStatus, Topic,
+};
 use sqlx::sqlite::SqliteConnection;
 use sqlx::{QueryBuilder, Sqlite};
 
-use super::{SqliteStore, append, decode_events, now, send_in};
+use super::{SqliteStore, append, decode_events, envelope, now, send_in};
 use crate::{OrderQuery, OrderWritten, Result, StoreError};
 
 const CLOSED: &str = "('approved', 'declined', 'expired', 'cancelled')";
@@ -170,8 +176,69 @@ impl SqliteStore {
             .await
             .map_err(|e| self.err(e))?
             .ok_or_else(|| StoreError::Engine(format!("order {id} vanished")))?;
+        // `events` stays the order's own; the request's steps are in the log beside them.
+        self.follow_request(&mut tx, actor, &order, at).await?;
         tx.commit().await.map_err(|e| self.err(e))?;
         Ok(OrderWritten { order, events })
+    }
+
+    /// Keeps the order's `request` message in step with the order, in the same transaction:
+    /// once the worker acts on the order it has read the request (`delivered`); when the
+    /// order ends, the worker's end closes (`completed` when approved, `refused` otherwise)
+    /// and so does the sender's. Without this an approved order would stay in the worker's
+    /// inbox and resume packet as work still owed.
+    async fn follow_request(
+        &self,
+        conn: &mut SqliteConnection,
+        actor: &Passname,
+        order: &Order,
+        at: Millis,
+    ) -> Result<()> {
+        let Ok(worker) = Passname::new(&order.to) else {
+            return Ok(());
+        };
+        let env = envelope(conn, &order.message, self.busy_timeout).await?;
+        let mut steps: Vec<(DeliveryAction, Option<String>)> = Vec::new();
+        let mut status = env.status_for(&worker).unwrap_or(DeliveryStatus::Pending);
+        if status == DeliveryStatus::Pending && order.status != OrderStatus::Offered {
+            steps.push((DeliveryAction::Fetch, None));
+            status = DeliveryStatus::Delivered;
+        }
+        if order.status.is_terminal() && status == DeliveryStatus::Delivered {
+            let closing = if order.status == OrderStatus::Approved {
+                DeliveryAction::Complete
+            } else {
+                DeliveryAction::Refuse
+            };
+            steps.push((
+                closing,
+                Some(format!("order {} {}", order.id, order.status.as_str())),
+            ));
+        }
+        let mut current = env.status_for(&worker).unwrap_or(DeliveryStatus::Pending);
+        for (action, note) in steps {
+            let next = transition(current, action, env.kind)?;
+            let change = Change::DeliveryChanged {
+                message: order.message.clone(),
+                participant: worker.clone(),
+                status: next,
+                note,
+            };
+            append(conn, actor.as_str(), change, at)
+                .await
+                .map_err(|e| self.err(e))?;
+            current = next;
+        }
+        if order.status.is_terminal() && env.request_status == Some(RequestStatus::Open) {
+            let change = Change::RequestChanged {
+                message: order.message.clone(),
+                status: request_transition(RequestStatus::Open, RequestAction::Complete)?,
+            };
+            append(conn, actor.as_str(), change, at)
+                .await
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(())
     }
 
     pub(super) async fn load_order(&self, id: &str) -> Result<Option<Order>> {

@@ -188,7 +188,23 @@ fn a_whole_round_numbers_every_step_and_counts_the_reports() {
         all.extend_from_slice(args);
         let out = p.json(Some(who), &all);
         assert_eq!(out["order"]["status"], *want, "{who} {args:?}");
+        if *want == "accepted" {
+            // Acting on the order is reading its request.
+            let inbox = p.json(Some("impl-1"), &["inbox"]);
+            assert_eq!(inbox["items"][0]["status"], "delivered", "{inbox}");
+        }
     }
+    // The approved order is no longer owed: both ends of its request are closed.
+    assert_eq!(p.json(Some("impl-1"), &["inbox"])["items"], json!([]));
+    let outbox = p.json(Some("planner"), &["outbox", "--all"]);
+    assert_eq!(
+        outbox["items"][0]["status"]["impl-1"], "completed",
+        "{outbox}"
+    );
+    assert_eq!(
+        outbox["items"][0]["request_status"], "completed",
+        "{outbox}"
+    );
     let shown = show(&p, "wo_1");
     assert_eq!(shown["order"]["attempt"], 2);
     assert_eq!(shown["order"]["allowed"], json!([]));
