@@ -376,6 +376,21 @@ async fn project(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()>
     Ok(())
 }
 
+/// A projection row kept as the JSON of its fold (runs, orders): `query` selects its `data`
+/// column by id.
+async fn load_folded<T: serde::de::DeserializeOwned>(
+    conn: &mut SqliteConnection,
+    query: &'static str,
+    id: &str,
+) -> sqlx::Result<Option<T>> {
+    let data: Option<String> = sqlx::query_scalar(query)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    data.map(|d| serde_json::from_str(&d).map_err(|e| sqlx::Error::Decode(Box::new(e))))
+        .transpose()
+}
+
 async fn read_events(
     conn: &mut SqliteConnection,
     after: i64,

@@ -14,7 +14,7 @@ use baton_core::{
 use sqlx::sqlite::SqliteConnection;
 use sqlx::{QueryBuilder, Sqlite};
 
-use super::{SqliteStore, append, decode_events, envelope, now, send_in};
+use super::{SqliteStore, append, decode_events, envelope, load_folded, now, send_in};
 use crate::{OrderQuery, OrderWritten, Result, StoreError};
 
 const CLOSED: &str = "('approved', 'declined', 'expired', 'cancelled')";
@@ -33,12 +33,7 @@ pub(super) async fn project(
 }
 
 async fn load(conn: &mut SqliteConnection, id: &str) -> sqlx::Result<Option<Order>> {
-    let data: Option<String> = sqlx::query_scalar("SELECT data FROM orders WHERE id = ?")
-        .bind(id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    data.map(|d| serde_json::from_str(&d).map_err(|e| sqlx::Error::Decode(Box::new(e))))
-        .transpose()
+    load_folded(conn, "SELECT data FROM orders WHERE id = ?", id).await
 }
 
 async fn save(conn: &mut SqliteConnection, order: &Order) -> sqlx::Result<()> {

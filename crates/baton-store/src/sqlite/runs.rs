@@ -9,7 +9,7 @@ use baton_core::{Change, DeliveryStatus, Event, Passname};
 use sqlx::sqlite::SqliteConnection;
 use sqlx::{QueryBuilder, Sqlite};
 
-use super::{SqliteStore, append, now, read_state};
+use super::{SqliteStore, append, load_folded, now, read_state};
 use crate::{Reaped, Result, RunQuery, StoreError};
 
 const LIVE: &str = "('registered', 'running', 'untracked')";
@@ -31,12 +31,7 @@ pub(super) async fn project(
 }
 
 async fn load(conn: &mut SqliteConnection, id: &str) -> sqlx::Result<Option<Run>> {
-    let data: Option<String> = sqlx::query_scalar("SELECT data FROM runs WHERE id = ?")
-        .bind(id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    data.map(|d| serde_json::from_str(&d).map_err(|e| sqlx::Error::Decode(Box::new(e))))
-        .transpose()
+    load_folded(conn, "SELECT data FROM runs WHERE id = ?", id).await
 }
 
 async fn save(conn: &mut SqliteConnection, run: &Run) -> sqlx::Result<()> {

@@ -6,7 +6,7 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
-use crate::common::Project;
+use crate::common::{Project, code, stderr};
 
 const TEAM: &[(&str, &str)] = &[
     ("planner", "planner"),
@@ -29,14 +29,6 @@ macro_rules! snapshot {
             insta::assert_snapshot!($name, $value);
         });
     };
-}
-
-fn code(out: &std::process::Output) -> i32 {
-    out.status.code().expect("exited normally")
-}
-
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// How many messages the project holds, as anyone sees them.

@@ -3,6 +3,28 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The exit code of a process that exited (a signal is a test failure here).
+pub fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited normally")
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A tiny xorshift generator, so kill moments differ per trial without a dependency: the
+/// delays need spread, not quality.
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
 pub fn baton_exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_baton"))
 }

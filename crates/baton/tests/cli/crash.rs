@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use baton_store::SqliteStore;
 
-use crate::common::{Project, baton_exe};
+use crate::common::{Project, XorShift, baton_exe};
 
 const TRIALS: u64 = 24;
 /// How many messages the loop would send if nobody killed it: far more than it manages
@@ -30,18 +30,6 @@ while [ "$i" -le "$2" ]; do
   "$1" --as sender send --to receiver --type info --topic crash --body "msg-$i" || exit $?
   i=$((i + 1))
 done"#;
-
-/// A tiny xorshift generator: the delays need spread, not quality.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// What one trial saw.
 struct Trial {

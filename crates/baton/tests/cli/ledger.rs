@@ -19,7 +19,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::common::{Project, baton_exe};
+use crate::common::{Project, baton_exe, stderr};
 
 /// The longest any single step may take before the test gives up on it.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -121,10 +121,6 @@ fn run_with(project: &Project, needle: &str) -> Value {
         .collect();
     assert_eq!(found.len(), 1, "runs mentioning {needle}: {found:?}");
     found.into_iter().next().unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
-use crate::common::{Project, baton_exe};
+use crate::common::{Project, baton_exe, code};
 
 /// The client the scripts are written against; pinned so a new SDK release cannot change
 /// what these tests mean.
@@ -160,10 +160,6 @@ fn mcp_full_round_over_raw_json_rpc_on_2025_06_18() {
     ] {
         assert!(out.contains(line), "{line:?} missing from:\n{out}");
     }
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().expect("exited normally")
 }
 
 #[test]

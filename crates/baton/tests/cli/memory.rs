@@ -8,17 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::Project;
+use crate::common::{Project, XorShift, code, stderr};
 
 const TEAM: &[(&str, &str)] = &[("planner", "planner"), ("impl-1", "executor")];
-
-fn code(out: &std::process::Output) -> i32 {
-    out.status.code().expect("exited normally")
-}
-
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 fn git(dir: &Path, args: &[&str], date: Option<&str>) {
     let mut cmd = Command::new("git");
@@ -545,14 +537,6 @@ fn a_wait_returns_as_soon_as_the_receipt_lands() {
     );
 }
 
-/// A small xorshift, so the kill moments differ per trial without a dependency.
-fn jitter(seed: &mut u64, below: u64) -> u64 {
-    *seed ^= *seed << 13;
-    *seed ^= *seed >> 7;
-    *seed ^= *seed << 17;
-    *seed % below
-}
-
 #[test]
 fn a_killed_render_leaves_the_old_file_or_the_new_one() {
     let p = Project::new(TEAM);
@@ -564,7 +548,7 @@ fn a_killed_render_leaves_the_old_file_or_the_new_one() {
     std::fs::write(&file, json!({ "decisions": decisions }).to_string()).unwrap();
     p.ok(None, &["session", "end", "--file", file.to_str().unwrap()]);
     p.ok(None, &["state", "render"]);
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut killed_midway = 0;
     for trial in 0..30 {
         p.ok(None, &["focus", "set", &format!("trial {trial}")]);
@@ -573,7 +557,7 @@ fn a_killed_render_leaves_the_old_file_or_the_new_one() {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(jitter(&mut seed, 40)));
+        std::thread::sleep(Duration::from_millis(rng.next() % 40));
         let was_running = child.try_wait().unwrap().is_none();
         child.kill().ok();
         let status = child.wait().unwrap();

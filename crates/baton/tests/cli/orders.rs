@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::Project;
+use crate::common::{Project, code, stderr};
 
 /// The longest any single process may take before the test gives up on it.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -20,14 +20,6 @@ const TEAM: &[(&str, &str)] = &[
     ("impl-2", "executor"),
     ("owner", "owner"),
 ];
-
-fn code(out: &Output) -> i32 {
-    out.status.code().expect("an exit code, not a signal")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// A Work Order from the planner to impl-1 that passes every rule, the `x-baton` contract
 /// included (the project requires it by default).
