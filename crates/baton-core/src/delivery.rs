@@ -1,15 +1,21 @@
 //! The delivery lifecycle: each recipient's status for one message, and the sender's own
 //! end of a request. Transitions follow SPEC §5.1's table; anything else is an
 //! [`InvalidTransition`] naming the current status and the steps that are allowed.
+//!
+//! [`plan_step`] and [`plan_fetch`] turn what a participant asks into the events to
+//! append, so a backend stores the outcome and decides nothing.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::message::MessageType;
+use crate::event::Change;
+use crate::message::{DEFAULT_PAYLOAD_CAP, Draft, Envelope, MessageType, Payload};
+use crate::names::Passname;
+use crate::refusal::{Action, Blocker, Field, InvalidTransition, Refusal};
 
 /// A recipient's status for one message, independent of every other recipient's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryStatus {
     /// Stored, not yet fetched. Previewing is not delivery.
@@ -90,14 +96,14 @@ impl DeliveryAction {
         Self::Archive,
     ];
 
-    /// The command a user runs to take this step.
-    pub fn command(self) -> &'static str {
+    /// The step's canonical name (an edge may spell it its own way).
+    pub fn name(self) -> &'static str {
         match self {
             Self::Fetch => "show",
             Self::Refuse => "refuse",
             Self::Acknowledge => "ack",
             Self::Complete => "complete",
-            Self::HandBack => "hand-back",
+            Self::HandBack => "hand_back",
             Self::Archive => "archive",
         }
     }
@@ -105,7 +111,7 @@ impl DeliveryAction {
 
 /// The sender's own end of a request: open until it is satisfied with every recipient's
 /// end, then completed, then archived.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestStatus {
     Open,
@@ -143,27 +149,12 @@ pub enum RequestAction {
 }
 
 impl RequestAction {
-    pub fn command(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Self::Complete => "complete",
             Self::Archive => "archive",
         }
     }
-}
-
-/// A refused step: what was asked, where things stand, and what may be done instead.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "cannot {action} {what}: its status is {status}{why}; allowed next: {}",
-    if allowed.is_empty() { "nothing (it is final)".to_owned() } else { allowed.join(", ") }
-)]
-pub struct InvalidTransition {
-    pub action: &'static str,
-    pub what: &'static str,
-    pub status: &'static str,
-    /// Extra reason, e.g. " (only a request is completed)"; empty when the table says it all.
-    pub why: &'static str,
-    pub allowed: Vec<&'static str>,
 }
 
 /// Applies a recipient's action to its delivery of a message of type `kind`.
@@ -178,23 +169,16 @@ pub fn transition(
     use DeliveryAction as A;
     use DeliveryStatus as S;
     next_status(status, action, kind).ok_or_else(|| {
-        let why = match (status, action) {
-            (S::Delivered, A::Acknowledge) => {
-                " (a request is discharged with complete or hand-back, not acknowledged)"
-            }
-            (S::Delivered, A::Complete | A::HandBack) => {
-                " (only a request is completed or handed back; acknowledge an info or message)"
-            }
-            (S::Pending, A::Acknowledge | A::Complete | A::HandBack) => {
-                " (fetch it first with `baton show ID`)"
-            }
-            _ => "",
+        let blocker = match (status, action) {
+            (S::Delivered, A::Acknowledge) => Some(Blocker::RequestsAreDischarged),
+            (S::Delivered, A::Complete | A::HandBack) => Some(Blocker::OnlyRequests),
+            (S::Pending, A::Acknowledge | A::Complete | A::HandBack) => Some(Blocker::FetchFirst),
+            _ => None,
         };
         InvalidTransition {
-            action: action.command(),
-            what: "this message",
+            action: Action::Delivery(action),
             status: status.as_str(),
-            why,
+            blocker,
             allowed: allowed(status, kind),
         }
     })
@@ -223,11 +207,11 @@ fn next_status(
 }
 
 /// The steps that change a delivery in `status` (re-reading is left out: it changes nothing).
-pub fn allowed(status: DeliveryStatus, kind: MessageType) -> Vec<&'static str> {
+pub fn allowed(status: DeliveryStatus, kind: MessageType) -> Vec<Action> {
     DeliveryAction::ALL
         .into_iter()
         .filter(|a| next_status(status, *a, kind).is_some_and(|next| next != status))
-        .map(DeliveryAction::command)
+        .map(Action::Delivery)
         .collect()
 }
 
@@ -248,10 +232,9 @@ pub fn request_transition(
         (RequestStatus::Open, RequestAction::Complete) => Ok(RequestStatus::Completed),
         (RequestStatus::Completed, RequestAction::Archive) => Ok(RequestStatus::Archived),
         _ => Err(InvalidTransition {
-            action: action.command(),
-            what: "your own end of this request",
+            action: Action::Request(action),
             status: status.as_str(),
-            why: "",
+            blocker: None,
             allowed: [RequestAction::Complete, RequestAction::Archive]
                 .into_iter()
                 .filter(|a| {
@@ -261,10 +244,189 @@ pub fn request_transition(
                             | (RequestStatus::Completed, RequestAction::Archive)
                     )
                 })
-                .map(RequestAction::command)
+                .map(Action::Request)
                 .collect(),
         }),
     }
+}
+
+// ---- planning a step ------------------------------------------------------------------------
+
+/// A status step named by the command that takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    Ack,
+    Complete,
+    HandBack,
+    Refuse,
+    Archive,
+}
+
+impl Verb {
+    /// The recipient's action this verb takes.
+    pub fn action(self) -> DeliveryAction {
+        match self {
+            Self::Ack => DeliveryAction::Acknowledge,
+            Self::Complete => DeliveryAction::Complete,
+            Self::HandBack => DeliveryAction::HandBack,
+            Self::Refuse => DeliveryAction::Refuse,
+            Self::Archive => DeliveryAction::Archive,
+        }
+    }
+}
+
+/// Which end of a message a step moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum End {
+    /// The recipient's delivery.
+    Recipient,
+    /// The sender's own end of a request.
+    Sender,
+}
+
+impl End {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Recipient => "recipient",
+            Self::Sender => "sender",
+        }
+    }
+}
+
+/// What a step did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stepped {
+    pub id: String,
+    /// Which end moved.
+    pub end: End,
+    pub from: &'static str,
+    pub status: &'static str,
+    /// The threaded reply that carried the note, if any.
+    pub reply: Option<String>,
+}
+
+/// The events a step appends: the status change, and the threaded reply that carries its
+/// note to the sender (the store gives the reply its id).
+#[derive(Debug, Clone)]
+pub struct StepPlan {
+    pub change: Change,
+    pub reply: Option<Draft>,
+    pub stepped: Stepped,
+}
+
+/// The note of a step, trimmed; refuse and hand-back must carry one (it is posted to the
+/// sender). Checked before anything is read.
+pub fn note_for(verb: Verb, note: Option<&str>) -> Result<Option<&str>, Refusal> {
+    let note = note.map(str::trim).filter(|n| !n.is_empty());
+    if matches!(verb, Verb::HandBack | Verb::Refuse) && note.is_none() {
+        return Err(Refusal::Missing(Field::Reason));
+    }
+    Ok(note)
+}
+
+/// The step `who` takes on message `env`: its own delivery when it is a recipient, its
+/// own end of the request when it sent it.
+pub fn plan_step(
+    env: &Envelope,
+    who: &Passname,
+    verb: Verb,
+    note: Option<&str>,
+) -> Result<StepPlan, Refusal> {
+    let note = note_for(verb, note)?;
+    let id = &env.id;
+    if let Some(current) = env.status_for(who) {
+        let next = transition(current, verb.action(), env.kind)?;
+        // A completion note moves knowledge; a refusal or hand-back asks for an answer. The
+        // marker names the status the step reached.
+        let reply = note
+            .map(|text| -> Result<Draft, Refusal> {
+                let kind = if verb == Verb::Complete {
+                    MessageType::Info
+                } else {
+                    MessageType::Message
+                };
+                let payload = serde_json::json!({ "body": text, next.as_str(): id });
+                Ok(Draft {
+                    to: vec![env.from.clone()],
+                    kind,
+                    topic: env.topic.clone(),
+                    reply_to: Some(id.clone()),
+                    payload: Payload::from_value(payload, DEFAULT_PAYLOAD_CAP).map_err(
+                        |error| Refusal::Payload {
+                            field: Field::Note,
+                            error,
+                        },
+                    )?,
+                    idempotency_key: None,
+                })
+            })
+            .transpose()?;
+        return Ok(StepPlan {
+            change: Change::DeliveryChanged {
+                message: id.clone(),
+                participant: who.clone(),
+                status: next,
+                note: note.map(str::to_owned),
+            },
+            reply,
+            stepped: Stepped {
+                id: id.clone(),
+                end: End::Recipient,
+                from: current.as_str(),
+                status: next.as_str(),
+                reply: None,
+            },
+        });
+    }
+    if &env.from != who {
+        return Err(Refusal::NotAParty {
+            who: who.clone(),
+            id: id.clone(),
+        });
+    }
+    let current = env.request_status.ok_or_else(|| Refusal::NotARequest {
+        id: id.clone(),
+        kind: env.kind,
+    })?;
+    let action = match verb {
+        Verb::Complete => RequestAction::Complete,
+        Verb::Archive => RequestAction::Archive,
+        _ => return Err(Refusal::SenderSteps { id: id.clone() }),
+    };
+    if note.is_some() {
+        return Err(Refusal::SenderNote);
+    }
+    let next = request_transition(current, action)?;
+    Ok(StepPlan {
+        change: Change::RequestChanged {
+            message: id.clone(),
+            status: next,
+        },
+        reply: None,
+        stepped: Stepped {
+            id: id.clone(),
+            end: End::Sender,
+            from: current.as_str(),
+            status: next.as_str(),
+            reply: None,
+        },
+    })
+}
+
+/// Reading a message: a recipient's pending delivery becomes delivered. `None` when the
+/// read changes nothing (not a recipient, or read before).
+pub fn plan_fetch(env: &Envelope, reader: &Passname) -> Result<Option<Change>, Refusal> {
+    let Some(current) = env.status_for(reader) else {
+        return Ok(None);
+    };
+    let next = transition(current, DeliveryAction::Fetch, env.kind)?;
+    Ok((next != current).then(|| Change::DeliveryChanged {
+        message: env.id.clone(),
+        participant: reader.clone(),
+        status: next,
+        note: None,
+    }))
 }
 
 #[cfg(test)]
@@ -315,12 +477,14 @@ mod tests {
     #[test]
     fn refusals_name_the_status_and_the_allowed_steps() {
         let err = transition(S::Pending, A::Acknowledge, MessageType::Request).unwrap_err();
+        assert_eq!(err.status, "pending");
+        assert_eq!(err.blocker, Some(Blocker::FetchFirst));
         assert_eq!(
-            err.to_string(),
-            "cannot ack this message: its status is pending (fetch it first with `baton show ID`); \
-             allowed next: show, refuse"
+            err.allowed,
+            [Action::Delivery(A::Fetch), Action::Delivery(A::Refuse)]
         );
         let err = transition(S::Archived, A::Complete, MessageType::Request).unwrap_err();
+        assert!(err.allowed.is_empty());
         assert!(
             err.to_string()
                 .ends_with("allowed next: nothing (it is final)")
@@ -340,7 +504,7 @@ mod tests {
             Ok(RS::Archived)
         );
         let err = request_transition(RS::Open, RA::Archive).unwrap_err();
-        assert_eq!(err.allowed, vec!["complete"]);
+        assert_eq!(err.allowed, vec![Action::Request(RA::Complete)]);
         assert!(request_transition(RS::Archived, RA::Complete).is_err());
     }
 

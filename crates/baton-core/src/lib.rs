@@ -12,15 +12,17 @@ pub mod message;
 pub mod names;
 pub mod order;
 pub mod packet;
+pub mod participant;
+pub mod refusal;
 pub mod run;
 pub mod state;
 pub mod statefile;
 pub mod time;
 
-pub use delivery::{
-    DeliveryAction, DeliveryStatus, InvalidTransition, RequestAction, RequestStatus,
-};
+pub use delivery::{DeliveryAction, DeliveryStatus, RequestAction, RequestStatus, Verb};
 pub use event::{Change, Event};
-pub use message::{Draft, MessageType, Payload, PayloadError};
+pub use message::{Draft, Envelope, MessageType, Payload, PayloadError, Recipient};
+pub use participant::Participant;
+pub use refusal::{Field, InvalidTransition, Record, Refusal, RefusalKind};
 pub use names::{NameError, Passname, Topic};
 pub use time::Millis;

@@ -1,5 +1,6 @@
-//! The message envelope: what a sender drafts, and the checks a payload must pass at the
-//! boundary before anything is stored.
+//! The message envelope: what a sender drafts, the checks a payload must pass at the
+//! boundary before anything is stored, and the rules of a send — who it may go to and
+//! when it repeats an earlier one.
 
 use std::fmt;
 use std::str::FromStr;
@@ -7,7 +8,11 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::delivery::{DeliveryStatus, RequestStatus};
+use crate::event::SentMessage;
 use crate::names::{Passname, Topic};
+use crate::refusal::{Field, Refusal};
+use crate::time::Millis;
 
 /// Longest excerpt shown in a preview, in characters.
 pub const EXCERPT_CHARS: usize = 160;
@@ -16,7 +21,7 @@ pub const EXCERPT_CHARS: usize = 160;
 pub const DEFAULT_PAYLOAD_CAP: usize = 256 * 1024;
 
 /// What a message promises. A type is a semantic promise, never a permission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MessageType {
     /// Moves responsibility: the recipient owes a completion or a hand-back.
@@ -205,9 +210,208 @@ pub fn reply_recipients(
     }
 }
 
+/// One recipient's status for a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct Recipient {
+    pub name: Passname,
+    pub status: DeliveryStatus,
+}
+
+/// A message without its payload: everything a preview shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Envelope {
+    pub id: String,
+    pub from: Passname,
+    pub to: Vec<Recipient>,
+    #[serde(rename = "type")]
+    pub kind: MessageType,
+    pub topic: Topic,
+    pub reply_to: Option<String>,
+    /// Distance from the thread's root (the root is 0).
+    pub depth: u32,
+    pub excerpt: String,
+    pub size: u64,
+    pub hash: String,
+    pub created_at: Millis,
+    /// The sender's own end; present for requests only.
+    pub request_status: Option<RequestStatus>,
+    /// Direct replies to this message.
+    pub replies: u32,
+}
+
+impl Envelope {
+    /// `who`'s delivery status, when `who` is a recipient.
+    pub fn status_for(&self, who: &Passname) -> Option<DeliveryStatus> {
+        self.to.iter().find(|r| &r.name == who).map(|r| r.status)
+    }
+
+    /// The recipients' names, in the order they were addressed.
+    pub fn recipients(&self) -> Vec<Passname> {
+        self.to.iter().map(|r| r.name.clone()).collect()
+    }
+}
+
+// ---- the rules of a send ----------------------------------------------------------------
+
+/// The recipients of `draft` as sent: each named once, in the order given. Refused when
+/// there are none, or when the sender names itself.
+pub fn address(from: &Passname, draft: &mut Draft) -> Result<(), Refusal> {
+    let mut seen: Vec<Passname> = Vec::new();
+    draft.to.retain(|name| {
+        let first = !seen.contains(name);
+        seen.push(name.clone());
+        first
+    });
+    if draft.to.is_empty() {
+        return Err(Refusal::Missing(Field::To));
+    }
+    if draft.to.contains(from) {
+        return Err(Refusal::SelfSend { name: from.clone() });
+    }
+    Ok(())
+}
+
+/// An earlier message from the same sender that a new send may repeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prior {
+    pub id: String,
+    pub hash: String,
+    pub kind: MessageType,
+    pub topic: Topic,
+    pub reply_to: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub to: Vec<Passname>,
+}
+
+impl Prior {
+    /// Whether `draft` says the same thing to the same recipients (in any order). The same
+    /// text sent to someone else is a new message, not a duplicate.
+    pub fn repeats(&self, draft: &Draft) -> bool {
+        let mut stored: Vec<&str> = self.to.iter().map(Passname::as_str).collect();
+        let mut wanted: Vec<&str> = draft.to.iter().map(Passname::as_str).collect();
+        stored.sort_unstable();
+        wanted.sort_unstable();
+        self.hash == draft.payload.hash()
+            && self.kind == draft.kind
+            && self.topic == draft.topic
+            && self.reply_to == draft.reply_to
+            && stored == wanted
+    }
+}
+
+/// Which earlier message `draft` repeats, if any.
+///
+/// `keyed` is the sender's earlier message with the draft's idempotency key, if any: a key
+/// names one message forever, so it must repeat it exactly, or the send is a conflict.
+/// Without a key, `recent` holds the sender's messages inside the duplicate window with
+/// the draft's hash, type, topic and parent, newest first; the first that repeats it wins.
+pub fn duplicate_of(
+    draft: &Draft,
+    keyed: Option<&Prior>,
+    recent: &[Prior],
+) -> Result<Option<String>, Refusal> {
+    if let Some(key) = &draft.idempotency_key {
+        return match keyed {
+            None => Ok(None),
+            Some(prior) if prior.repeats(draft) => Ok(Some(prior.id.clone())),
+            Some(prior) => Err(Refusal::KeyReused {
+                key: key.clone(),
+                id: prior.id.clone(),
+            }),
+        };
+    }
+    Ok(recent
+        .iter()
+        .find(|prior| prior.repeats(draft))
+        .map(|prior| prior.id.clone()))
+}
+
+/// The message a draft becomes once the store has given it an id.
+pub fn sent(id: String, from: &Passname, draft: Draft) -> SentMessage {
+    SentMessage {
+        id,
+        from: from.clone(),
+        to: draft.to,
+        kind: draft.kind,
+        topic: draft.topic,
+        reply_to: draft.reply_to,
+        excerpt: draft.payload.excerpt(),
+        size: draft.payload.size(),
+        hash: draft.payload.hash(),
+        payload: draft.payload.object().clone(),
+        idempotency_key: draft.idempotency_key,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn prior(id: &str, draft: &Draft) -> Prior {
+        Prior {
+            id: id.into(),
+            hash: draft.payload.hash(),
+            kind: draft.kind,
+            topic: draft.topic.clone(),
+            reply_to: draft.reply_to.clone(),
+            idempotency_key: draft.idempotency_key.clone(),
+            to: draft.to.clone(),
+        }
+    }
+
+    fn draft(to: &[&str], body: &str, key: Option<&str>) -> Draft {
+        Draft {
+            to: to.iter().map(|n| Passname::new(n).unwrap()).collect(),
+            kind: MessageType::Request,
+            topic: Topic::new("lane").unwrap(),
+            reply_to: None,
+            payload: Payload::body(body, 1000).unwrap(),
+            idempotency_key: key.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_repeat_is_the_same_content_to_the_same_recipients() {
+        let first = draft(&["a", "b"], "x", None);
+        let earlier = [prior("m1", &first)];
+        let reordered = draft(&["b", "a"], "x", None);
+        assert_eq!(duplicate_of(&reordered, None, &earlier), Ok(Some("m1".into())));
+        let elsewhere = draft(&["a"], "x", None);
+        assert_eq!(duplicate_of(&elsewhere, None, &earlier), Ok(None));
+        let other_text = draft(&["a", "b"], "y", None);
+        assert_eq!(duplicate_of(&other_text, None, &earlier), Ok(None));
+    }
+
+    #[test]
+    fn a_key_names_one_message_forever() {
+        let first = draft(&["a"], "x", Some("k"));
+        let keyed = prior("m1", &first);
+        assert_eq!(duplicate_of(&first, Some(&keyed), &[]), Ok(Some("m1".into())));
+        let changed = draft(&["a"], "y", Some("k"));
+        assert_eq!(
+            duplicate_of(&changed, Some(&keyed), &[]),
+            Err(Refusal::KeyReused {
+                key: "k".into(),
+                id: "m1".into()
+            })
+        );
+        assert_eq!(duplicate_of(&first, None, &[keyed.clone()]), Ok(None));
+    }
+
+    #[test]
+    fn a_send_names_each_recipient_once_and_never_its_sender() {
+        let me = Passname::new("a").unwrap();
+        let mut d = draft(&["b", "c", "b"], "x", None);
+        address(&me, &mut d).unwrap();
+        assert_eq!(d.to.len(), 2);
+        let mut to_me = draft(&["b", "a"], "x", None);
+        assert_eq!(
+            address(&me, &mut to_me),
+            Err(Refusal::SelfSend { name: me.clone() })
+        );
+        let mut nobody = draft(&[], "x", None);
+        assert_eq!(address(&me, &mut nobody), Err(Refusal::Missing(Field::To)));
+    }
 
     #[test]
     fn a_reply_goes_to_the_other_side() {

@@ -21,12 +21,19 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::awl::{Finding, has_invalid, stamp};
-use crate::delivery::InvalidTransition;
+use crate::delivery::{
+    DeliveryAction, DeliveryStatus, RequestAction, RequestStatus, request_transition,
+    transition as delivery_transition,
+};
+use crate::event::Change;
+use crate::message::Envelope;
+use crate::names::Passname;
+use crate::refusal::{Action, Blocker, Document, Field, InvalidTransition, MayAct, Record, Refusal};
 use crate::time::Millis;
 
 /// Where an order stands, as recorded. `expired` may also be derived: see
 /// [`Order::status_at`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OrderStatus {
     /// Sent to its worker, not yet taken.
@@ -207,31 +214,42 @@ pub fn transition(
     action: OrderAction,
 ) -> Result<OrderStatus, InvalidTransition> {
     next_status(status, action).ok_or_else(|| InvalidTransition {
-        action: action.command(),
-        what: "this order",
+        action: Action::Order(action),
         status: status.as_str(),
-        why: match (status, action.command()) {
-            (OrderStatus::Expired, _) => " (its deadline passed or a report broke a limit)",
-            (OrderStatus::Offered, "start" | "report") => " (accept it first)",
-            (OrderStatus::Blocked, "report") => " (its question needs an answer first)",
-            _ => "",
+        blocker: match (status, action.command()) {
+            (OrderStatus::Expired, _) => Some(Blocker::Expired),
+            (OrderStatus::Offered, "start" | "report") => Some(Blocker::AcceptFirst),
+            (OrderStatus::Blocked, "report") => Some(Blocker::AnswerFirst),
+            _ => None,
         },
-        allowed: allowed(status),
+        allowed: allowed_actions(status)
+            .into_iter()
+            .map(Action::Order)
+            .collect(),
     })
+}
+
+/// The actions that move an order in `status`, one per command (a report is
+/// `report_done` here), in table order.
+pub fn allowed_actions(status: OrderStatus) -> Vec<OrderAction> {
+    let mut out: Vec<OrderAction> = Vec::new();
+    for action in OrderAction::ALL {
+        if action.role() != Role::Desk
+            && next_status(status, action).is_some()
+            && !out.iter().any(|a| a.command() == action.command())
+        {
+            out.push(action);
+        }
+    }
+    out
 }
 
 /// The commands that move an order in `status`, each once, in table order.
 pub fn allowed(status: OrderStatus) -> Vec<&'static str> {
-    let mut out: Vec<&'static str> = Vec::new();
-    for action in OrderAction::ALL {
-        if action.role() != Role::Desk
-            && next_status(status, action).is_some()
-            && !out.contains(&action.command())
-        {
-            out.push(action.command());
-        }
-    }
-    out
+    allowed_actions(status)
+        .into_iter()
+        .map(OrderAction::command)
+        .collect()
 }
 
 // ---- events -------------------------------------------------------------------------------
@@ -266,14 +284,12 @@ pub struct Created {
 impl Created {
     /// The lifecycle's fields of an order document (assumed to have passed the AWL
     /// rules; this checks only what the lifecycle cannot do without).
-    pub fn from_document(doc: &Value, message: String) -> Result<Self, OrderRefused> {
+    pub fn from_document(doc: &Value, message: String) -> Result<Self, Refusal> {
         let text = |key: &str| doc.get(key).and_then(Value::as_str).map(str::to_owned);
-        let need = |key: &str| {
-            text(key).filter(|s| !s.is_empty()).ok_or_else(|| {
-                OrderRefused::Invalid(format!(
-                    "the order has no {key:?}: check it with `baton handoff check FILE`"
-                ))
-            })
+        let need = |key: &'static str| {
+            text(key)
+                .filter(|s| !s.is_empty())
+                .ok_or(Refusal::DocumentField { field: key })
         };
         Ok(Self {
             order: need("id")?,
@@ -368,6 +384,18 @@ impl Order {
             OrderStatus::Expired
         } else {
             self.status
+        }
+    }
+
+    /// Who may take `action` on this order.
+    pub fn who_may(&self, action: OrderAction) -> MayAct {
+        match (action.role(), &self.escalate_to) {
+            (Role::Worker, _) => MayAct::Worker(self.to.clone()),
+            (_, Some(e)) if action == OrderAction::Answer => MayAct::SenderOrEscalation {
+                sender: self.from.clone(),
+                escalation: e.clone(),
+            },
+            _ => MayAct::Sender(self.from.clone()),
         }
     }
 
@@ -470,35 +498,10 @@ impl OrderRequest {
     }
 }
 
-/// Why a change to an order was refused. Nothing is written.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OrderRefused {
-    #[error("no order {0} in this project: see `baton order list --all`")]
-    NoSuchOrder(String),
-    #[error("order {0} already exists: give a new order a new id")]
-    Exists(String),
-    /// Another writer moved the order since the caller read it.
-    #[error(
-        "order {order} moved on: you expected seq {expected}, it is at {seq}; read it again \
-         (`baton order show {order}`) and decide anew"
-    )]
-    Moved {
-        order: String,
-        expected: i64,
-        seq: i64,
-    },
-    #[error("{0}")]
-    Forbidden(String),
-    #[error(transparent)]
-    Transition(#[from] InvalidTransition),
-    #[error("{0}")]
-    Invalid(String),
-}
-
-fn required(text: &str, what: &str) -> Result<String, OrderRefused> {
+fn required(text: &str, field: Field) -> Result<String, Refusal> {
     let text = text.trim();
     if text.is_empty() {
-        return Err(OrderRefused::Invalid(format!("{what} cannot be empty")));
+        return Err(Refusal::Missing(field));
     }
     Ok(text.to_owned())
 }
@@ -513,7 +516,7 @@ fn next_step<'a>(
     steps: &'a mut Vec<Step>,
     status: &mut OrderStatus,
     action: OrderAction,
-) -> Result<&'a mut Step, OrderRefused> {
+) -> Result<&'a mut Step, Refusal> {
     let next = transition(*status, action)?;
     steps.push(Step {
         order: order.id.clone(),
@@ -542,74 +545,62 @@ pub fn plan(
     request: OrderRequest,
     expected_seq: i64,
     now: Millis,
-) -> Result<Vec<Step>, OrderRefused> {
+) -> Result<Vec<Step>, Refusal> {
     use OrderAction as A;
     if order.seq != expected_seq {
-        return Err(OrderRefused::Moved {
+        return Err(Refusal::Moved {
             order: order.id.clone(),
             expected: expected_seq,
             seq: order.seq,
         });
     }
-    let command = request.command();
     let (action, note, report) = match request {
         OrderRequest::Accept => (A::Accept, None, None),
         OrderRequest::Decline { reason } => (A::Decline, optional(reason), None),
         OrderRequest::Start => (A::Start, None, None),
-        OrderRequest::Answer { text } => (A::Answer, Some(required(&text, "an answer")?), None),
+        OrderRequest::Answer { text } => (A::Answer, Some(required(&text, Field::Answer)?), None),
         OrderRequest::Approve => (A::Approve, None, None),
         OrderRequest::Rework { reason } => (
             A::Rework,
-            Some(required(
-                &reason,
-                "a rework reason (what the worker should change)",
-            )?),
+            Some(required(&reason, Field::ReworkReason)?),
             None,
         ),
         OrderRequest::Cancel { reason } => (A::Cancel, optional(reason), None),
         OrderRequest::Report { report, findings } => {
             if has_invalid(&findings) {
-                return Err(OrderRefused::Invalid(
-                    "the report has invalid findings: check it with `baton handoff check`".into(),
-                ));
+                return Err(Refusal::Findings {
+                    document: Document::WorkReport,
+                    findings,
+                });
             }
             let action = match report.get("status").and_then(Value::as_str) {
                 Some("done") => A::ReportDone,
                 Some("failed") => A::ReportFailed,
                 Some("blocked") => A::ReportBlocked,
                 other => {
-                    return Err(OrderRefused::Invalid(format!(
-                        "a report's status is done, failed or blocked, not {other:?}"
-                    )));
+                    return Err(Refusal::ReportStatus {
+                        status: other.map(str::to_owned),
+                    });
                 }
             };
             (action, None, Some((report, findings)))
         }
     };
     if !order.may(actor, action) {
-        let who = match action.role() {
-            Role::Worker => format!("its worker ({})", order.to),
-            _ if action == A::Answer => match &order.escalate_to {
-                Some(e) => format!(
-                    "its sender ({}) or its escalation contact ({e})",
-                    order.from
-                ),
-                None => format!("its sender ({})", order.from),
-            },
-            _ => format!("its sender ({})", order.from),
-        };
-        return Err(OrderRefused::Forbidden(format!(
-            "{actor} may not {command} order {}: only {who} may",
-            order.id
-        )));
+        return Err(Refusal::OrderRole {
+            actor: actor.to_owned(),
+            action,
+            order: order.id.clone(),
+            may: order.who_may(action),
+        });
     }
     if let Some((report, _)) = &report {
         let from = report.get("from").and_then(Value::as_str).unwrap_or("");
         if from != actor {
-            return Err(OrderRefused::Forbidden(format!(
-                "the report says it is from {from:?}, but {actor} is reporting: a report is \
-                 its author's own word"
-            )));
+            return Err(Refusal::ReportFrom {
+                actor: actor.to_owned(),
+                from: from.to_owned(),
+            });
         }
     }
 
@@ -640,6 +631,86 @@ pub fn plan(
         }
     }
     Ok(steps)
+}
+
+// ---- offering an order and the request that carries it -----------------------------------
+
+/// The lifecycle's fields of an order `doc` offered by `actor`, and its worker: the offer
+/// must come from the acting identity and go to a participant. The document passed the
+/// AWL rules already; `message` is filled in once the request carrying it is sent.
+pub fn plan_offer(doc: &Value, actor: &Passname) -> Result<(Created, Passname), Refusal> {
+    let created = Created::from_document(doc, String::new())?;
+    if created.from != actor.as_str() {
+        return Err(Refusal::OfferFrom {
+            actor: actor.to_string(),
+            from: created.from,
+        });
+    }
+    let to = Passname::new(&created.to).map_err(|error| Refusal::Name {
+        field: Field::OrderTo,
+        error,
+    })?;
+    Ok((created, to))
+}
+
+/// An order id names one order: offering it again is a conflict.
+pub fn ensure_new(existing: Option<&Order>, id: &str) -> Result<(), Refusal> {
+    match existing {
+        Some(_) => Err(Refusal::OrderExists { id: id.to_owned() }),
+        None => Ok(()),
+    }
+}
+
+/// The order `id`, or the refusal that names it missing.
+pub fn found(order: Option<Order>, id: &str) -> Result<Order, Refusal> {
+    order.ok_or_else(|| Refusal::not_found(Record::Order, id))
+}
+
+/// The changes that keep the order's `request` message (`env`) in step with the order
+/// after a step: once the worker acts on the order it has read the request
+/// (`delivered`); when the order ends, the worker's end closes (`completed` when approved,
+/// `refused` otherwise) and so does the sender's. Without them an approved order would
+/// stay in the worker's inbox and resume packet as work still owed.
+pub fn follow_request(order: &Order, env: &Envelope) -> Result<Vec<Change>, Refusal> {
+    let Ok(worker) = Passname::new(&order.to) else {
+        return Ok(Vec::new());
+    };
+    let mut actions: Vec<(DeliveryAction, Option<String>)> = Vec::new();
+    let mut status = env.status_for(&worker).unwrap_or(DeliveryStatus::Pending);
+    if status == DeliveryStatus::Pending && order.status != OrderStatus::Offered {
+        actions.push((DeliveryAction::Fetch, None));
+        status = DeliveryStatus::Delivered;
+    }
+    if order.status.is_terminal() && status == DeliveryStatus::Delivered {
+        let closing = if order.status == OrderStatus::Approved {
+            DeliveryAction::Complete
+        } else {
+            DeliveryAction::Refuse
+        };
+        actions.push((
+            closing,
+            Some(format!("order {} {}", order.id, order.status.as_str())),
+        ));
+    }
+    let mut changes = Vec::new();
+    let mut current = env.status_for(&worker).unwrap_or(DeliveryStatus::Pending);
+    for (action, note) in actions {
+        let next = delivery_transition(current, action, env.kind)?;
+        changes.push(Change::DeliveryChanged {
+            message: order.message.clone(),
+            participant: worker.clone(),
+            status: next,
+            note,
+        });
+        current = next;
+    }
+    if order.status.is_terminal() && env.request_status == Some(RequestStatus::Open) {
+        changes.push(Change::RequestChanged {
+            message: order.message.clone(),
+            status: request_transition(RequestStatus::Open, RequestAction::Complete)?,
+        });
+    }
+    Ok(changes)
 }
 
 #[cfg(test)]
@@ -767,7 +838,7 @@ mod tests {
         }
     }
 
-    fn run(o: &mut Order, who: &str, request: OrderRequest) -> Result<Vec<Step>, OrderRefused> {
+    fn run(o: &mut Order, who: &str, request: OrderRequest) -> Result<Vec<Step>, Refusal> {
         let steps = plan(o, who, request, o.seq, BEFORE_DEADLINE)?;
         for s in &steps {
             *o = fold(
@@ -807,7 +878,7 @@ mod tests {
             },
         )
         .unwrap_err();
-        assert!(matches!(err, OrderRefused::Invalid(_)), "{err}");
+        assert_eq!(err, Refusal::Missing(Field::ReworkReason));
         run(
             &mut o,
             "planner",
@@ -829,7 +900,7 @@ mod tests {
         let err = plan(&o, "impl-2", OrderRequest::Accept, 0, BEFORE_DEADLINE).unwrap_err();
         assert_eq!(
             err,
-            OrderRefused::Moved {
+            Refusal::Moved {
                 order: "wo_1".into(),
                 expected: 0,
                 seq: 1
@@ -846,11 +917,11 @@ mod tests {
         };
         assert!(matches!(
             run(&mut o, "impl-1", forged),
-            Err(OrderRefused::Forbidden(_))
+            Err(Refusal::ReportFrom { .. })
         ));
         assert!(matches!(
             run(&mut o, "impl-2", report("done")),
-            Err(OrderRefused::Forbidden(_))
+            Err(Refusal::OrderRole { .. })
         ));
     }
 
@@ -903,7 +974,7 @@ mod tests {
         };
         assert!(matches!(
             run(&mut order(S::Working), "impl-1", invalid),
-            Err(OrderRefused::Invalid(_))
+            Err(Refusal::Findings { .. })
         ));
     }
 
@@ -1004,8 +1075,8 @@ mod tests {
                     Err(e) => {
                         prop_assert_eq!(&o, &before);
                         match e {
-                            OrderRefused::Forbidden(_) => prop_assert!(!before.may(who, action)),
-                            OrderRefused::Transition(t) => {
+                            Refusal::OrderRole { .. } => prop_assert!(!before.may(who, action)),
+                            Refusal::Transition(t) => {
                                 prop_assert!(before.may(who, action));
                                 prop_assert_eq!(t.status, before.status.as_str());
                                 let direct = table(before.status, action);

@@ -50,7 +50,7 @@ impl Section {
 }
 
 /// What the packet showed of one section.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Shown {
     pub title: &'static str,
     pub shown: usize,

@@ -15,10 +15,15 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::delivery::{DeliveryStatus, resurface};
+use crate::event::Change;
+use crate::names::Passname;
+use crate::refusal::{Record, Refusal};
+use crate::state::StateOp;
 use crate::time::Millis;
 
 /// What a producer knows about a run. Written, never computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// The row exists; the process does not yet.
@@ -82,7 +87,7 @@ impl fmt::Display for RunStatus {
 
 /// A process, named so that a reused pid is not mistaken for it: the pid and the start
 /// time the kernel reports for it (clock ticks since boot, `/proc/PID/stat` field 22).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcessRef {
     pub pid: u32,
     /// `None` where the platform does not say.
@@ -90,7 +95,7 @@ pub struct ProcessRef {
 }
 
 /// Token counts as an agent reported them. Each part is `None` until reported.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TokenUsage {
     /// Every input token the model processed, cached ones included.
     pub input: Option<u64>,
@@ -138,7 +143,7 @@ impl TokenUsage {
 }
 
 /// Steps done out of a declared total. There is no progress without a denominator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Progress {
     pub done: u64,
     pub total: u64,
@@ -537,30 +542,13 @@ impl Run {
     }
 }
 
-/// A change that cannot follow the run's current status.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RunRefused {
-    #[error("run {0} already exists")]
-    Exists(String),
-    #[error("no run {0} in this project: see `baton runs --all`")]
-    NoSuchRun(String),
-    #[error("run {run} is {status}: it cannot record {what}")]
-    Status {
-        run: String,
-        status: RunStatus,
-        what: &'static str,
-    },
-    #[error("an exit records done, failed or stopped, not {0}")]
-    NotAnExit(RunStatus),
-}
-
 /// Whether `change` may follow `current` (the run's row, if it has one).
-pub fn check(current: Option<&Run>, change: &RunChange) -> Result<(), RunRefused> {
+pub fn check(current: Option<&Run>, change: &RunChange) -> Result<(), Refusal> {
     use RunStatus as S;
     let (what, allowed): (&'static str, &[RunStatus]) = match change {
         RunChange::Registered(r) | RunChange::Untracked(r) => {
             return match current {
-                Some(_) => Err(RunRefused::Exists(r.run.clone())),
+                Some(_) => Err(Refusal::RunExists { id: r.run.clone() }),
                 None => Ok(()),
             };
         }
@@ -572,23 +560,109 @@ pub fn check(current: Option<&Run>, change: &RunChange) -> Result<(), RunRefused
         }
         RunChange::Exited { status, .. } => {
             if !status.is_exit() {
-                return Err(RunRefused::NotAnExit(*status));
+                return Err(Refusal::NotAnExit(*status));
             }
             ("an exit", &[S::Registered, S::Running, S::Lost])
         }
         RunChange::Lost { .. } => ("a loss", &[S::Registered, S::Running, S::Untracked]),
     };
     let run = change.run().unwrap_or_default();
-    let current = current.ok_or_else(|| RunRefused::NoSuchRun(run.to_owned()))?;
+    let current = current.ok_or_else(|| Refusal::not_found(Record::Run, run))?;
     if allowed.contains(&current.status) {
         Ok(())
     } else {
-        Err(RunRefused::Status {
+        Err(Refusal::RunStatus {
             run: run.to_owned(),
             status: current.status,
             what,
         })
     }
+}
+
+/// Whether `change` is to be written: [`check`], except that an untracked process
+/// already recorded writes nothing (the reaper sees it again on every pass).
+pub fn plan(current: Option<&Run>, change: &RunChange) -> Result<bool, Refusal> {
+    match check(current, change) {
+        Ok(()) => Ok(true),
+        Err(Refusal::RunExists { .. }) if matches!(change, RunChange::Untracked(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// How many message ids an alert names before "+N more".
+const IDS_IN_ALERT: usize = 10;
+
+/// What the reaper writes about one lost run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reap {
+    /// The loss, then each resurfaced delivery.
+    pub changes: Vec<Change>,
+    /// The alerts to raise (each once while open).
+    pub alerts: Vec<StateOp>,
+    /// The messages that are pending again.
+    pub resurfaced: Vec<String>,
+}
+
+/// The reaper's decision on run `run`, whose process is gone without a recorded exit:
+/// `None` when it is no longer live (an exit, or another reaper, got there first).
+/// Otherwise the run is lost and the messages its participant had `held` (delivered
+/// during the run; the caller passes none when another of its runs is live) go back to
+/// pending, with an alert for the loss and one for what resurfaced.
+pub fn plan_reap(run: &Run, reason: &str, held: &[String]) -> Option<Reap> {
+    if !matches!(run.status, RunStatus::Registered | RunStatus::Running) {
+        return None;
+    }
+    let id = &run.id;
+    let mut changes = vec![Change::Run(RunChange::Lost {
+        run: id.clone(),
+        reason: reason.to_owned(),
+    })];
+    let participant = run
+        .participant
+        .as_deref()
+        .and_then(|p| Passname::new(p).ok());
+    let mut resurfaced = Vec::new();
+    if let Some(who) = &participant {
+        for message in held {
+            let Some(status) = resurface(DeliveryStatus::Delivered) else {
+                continue;
+            };
+            changes.push(Change::DeliveryChanged {
+                message: message.clone(),
+                participant: who.clone(),
+                status,
+                note: Some(format!("resurfaced by the reaper: run {id} was lost")),
+            });
+            resurfaced.push(message.clone());
+        }
+    }
+    let mut alerts = vec![StateOp::Alert {
+        key: format!("run-lost:{id}"),
+        message: format!("run {id} was lost: {reason}"),
+    }];
+    if let (Some(who), false) = (&participant, resurfaced.is_empty()) {
+        let mut ids = resurfaced
+            .iter()
+            .take(IDS_IN_ALERT)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if resurfaced.len() > IDS_IN_ALERT {
+            ids.push_str(&format!(" +{} more", resurfaced.len() - IDS_IN_ALERT));
+        }
+        alerts.push(StateOp::Alert {
+            key: format!("resurfaced:{id}"),
+            message: format!(
+                "{} message(s) {who} fetched during lost run {id} are pending again: {ids}",
+                resurfaced.len()
+            ),
+        });
+    }
+    Some(Reap {
+        changes,
+        alerts,
+        resurfaced,
+    })
 }
 
 /// Applies a change recorded at `at` by event `seq`. Lenient (replay must not fail):
@@ -667,7 +741,7 @@ fn revive(run: &mut Run) {
 }
 
 /// Derived at read time, never stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Health {
     /// Recent activity, or a recorded end: the status can be trusted as current.
@@ -869,6 +943,60 @@ mod tests {
         assert_eq!(parsed.tokens.and_then(|t| t.total()), Some(107));
     }
 
+    #[test]
+    fn a_lost_run_resurfaces_what_its_participant_held_once() {
+        let mut reg = Registration {
+            run: "r1".into(),
+            participant: Some("impl-1".into()),
+            ..Registration::default()
+        };
+        let run = fold(None, &RunChange::Registered(Box::new(reg.clone())), 1, 10).unwrap();
+        let held: Vec<String> = (0..12).map(|i| format!("m{i}")).collect();
+        let reap = plan_reap(&run, "gone", &held).unwrap();
+        assert_eq!(reap.resurfaced, held);
+        assert_eq!(reap.changes.len(), 13, "the loss and one change per message");
+        assert!(matches!(&reap.changes[0], Change::Run(RunChange::Lost { .. })));
+        let StateOp::Alert { message, .. } = &reap.alerts[1] else {
+            panic!("{:?}", reap.alerts)
+        };
+        assert!(message.starts_with("12 message(s) impl-1 fetched"), "{message}");
+        assert!(message.ends_with("m9 +2 more"), "{message}");
+        // Nothing held: the loss alone. Not live any more: nothing at all.
+        assert_eq!(plan_reap(&run, "gone", &[]).unwrap().alerts.len(), 1);
+        reg.participant = None;
+        let done = fold(
+            Some(run),
+            &RunChange::Exited {
+                run: "r1".into(),
+                status: RunStatus::Done,
+                exit_code: Some(0),
+                signal: None,
+                reason: None,
+            },
+            2,
+            20,
+        )
+        .unwrap();
+        assert_eq!(plan_reap(&done, "gone", &held), None);
+    }
+
+    #[test]
+    fn an_untracked_process_seen_again_writes_nothing() {
+        let untracked = RunChange::Untracked(Box::new(Registration {
+            run: "pid-1-2".into(),
+            ..Registration::default()
+        }));
+        assert_eq!(plan(None, &untracked), Ok(true));
+        let row = fold(None, &untracked, 1, 10).unwrap();
+        assert_eq!(plan(Some(&row), &untracked), Ok(false));
+        assert_eq!(
+            plan(Some(&row), &registered("pid-1-2")),
+            Err(Refusal::RunExists {
+                id: "pid-1-2".into()
+            })
+        );
+    }
+
     fn registered(id: &str) -> RunChange {
         RunChange::Registered(Box::new(Registration {
             run: id.into(),
@@ -878,7 +1006,7 @@ mod tests {
         }))
     }
 
-    fn replay(changes: &[(RunChange, Millis)]) -> Result<Option<Run>, RunRefused> {
+    fn replay(changes: &[(RunChange, Millis)]) -> Result<Option<Run>, Refusal> {
         let mut run = None;
         for (i, (change, at)) in changes.iter().enumerate() {
             check(run.as_ref(), change)?;

@@ -10,10 +10,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{Change, Event};
+use crate::refusal::{Field, Record, Refusal};
 use crate::time::Millis;
 
 /// A request to change the project state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum StateOp {
     Focus {
@@ -62,7 +63,7 @@ pub enum StateOp {
 }
 
 /// What a note is about. Its staleness is judged against this subject's later changes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", content = "id", rename_all = "snake_case")]
 pub enum Subject {
     /// A path in the repository, relative to the project root.
@@ -79,7 +80,7 @@ impl Subject {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReceiptRecord {
     pub step: String,
     /// A path relative to the project root, or a URI.
@@ -89,26 +90,6 @@ pub struct ReceiptRecord {
     pub size: Option<u64>,
     #[serde(default)]
     pub run: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StateError {
-    #[error("{field} must not be empty")]
-    Empty { field: &'static str },
-    #[error("{what} must be at most {max} characters (got {len})")]
-    TooLong {
-        what: &'static str,
-        max: usize,
-        len: usize,
-    },
-    #[error("no decision {0}: see `baton state show` for the decisions there are")]
-    NoSuchDecision(String),
-    #[error("{0} is already superseded by {1}: supersede {1} instead")]
-    AlreadySuperseded(String, String),
-    #[error("no active stream {0:?}: see `baton state show` for the active streams")]
-    NoSuchStream(String),
-    #[error("no open alert {0}")]
-    NoSuchAlert(String),
 }
 
 /// The alert key prefix for a step whose receipt did not arrive: `receipt-missing:STEP`.
@@ -131,15 +112,15 @@ impl ProjectState {
 /// Longest text accepted in one state item, in characters.
 pub const MAX_TEXT: usize = 2000;
 
-fn text(field: &'static str, value: &str) -> Result<String, StateError> {
+fn text(field: Field, value: &str) -> Result<String, Refusal> {
     let value = value.trim();
     if value.is_empty() {
-        return Err(StateError::Empty { field });
+        return Err(Refusal::Missing(field));
     }
     let len = value.chars().count();
     if len > MAX_TEXT {
-        return Err(StateError::TooLong {
-            what: field,
+        return Err(Refusal::TooLong {
+            field,
             max: MAX_TEXT,
             len,
         });
@@ -148,7 +129,7 @@ fn text(field: &'static str, value: &str) -> Result<String, StateError> {
 }
 
 /// Who wrote an item and when: every state item carries its provenance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Provenance {
     pub seq: i64,
     pub at: Millis,
@@ -165,7 +146,7 @@ impl Provenance {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Decision {
     pub id: String,
     pub text: String,
@@ -175,7 +156,7 @@ pub struct Decision {
     pub written: Provenance,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Constraint {
     pub id: String,
     pub text: String,
@@ -184,7 +165,7 @@ pub struct Constraint {
     pub written: Provenance,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Note {
     pub id: String,
     pub text: String,
@@ -192,21 +173,21 @@ pub struct Note {
     pub written: Provenance,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stream {
     pub name: String,
     pub status: String,
     pub written: Provenance,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Receipt {
     #[serde(flatten)]
     pub record: ReceiptRecord,
     pub written: Provenance,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Alert {
     pub id: String,
     pub key: String,
@@ -341,19 +322,19 @@ impl ProjectState {
 
     /// Checks `op` against this state and returns the change to append, or `None` when
     /// there is nothing to record (an alert that is already open).
-    pub fn plan(&self, op: &StateOp) -> Result<Option<StateChange>, StateError> {
+    pub fn plan(&self, op: &StateOp) -> Result<Option<StateChange>, Refusal> {
         Ok(Some(match op {
             StateOp::Focus { text: t } => StateChange::Focus {
-                text: text("focus", t)?,
+                text: text(Field::Focus, t)?,
             },
             StateOp::Stream { name, status } => StateChange::Stream {
-                name: text("stream name", name)?,
-                status: text("status", status)?,
+                name: text(Field::StreamName, name)?,
+                status: text(Field::StreamStatus, status)?,
             },
             StateOp::StreamDone { name } => {
                 let name = name.trim();
                 if !self.streams.contains_key(name) {
-                    return Err(StateError::NoSuchStream(name.to_owned()));
+                    return Err(Refusal::not_found(Record::Stream, name));
                 }
                 StateChange::StreamDone {
                     name: name.to_owned(),
@@ -369,15 +350,18 @@ impl ProjectState {
                         .decisions
                         .iter()
                         .find(|d| &d.id == old)
-                        .ok_or_else(|| StateError::NoSuchDecision(old.clone()))?;
+                        .ok_or_else(|| Refusal::not_found(Record::Decision, old))?;
                     if let Some(newer) = &d.superseded_by {
-                        return Err(StateError::AlreadySuperseded(old.clone(), newer.clone()));
+                        return Err(Refusal::Superseded {
+                            decision: old.clone(),
+                            by: newer.clone(),
+                        });
                     }
                 }
                 StateChange::Decision {
                     id: format!("D-{}", self.decisions.len() + 1),
-                    text: text("decision", t)?,
-                    why: text("--why", why)?,
+                    text: text(Field::Decision, t)?,
+                    why: text(Field::Why, why)?,
                     supersedes: supersedes.clone(),
                 }
             }
@@ -387,28 +371,28 @@ impl ProjectState {
                 result,
             } => StateChange::Constraint {
                 id: format!("C-{}", self.constraints.len() + 1),
-                text: text("constraint", t)?,
-                tried: text("--tried", tried)?,
-                result: text("--result", result)?,
+                text: text(Field::Constraint, t)?,
+                tried: text(Field::Tried, tried)?,
+                result: text(Field::Result, result)?,
             },
             StateOp::Note { text: t, subject } => StateChange::Note {
                 id: format!("N-{}", self.notes.len() + 1),
-                text: text("note", t)?,
+                text: text(Field::Note, t)?,
                 subject: match subject {
-                    Subject::Path(p) => Subject::Path(text("--subject", p)?),
-                    Subject::Record(r) => Subject::Record(text("--subject", r)?),
+                    Subject::Path(p) => Subject::Path(text(Field::Subject, p)?),
+                    Subject::Record(r) => Subject::Record(text(Field::Subject, r)?),
                 },
             },
             StateOp::DependencyChange { text: t } => StateChange::DependencyChange {
-                text: text("dependency change", t)?,
+                text: text(Field::DependencyChange, t)?,
             },
             StateOp::Receipt(record) => {
-                text("--step", &record.step)?;
-                text("--artifact", &record.artifact)?;
+                text(Field::Step, &record.step)?;
+                text(Field::Artifact, &record.artifact)?;
                 StateChange::Receipt(record.clone())
             }
             StateOp::Expect { step, deadline } => {
-                let step = text("--step", step)?;
+                let step = text(Field::Step, step)?;
                 if self.receipts.contains_key(&step) {
                     return Ok(None);
                 }
@@ -424,12 +408,12 @@ impl ProjectState {
                 StateChange::AlertRaised {
                     id: format!("A-{}", self.alerts_raised + 1),
                     key: key.clone(),
-                    message: text("alert", message)?,
+                    message: text(Field::Alert, message)?,
                 }
             }
             StateOp::AlertAck { id } => {
                 if !self.alerts.iter().any(|a| &a.id == id) {
-                    return Err(StateError::NoSuchAlert(id.clone()));
+                    return Err(Refusal::not_found(Record::Alert, id));
                 }
                 StateChange::AlertAcked { id: id.clone() }
             }
@@ -514,7 +498,7 @@ impl StateChange {
 }
 
 /// Whether a note can still be taken as fact.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "freshness", rename_all = "snake_case")]
 pub enum Freshness {
     Current,
@@ -550,7 +534,7 @@ mod tests {
     }
 
     /// Plans and applies ops in order, as a store would inside one transaction.
-    fn run(ops: &[StateOp]) -> Result<ProjectState, StateError> {
+    fn run(ops: &[StateOp]) -> Result<ProjectState, Refusal> {
         let mut state = ProjectState::default();
         for (i, op) in ops.iter().enumerate() {
             if let Some(change) = state.plan(op)? {
@@ -593,11 +577,14 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             err,
-            StateError::AlreadySuperseded("D-1".into(), "D-2".into())
+            Refusal::Superseded {
+                decision: "D-1".into(),
+                by: "D-2".into()
+            }
         );
         assert_eq!(
             run(&[decide("a", Some("D-9"))]).unwrap_err(),
-            StateError::NoSuchDecision("D-9".into())
+            Refusal::not_found(Record::Decision, "D-9")
         );
     }
 
@@ -609,7 +596,7 @@ mod tests {
             result: "r".into(),
         }])
         .unwrap_err();
-        assert_eq!(err, StateError::Empty { field: "--tried" });
+        assert_eq!(err, Refusal::Missing(Field::Tried));
     }
 
     #[test]

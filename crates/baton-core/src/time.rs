@@ -22,9 +22,31 @@ pub fn age(then: Millis, now: Millis) -> String {
     }
 }
 
+/// An instant given as RFC 3339 (`2026-11-29T10:00:00Z`) or as an age (`2h`, `3d 4h`)
+/// meaning that long before `now`. `None` when it is neither (or a negative age).
+pub fn instant(text: &str, now: Millis) -> Option<Millis> {
+    if let Ok(ts) = text.parse::<jiff::Timestamp>() {
+        return Some(ts.as_millisecond());
+    }
+    text.parse::<jiff::SignedDuration>()
+        .ok()
+        .filter(|d| !d.is_negative())
+        .and_then(|d| i64::try_from(d.as_millis()).ok())
+        .map(|ago| now.saturating_sub(ago))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{age, rfc3339};
+    use super::{age, instant, rfc3339};
+
+    #[test]
+    fn instants_are_rfc_3339_or_ages() {
+        let now = 10_000_000;
+        assert_eq!(instant("2h", now), Some(now - 7_200_000));
+        assert_eq!(instant("1970-01-01T00:00:01Z", now), Some(1000));
+        assert_eq!(instant("soon", now), None);
+        assert_eq!(instant("-2h", now), None);
+    }
 
     #[test]
     fn times_print_as_rfc3339_utc() {

@@ -1,28 +1,34 @@
-use baton_core::{InvalidTransition, NameError, PayloadError};
+use baton_core::{InvalidTransition, Refusal};
 
-/// Everything a store operation can refuse. Each variant is something the user can act
-/// on; the binary maps each to one exit code.
+/// Everything a store operation can fail with: a [`Refusal`] (a rule said no; nothing was
+/// written), or a failure of the store itself. Variants carry data, never an edge's words;
+/// each edge names the fix in its own terms.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{0}")]
-    NotFound(String),
-    #[error("unknown participant {0:?}: register it with `baton agent add {0} --role ROLE`")]
-    UnknownParticipant(String),
-    #[error("{0}")]
-    Invalid(String),
     #[error(transparent)]
-    Transition(#[from] InvalidTransition),
-    #[error("{0}")]
-    Forbidden(String),
-    #[error("{0}")]
-    Conflict(String),
+    Refused(#[from] Refusal),
     /// Another writer held the store longer than the busy timeout. Nothing was written.
     #[error(
         "the store is busy: another writer held it for longer than {timeout_ms} ms; nothing was written, retry"
     )]
     Busy { timeout_ms: u64 },
+    /// There is no store where one was expected (it is never created implicitly).
+    #[error("there is no store at {path}")]
+    Missing { path: String },
+    /// The store was written by a newer Baton.
+    #[error(
+        "the store at {path} has schema version {found}, newer than this baton knows ({known})"
+    )]
+    TooNew {
+        path: String,
+        found: i64,
+        known: i64,
+    },
     #[error("the store at {path} cannot be used: {reason}")]
     Unavailable { path: String, reason: String },
+    /// A URL that names no backend this build has.
+    #[error("{url:?} names no store Baton can open: use sqlite:PATH")]
+    Url { url: String },
     #[error("store error: {0}")]
     Engine(String),
 }
@@ -32,16 +38,18 @@ impl StoreError {
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Busy { .. })
     }
-}
 
-impl From<NameError> for StoreError {
-    fn from(e: NameError) -> Self {
-        Self::Invalid(e.to_string())
+    /// The refusal, when a rule said no.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            Self::Refused(r) => Some(r),
+            _ => None,
+        }
     }
 }
 
-impl From<PayloadError> for StoreError {
-    fn from(e: PayloadError) -> Self {
-        Self::Invalid(e.to_string())
+impl From<InvalidTransition> for StoreError {
+    fn from(t: InvalidTransition) -> Self {
+        Self::Refused(Refusal::Transition(t))
     }
 }

@@ -1,57 +1,99 @@
-//! Baton's storage: the [`Store`] trait over the append-only event log and the projections
-//! derived from it, and its embedded SQLite implementation.
+//! Baton's storage: the append-only event log and the projections derived from it.
 //!
-//! Every write is one short transaction that appends events and updates their projections
-//! together, so a command that returns `Ok` has committed. This crate never talks to the
-//! terminal and never reads configuration files; callers pass what it needs.
+//! Three traits, one per job:
+//! - [`Tx`], a write transaction: append an event (which updates the projections), and
+//!   read the facts a rule needs (a participant, an envelope, earlier messages, an order,
+//!   a run, the project state). A backend implements it in its own SQL.
+//! - [`Backend`]: open a [`Tx`], and the reads the edges list and show. Also SQL only.
+//! - [`Store`]: every write, implemented once in [`write`] for every backend: it gathers
+//!   facts through a [`Tx`], asks the core's planners what to append, appends it and
+//!   commits. A backend cannot override it, so it holds no policy.
+//!
+//! [`open`] picks the backend from a URL. Every write is one short transaction, so a
+//! write that returns `Ok` has committed. This crate never talks to the terminal and never
+//! reads configuration files; callers pass what it needs.
 
 mod error;
-pub mod recall;
-pub mod receipt;
 pub mod sqlite;
 mod types;
+pub mod write;
+
+use std::sync::Arc;
+use std::time::Duration;
 
 pub use error::StoreError;
 pub use sqlite::SqliteStore;
 pub use types::*;
 
 use async_trait::async_trait;
+use baton_core::message::Prior;
 use baton_core::order::{Order, OrderRequest};
 use baton_core::run::{Run, RunChange};
 use baton_core::state::{ProjectState, StateOp};
-use baton_core::{Draft, Event, Millis, Passname, Payload, Topic};
+use baton_core::{Draft, Event, Millis, Participant, Passname, Payload, Topic};
+use serde_json::{Map, Value};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
-/// The operations every backend offers. Each write is atomic; each read sees one
-/// consistent snapshot.
+/// How long a writer waits for another writer before giving up with [`StoreError::Busy`].
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Opens the store a URL names: `sqlite:PATH` (the file must exist unless `create`).
+/// A PostgreSQL backend will answer `postgres://…` here.
+pub async fn open(url: &str, busy_timeout: Duration, create: bool) -> Result<Arc<dyn Store>> {
+    match url.split_once(':') {
+        Some(("sqlite", path)) if !path.is_empty() => {
+            let path = std::path::Path::new(path.strip_prefix("//").unwrap_or(path));
+            let store = if create {
+                SqliteStore::create(path, busy_timeout).await?
+            } else {
+                SqliteStore::open(path, busy_timeout).await?
+            };
+            Ok(Arc::new(store))
+        }
+        _ => Err(StoreError::Url {
+            url: url.to_owned(),
+        }),
+    }
+}
+
+/// One write transaction. Dropped without [`Tx::commit`], it writes nothing.
 #[async_trait]
-pub trait Store: Send + Sync {
-    /// Registers a participant. Adding the same name with the same role again is harmless.
-    async fn add_participant(&self, actor: &str, name: &Passname, role: &str) -> Result<Added>;
+pub trait Tx: Send {
+    /// The one function that writes events: appends `event` at the end of the log and
+    /// applies it to the projections.
+    async fn append(&mut self, event: NewEvent) -> Result<Event>;
+    async fn participant(&mut self, name: &str) -> Result<Option<Participant>>;
+    async fn envelope(&mut self, id: &str) -> Result<Option<Envelope>>;
+    /// The sender's message with this idempotency key, if any.
+    async fn keyed(&mut self, from: &Passname, key: &str) -> Result<Option<Prior>>;
+    /// The sender's messages since `since` with the draft's payload hash, type, topic
+    /// and parent, newest first: the candidates a send may repeat.
+    async fn recent(&mut self, from: &Passname, draft: &Draft, since: Millis)
+    -> Result<Vec<Prior>>;
+    async fn order(&mut self, id: &str) -> Result<Option<Order>>;
+    async fn run(&mut self, id: &str) -> Result<Option<Run>>;
+    /// Whether `participant` has a registered or running run other than `except`.
+    async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool>;
+    /// The messages delivered to `participant` (and still only delivered) since `since`,
+    /// oldest first.
+    async fn held(&mut self, participant: &str, since: Millis) -> Result<Vec<String>>;
+    /// The project state: the fold of every `state.changed` event.
+    async fn state(&mut self) -> Result<ProjectState>;
+    async fn commit(self: Box<Self>) -> Result<()>;
+}
+
+/// What a backend implements: transactions and reads. Each read sees one consistent
+/// snapshot.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// Starts a write transaction, waiting at most the busy timeout for the write lock.
+    async fn begin(&self) -> Result<Box<dyn Tx>>;
+
     async fn participants(&self) -> Result<Vec<Participant>>;
     async fn participant(&self, name: &str) -> Result<Option<Participant>>;
-
-    /// Stores a message from `from`, or returns the original when it is a duplicate: same
-    /// idempotency key (forever), or same type, topic, payload and parent within
-    /// `window_ms` milliseconds.
-    async fn send(&self, from: &Passname, draft: Draft, window_ms: i64) -> Result<Sent>;
-
-    /// The full message. When `reader` is a recipient whose delivery is pending, it becomes
-    /// delivered in the same transaction.
-    async fn fetch(&self, reader: Option<&Passname>, id: &str) -> Result<Fetched>;
-
-    /// A status step on a message: a recipient's step on its delivery, or the sender's
-    /// step on its own end of a request. `note` (required for refuse and hand-back) is
-    /// recorded and posted to the sender as a threaded reply.
-    async fn step(
-        &self,
-        who: &Passname,
-        id: &str,
-        verb: Verb,
-        note: Option<&str>,
-    ) -> Result<Stepped>;
-
+    /// A message's envelope and payload, read without side effects.
+    async fn message(&self, id: &str) -> Result<Option<(Envelope, Map<String, Value>)>>;
     /// What `who` owes: inbound messages still pending or delivered (with `all`, every
     /// inbound message not archived), oldest first.
     async fn inbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>>;
@@ -65,30 +107,58 @@ pub trait Store: Send + Sync {
     async fn thread(&self, id: &str) -> Result<Vec<Envelope>>;
     /// Newest first, one page at a time.
     async fn search(&self, caller: Option<&Passname>, query: &SearchQuery) -> Result<Page>;
-
-    /// Applies state changes in one transaction, each checked against the state left by
-    /// the ones before it; returns the events written (an alert already open writes none).
-    async fn change_state(&self, actor: &str, ops: &[StateOp]) -> Result<Vec<Event>>;
     /// The project state: focus, streams, decisions, constraints, notes, receipts, alerts.
     async fn state(&self) -> Result<ProjectState>;
     /// When `subject` (a message, order or other record id) last changed after `after_seq`.
     async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>>;
-
-    /// Records facts about runs in one transaction, each checked against the run's status
-    /// left by the ones before it (`baton_core::run::check`). An untracked process that
-    /// is already recorded writes nothing.
-    async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>>;
     /// Runs matching `query`, oldest first.
     async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>>;
+    async fn order(&self, id: &str) -> Result<Option<Order>>;
+    /// Orders matching `query`, oldest first.
+    async fn orders(&self, query: &OrderQuery) -> Result<Vec<Order>>;
+    /// The order's events whose own seq is after `after_seq`, oldest first.
+    async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>>;
+    /// Events after `after_seq`, oldest first, at most `limit`.
+    async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>>;
+    /// The store's generation: the sequence number of its newest event (0 when empty).
+    async fn generation(&self) -> Result<i64>;
+}
+
+/// Every operation on a store: a backend's reads, and the writes [`write`] implements
+/// once over its transactions. Each write is atomic.
+#[async_trait]
+pub trait Store: Backend {
+    /// Registers a participant. Adding the same name with the same role again is harmless.
+    async fn add_participant(&self, actor: &str, name: &Passname, role: &str) -> Result<Added>;
+    /// Stores a message from `from`, or returns the original when it is a duplicate: same
+    /// idempotency key (forever), or same type, topic, payload, parent and recipients
+    /// within `window_ms` milliseconds.
+    async fn send(&self, from: &Passname, draft: Draft, window_ms: i64) -> Result<Sent>;
+    /// The full message. When `reader` is a recipient whose delivery is pending, it becomes
+    /// delivered in the same transaction.
+    async fn fetch(&self, reader: Option<&Passname>, id: &str) -> Result<Fetched>;
+    /// A status step on a message: a recipient's step on its delivery, or the sender's
+    /// step on its own end of a request. `note` (required for refuse and hand-back) is
+    /// recorded and posted to the sender as a threaded reply.
+    async fn step(
+        &self,
+        who: &Passname,
+        id: &str,
+        verb: Verb,
+        note: Option<&str>,
+    ) -> Result<Stepped>;
+    /// Applies state changes in one transaction, each checked against the state left by
+    /// the ones before it; returns the events written (an alert already open writes none).
+    async fn change_state(&self, actor: &str, ops: &[StateOp]) -> Result<Vec<Event>>;
+    /// Records facts about runs in one transaction, each checked against the run's status
+    /// left by the ones before it. An untracked process already recorded writes nothing.
+    async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>>;
     /// Marks a registered or running run lost and, in the same transaction, resurfaces as
     /// pending the messages its participant fetched during the run (unless another of its
-    /// runs is live) and raises one alert for each. `None` when the run is no longer live
-    /// (an exit or another reaper got there first).
+    /// runs is live) and raises one alert for each. `None` when the run is no longer live.
     async fn reap_lost(&self, actor: &str, run: &str, reason: &str) -> Result<Option<Reaped>>;
-
     /// Offers a Work Order: sends `document` to its `to` as a `request` on `topic` and
-    /// records the order (seq 1, `offered`), in one transaction. `actor` must be the
-    /// document's `from`; an id already used is a conflict. The caller validates the
+    /// records the order (seq 1, `offered`), in one transaction. The caller validates the
     /// document (AWL and contract rules) first.
     async fn create_order(
         &self,
@@ -96,9 +166,8 @@ pub trait Store: Send + Sync {
         topic: Topic,
         document: Payload,
     ) -> Result<OrderWritten>;
-    /// Takes a lifecycle step (`baton_core::order::plan`) as `actor`, provided the order's
-    /// newest seq is still `expected_seq`: a writer that lost a race gets `Conflict` and
-    /// writes nothing.
+    /// Takes a lifecycle step as `actor`, provided the order's newest seq is still
+    /// `expected_seq`: a writer that lost a race gets `Moved` and writes nothing.
     async fn order_step(
         &self,
         actor: &Passname,
@@ -106,14 +175,67 @@ pub trait Store: Send + Sync {
         expected_seq: i64,
         request: OrderRequest,
     ) -> Result<OrderWritten>;
-    async fn order(&self, id: &str) -> Result<Option<Order>>;
-    /// Orders matching `query`, oldest first.
-    async fn orders(&self, query: &OrderQuery) -> Result<Vec<Order>>;
-    /// The order's events whose own seq is after `after_seq`, oldest first.
-    async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>>;
+    /// Appends events that already have an id and a time (an imported log), in order, in
+    /// one transaction.
+    async fn append_events(&self, events: Vec<NewEvent>) -> Result<Vec<Event>>;
+}
 
-    /// Events after `after_seq`, oldest first, at most `limit`.
-    async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>>;
-    /// The store's generation: the sequence number of its newest event (0 when empty).
-    async fn generation(&self) -> Result<i64>;
+#[async_trait]
+impl<B: Backend + ?Sized> Store for B {
+    async fn add_participant(&self, actor: &str, name: &Passname, role: &str) -> Result<Added> {
+        write::add_participant(self, actor, name, role).await
+    }
+
+    async fn send(&self, from: &Passname, draft: Draft, window_ms: i64) -> Result<Sent> {
+        write::send(self, from, draft, window_ms).await
+    }
+
+    async fn fetch(&self, reader: Option<&Passname>, id: &str) -> Result<Fetched> {
+        write::fetch(self, reader, id).await
+    }
+
+    async fn step(
+        &self,
+        who: &Passname,
+        id: &str,
+        verb: Verb,
+        note: Option<&str>,
+    ) -> Result<Stepped> {
+        write::step(self, who, id, verb, note).await
+    }
+
+    async fn change_state(&self, actor: &str, ops: &[StateOp]) -> Result<Vec<Event>> {
+        write::change_state(self, actor, ops).await
+    }
+
+    async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>> {
+        write::record_run(self, actor, changes).await
+    }
+
+    async fn reap_lost(&self, actor: &str, run: &str, reason: &str) -> Result<Option<Reaped>> {
+        write::reap_lost(self, actor, run, reason).await
+    }
+
+    async fn create_order(
+        &self,
+        actor: &Passname,
+        topic: Topic,
+        document: Payload,
+    ) -> Result<OrderWritten> {
+        write::create_order(self, actor, topic, document).await
+    }
+
+    async fn order_step(
+        &self,
+        actor: &Passname,
+        id: &str,
+        expected_seq: i64,
+        request: OrderRequest,
+    ) -> Result<OrderWritten> {
+        write::order_step(self, actor, id, expected_seq, request).await
+    }
+
+    async fn append_events(&self, events: Vec<NewEvent>) -> Result<Vec<Event>> {
+        write::append_events(self, events).await
+    }
 }

@@ -1,15 +1,35 @@
-//! What store operations return: plain data, shaped for the CLI, MCP and HTTP edges alike.
+//! What store operations take and return: plain data, shaped for the CLI, MCP and HTTP
+//! edges alike. The domain's own records (envelopes, participants, runs, orders) are the
+//! core's types.
 
 use baton_core::order::Order;
-use baton_core::{DeliveryStatus, Event, MessageType, Millis, Passname, RequestStatus, Topic};
+use baton_core::{Change, DeliveryStatus, Event, MessageType, Millis, Participant};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Participant {
-    pub name: Passname,
-    pub role: String,
-    pub added_at: Millis,
+pub use baton_core::delivery::{End, Stepped};
+pub use baton_core::{Envelope, Recipient, Verb};
+
+/// An event to append: its id and time are given (a new one's, or an imported one's);
+/// the log assigns its position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub id: String,
+    pub at: Millis,
+    pub actor: String,
+    pub change: Change,
+}
+
+impl NewEvent {
+    /// A new event, with a fresh ULID.
+    pub fn new(actor: &str, change: Change, at: Millis) -> Self {
+        Self {
+            id: ulid::Ulid::generate().to_string(),
+            at,
+            actor: actor.to_owned(),
+            change,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -25,69 +45,12 @@ pub struct Sent {
     pub duplicate: bool,
 }
 
-/// One recipient's status for a message.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Recipient {
-    pub name: Passname,
-    pub status: DeliveryStatus,
-}
-
-/// A message without its payload: everything a preview shows.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Envelope {
-    pub id: String,
-    pub from: Passname,
-    pub to: Vec<Recipient>,
-    #[serde(rename = "type")]
-    pub kind: MessageType,
-    pub topic: Topic,
-    pub reply_to: Option<String>,
-    /// Distance from the thread's root (the root is 0).
-    pub depth: u32,
-    pub excerpt: String,
-    pub size: u64,
-    pub hash: String,
-    pub created_at: Millis,
-    /// The sender's own end; present for requests only.
-    pub request_status: Option<RequestStatus>,
-    /// Direct replies to this message.
-    pub replies: u32,
-}
-
-impl Envelope {
-    /// `who`'s delivery status, when `who` is a recipient.
-    pub fn status_for(&self, who: &Passname) -> Option<DeliveryStatus> {
-        self.to.iter().find(|r| &r.name == who).map(|r| r.status)
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Fetched {
     pub envelope: Envelope,
     pub payload: Map<String, Value>,
     /// The reader's status after the fetch, when the reader is a recipient.
     pub status: Option<DeliveryStatus>,
-}
-
-/// A status step named by the command that takes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verb {
-    Ack,
-    Complete,
-    HandBack,
-    Refuse,
-    Archive,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Stepped {
-    pub id: String,
-    /// `recipient` or `sender`: which end moved.
-    pub end: &'static str,
-    pub from: &'static str,
-    pub status: &'static str,
-    /// The threaded reply that carried the note, if any.
-    pub reply: Option<String>,
 }
 
 #[derive(Debug, Clone)]

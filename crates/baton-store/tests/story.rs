@@ -16,12 +16,12 @@ use baton_core::message::DEFAULT_PAYLOAD_CAP;
 use baton_core::order::{OrderChange, OrderRequest, OrderStatus};
 use baton_core::run::{ProcessRef, Progress, Registration, Run, RunChange, RunStatus, TokenUsage};
 use baton_core::{
-    Change, DeliveryAction, DeliveryStatus, Draft, InvalidTransition, MessageType, Millis,
-    Passname, Payload, RequestAction, RequestStatus, Topic,
+    Change, DeliveryAction, DeliveryStatus, Draft, Field, InvalidTransition, MessageType, Millis,
+    Passname, Payload, Record, Refusal, RefusalKind, RequestAction, RequestStatus, Topic,
 };
-use baton_store::sqlite::DEFAULT_BUSY_TIMEOUT;
 use baton_store::{
-    Envelope, OrderQuery, RunQuery, SearchQuery, Sent, SqliteStore, Store, StoreError, Verb,
+    DEFAULT_BUSY_TIMEOUT, End, Envelope, OrderQuery, RunQuery, SearchQuery, Sent, SqliteStore,
+    Store, StoreError, Verb,
 };
 use proptest::prelude::*;
 use sqlx::Connection;
@@ -203,9 +203,14 @@ macro_rules! assert_variant {
 
 fn transition_error(err: StoreError) -> InvalidTransition {
     match err {
-        StoreError::Transition(t) => t,
+        StoreError::Refused(Refusal::Transition(t)) => t,
         other => panic!("expected a refused transition, got {other:?}"),
     }
+}
+
+/// The steps a refused transition allows, by name.
+fn allowed(t: &InvalidTransition) -> Vec<&'static str> {
+    t.allowed.iter().map(|a| a.name()).collect()
 }
 
 /// The envelope of `id`, read without side effects (through its thread).
@@ -352,7 +357,7 @@ async fn participants_register_once_and_gate_every_message(store: &dyn Store) {
             store.add_participant("@local", &name("planner"), "executor")
         )
         .await,
-        StoreError::Conflict(_)
+        StoreError::Refused(Refusal::RoleTaken { .. })
     );
     assert_eq!(
         store.participant("planner").await.unwrap().unwrap().role,
@@ -370,7 +375,7 @@ async fn participants_register_once_and_gate_every_message(store: &dyn Store) {
     )
     .await;
     assert!(
-        matches!(&err, StoreError::UnknownParticipant(n) if n == "ghost"),
+        matches!(&err, StoreError::Refused(Refusal::UnknownParticipant { name }) if name == "ghost"),
         "{err:?}"
     );
     let err = refused(
@@ -383,7 +388,7 @@ async fn participants_register_once_and_gate_every_message(store: &dyn Store) {
     )
     .await;
     assert!(
-        matches!(&err, StoreError::UnknownParticipant(n) if n == "ghost"),
+        matches!(&err, StoreError::Refused(Refusal::UnknownParticipant { name }) if name == "ghost"),
         "{err:?}"
     );
     let everything = SearchQuery {
@@ -570,15 +575,15 @@ async fn invalid_transitions_are_refused_and_write_nothing(store: &dyn Store) {
     // Acknowledging an unread request: fetch it first.
     let t = transition_error(refused(store, store.step(&exec, &request, Verb::Ack, None)).await);
     assert_eq!(t.status, "pending");
-    assert!(t.allowed.contains(&"show"), "{t}");
-    assert!(!t.allowed.contains(&"ack"), "{t}");
+    assert!(allowed(&t).contains(&"show"), "{t}");
+    assert!(!allowed(&t).contains(&"ack"), "{t}");
     assert_eq!(status(store, &request, "exec-1").await, Some(Pending));
 
     // An info is acknowledged, never completed or handed back; nothing is archived unread.
     store.fetch(Some(&exec), &info).await.unwrap();
     let t = transition_error(refused(store, store.step(&exec, &info, Verb::Complete, None)).await);
     assert_eq!(t.status, "delivered");
-    assert!(t.allowed.contains(&"ack"), "{t}");
+    assert!(allowed(&t).contains(&"ack"), "{t}");
     let t = transition_error(
         refused(
             store,
@@ -596,14 +601,14 @@ async fn invalid_transitions_are_refused_and_write_nothing(store: &dyn Store) {
     for verb in [Verb::Ack, Verb::Archive] {
         let t = transition_error(refused(store, store.step(&exec, &request, verb, None)).await);
         assert_eq!(t.status, "delivered");
-        assert_eq!(t.allowed, ["refuse", "complete", "hand-back"]);
+        assert_eq!(allowed(&t), ["refuse", "complete", "hand_back"]);
     }
 
     // Final statuses allow only what the table lists.
     store.step(&exec, &info, Verb::Ack, None).await.unwrap();
     assert_eq!(status(store, &info, "exec-1").await, Some(Acknowledged));
     let t = transition_error(refused(store, store.step(&exec, &info, Verb::Ack, None)).await);
-    assert_eq!((t.status, t.allowed), ("acknowledged", vec!["archive"]));
+    assert_eq!((t.status, allowed(&t)), ("acknowledged", vec!["archive"]));
     store.step(&exec, &info, Verb::Archive, None).await.unwrap();
     let t = transition_error(refused(store, store.step(&exec, &info, Verb::Archive, None)).await);
     assert_eq!(t.status, "archived");
@@ -632,11 +637,11 @@ async fn a_reason_is_required_and_threaded_back_to_the_sender(store: &dyn Store)
     for note in [None, Some(""), Some("   ")] {
         assert_variant!(
             refused(store, store.step(&exec1, &id, Verb::HandBack, note)).await,
-            StoreError::Invalid(_)
+            StoreError::Refused(Refusal::Missing(Field::Reason))
         );
         assert_variant!(
             refused(store, store.step(&exec2, &id, Verb::Refuse, note)).await,
-            StoreError::Invalid(_)
+            StoreError::Refused(Refusal::Missing(Field::Reason))
         );
     }
     assert_eq!(status(store, &id, "exec-1").await, Some(Delivered));
@@ -649,7 +654,7 @@ async fn a_reason_is_required_and_threaded_back_to_the_sender(store: &dyn Store)
         .unwrap();
     assert_eq!(
         (stepped.end, stepped.from, stepped.status),
-        ("recipient", "delivered", "handed_back")
+        (End::Recipient, "delivered", "handed_back")
     );
     let blocker = stepped.reply.expect("a reply carrying the reason");
     let env = envelope(store, &blocker).await;
@@ -753,7 +758,9 @@ async fn a_note_reply_names_the_step_that_was_taken(store: &dyn Store) {
     ] {
         let before = generation(store).await;
         match store.step(&exec, id, verb, Some("a note")).await {
-            Err(StoreError::Invalid(_)) => {
+            Err(StoreError::Refused(r))
+                if r.kind() == RefusalKind::Invalid && !matches!(r, Refusal::Transition(_)) =>
+            {
                 let after = generation(store).await;
                 assert_eq!(after, before, "a refused note wrote events");
             }
@@ -794,25 +801,25 @@ async fn the_sender_closes_its_own_end_of_a_request(store: &dyn Store) {
     ] {
         assert_variant!(
             refused(store, store.step(&planner, &id, verb, note)).await,
-            StoreError::Forbidden(_)
+            StoreError::Refused(Refusal::SenderSteps { .. })
         );
     }
     for verb in [Verb::Ack, Verb::Complete, Verb::Archive] {
         assert_variant!(
             refused(store, store.step(&name("observer"), &id, verb, None)).await,
-            StoreError::Forbidden(_)
+            StoreError::Refused(Refusal::NotAParty { .. })
         );
     }
     // Its own end is completed before it is archived, and a note goes in a reply instead.
     let t = transition_error(refused(store, store.step(&planner, &id, Verb::Archive, None)).await);
-    assert_eq!((t.status, t.allowed), ("open", vec!["complete"]));
+    assert_eq!((t.status, allowed(&t)), ("open", vec!["complete"]));
     assert_variant!(
         refused(
             store,
             store.step(&planner, &id, Verb::Complete, Some("thanks"))
         )
         .await,
-        StoreError::Invalid(_)
+        StoreError::Refused(Refusal::SenderNote)
     );
 
     let stepped = store
@@ -821,7 +828,7 @@ async fn the_sender_closes_its_own_end_of_a_request(store: &dyn Store) {
         .unwrap();
     assert_eq!(
         (stepped.end, stepped.from, stepped.status, stepped.reply),
-        ("sender", "open", "completed", None)
+        (End::Sender, "open", "completed", None)
     );
     let env = envelope(store, &id).await;
     assert_eq!(env.request_status, Some(RequestStatus::Completed));
@@ -841,7 +848,7 @@ async fn the_sender_closes_its_own_end_of_a_request(store: &dyn Store) {
         .unwrap();
     assert_eq!(
         (stepped.end, stepped.from, stepped.status),
-        ("sender", "completed", "archived")
+        (End::Sender, "completed", "archived")
     );
     assert!(store.outbox(&planner, false).await.unwrap().is_empty());
     let all = store.outbox(&planner, true).await.unwrap();
@@ -854,7 +861,7 @@ async fn the_sender_closes_its_own_end_of_a_request(store: &dyn Store) {
     let info = send(store, "planner", draft(&["exec-1"], Info, "handoff", "fyi")).await;
     assert_variant!(
         refused(store, store.step(&planner, &info, Verb::Complete, None)).await,
-        StoreError::Invalid(_)
+        StoreError::Refused(Refusal::NotARequest { .. })
     );
 }
 
@@ -932,7 +939,7 @@ async fn duplicates_return_the_original(store: &dyn Store) {
     };
     assert_variant!(
         refused(store, store.send(&planner, reused, 0)).await,
-        StoreError::Conflict(_)
+        StoreError::Refused(Refusal::KeyReused { .. })
     );
 }
 
@@ -946,7 +953,10 @@ async fn an_unaddressable_send_is_refused(store: &dyn Store) {
     };
     assert_variant!(
         refused(store, store.send(&planner, orphan, WINDOW)).await,
-        StoreError::NotFound(_)
+        StoreError::Refused(Refusal::NotFound {
+            record: Record::Parent,
+            ..
+        })
     );
     assert_variant!(
         refused(
@@ -958,7 +968,7 @@ async fn an_unaddressable_send_is_refused(store: &dyn Store) {
             )
         )
         .await,
-        StoreError::Invalid(_)
+        StoreError::Refused(Refusal::SelfSend { .. })
     );
     assert_variant!(
         refused(
@@ -966,13 +976,16 @@ async fn an_unaddressable_send_is_refused(store: &dyn Store) {
             store.send(&planner, draft(&[], Info, "t", "anyone?"), WINDOW)
         )
         .await,
-        StoreError::Invalid(_)
+        StoreError::Refused(Refusal::Missing(Field::To))
     );
     // Nor can anyone read, step on or follow a message that does not exist.
     let missing = "01JZZZZZZZZZZZZZZZZZZZZZZZ";
     assert_variant!(
         refused(store, store.fetch(Some(&name("exec-1")), missing)).await,
-        StoreError::NotFound(_)
+        StoreError::Refused(Refusal::NotFound {
+            record: Record::Message,
+            ..
+        })
     );
     assert_variant!(
         refused(
@@ -980,11 +993,17 @@ async fn an_unaddressable_send_is_refused(store: &dyn Store) {
             store.step(&name("exec-1"), missing, Verb::Archive, None)
         )
         .await,
-        StoreError::NotFound(_)
+        StoreError::Refused(Refusal::NotFound {
+            record: Record::Message,
+            ..
+        })
     );
     assert_variant!(
         refused(store, store.thread(missing)).await,
-        StoreError::NotFound(_)
+        StoreError::Refused(Refusal::NotFound {
+            record: Record::Message,
+            ..
+        })
     );
 
     // A recipient named twice gets one delivery.
@@ -1166,7 +1185,7 @@ async fn search_filters_narrow_and_pages_walk_everything_once(store: &dyn Store)
         };
         assert_variant!(
             refused(store, store.search(None, &query)).await,
-            StoreError::Invalid(_)
+            StoreError::Refused(Refusal::Cursor { .. })
         );
     }
     // A status filter is the caller's own: without a caller it means nothing.
@@ -1177,7 +1196,7 @@ async fn search_filters_narrow_and_pages_walk_everything_once(store: &dyn Store)
     };
     assert_variant!(
         refused(store, store.search(None, &anonymous)).await,
-        StoreError::Invalid(_)
+        StoreError::Refused(Refusal::StatusNeedsIdentity)
     );
 }
 
@@ -1405,7 +1424,7 @@ struct Turn {
 
 /// Why the model refuses a turn.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Refusal {
+enum Verdict {
     /// The lifecycle forbids it; carries the current status.
     Transition(&'static str),
     Invalid,
@@ -1430,7 +1449,7 @@ impl Model {
     }
 
     /// Plays one turn: `Ok(events it appends)` or why it is refused.
-    fn play(&mut self, turn: Turn) -> Result<i64, Refusal> {
+    fn play(&mut self, turn: Turn) -> Result<i64, Verdict> {
         let verb = match turn.act {
             Act::Fetch => {
                 let Some(i) = turn.actor.recipient() else {
@@ -1445,7 +1464,7 @@ impl Model {
             Act::Step(verb) => verb,
         };
         if matches!(verb, Verb::HandBack | Verb::Refuse) && !turn.note {
-            return Err(Refusal::Invalid);
+            return Err(Verdict::Invalid);
         }
         match (turn.actor.recipient(), turn.actor) {
             (Some(i), _) => {
@@ -1457,7 +1476,7 @@ impl Model {
                     Verb::Archive => DeliveryAction::Archive,
                 };
                 let next = transition(self.deliveries[i], action, self.kind)
-                    .map_err(|e| Refusal::Transition(e.status))?;
+                    .map_err(|e| Verdict::Transition(e.status))?;
                 self.deliveries[i] = next;
                 // The status change, plus the reply that carries a note.
                 Ok(1 + i64::from(turn.note))
@@ -1466,31 +1485,31 @@ impl Model {
                 // Only a request has a sender's end; of it, the sender only completes
                 // and archives, and says anything more in a reply.
                 let Some(current) = self.request else {
-                    return Err(Refusal::Invalid);
+                    return Err(Verdict::Invalid);
                 };
                 let action = match verb {
                     Verb::Complete => RequestAction::Complete,
                     Verb::Archive => RequestAction::Archive,
-                    _ => return Err(Refusal::Forbidden),
+                    _ => return Err(Verdict::Forbidden),
                 };
                 if turn.note {
-                    return Err(Refusal::Invalid);
+                    return Err(Verdict::Invalid);
                 }
                 let next = request_transition(current, action)
-                    .map_err(|e| Refusal::Transition(e.status))?;
+                    .map_err(|e| Verdict::Transition(e.status))?;
                 self.request = Some(next);
                 Ok(1)
             }
-            (None, _) => Err(Refusal::Forbidden),
+            (None, _) => Err(Verdict::Forbidden),
         }
     }
 }
 
-fn refusal(err: &StoreError) -> Option<Refusal> {
-    match err {
-        StoreError::Transition(t) => Some(Refusal::Transition(t.status)),
-        StoreError::Invalid(_) => Some(Refusal::Invalid),
-        StoreError::Forbidden(_) => Some(Refusal::Forbidden),
+fn refusal(err: &StoreError) -> Option<Verdict> {
+    match err.refusal()? {
+        Refusal::Transition(t) => Some(Verdict::Transition(t.status)),
+        r if r.kind() == RefusalKind::Invalid => Some(Verdict::Invalid),
+        r if r.kind() == RefusalKind::Forbidden => Some(Verdict::Forbidden),
         _ => None,
     }
 }
@@ -1665,11 +1684,14 @@ async fn a_run_is_the_fold_of_its_facts(store: &dyn Store) {
         .expect("the exit");
     assert_variant!(
         refused(store, store.record_run("exec-1", &[exit])).await,
-        StoreError::Conflict(_)
+        StoreError::Refused(Refusal::RunStatus { .. })
     );
     assert_variant!(
         refused(store, store.record_run("exec-1", &[run_started("nope")])).await,
-        StoreError::NotFound(_)
+        StoreError::Refused(Refusal::NotFound {
+            record: Record::Run,
+            ..
+        })
     );
     // A batch is all or nothing.
     assert_variant!(
@@ -1678,7 +1700,7 @@ async fn a_run_is_the_fold_of_its_facts(store: &dyn Store) {
             store.record_run("exec-1", &[registration("r2", None), run_started("r1")])
         )
         .await,
-        StoreError::Conflict(_)
+        StoreError::Refused(Refusal::RunStatus { .. })
     );
     assert!(
         store
@@ -1883,9 +1905,9 @@ async fn an_order_goes_round_its_lifecycle(store: &dyn Store) {
         )
         .await;
         let got = match err {
-            StoreError::Forbidden(_) => "forbidden",
-            StoreError::Transition(_) => "transition",
-            StoreError::Conflict(_) => "conflict",
+            StoreError::Refused(Refusal::OrderRole { .. }) => "forbidden",
+            StoreError::Refused(Refusal::Transition(_)) => "transition",
+            StoreError::Refused(Refusal::Moved { .. }) => "conflict",
             other => panic!("{who}: unexpected {other:?}"),
         };
         assert_eq!(got, want, "{who} expecting seq {expected}");
@@ -1896,7 +1918,10 @@ async fn an_order_goes_round_its_lifecycle(store: &dyn Store) {
             store.order_step(&name("exec-1"), "wo_9", 1, OrderRequest::Accept)
         )
         .await,
-        StoreError::NotFound(_)
+        StoreError::Refused(Refusal::NotFound {
+            record: Record::Order,
+            ..
+        })
     );
 
     let round = [
@@ -1968,7 +1993,7 @@ async fn an_order_goes_round_its_lifecycle(store: &dyn Store) {
             )
         )
         .await,
-        StoreError::Transition(_)
+        StoreError::Refused(Refusal::Transition(_))
     );
 }
 
@@ -1986,7 +2011,7 @@ async fn an_offer_is_checked_and_orders_list_by_party(store: &dyn Store) {
             offer("exec-2", order_doc("wo_1", "planner", "exec-1", FAR))
         )
         .await,
-        StoreError::Forbidden(_)
+        StoreError::Refused(Refusal::OfferFrom { .. })
     );
     assert_variant!(
         refused(
@@ -1994,7 +2019,7 @@ async fn an_offer_is_checked_and_orders_list_by_party(store: &dyn Store) {
             offer("planner", order_doc("wo_1", "planner", "nobody", FAR))
         )
         .await,
-        StoreError::UnknownParticipant(_)
+        StoreError::Refused(Refusal::UnknownParticipant { .. })
     );
     assert_variant!(
         refused(
@@ -2002,7 +2027,10 @@ async fn an_offer_is_checked_and_orders_list_by_party(store: &dyn Store) {
             offer("planner", order_doc("wo_1", "planner", "Not A Name", FAR))
         )
         .await,
-        StoreError::Invalid(_)
+        StoreError::Refused(Refusal::Name {
+            field: Field::OrderTo,
+            ..
+        })
     );
     assert_variant!(
         refused(
@@ -2010,7 +2038,7 @@ async fn an_offer_is_checked_and_orders_list_by_party(store: &dyn Store) {
             offer("planner", order_doc("wo_1", "planner", "planner", FAR))
         )
         .await,
-        StoreError::Invalid(_)
+        StoreError::Refused(Refusal::SelfSend { .. })
     );
     offer("planner", order_doc("wo_1", "planner", "exec-1", FAR))
         .await
@@ -2021,7 +2049,7 @@ async fn an_offer_is_checked_and_orders_list_by_party(store: &dyn Store) {
             offer("planner", order_doc("wo_1", "planner", "exec-2", FAR))
         )
         .await,
-        StoreError::Conflict(_)
+        StoreError::Refused(Refusal::OrderExists { .. })
     );
     offer("planner", order_doc("wo_2", "planner", "exec-2", FAR))
         .await

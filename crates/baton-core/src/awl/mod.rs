@@ -31,7 +31,7 @@ pub use rules::{
 
 /// What a finding does to the document: `invalid` rejects it; `limit` (over budget, past
 /// the deadline) is recorded and expires the order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FindingKind {
     Invalid,
@@ -49,7 +49,7 @@ impl FindingKind {
 
 /// One result of a check: which rule, what it does, where (a JSON Pointer into the
 /// document checked, `/` for the whole document) and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     pub rule: String,
     pub kind: FindingKind,

@@ -8,45 +8,36 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::delivery::{request_transition, transition};
-use baton_core::event::SentMessage;
-use baton_core::message::DEFAULT_PAYLOAD_CAP;
-use baton_core::order::{Order, OrderRequest};
-use baton_core::run::{Run, RunChange};
-use baton_core::state::{ProjectState, StateError, StateOp};
+use baton_core::message::Prior;
+use baton_core::order::Order;
+use baton_core::run::Run;
+use baton_core::state::ProjectState;
 use baton_core::{
-    Change, DeliveryAction, DeliveryStatus, Draft, Event, MessageType, Millis, Passname, Payload,
-    RequestAction, RequestStatus, Topic,
+    Change, DeliveryStatus, Draft, Envelope, Event, MessageType, Millis, Participant, Passname,
+    Recipient, Refusal, RequestStatus, Topic,
 };
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
 use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
-use ulid::Ulid;
 
 mod orders;
 mod runs;
 
-use crate::{
-    Added, Envelope, Fetched, OrderQuery, OrderWritten, Page, Participant, Reaped, Recipient,
-    Result, RunQuery, SearchQuery, Sent, Stepped, Store, StoreError, Verb,
-};
+use crate::{Backend, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, StoreError, Tx};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
 const MIGRATIONS: &[&str] = &[
-    include_str!("sqlite/001_event_log.sql"),
-    include_str!("sqlite/002_event_kind_index.sql"),
-    include_str!("sqlite/003_runs.sql"),
-    include_str!("sqlite/004_orders.sql"),
+    include_str!("migrations/001_event_log.sql"),
+    include_str!("migrations/002_event_kind_index.sql"),
+    include_str!("migrations/003_runs.sql"),
+    include_str!("migrations/004_orders.sql"),
 ];
-
-/// How long a writer waits for another writer before giving up with [`StoreError::Busy`].
-pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -64,9 +55,8 @@ impl SqliteStore {
     /// Opens an existing database; a missing file is an error, never a new empty store.
     pub async fn open(path: &Path, busy_timeout: Duration) -> Result<Self> {
         if !path.exists() {
-            return Err(StoreError::Unavailable {
+            return Err(StoreError::Missing {
                 path: path.display().to_string(),
-                reason: "the database file is missing; run `baton init` to create it".into(),
             });
         }
         Self::connect(path, busy_timeout, false).await
@@ -115,11 +105,10 @@ impl SqliteStore {
         let mut tx = self.write().await?;
         let current = self.user_version(Some(&mut tx)).await?;
         if current > latest {
-            return Err(StoreError::Unavailable {
+            return Err(StoreError::TooNew {
                 path: self.path.display().to_string(),
-                reason: format!(
-                    "its schema version {current} is newer than this baton knows ({latest}); upgrade baton"
-                ),
+                found: current,
+                known: latest,
             });
         }
         for script in &MIGRATIONS[current as usize..] {
@@ -242,40 +231,27 @@ fn classify(e: &sqlx::Error, busy_timeout: Duration) -> StoreError {
     }
 }
 
-fn now() -> Millis {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as Millis)
-        .unwrap_or(0)
-}
-
-/// The one function that writes events: appends `change` and applies it to the
-/// projections, inside the caller's transaction.
-async fn append(
-    conn: &mut SqliteConnection,
-    actor: &str,
-    change: Change,
-    at: Millis,
-) -> sqlx::Result<Event> {
-    let id = Ulid::generate().to_string();
+/// Appends `event` to the log and applies it to the projections, inside the caller's
+/// transaction: what [`Tx::append`] does.
+async fn append(conn: &mut SqliteConnection, new: NewEvent) -> sqlx::Result<Event> {
     let seq: i64 = sqlx::query_scalar(
         "INSERT INTO events (id, at, actor, kind, subject, data) VALUES (?, ?, ?, ?, ?, ?) \
          RETURNING seq",
     )
-    .bind(&id)
-    .bind(at)
-    .bind(actor)
-    .bind(change.kind())
-    .bind(change.subject())
-    .bind(change.data().to_string())
+    .bind(&new.id)
+    .bind(new.at)
+    .bind(&new.actor)
+    .bind(new.change.kind())
+    .bind(new.change.subject())
+    .bind(new.change.data().to_string())
     .fetch_one(&mut *conn)
     .await?;
     let event = Event {
         seq,
-        id,
-        at,
-        actor: actor.to_owned(),
-        change,
+        id: new.id,
+        at: new.at,
+        actor: new.actor,
+        change: new.change,
     };
     project(conn, &event).await?;
     Ok(event)
@@ -444,22 +420,6 @@ fn participant_row(row: &SqliteRow) -> sqlx::Result<Participant> {
     })
 }
 
-async fn require_participant(
-    conn: &mut SqliteConnection,
-    name: &str,
-    busy: Duration,
-) -> Result<()> {
-    let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM participants WHERE name = ?")
-        .bind(name)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(|e| classify(&e, busy))?;
-    match found {
-        Some(_) => Ok(()),
-        None => Err(StoreError::UnknownParticipant(name.to_owned())),
-    }
-}
-
 fn decode<T, E>(r: std::result::Result<T, E>) -> sqlx::Result<T>
 where
     E: std::error::Error + Send + Sync + 'static,
@@ -531,180 +491,6 @@ async fn load_envelopes(
     Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
 }
 
-async fn envelope(conn: &mut SqliteConnection, id: &str, busy: Duration) -> Result<Envelope> {
-    load_envelopes(conn, &[id.to_owned()])
-        .await
-        .map_err(|e| classify(&e, busy))?
-        .pop()
-        .ok_or_else(|| StoreError::NotFound(format!("no message {id} in this project")))
-}
-
-/// Appends a `message.sent` event for `draft` and returns the new id.
-async fn insert_message(
-    conn: &mut SqliteConnection,
-    from: &Passname,
-    draft: Draft,
-    at: Millis,
-) -> sqlx::Result<String> {
-    let id = Ulid::generate().to_string();
-    let sent = SentMessage {
-        id: id.clone(),
-        from: from.clone(),
-        to: draft.to,
-        kind: draft.kind,
-        topic: draft.topic,
-        reply_to: draft.reply_to,
-        excerpt: draft.payload.excerpt(),
-        size: draft.payload.size(),
-        hash: draft.payload.hash(),
-        payload: draft.payload.object().clone(),
-        idempotency_key: draft.idempotency_key,
-    };
-    append(conn, from.as_str(), Change::MessageSent(Box::new(sent)), at).await?;
-    Ok(id)
-}
-
-/// The send path, inside the caller's transaction: checks the recipients and the parent,
-/// returns the original of a duplicate, else appends the message. `send` and
-/// `create_order` both come through here.
-async fn send_in(
-    conn: &mut SqliteConnection,
-    from: &Passname,
-    mut draft: Draft,
-    window_ms: i64,
-    at: Millis,
-    busy: Duration,
-) -> Result<Sent> {
-    let mut seen = Vec::new();
-    draft.to.retain(|name| {
-        let first = !seen.contains(name);
-        seen.push(name.clone());
-        first
-    });
-    if draft.to.is_empty() {
-        return Err(StoreError::Invalid(
-            "a message needs at least one recipient (--to NAME)".into(),
-        ));
-    }
-    if draft.to.contains(from) {
-        return Err(StoreError::Invalid(format!(
-            "{from} cannot send to itself: name another participant in --to"
-        )));
-    }
-    require_participant(&mut *conn, from.as_str(), busy).await?;
-    for to in &draft.to {
-        require_participant(&mut *conn, to.as_str(), busy).await?;
-    }
-    if let Some(parent) = &draft.reply_to {
-        envelope(&mut *conn, parent, busy)
-            .await
-            .map_err(|e| match e {
-                StoreError::NotFound(_) => {
-                    StoreError::NotFound(format!("no message {parent} to reply to in this project"))
-                }
-                other => other,
-            })?;
-    }
-    if let Some(id) = find_duplicate(&mut *conn, from, &draft, window_ms, at, busy).await? {
-        return Ok(Sent {
-            id,
-            duplicate: true,
-        });
-    }
-    let id = insert_message(&mut *conn, from, draft, at)
-        .await
-        .map_err(|e| classify(&e, busy))?;
-    Ok(Sent {
-        id,
-        duplicate: false,
-    })
-}
-
-/// The original of a duplicate send, if there is one.
-async fn find_duplicate(
-    conn: &mut SqliteConnection,
-    from: &Passname,
-    draft: &Draft,
-    window_ms: i64,
-    at: Millis,
-    busy: Duration,
-) -> Result<Option<String>> {
-    let hash = draft.payload.hash();
-    let to_err = |e: sqlx::Error| classify(&e, busy);
-    if let Some(key) = &draft.idempotency_key {
-        let row: Option<(String, String, String, String, Option<String>)> = sqlx::query_as(
-            "SELECT id, hash, type, topic, reply_to FROM messages \
-             WHERE from_name = ? AND idempotency_key = ?",
-        )
-        .bind(from.as_str())
-        .bind(key)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(to_err)?;
-        let Some((id, h, kind, topic, reply_to)) = row else {
-            return Ok(None);
-        };
-        let same = h == hash
-            && kind == draft.kind.as_str()
-            && topic == draft.topic.as_str()
-            && reply_to == draft.reply_to
-            && same_recipients(conn, &id, &draft.to)
-                .await
-                .map_err(to_err)?;
-        return if same {
-            Ok(Some(id))
-        } else {
-            Err(StoreError::Conflict(format!(
-                "idempotency key {key:?} was already used for message {id} with different \
-                 content or recipients; use a new key for a new message"
-            )))
-        };
-    }
-    if window_ms <= 0 {
-        return Ok(None);
-    }
-    let candidates: Vec<String> = sqlx::query_scalar(
-        "SELECT id FROM messages WHERE from_name = ? AND hash = ? AND type = ? AND topic = ? \
-         AND reply_to IS ? AND created_at >= ? ORDER BY seq DESC LIMIT 20",
-    )
-    .bind(from.as_str())
-    .bind(&hash)
-    .bind(draft.kind.as_str())
-    .bind(draft.topic.as_str())
-    .bind(&draft.reply_to)
-    .bind(at - window_ms)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(to_err)?;
-    for id in candidates {
-        if same_recipients(conn, &id, &draft.to)
-            .await
-            .map_err(to_err)?
-        {
-            return Ok(Some(id));
-        }
-    }
-    Ok(None)
-}
-
-/// Whether message `id` went to exactly `to` (in any order). The same text sent to someone
-/// else is a new message, not a duplicate.
-async fn same_recipients(
-    conn: &mut SqliteConnection,
-    id: &str,
-    to: &[Passname],
-) -> sqlx::Result<bool> {
-    let mut stored: Vec<String> =
-        sqlx::query_scalar("SELECT participant FROM deliveries WHERE message_id = ?")
-            .bind(id)
-            .fetch_all(&mut *conn)
-            .await?;
-    let mut wanted: Vec<String> = to.iter().map(|p| p.as_str().to_owned()).collect();
-    stored.sort();
-    wanted.sort();
-    Ok(stored == wanted)
-}
-
 fn encode_cursor(seq: i64) -> String {
     format!("c{seq:x}")
 }
@@ -714,57 +500,20 @@ fn decode_cursor(cursor: &str) -> Result<i64> {
         .strip_prefix('c')
         .and_then(|hex| i64::from_str_radix(hex, 16).ok())
         .ok_or_else(|| {
-            StoreError::Invalid(format!(
-                "cursor {cursor:?} is not one this store issued: pass the `next` value of the \
-                 previous page"
-            ))
+            Refusal::Cursor {
+                cursor: cursor.to_owned(),
+            }
+            .into()
         })
 }
 
 #[async_trait]
-impl Store for SqliteStore {
-    async fn add_participant(&self, actor: &str, name: &Passname, role: &str) -> Result<Added> {
-        let role = role.trim();
-        if role.is_empty() || role.chars().count() > 64 || role.contains(char::is_control) {
-            return Err(StoreError::Invalid(format!(
-                "role {role:?} is not valid: use planner, executor, reviewer, owner, observer or \
-                 another word of at most 64 characters"
-            )));
-        }
-        let mut tx = self.write().await?;
-        if let Some(existing) = fetch_participant(&mut tx, name.as_str())
-            .await
-            .map_err(|e| self.err(e))?
-        {
-            return if existing.role == role {
-                Ok(Added {
-                    participant: existing,
-                    created: false,
-                })
-            } else {
-                Err(StoreError::Conflict(format!(
-                    "participant {name} already exists with role {:?}",
-                    existing.role
-                )))
-            };
-        }
-        let at = now();
-        let change = Change::ParticipantAdded {
-            name: name.clone(),
-            role: role.to_owned(),
-        };
-        append(&mut tx, actor, change, at)
-            .await
-            .map_err(|e| self.err(e))?;
-        tx.commit().await.map_err(|e| self.err(e))?;
-        Ok(Added {
-            participant: Participant {
-                name: name.clone(),
-                role: role.to_owned(),
-                added_at: at,
-            },
-            created: true,
-        })
+impl Backend for SqliteStore {
+    async fn begin(&self) -> Result<Box<dyn Tx>> {
+        Ok(Box::new(SqliteTx {
+            tx: self.write().await?,
+            busy_timeout: self.busy_timeout,
+        }))
     }
 
     async fn participants(&self) -> Result<Vec<Participant>> {
@@ -783,177 +532,6 @@ impl Store for SqliteStore {
         fetch_participant(&mut conn, name)
             .await
             .map_err(|e| self.err(e))
-    }
-
-    async fn send(&self, from: &Passname, draft: Draft, window_ms: i64) -> Result<Sent> {
-        let mut tx = self.write().await?;
-        let sent = send_in(&mut tx, from, draft, window_ms, now(), self.busy_timeout).await?;
-        // A duplicate wrote nothing; committing it is harmless.
-        tx.commit().await.map_err(|e| self.err(e))?;
-        Ok(sent)
-    }
-
-    async fn fetch(&self, reader: Option<&Passname>, id: &str) -> Result<Fetched> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        let mut env = envelope(&mut conn, id, self.busy_timeout).await?;
-        drop(conn);
-        let mut status = reader.and_then(|r| env.status_for(r));
-        if let (Some(reader), Some(DeliveryStatus::Pending)) = (reader, status) {
-            let mut tx = self.write().await?;
-            // Re-read under the lock: another process may have fetched it meanwhile.
-            env = envelope(&mut tx, id, self.busy_timeout).await?;
-            let current = env.status_for(reader).unwrap_or(DeliveryStatus::Pending);
-            let next = transition(current, DeliveryAction::Fetch, env.kind)?;
-            if next != current {
-                let change = Change::DeliveryChanged {
-                    message: id.to_owned(),
-                    participant: reader.clone(),
-                    status: next,
-                    note: None,
-                };
-                append(&mut tx, reader.as_str(), change, now())
-                    .await
-                    .map_err(|e| self.err(e))?;
-                env = envelope(&mut tx, id, self.busy_timeout).await?;
-            }
-            tx.commit().await.map_err(|e| self.err(e))?;
-            status = Some(next);
-        }
-        let data: String = sqlx::query_scalar(
-            "SELECT e.data FROM events e JOIN messages m ON m.seq = e.seq WHERE m.id = ?",
-        )
-        .bind(id)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
-        let sent: SentMessage = serde_json::from_str(&data)
-            .map_err(|e| StoreError::Engine(format!("message {id} is unreadable: {e}")))?;
-        Ok(Fetched {
-            envelope: env,
-            payload: sent.payload,
-            status,
-        })
-    }
-
-    async fn step(
-        &self,
-        who: &Passname,
-        id: &str,
-        verb: Verb,
-        note: Option<&str>,
-    ) -> Result<Stepped> {
-        let note = note.map(str::trim).filter(|n| !n.is_empty());
-        if matches!(verb, Verb::HandBack | Verb::Refuse) && note.is_none() {
-            return Err(StoreError::Invalid(
-                "a reason is required (--reason TEXT): it is posted to the sender".into(),
-            ));
-        }
-        let mut tx = self.write().await?;
-        require_participant(&mut tx, who.as_str(), self.busy_timeout).await?;
-        let env = envelope(&mut tx, id, self.busy_timeout).await?;
-        let at = now();
-        let stepped = if let Some(current) = env.status_for(who) {
-            let action = match verb {
-                Verb::Ack => DeliveryAction::Acknowledge,
-                Verb::Complete => DeliveryAction::Complete,
-                Verb::HandBack => DeliveryAction::HandBack,
-                Verb::Refuse => DeliveryAction::Refuse,
-                Verb::Archive => DeliveryAction::Archive,
-            };
-            let next = transition(current, action, env.kind)?;
-            let change = Change::DeliveryChanged {
-                message: id.to_owned(),
-                participant: who.clone(),
-                status: next,
-                note: note.map(str::to_owned),
-            };
-            append(&mut tx, who.as_str(), change, at)
-                .await
-                .map_err(|e| self.err(e))?;
-            let reply = match note {
-                Some(text) => {
-                    // A completion note moves knowledge; a refusal or hand-back asks for an
-                    // answer. The marker names the status the step reached.
-                    let kind = if verb == Verb::Complete {
-                        MessageType::Info
-                    } else {
-                        MessageType::Message
-                    };
-                    let payload = serde_json::json!({ "body": text, next.as_str(): id });
-                    let draft = Draft {
-                        to: vec![env.from.clone()],
-                        kind,
-                        topic: env.topic.clone(),
-                        reply_to: Some(id.to_owned()),
-                        payload: Payload::from_value(payload, DEFAULT_PAYLOAD_CAP)?,
-                        idempotency_key: None,
-                    };
-                    Some(
-                        insert_message(&mut tx, who, draft, at)
-                            .await
-                            .map_err(|e| self.err(e))?,
-                    )
-                }
-                None => None,
-            };
-            Stepped {
-                id: id.to_owned(),
-                end: "recipient",
-                from: current.as_str(),
-                status: next.as_str(),
-                reply,
-            }
-        } else if &env.from == who {
-            let current = env.request_status.ok_or_else(|| {
-                StoreError::Invalid(format!(
-                    "you sent {id} as {} {}: only its recipients change its status",
-                    if env.kind == MessageType::Info {
-                        "an"
-                    } else {
-                        "a"
-                    },
-                    env.kind
-                ))
-            })?;
-            let action = match verb {
-                Verb::Complete => RequestAction::Complete,
-                Verb::Archive => RequestAction::Archive,
-                _ => {
-                    return Err(StoreError::Forbidden(format!(
-                        "you sent {id}: as its sender you complete or archive your own end; \
-                         the other steps are its recipients'"
-                    )));
-                }
-            };
-            if note.is_some() {
-                return Err(StoreError::Invalid(
-                    "--note is for a recipient's completion; to tell the recipients something, \
-                     reply with `baton send --reply-to ID`"
-                        .into(),
-                ));
-            }
-            let next = request_transition(current, action)?;
-            let change = Change::RequestChanged {
-                message: id.to_owned(),
-                status: next,
-            };
-            append(&mut tx, who.as_str(), change, at)
-                .await
-                .map_err(|e| self.err(e))?;
-            Stepped {
-                id: id.to_owned(),
-                end: "sender",
-                from: current.as_str(),
-                status: next.as_str(),
-                reply: None,
-            }
-        } else {
-            return Err(StoreError::Forbidden(format!(
-                "{who} is neither a recipient nor the sender of {id}"
-            )));
-        };
-        tx.commit().await.map_err(|e| self.err(e))?;
-        Ok(stepped)
     }
 
     async fn inbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>> {
@@ -1007,8 +585,8 @@ impl Store for SqliteStore {
             .fetch_optional(&mut *conn)
             .await
             .map_err(|e| self.err(e))?;
-        let root =
-            root.ok_or_else(|| StoreError::NotFound(format!("no message {id} in this project")))?;
+        let root = root
+            .ok_or_else(|| StoreError::from(Refusal::not_found(baton_core::Record::Message, id)))?;
         let ids: Vec<String> =
             sqlx::query_scalar("SELECT id FROM messages WHERE root_id = ? ORDER BY seq")
                 .bind(&root)
@@ -1025,9 +603,7 @@ impl Store for SqliteStore {
         let limit = q.limit.clamp(1, 100);
         let mut sql = QueryBuilder::<Sqlite>::new("SELECT m.seq, m.id FROM messages m");
         if let Some(status) = q.status {
-            let caller = caller.ok_or_else(|| {
-                StoreError::Invalid("--status filters by your own status: pass --as NAME".into())
-            })?;
+            let caller = caller.ok_or(Refusal::StatusNeedsIdentity)?;
             sql.push(" JOIN deliveries mine ON mine.message_id = m.id AND mine.participant = ")
                 .push_bind(caller.as_str().to_owned())
                 .push(" AND mine.status = ")
@@ -1090,30 +666,6 @@ impl Store for SqliteStore {
             .map_err(|e| self.err(e))
     }
 
-    async fn change_state(&self, actor: &str, ops: &[StateOp]) -> Result<Vec<Event>> {
-        let mut tx = self.write().await?;
-        let mut state = read_state(&mut tx).await.map_err(|e| self.err(e))?;
-        let at = now();
-        let mut written = Vec::new();
-        for op in ops {
-            let change = state.plan(op).map_err(|e| match e {
-                StateError::NoSuchDecision(_)
-                | StateError::NoSuchStream(_)
-                | StateError::NoSuchAlert(_) => StoreError::NotFound(e.to_string()),
-                other => StoreError::Invalid(other.to_string()),
-            })?;
-            if let Some(change) = change {
-                let event = append(&mut tx, actor, Change::State(change), at)
-                    .await
-                    .map_err(|e| self.err(e))?;
-                state.apply(&event);
-                written.push(event);
-            }
-        }
-        tx.commit().await.map_err(|e| self.err(e))?;
-        Ok(written)
-    }
-
     async fn state(&self) -> Result<ProjectState> {
         let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
         read_state(&mut conn).await.map_err(|e| self.err(e))
@@ -1128,55 +680,195 @@ impl Store for SqliteStore {
             .map_err(|e| self.err(e))
     }
 
-    async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>> {
-        self.record_run_changes(actor, changes).await
-    }
-
-    async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>> {
-        self.query_runs(query).await
-    }
-
-    async fn reap_lost(&self, actor: &str, run: &str, reason: &str) -> Result<Option<Reaped>> {
-        self.reap(actor, run, reason).await
-    }
-
-    async fn create_order(
-        &self,
-        actor: &Passname,
-        topic: Topic,
-        document: Payload,
-    ) -> Result<OrderWritten> {
-        self.offer_order(actor, topic, document).await
-    }
-
-    async fn order_step(
-        &self,
-        actor: &Passname,
-        id: &str,
-        expected_seq: i64,
-        request: OrderRequest,
-    ) -> Result<OrderWritten> {
-        self.step_order(actor, id, expected_seq, request).await
-    }
-
-    async fn order(&self, id: &str) -> Result<Option<Order>> {
-        self.load_order(id).await
-    }
-
-    async fn orders(&self, query: &OrderQuery) -> Result<Vec<Order>> {
-        self.query_orders(query).await
-    }
-
-    async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>> {
-        self.order_events(id, after_seq).await
-    }
-
     async fn generation(&self) -> Result<i64> {
         sqlx::query_scalar("SELECT coalesce(max(seq), 0) FROM events")
             .fetch_one(&self.pool)
             .await
             .map_err(|e| self.err(e))
     }
+
+    async fn message(&self, id: &str) -> Result<Option<(Envelope, Map<String, Value>)>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        let Some(envelope) = envelope(&mut conn, id).await.map_err(|e| self.err(e))? else {
+            return Ok(None);
+        };
+        let data: String = sqlx::query_scalar(
+            "SELECT e.data FROM events e JOIN messages m ON m.seq = e.seq WHERE m.id = ?",
+        )
+        .bind(id)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| self.err(e))?;
+        let sent: baton_core::event::SentMessage = serde_json::from_str(&data)
+            .map_err(|e| StoreError::Engine(format!("message {id} is unreadable: {e}")))?;
+        Ok(Some((envelope, sent.payload)))
+    }
+
+    async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>> {
+        runs::query(&self.pool, query)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn order(&self, id: &str) -> Result<Option<Order>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        orders::load(&mut conn, id).await.map_err(|e| self.err(e))
+    }
+
+    async fn orders(&self, query: &OrderQuery) -> Result<Vec<Order>> {
+        orders::query(&self.pool, query)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>> {
+        orders::events_since(&self.pool, id, after_seq)
+            .await
+            .map_err(|e| self.err(e))
+    }
+}
+
+/// A write transaction on the SQLite file: `BEGIN IMMEDIATE`, committed with an fsync.
+struct SqliteTx {
+    tx: Transaction<'static, Sqlite>,
+    busy_timeout: Duration,
+}
+
+impl SqliteTx {
+    fn err(&self, e: sqlx::Error) -> StoreError {
+        classify(&e, self.busy_timeout)
+    }
+}
+
+#[async_trait]
+impl Tx for SqliteTx {
+    async fn append(&mut self, event: NewEvent) -> Result<Event> {
+        let result = append(&mut self.tx, event).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn participant(&mut self, name: &str) -> Result<Option<Participant>> {
+        let result = fetch_participant(&mut self.tx, name).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn envelope(&mut self, id: &str) -> Result<Option<Envelope>> {
+        let result = envelope(&mut self.tx, id).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn keyed(&mut self, from: &Passname, key: &str) -> Result<Option<Prior>> {
+        let rows = sqlx::query(
+            "SELECT id, hash, type, topic, reply_to, idempotency_key FROM messages \
+             WHERE from_name = ? AND idempotency_key = ?",
+        )
+        .bind(from.as_str())
+        .bind(key)
+        .fetch_all(&mut *self.tx)
+        .await;
+        let rows = rows.map_err(|e| self.err(e))?;
+        let priors = priors(&mut self.tx, &rows).await;
+        Ok(priors.map_err(|e| self.err(e))?.pop())
+    }
+
+    async fn recent(
+        &mut self,
+        from: &Passname,
+        draft: &Draft,
+        since: Millis,
+    ) -> Result<Vec<Prior>> {
+        let rows = sqlx::query(
+            "SELECT id, hash, type, topic, reply_to, idempotency_key FROM messages \
+             WHERE from_name = ? AND hash = ? AND type = ? AND topic = ? \
+             AND reply_to IS ? AND created_at >= ? ORDER BY seq DESC LIMIT 20",
+        )
+        .bind(from.as_str())
+        .bind(draft.payload.hash())
+        .bind(draft.kind.as_str())
+        .bind(draft.topic.as_str())
+        .bind(&draft.reply_to)
+        .bind(since)
+        .fetch_all(&mut *self.tx)
+        .await;
+        let rows = rows.map_err(|e| self.err(e))?;
+        let priors = priors(&mut self.tx, &rows).await;
+        priors.map_err(|e| self.err(e))
+    }
+
+    async fn order(&mut self, id: &str) -> Result<Option<Order>> {
+        let result = orders::load(&mut self.tx, id).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn run(&mut self, id: &str) -> Result<Option<Run>> {
+        let result = runs::load(&mut self.tx, id).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool> {
+        let result = runs::other_live(&mut self.tx, participant, except).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn held(&mut self, participant: &str, since: Millis) -> Result<Vec<String>> {
+        let held = sqlx::query_scalar(
+            "SELECT message_id FROM deliveries WHERE participant = ? AND status = ? \
+             AND updated_at >= ? ORDER BY updated_at, message_id",
+        )
+        .bind(participant)
+        .bind(DeliveryStatus::Delivered.as_str())
+        .bind(since)
+        .fetch_all(&mut *self.tx)
+        .await;
+        held.map_err(|e| self.err(e))
+    }
+
+    async fn state(&mut self) -> Result<ProjectState> {
+        let result = read_state(&mut self.tx).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn commit(self: Box<Self>) -> Result<()> {
+        let busy_timeout = self.busy_timeout;
+        self.tx
+            .commit()
+            .await
+            .map_err(|e| classify(&e, busy_timeout))
+    }
+}
+
+/// Earlier messages as the duplicate rule compares them, with their recipients.
+async fn priors(conn: &mut SqliteConnection, rows: &[SqliteRow]) -> sqlx::Result<Vec<Prior>> {
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let id: String = row.try_get("id")?;
+        let to: Vec<String> =
+            sqlx::query_scalar("SELECT participant FROM deliveries WHERE message_id = ?")
+                .bind(&id)
+                .fetch_all(&mut *conn)
+                .await?;
+        let kind: String = row.try_get("type")?;
+        out.push(Prior {
+            hash: row.try_get("hash")?,
+            kind: kind
+                .parse()
+                .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
+            topic: decode(Topic::try_from(row.try_get::<String, _>("topic")?))?,
+            reply_to: row.try_get("reply_to")?,
+            idempotency_key: row.try_get("idempotency_key")?,
+            to: to
+                .into_iter()
+                .map(|n| decode(Passname::try_from(n)))
+                .collect::<sqlx::Result<_>>()?,
+            id,
+        });
+    }
+    Ok(out)
+}
+
+/// One message's envelope.
+async fn envelope(conn: &mut SqliteConnection, id: &str) -> sqlx::Result<Option<Envelope>> {
+    Ok(load_envelopes(conn, &[id.to_owned()]).await?.pop())
 }
 
 impl SqliteStore {

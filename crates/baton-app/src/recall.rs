@@ -1,24 +1,19 @@
-//! Reads built on the [`Store`] that every edge shares: the resume packet (SPEC §5.4), the
-//! freshness of notes and what a new note is about. The CLI, the MCP server and the agent
-//! hooks call these, so an agent reads the same packet whichever way it asks.
+//! Recall: the resume packet (SPEC §5.4) and the freshness of notes. The CLI, the MCP
+//! server and the agent hooks all read the packet through [`crate::App::resume`], so an
+//! agent reads the same packet whichever way it asks.
 //!
-//! A path's history lives outside the store (the work tree, git), so the caller supplies
-//! a [`PathClock`]; everything else comes from the store.
-
-use std::path::Path;
+//! A path's history lives outside the store (the work tree, git): it comes from the
+//! host's [`PathClock`]; everything else comes from the store.
 
 use baton_core::packet::{self, Packet, Section};
 use baton_core::state::{Freshness, Note, ProjectState, Subject, freshness};
 use baton_core::time::rfc3339;
-use baton_core::{MessageType, Millis, Passname};
+use baton_core::{Envelope, MessageType, Millis, Passname};
+use baton_store::Store;
 use serde_json::Value;
 
-use crate::{Envelope, Result, Store, StoreError};
-
-/// When a path in the project last changed (newest commit or work-tree modification).
-pub trait PathClock: Send + Sync {
-    fn changed_at(&self, path: &str) -> Option<Millis>;
-}
+use crate::Result;
+use crate::host::PathClock;
 
 /// How many owed requests have their payload read for `resume_at` and stop conditions:
 /// the packet shows only the first few anyway, and each read costs a query.
@@ -28,7 +23,7 @@ const NOTES_EXAMINED: usize = 50;
 
 /// When a note's subject last changed: a path per the clock; a record at its newest event
 /// after the note (none means unchanged since).
-pub async fn subject_changed_at(
+async fn subject_changed_at(
     store: &dyn Store,
     clock: &dyn PathClock,
     note: &Note,
@@ -45,7 +40,7 @@ pub async fn subject_changed_at(
 }
 
 /// The newest `limit` notes with their freshness, newest first.
-pub async fn notes_freshness(
+pub(crate) async fn notes_freshness(
     store: &dyn Store,
     clock: &dyn PathClock,
     state: &ProjectState,
@@ -57,39 +52,6 @@ pub async fn notes_freshness(
         out.push((note.clone(), freshness(note, changed)));
     }
     Ok(out)
-}
-
-/// Why a note's subject was not accepted; the caller names the argument.
-#[derive(Debug, thiserror::Error)]
-pub enum SubjectError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("is neither a message or order id in this project nor an existing path")]
-    Missing,
-    #[error("is outside the project ({0})")]
-    Outside(String),
-}
-
-/// What a new note is about: a message or order id when one exists; otherwise a path that
-/// exists (relative to `base`), stored relative to the project `root`.
-pub async fn note_subject(
-    store: &dyn Store,
-    root: &Path,
-    base: &Path,
-    subject: &str,
-) -> std::result::Result<Subject, SubjectError> {
-    if store.last_change(subject, 0).await?.is_some() {
-        return Ok(Subject::Record(subject.to_owned()));
-    }
-    let absolute = base
-        .join(subject)
-        .canonicalize()
-        .map_err(|_| SubjectError::Missing)?;
-    let root = root.canonicalize().unwrap_or_else(|_| root.to_owned());
-    let relative = absolute
-        .strip_prefix(&root)
-        .map_err(|_| SubjectError::Outside(root.display().to_string()))?;
-    Ok(Subject::Path(relative.display().to_string()))
 }
 
 /// One line per note; a stale one says so with both times, never as plain fact.
@@ -146,7 +108,7 @@ pub struct Resume {
 }
 
 /// Builds `me`'s resume packet for the project at `place`, within `max_bytes`.
-pub async fn resume(
+pub(crate) async fn resume(
     store: &dyn Store,
     clock: &dyn PathClock,
     me: &Passname,
@@ -169,7 +131,10 @@ pub async fn resume(
     let mut stops = Vec::new();
     for (i, env) in owed.iter().enumerate() {
         if i < PAYLOADS_READ && env.kind == MessageType::Request {
-            let payload = Value::Object(store.fetch(None, &env.id).await?.payload);
+            let payload = match store.message(&env.id).await? {
+                Some((_, payload)) => Value::Object(payload),
+                None => Value::Null,
+            };
             let resume_at = contract_field(&payload, &["decision", "resume_at"])
                 .or_else(|| contract_field(&payload, &["resume_at"]))
                 .and_then(Value::as_str);

@@ -1,0 +1,857 @@
+//! The documents Baton prints: each `baton/*@1` JSON document as a typed struct, defined
+//! once, built from a use case's result, and serialized by every edge that returns it
+//! (the CLI's `--json`, and MCP where a tool returns the same document). Each derives a
+//! JSON Schema, so the HTTP server's OpenAPI document comes from the same types.
+//!
+//! Unknown stays unknown: a value that does not apply is `null`, never a default. Field
+//! order is the printed order.
+
+use baton_core::order::{Order, OrderChange, OrderStatus, allowed};
+use baton_core::packet::Shown as SectionShown;
+use baton_core::run::{Health, Progress, RunStatus};
+use baton_core::state::{
+    Alert, Constraint, Decision, Freshness, Note, ProjectState, Provenance, Receipt,
+    ReceiptRecord, StateOp, Stream,
+};
+use baton_core::time::rfc3339;
+use baton_core::{
+    Change, DeliveryStatus, Envelope, Event, Millis, Participant, Passname, Recipient,
+    RequestStatus, Topic,
+};
+use baton_core::{MessageType, awl::Finding};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::RunRow;
+
+/// A printed document: its versioned schema name travels with it.
+pub trait Doc: Serialize {
+    /// The `schema` field, e.g. `baton/inbox@1`.
+    fn schema(&self) -> &'static str;
+}
+
+macro_rules! doc {
+    ($type:ty, $schema:literal) => {
+        impl Doc for $type {
+            fn schema(&self) -> &'static str {
+                $schema
+            }
+        }
+    };
+}
+
+// ---- messages -----------------------------------------------------------------------------
+
+/// Whose status a message row reports.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RowStatus {
+    /// The caller's own delivery status (null when the caller is not a recipient).
+    Caller(Option<DeliveryStatus>),
+    /// Every recipient's, by name (the outbox).
+    Recipients(Map<String, Value>),
+}
+
+/// A message preview: never the payload, only its excerpt.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct MessageRow {
+    pub id: String,
+    pub from: Passname,
+    pub to: Vec<Passname>,
+    #[serde(rename = "type")]
+    pub kind: MessageType,
+    pub topic: Topic,
+    pub status: RowStatus,
+    pub size: u64,
+    pub created_at: String,
+    pub excerpt: String,
+    pub reply_to: Option<String>,
+    pub depth: u32,
+    pub replies: u32,
+    /// The sender's own end; requests only.
+    pub request_status: Option<RequestStatus>,
+}
+
+impl MessageRow {
+    /// A row showing `who`'s own status.
+    pub fn for_caller(env: &Envelope, who: Option<&Passname>) -> Self {
+        Self::new(env, RowStatus::Caller(who.and_then(|w| env.status_for(w))))
+    }
+
+    /// A row showing every recipient's status.
+    pub fn for_sender(env: &Envelope) -> Self {
+        let each = env
+            .to
+            .iter()
+            .map(|r| (r.name.to_string(), Value::from(r.status.as_str())))
+            .collect();
+        Self::new(env, RowStatus::Recipients(each))
+    }
+
+    fn new(env: &Envelope, status: RowStatus) -> Self {
+        Self {
+            id: env.id.clone(),
+            from: env.from.clone(),
+            to: env.recipients(),
+            kind: env.kind,
+            topic: env.topic.clone(),
+            status,
+            size: env.size,
+            created_at: rfc3339(env.created_at),
+            excerpt: env.excerpt.clone(),
+            reply_to: env.reply_to.clone(),
+            depth: env.depth,
+            replies: env.replies,
+            request_status: env.request_status,
+        }
+    }
+}
+
+/// What `baton inbox` prints: what `participant` owes.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Inbox {
+    pub participant: Passname,
+    pub items: Vec<MessageRow>,
+}
+doc!(Inbox, "baton/inbox@1");
+
+impl Inbox {
+    pub fn new(me: &Passname, items: &[Envelope]) -> Self {
+        Self {
+            participant: me.clone(),
+            items: items.iter().map(|e| MessageRow::for_caller(e, Some(me))).collect(),
+        }
+    }
+}
+
+/// What `baton outbox` prints: the requests `participant` waits on, each recipient's
+/// status.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Outbox {
+    pub participant: Passname,
+    pub items: Vec<MessageRow>,
+}
+doc!(Outbox, "baton/outbox@1");
+
+impl Outbox {
+    pub fn new(me: &Passname, items: &[Envelope]) -> Self {
+        Self {
+            participant: me.clone(),
+            items: items.iter().map(MessageRow::for_sender).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Thread {
+    pub id: String,
+    pub items: Vec<MessageRow>,
+}
+doc!(Thread, "baton/thread@1");
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Search {
+    pub items: Vec<MessageRow>,
+    /// The cursor of the next page; empty on the last page.
+    pub next: String,
+}
+doc!(Search, "baton/search@1");
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Truncated {
+    pub shown_bytes: usize,
+    pub total_bytes: usize,
+}
+
+/// What `baton show` prints: the row, each recipient's status and the payload — or,
+/// when cut at the byte cap, the text shown and both sizes.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Show {
+    #[serde(flatten)]
+    pub message: MessageRow,
+    pub recipients: Vec<Recipient>,
+    pub payload: Option<Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_text: Option<String>,
+    pub truncated: Option<Truncated>,
+}
+doc!(Show, "baton/show@1");
+
+impl Show {
+    pub fn new(shown: &crate::Shown, reader: Option<&Passname>) -> Self {
+        let env = &shown.fetched.envelope;
+        let cut = shown.is_cut();
+        Self {
+            message: MessageRow::for_caller(env, reader),
+            recipients: env.to.clone(),
+            payload: (!cut).then(|| shown.fetched.payload.clone()),
+            payload_text: cut.then(|| shown.text.clone()),
+            truncated: cut.then(|| Truncated {
+                shown_bytes: shown.text.len(),
+                total_bytes: shown.total_bytes,
+            }),
+        }
+    }
+}
+
+/// A send's result: the new message's id, or the original's for a duplicate.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Sent {
+    pub id: String,
+    /// True when `id` is an earlier identical send's.
+    pub duplicate: bool,
+}
+doc!(Sent, "baton/send@1");
+
+impl From<baton_store::Sent> for Sent {
+    fn from(s: baton_store::Sent) -> Self {
+        Self {
+            id: s.id,
+            duplicate: s.duplicate,
+        }
+    }
+}
+
+/// A status step's result: which end moved, from what to what, and the reply that
+/// carried its note.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Step {
+    pub id: String,
+    /// `recipient` or `sender`.
+    pub end: String,
+    pub from: String,
+    pub status: String,
+    pub reply: Option<String>,
+}
+doc!(Step, "baton/step@1");
+
+impl From<baton_store::Stepped> for Step {
+    fn from(s: baton_store::Stepped) -> Self {
+        Self {
+            id: s.id,
+            end: s.end.as_str().to_owned(),
+            from: s.from.to_owned(),
+            status: s.status.to_owned(),
+            reply: s.reply,
+        }
+    }
+}
+
+// ---- participants -------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AgentAdded {
+    pub name: Passname,
+    pub role: String,
+    /// False when it was registered already, with the same role.
+    pub created: bool,
+}
+doc!(AgentAdded, "baton/agent-add@1");
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AgentRow {
+    pub name: Passname,
+    pub role: String,
+    pub added_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Agents {
+    pub items: Vec<AgentRow>,
+}
+doc!(Agents, "baton/agent-list@1");
+
+impl Agents {
+    pub fn new(all: &[Participant]) -> Self {
+        Self {
+            items: all
+                .iter()
+                .map(|p| AgentRow {
+                    name: p.name.clone(),
+                    role: p.role.clone(),
+                    added_at: rfc3339(p.added_at),
+                })
+                .collect(),
+        }
+    }
+}
+
+// ---- project memory -----------------------------------------------------------------------
+
+/// What a state change recorded (`focus`, `stream`, `decide`, `constrain`, `note`,
+/// `session end`): the ids it wrote and the generation after.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Recorded {
+    #[serde(skip)]
+    pub schema: &'static str,
+    pub recorded: Vec<String>,
+    pub generation: Option<i64>,
+}
+
+impl Doc for Recorded {
+    fn schema(&self) -> &'static str {
+        self.schema
+    }
+}
+
+impl Recorded {
+    /// `schema` is the command's: `baton/focus@1`, `baton/decide@1`, ….
+    pub fn new(schema: &'static str, recorded: &crate::Recorded) -> Self {
+        Self {
+            schema,
+            recorded: recorded.ids(),
+            generation: recorded.generation(),
+        }
+    }
+}
+
+/// A note with its freshness.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct NoteRow {
+    #[serde(flatten)]
+    pub note: Note,
+    #[serde(flatten)]
+    pub freshness: Freshness,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DependencyChange {
+    pub text: String,
+    pub written: Provenance,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Expected {
+    pub step: String,
+    pub deadline: String,
+}
+
+/// What `baton state show` prints.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct State {
+    pub generation: i64,
+    pub focus: Option<String>,
+    pub streams: Vec<Stream>,
+    pub decisions: Vec<Decision>,
+    pub constraints: Vec<Constraint>,
+    pub notes: Vec<NoteRow>,
+    pub dependency_changes: Vec<DependencyChange>,
+    pub expected_receipts: Vec<Expected>,
+}
+doc!(State, "baton/state@1");
+
+impl State {
+    pub fn new(state: &ProjectState, notes: Vec<(Note, Freshness)>) -> Self {
+        Self {
+            generation: state.generation,
+            focus: state.focus.as_ref().map(|(t, _)| t.clone()),
+            streams: state.streams.values().cloned().collect(),
+            decisions: state.decisions.clone(),
+            constraints: state.constraints.clone(),
+            notes: notes
+                .into_iter()
+                .map(|(note, freshness)| NoteRow { note, freshness })
+                .collect(),
+            dependency_changes: state
+                .dependency_changes
+                .iter()
+                .map(|(text, written)| DependencyChange {
+                    text: text.clone(),
+                    written: written.clone(),
+                })
+                .collect(),
+            expected_receipts: state
+                .expected
+                .iter()
+                .map(|(step, deadline)| Expected {
+                    step: step.clone(),
+                    deadline: rfc3339(*deadline),
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct StateRendered {
+    pub path: String,
+    pub generation: i64,
+    pub bytes: usize,
+}
+doc!(StateRendered, "baton/state-render@1");
+
+/// A valid STATE.md (the other verdicts are errors).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Checked {
+    pub file: String,
+    pub verdict: String,
+    pub generation: i64,
+}
+doc!(Checked, "baton/check@1");
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct StateImport {
+    pub dry_run: bool,
+    pub changes: Vec<StateOp>,
+    pub recorded: Vec<String>,
+}
+doc!(StateImport, "baton/state-import@1");
+
+/// The resume packet: its text (what an agent reads), with per-section counts.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Resume {
+    pub participant: Passname,
+    pub generation: i64,
+    pub max_bytes: usize,
+    pub bytes: usize,
+    pub sections: Vec<SectionShown>,
+    pub text: String,
+}
+doc!(Resume, "baton/resume@1");
+
+impl Resume {
+    pub fn new(me: &Passname, max_bytes: usize, r: crate::recall::Resume) -> Self {
+        Self {
+            participant: me.clone(),
+            generation: r.generation,
+            max_bytes,
+            bytes: r.packet.text.len(),
+            sections: r.packet.sections,
+            text: r.packet.text,
+        }
+    }
+}
+
+// ---- receipts and alerts ------------------------------------------------------------------
+
+/// A receipt just written.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReceiptWritten {
+    pub receipt: ReceiptRecord,
+    pub generation: Option<i64>,
+}
+doc!(ReceiptWritten, "baton/receipt@1");
+
+/// A receipt as stored, with who wrote it when.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReceiptShown {
+    pub receipt: Receipt,
+}
+doc!(ReceiptShown, "baton/receipt@1");
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct VerifiedRow {
+    pub step: String,
+    pub verdict: String,
+    pub artifact: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReceiptsVerified {
+    pub verified: Vec<VerifiedRow>,
+}
+doc!(ReceiptsVerified, "baton/receipt-verify@1");
+
+impl ReceiptsVerified {
+    pub fn new(all: &[crate::Verified]) -> Self {
+        Self {
+            verified: all
+                .iter()
+                .map(|v| VerifiedRow {
+                    step: v.step.clone(),
+                    verdict: v.verdict.as_str().to_owned(),
+                    artifact: v.artifact.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AlertAcked {
+    pub id: String,
+}
+doc!(AlertAcked, "baton/alert-ack@1");
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Alerts {
+    pub items: Vec<Alert>,
+}
+doc!(Alerts, "baton/alerts@1");
+
+// ---- the run ledger -----------------------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Tokens {
+    pub input: Option<u64>,
+    pub cached_input: Option<u64>,
+    pub output: Option<u64>,
+    /// Input plus output, when both were reported.
+    pub total: Option<u64>,
+}
+
+/// A run as `baton runs` lists it: recorded facts, and health derived now.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RunDoc {
+    pub id: String,
+    pub status: RunStatus,
+    pub health: Health,
+    pub participant: Option<String>,
+    pub order: Option<String>,
+    pub agent: Option<String>,
+    pub command: Vec<String>,
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    pub monitor_pid: Option<u32>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub reason: Option<String>,
+    pub progress: Option<Progress>,
+    pub tokens: Option<Tokens>,
+    pub budget_tokens: Option<u64>,
+    pub session: Option<String>,
+    pub registered_at: String,
+    pub started_at: Option<String>,
+    pub heartbeat_at: Option<String>,
+    pub last_event_at: String,
+    pub ended_at: Option<String>,
+    /// How long since its last event, while it has not ended.
+    pub idle_ms: Option<i64>,
+}
+
+impl RunDoc {
+    pub fn new(row: &RunRow, now: Millis) -> Self {
+        let run = &row.run;
+        Self {
+            id: run.id.clone(),
+            status: run.status,
+            health: row.health,
+            participant: run.participant.clone(),
+            order: run.order.clone(),
+            agent: run.agent.clone(),
+            command: run.command.clone(),
+            host: run.host.clone(),
+            pid: run.process.map(|p| p.pid),
+            monitor_pid: run.monitor.map(|p| p.pid),
+            exit_code: run.exit_code,
+            signal: run.signal,
+            reason: run.reason.clone(),
+            progress: run.progress,
+            tokens: run.tokens.map(|t| Tokens {
+                input: t.input,
+                cached_input: t.cached_input,
+                output: t.output,
+                total: t.total(),
+            }),
+            budget_tokens: run.budget_tokens,
+            session: run.session.clone(),
+            registered_at: rfc3339(run.registered_at),
+            started_at: run.started_at.map(rfc3339),
+            heartbeat_at: run.heartbeat_at.map(rfc3339),
+            last_event_at: rfc3339(run.last_event_at),
+            ended_at: run.ended_at.map(rfc3339),
+            idle_ms: run
+                .ended_at
+                .is_none()
+                .then(|| (now - run.last_event_at).max(0)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Runs {
+    pub items: Vec<RunDoc>,
+}
+doc!(Runs, "baton/runs@1");
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReapedRun {
+    pub run: String,
+    /// Messages its participant had fetched during the run, back to pending.
+    pub resurfaced: Vec<String>,
+    /// Alerts raised (an alert already open is not raised again).
+    pub alerts: Vec<String>,
+}
+
+/// What one reaper pass did.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Reap {
+    pub lost: Vec<ReapedRun>,
+    pub untracked: Vec<String>,
+    pub gone: Vec<String>,
+    pub overdue: Vec<String>,
+}
+doc!(Reap, "baton/reap@1");
+
+impl From<&crate::Pass> for Reap {
+    fn from(p: &crate::Pass) -> Self {
+        Self {
+            lost: p
+                .lost
+                .iter()
+                .map(|r| ReapedRun {
+                    run: r.run.clone(),
+                    resurfaced: r.resurfaced.clone(),
+                    alerts: r.alerts.clone(),
+                })
+                .collect(),
+            untracked: p.untracked.clone(),
+            gone: p.gone.clone(),
+            overdue: p.overdue.clone(),
+        }
+    }
+}
+
+/// What a hook prints: the resume packet when it injects one, else nothing.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Hook {
+    pub text: String,
+}
+doc!(Hook, "baton/hook@1");
+
+// ---- orders -------------------------------------------------------------------------------
+
+/// An order as every order view shows it. `status` is the status now (an open order past
+/// its deadline is `expired`); `recorded_status` is the last one written.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OrderRow {
+    pub id: String,
+    pub status: OrderStatus,
+    pub recorded_status: OrderStatus,
+    /// The commands allowed next.
+    pub allowed: Vec<String>,
+    pub from: String,
+    pub to: String,
+    pub escalate_to: Option<String>,
+    pub goal: String,
+    pub deadline: Option<String>,
+    pub seq: i64,
+    pub attempt: u32,
+    /// The request message that carries the document.
+    pub message: String,
+    pub note: Option<String>,
+    pub findings: Vec<Finding>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl OrderRow {
+    pub fn new(o: &Order, now: Millis) -> Self {
+        let status = o.status_at(now);
+        Self {
+            id: o.id.clone(),
+            status,
+            recorded_status: o.status,
+            allowed: allowed(status).into_iter().map(str::to_owned).collect(),
+            from: o.from.clone(),
+            to: o.to.clone(),
+            escalate_to: o.escalate_to.clone(),
+            goal: o.goal.clone(),
+            deadline: o.deadline.clone(),
+            seq: o.seq,
+            attempt: o.attempt,
+            message: o.message.clone(),
+            note: o.note.clone(),
+            findings: o.findings.clone(),
+            created_at: rfc3339(o.created_at),
+            updated_at: rfc3339(o.updated_at),
+        }
+    }
+}
+
+/// An event as order views list it: its change's fields, with the log's kind, position,
+/// actor and time.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct EventRow {
+    #[serde(flatten)]
+    pub data: Map<String, Value>,
+    pub kind: String,
+    pub log_seq: i64,
+    pub actor: String,
+    pub at: String,
+}
+
+impl EventRow {
+    pub fn new(e: &Event) -> Self {
+        let data = match e.change.data() {
+            Value::Object(o) => o,
+            _ => Map::new(),
+        };
+        Self {
+            data,
+            kind: e.change.kind().to_owned(),
+            log_seq: e.seq,
+            actor: e.actor.clone(),
+            at: rfc3339(e.at),
+        }
+    }
+
+    pub fn all(events: &[Event]) -> Vec<Self> {
+        events.iter().map(Self::new).collect()
+    }
+}
+
+/// An order after a step (or a wait): where it stands and the events written.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OrderStepped {
+    pub order: OrderRow,
+    pub events: Vec<EventRow>,
+}
+doc!(OrderStepped, "baton/order-step@1");
+
+impl OrderStepped {
+    pub fn new(written: &baton_store::OrderWritten, now: Millis) -> Self {
+        Self {
+            order: OrderRow::new(&written.order, now),
+            events: EventRow::all(&written.events),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Orders {
+    pub items: Vec<OrderRow>,
+}
+doc!(Orders, "baton/orders@1");
+
+/// An order with its document, newest report and every step.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OrderShown {
+    pub order: OrderRow,
+    pub document: Map<String, Value>,
+    pub report: Option<Value>,
+    pub events: Vec<EventRow>,
+}
+doc!(OrderShown, "baton/order@1");
+
+impl OrderShown {
+    pub fn new(view: &crate::OrderView, now: Millis) -> Self {
+        Self {
+            order: OrderRow::new(&view.order, now),
+            document: view.document.clone(),
+            report: view.report.clone(),
+            events: EventRow::all(&view.events),
+        }
+    }
+}
+
+/// An order step as a row: `create` for the offer.
+pub fn order_step_of(event: &Event) -> Option<&baton_core::order::Step> {
+    match &event.change {
+        Change::Order(OrderChange::Stepped(s)) => Some(s),
+        _ => None,
+    }
+}
+
+// ---- handoff documents --------------------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HandoffCheck {
+    pub findings: Vec<Finding>,
+}
+doc!(HandoffCheck, "baton/handoff-check@1");
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HandoffTemplate {
+    /// `order` or `report`.
+    pub kind: String,
+    pub template: Value,
+}
+doc!(HandoffTemplate, "baton/handoff-template@1");
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HandoffRender {
+    pub markdown: String,
+}
+doc!(HandoffRender, "baton/handoff-render@1");
+
+/// What `baton evidence run` says on stderr: the step its receipt is under.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct EvidenceRun {
+    pub step: String,
+    pub exit_code: i32,
+    pub receipt: ReceiptRecord,
+}
+doc!(EvidenceRun, "baton/evidence-run@1");
+
+// ---- the project --------------------------------------------------------------------------
+
+/// A file `baton init` wrote.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Written {
+    pub path: String,
+    /// `created`, `updated` or `unchanged`.
+    pub result: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Init {
+    pub root: String,
+    pub created: bool,
+    /// `created`, `updated` or `unchanged`.
+    pub gitignore: String,
+    pub agents: Vec<Written>,
+}
+doc!(Init, "baton/init@1");
+
+/// `baton mcp` after its session ended: nothing more to say.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct McpEnded {}
+doc!(McpEnded, "baton/mcp@1");
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Demo {
+    pub project: String,
+    pub steps: Vec<String>,
+}
+doc!(Demo, "baton/demo@1");
+
+/// An error, as every edge reports one: `kind` decides the exit code and the HTTP status.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ErrorBody {
+    /// One of `failed`, `usage`, `refused`, `not_found`, `forbidden`, `conflict`,
+    /// `not_admitted`, `run`.
+    pub kind: String,
+    pub message: String,
+    pub retryable: bool,
+    pub exit_code: u8,
+    /// For `run`: the run's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// For `run`: how it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<RunStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Error {
+    pub error: ErrorBody,
+}
+doc!(Error, "baton/error@1");
+
+/// Serializes `doc` with its `schema` field first: what `--json` prints.
+pub fn to_json(doc: &dyn ErasedDoc) -> Value {
+    let mut out = Map::new();
+    out.insert("schema".into(), Value::from(doc.schema_name()));
+    if let Value::Object(fields) = doc.value() {
+        out.extend(fields);
+    }
+    Value::Object(out)
+}
+
+/// A [`Doc`] behind a pointer (`dyn Doc` is not object-safe through `Serialize`).
+pub trait ErasedDoc {
+    fn schema_name(&self) -> &'static str;
+    fn value(&self) -> Value;
+}
+
+impl<T: Doc> ErasedDoc for T {
+    fn schema_name(&self) -> &'static str {
+        self.schema()
+    }
+
+    fn value(&self) -> Value {
+        serde_json::to_value(self).expect("a document always serializes")
+    }
+}

@@ -1,0 +1,209 @@
+//! The run ledger's use cases (SPEC §6): its writes, the runs with their health, the
+//! receipts a run owed, an agent hook's event, and the reaper's pass.
+
+use std::collections::HashSet;
+
+use baton_core::packet::DEFAULT_MAX_BYTES;
+use baton_core::run::{HookCall, Health, Run, RunChange, RunStatus, health};
+use baton_core::state::{RECEIPT_MISSING, StateOp};
+use baton_core::time::rfc3339;
+use baton_core::{Change, Event, Passname, Refusal};
+use baton_store::{Reaped, RunQuery, StoreError};
+use serde::Serialize;
+
+use crate::host::Processes;
+use crate::{App, Result};
+
+/// A run and its health, judged now.
+#[derive(Debug, Clone)]
+pub struct RunRow {
+    pub run: Run,
+    pub health: Health,
+}
+
+/// What one reaper pass did.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Pass {
+    pub lost: Vec<Reaped>,
+    pub untracked: Vec<String>,
+    pub gone: Vec<String>,
+    /// Alerts raised for waits whose deadline passed with no receipt.
+    pub overdue: Vec<String>,
+}
+
+impl Pass {
+    pub fn is_empty(&self) -> bool {
+        self.lost.is_empty()
+            && self.untracked.is_empty()
+            && self.gone.is_empty()
+            && self.overdue.is_empty()
+    }
+}
+
+/// The actor recorded for the reaper's facts.
+pub const REAPER: &str = "@reaper";
+
+impl App {
+    /// Records facts about runs as `actor`, in one transaction.
+    pub async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>> {
+        self.store().record_run(actor, changes).await
+    }
+
+    /// Runs matching `query`, oldest first, each with its health now.
+    pub async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRow>> {
+        let now = self.now();
+        let policy = self.settings.health_policy();
+        Ok(self
+            .store()
+            .runs(query)
+            .await?
+            .into_iter()
+            .map(|run| RunRow {
+                health: health(&run, now, &policy),
+                run,
+            })
+            .collect())
+    }
+
+    /// The `expected` steps with no receipt written during run `id` (after its
+    /// registration at `registered_seq`, and not attributed to another run).
+    pub async fn missing_receipts(
+        &self,
+        expected: &[String],
+        registered_seq: i64,
+        id: &str,
+    ) -> Result<Vec<String>> {
+        if expected.is_empty() {
+            return Ok(Vec::new());
+        }
+        let state = self.state().await?;
+        Ok(expected
+            .iter()
+            .filter(|step| {
+                !state.receipts.get(step.as_str()).is_some_and(|r| {
+                    r.written.seq > registered_seq
+                        && r.record.run.as_deref().is_none_or(|run| run == id)
+                })
+            })
+            .cloned()
+            .collect())
+    }
+
+    /// Records an agent hook's call, as `me` when `me` is registered; with `inject`
+    /// (on `SessionStart` and `PreCompact`) returns `me`'s resume packet for the agent.
+    pub async fn hook(&self, me: Option<&str>, call: HookCall, inject: bool) -> Result<Option<String>> {
+        let me = match me {
+            Some(name) => match self.identify(name).await {
+                Ok(me) => Some(me),
+                Err(StoreError::Refused(_)) => None,
+                Err(e) => return Err(e),
+            },
+            None => None,
+        };
+        let actor = me
+            .as_ref()
+            .map_or(baton_core::event::LOCAL_OPERATOR, Passname::as_str);
+        let wants_packet = inject && matches!(call.event.as_str(), "SessionStart" | "PreCompact");
+        self.record_run(actor, &[RunChange::Hook(call)]).await?;
+        match me.filter(|_| wants_packet) {
+            Some(me) => Ok(Some(self.resume(&me, DEFAULT_MAX_BYTES).await?.packet.text)),
+            None => Ok(None),
+        }
+    }
+
+    /// One reaper pass over the runs recorded on this machine: a registered or running
+    /// run whose `baton run` is gone is lost (what its participant held resurfaces); an
+    /// untracked agent that exited is marked gone; agents running outside `baton run` are
+    /// recorded as untracked; waits past their deadline alert. Each condition alerts once.
+    pub async fn reap(&self, processes: &dyn Processes) -> Result<Pass> {
+        let here = processes.host();
+        let live = self
+            .store()
+            .runs(&RunQuery {
+                live: true,
+                ..RunQuery::default()
+            })
+            .await?;
+        let mut done = Pass::default();
+        let mut tracked: HashSet<u32> = HashSet::from([processes.me()]);
+        for run in live.iter().filter(|r| r.host == here) {
+            match run.status {
+                RunStatus::Registered | RunStatus::Running => {
+                    let Some(monitor) = run.monitor else { continue };
+                    if processes.alive(&monitor) != Some(false) {
+                        tracked.insert(monitor.pid);
+                        tracked.extend(run.process.map(|p| p.pid));
+                        continue;
+                    }
+                    let reason = lost_reason(run, processes);
+                    if let Some(reaped) = self.store().reap_lost(REAPER, &run.id, &reason).await? {
+                        done.lost.push(reaped);
+                    }
+                }
+                RunStatus::Untracked => {
+                    let Some(process) = run.process else { continue };
+                    if processes.alive(&process) != Some(false) {
+                        tracked.insert(process.pid);
+                        continue;
+                    }
+                    let gone = RunChange::Lost {
+                        run: run.id.clone(),
+                        reason: format!("untracked process {} has exited", process.pid),
+                    };
+                    match self.record_run(REAPER, &[gone]).await {
+                        Ok(_) => done.gone.push(run.id.clone()),
+                        // Another reaper recorded it first.
+                        Err(StoreError::Refused(Refusal::RunStatus { .. })) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                _ => {}
+            }
+        }
+
+        let found: Vec<RunChange> = processes
+            .untracked_agents(&tracked)
+            .into_iter()
+            .map(|r| RunChange::Untracked(Box::new(r)))
+            .collect();
+        if !found.is_empty() {
+            for event in self.record_run(REAPER, &found).await? {
+                if let Change::Run(change) = &event.change {
+                    done.untracked.extend(change.run().map(str::to_owned));
+                }
+            }
+        }
+
+        // Waits past their deadline: the waiter may be gone, the condition is not.
+        let alerts: Vec<StateOp> = self
+            .state()
+            .await?
+            .overdue(self.now())
+            .into_iter()
+            .map(|(step, deadline)| StateOp::Alert {
+                key: format!("{RECEIPT_MISSING}{step}"),
+                message: format!(
+                    "no receipt for step {step:?} by its deadline {}",
+                    rfc3339(deadline)
+                ),
+            })
+            .collect();
+        if !alerts.is_empty() {
+            done.overdue = self.record(REAPER, &alerts).await?.ids();
+        }
+        Ok(done)
+    }
+}
+
+/// Why a run is lost, in the ledger's words.
+fn lost_reason(run: &Run, processes: &dyn Processes) -> String {
+    let monitor = run.monitor.map_or(0, |m| m.pid);
+    let agent = match run.process {
+        Some(p) => match processes.alive(&p) {
+            Some(true) => format!("; its command (pid {}) is still running", p.pid),
+            _ => format!("; its command (pid {}) is gone too", p.pid),
+        },
+        None => "; its command never started".to_owned(),
+    };
+    format!("its `baton run` (pid {monitor}) is gone without recording an exit{agent}")
+}

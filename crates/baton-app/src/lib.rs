@@ -1,0 +1,78 @@
+//! Baton's use cases: the one layer the CLI, `baton mcp` and the HTTP server call.
+//!
+//! A use case composes store calls into what a user asked for — a send with its reply
+//! defaults and payload cap, a capped show, an order offered after its documents were
+//! checked, a wait that fails loud at its deadline, the resume packet, a reaper pass — and
+//! returns typed values ([`doc`] holds the documents the edges print). The rules are
+//! `baton_core`'s; the storage is a [`Store`]; the machine (git, files, processes, the
+//! clock) is a [`Host`]. This crate never reads files, environment variables or the
+//! terminal itself, and an edge that needs more than parsing its input and rendering the
+//! result is missing a use case here.
+
+pub mod doc;
+pub mod host;
+mod ledger;
+mod memory;
+mod messages;
+mod orders;
+pub mod recall;
+mod receipts;
+pub mod settings;
+mod wait;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use baton_core::Millis;
+use baton_store::{Store, StoreError};
+
+pub use host::{Clock, Files, Hashed, Host, PathClock, PathProblem, Processes};
+pub use ledger::{Pass, RunRow};
+pub use memory::Recorded;
+pub use messages::{Body, Layout, Outgoing, Shown};
+pub use orders::{OrderStep, OrderView};
+pub use receipts::{Verdict, Verified};
+pub use settings::Settings;
+pub use wait::POLL;
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A project's use cases: its store, its settings and the host it runs on.
+#[derive(Clone)]
+pub struct App {
+    store: Arc<dyn Store>,
+    settings: Settings,
+    host: Host,
+}
+
+impl App {
+    pub fn new(store: Arc<dyn Store>, settings: Settings, host: Host) -> Self {
+        Self {
+            store,
+            settings,
+            host,
+        }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The project root.
+    pub fn root(&self) -> &Path {
+        &self.host.root
+    }
+
+    pub fn now(&self) -> Millis {
+        self.host.clock.now()
+    }
+
+    /// The store's generation: the position of its newest event.
+    pub async fn generation(&self) -> Result<i64> {
+        self.store.generation().await
+    }
+
+    fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+}

@@ -1,0 +1,96 @@
+//! Project memory: state changes (focus, streams, decisions, constraints, notes, alerts),
+//! what a note is about, the state with each note's freshness, and the resume packet.
+
+use std::path::Path;
+
+use baton_core::state::{Alert, Freshness, Note, ProjectState, StateOp, Subject};
+use baton_core::{Event, Passname, Refusal};
+
+use crate::host::PathProblem;
+use crate::recall::{self, Resume};
+use crate::{App, Result};
+
+/// What a state change recorded: each event's subject (`D-3`, `C-1`, `N-2`, a stream's
+/// name) and the generation after it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    pub events: Vec<Event>,
+}
+
+impl Recorded {
+    /// The ids the events recorded, in order.
+    pub fn ids(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .map(|e| e.change.subject().to_owned())
+            .collect()
+    }
+
+    /// The store's generation after the write; `None` when nothing was written.
+    pub fn generation(&self) -> Option<i64> {
+        self.events.last().map(|e| e.seq)
+    }
+}
+
+impl App {
+    /// Applies state changes as `actor`, all in one transaction or none.
+    pub async fn record(&self, actor: &str, ops: &[StateOp]) -> Result<Recorded> {
+        let events = self.store().change_state(actor, ops).await?;
+        Ok(Recorded { events })
+    }
+
+    /// What a note's `subject` names: a message or order id when one exists; otherwise a
+    /// path that exists (relative to `base`), stored relative to the project root.
+    pub async fn note_subject(&self, base: &Path, subject: &str) -> Result<Subject> {
+        if self.store().last_change(subject, 0).await?.is_some() {
+            return Ok(Subject::Record(subject.to_owned()));
+        }
+        match self.host.files.resolve(base, subject) {
+            Ok(path) => Ok(Subject::Path(path)),
+            Err(PathProblem::Missing) => Err(Refusal::NoSubject {
+                subject: subject.to_owned(),
+            }
+            .into()),
+            Err(PathProblem::Outside) => Err(Refusal::Outside {
+                subject: subject.to_owned(),
+                root: self.host.root.display().to_string(),
+            }
+            .into()),
+        }
+    }
+
+    /// Writes a note as `actor` on `subject` (an id, or a path relative to `base`).
+    pub async fn note(&self, actor: &str, text: String, subject: &str, base: &Path) -> Result<Recorded> {
+        let subject = self.note_subject(base, subject).await?;
+        self.record(actor, &[StateOp::Note { text, subject }]).await
+    }
+
+    /// The project state.
+    pub async fn state(&self) -> Result<ProjectState> {
+        self.store().state().await
+    }
+
+    /// The newest `limit` notes of `state` with their freshness, newest first.
+    pub async fn notes(&self, state: &ProjectState, limit: usize) -> Result<Vec<(Note, Freshness)>> {
+        recall::notes_freshness(self.store(), self.host.paths.as_ref(), state, limit).await
+    }
+
+    /// `me`'s resume packet, within `max_bytes`.
+    pub async fn resume(&self, me: &Passname, max_bytes: usize) -> Result<Resume> {
+        let place = self.host.root.display().to_string();
+        recall::resume(
+            self.store(),
+            self.host.paths.as_ref(),
+            me,
+            &place,
+            max_bytes,
+            self.now(),
+        )
+        .await
+    }
+
+    /// The open alerts.
+    pub async fn alerts(&self) -> Result<Vec<Alert>> {
+        Ok(self.state().await?.alerts)
+    }
+}

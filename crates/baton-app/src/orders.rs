@@ -1,0 +1,229 @@
+//! Work Orders (SPEC §5.2): offering one after its document passed the rules, taking a
+//! lifecycle step (a report checked against its order first), reading an order with its
+//! steps, listing, and waiting for the next step.
+
+use std::time::Duration;
+
+use baton_core::awl::{
+    DocumentKind, Environment, Finding, has_invalid, order_findings, report_findings,
+};
+use baton_core::order::{self, Order, OrderAction, OrderChange, OrderRequest};
+use baton_core::refusal::Document;
+use baton_core::{Change, Event, Field, Passname, Payload, Refusal, Topic};
+use baton_store::{OrderQuery, OrderWritten};
+use serde_json::{Map, Value};
+
+use crate::{App, Result, wait};
+
+/// A lifecycle step as a participant asks for it; a report carries its document.
+#[derive(Debug, Clone)]
+pub enum OrderStep {
+    Accept,
+    Decline { reason: Option<String> },
+    Start,
+    Report { document: Value },
+    Answer { text: String },
+    Approve,
+    Rework { reason: String },
+    Cancel { reason: Option<String> },
+}
+
+/// An order as read: where it stands, its document, its steps and the newest report
+/// among them.
+#[derive(Debug, Clone)]
+pub struct OrderView {
+    pub order: Order,
+    pub document: Map<String, Value>,
+    pub events: Vec<Event>,
+    pub report: Option<Value>,
+}
+
+/// The newest report among `events`.
+pub fn newest_report(events: &[Event]) -> Option<Value> {
+    events.iter().rev().find_map(|e| match &e.change {
+        Change::Order(OrderChange::Stepped(s)) => s.report.clone(),
+        _ => None,
+    })
+}
+
+impl App {
+    /// A document's findings under the project's contract mode, checked off the async
+    /// threads (the contract rules may ask git).
+    async fn findings(
+        &self,
+        doc: Value,
+        rules: impl FnOnce(&Value, &dyn Environment) -> Vec<Finding> + Send + 'static,
+    ) -> Result<(Value, Vec<Finding>)> {
+        let env = self.host.environment.clone();
+        tokio::task::spawn_blocking(move || {
+            let findings = rules(&doc, env.as_ref());
+            (doc, findings)
+        })
+        .await
+        .map_err(|e| baton_store::StoreError::Engine(format!("checking a document failed: {e}")))
+    }
+
+    /// A checked document as stored: within the payload cap.
+    fn capped(&self, doc: Value) -> Result<Payload> {
+        Payload::from_value(doc, self.settings.payload_cap).map_err(|error| {
+            Refusal::Payload {
+                field: Field::Document,
+                error,
+            }
+            .into()
+        })
+    }
+
+    pub async fn load_order(&self, id: &str) -> Result<Order> {
+        Ok(order::found(self.store().order(id).await?, id)?)
+    }
+
+    /// Offers the Work Order `doc` as `me` on `topic` (default `work-order`): refused
+    /// with its findings when the AWL or contract rules find it invalid, nothing stored.
+    pub async fn offer(&self, me: &Passname, doc: Value, topic: Option<&str>) -> Result<OrderWritten> {
+        if DocumentKind::of(&doc) == DocumentKind::Report {
+            return Err(Refusal::WrongDocument {
+                expected: Document::WorkOrder,
+            }
+            .into());
+        }
+        let mode = self.settings.contract;
+        let (doc, findings) = self
+            .findings(doc, move |d, env| order_findings(d, None, env, mode))
+            .await?;
+        if has_invalid(&findings) {
+            return Err(Refusal::Findings {
+                document: Document::WorkOrder,
+                findings,
+            }
+            .into());
+        }
+        let topic = Topic::new(topic.unwrap_or("work-order")).map_err(|error| Refusal::Name {
+            field: Field::Topic,
+            error,
+        })?;
+        let payload = self.capped(doc)?;
+        self.store().create_order(me, topic, payload).await
+    }
+
+    /// A report on `order` as a step request, checked as `baton order report` checks it:
+    /// whose order it is first (a report on someone else's order is forbidden whatever it
+    /// holds), then the document against the stored order.
+    async fn report(&self, me: &Passname, order: &Order, doc: Value) -> Result<OrderRequest> {
+        if !order.may(me.as_str(), OrderAction::ReportDone) {
+            return Err(Refusal::OrderRole {
+                actor: me.to_string(),
+                action: OrderAction::ReportDone,
+                order: order.id.clone(),
+                may: order.who_may(OrderAction::ReportDone),
+            }
+            .into());
+        }
+        let order_doc = self.order_document(order).await?;
+        let mode = self.settings.contract;
+        let (doc, findings) = self
+            .findings(doc, move |d, env| {
+                report_findings(d, &Value::Object(order_doc), &[], env, mode)
+            })
+            .await?;
+        if has_invalid(&findings) {
+            return Err(Refusal::Findings {
+                document: Document::WorkReport,
+                findings,
+            }
+            .into());
+        }
+        // The report is stored in the step's event: the payload cap bounds it too.
+        let report = Value::Object(self.capped(doc)?.object().clone());
+        Ok(OrderRequest::Report { report, findings })
+    }
+
+    /// Takes a lifecycle step on order `id` as `me`, provided it is still at
+    /// `expect_seq` (default: its seq now).
+    pub async fn take_step(
+        &self,
+        me: &Passname,
+        id: &str,
+        expect_seq: Option<i64>,
+        step: OrderStep,
+    ) -> Result<OrderWritten> {
+        let order = self.load_order(id).await?;
+        let request = match step {
+            OrderStep::Accept => OrderRequest::Accept,
+            OrderStep::Decline { reason } => OrderRequest::Decline { reason },
+            OrderStep::Start => OrderRequest::Start,
+            OrderStep::Report { document } => self.report(me, &order, document).await?,
+            OrderStep::Answer { text } => OrderRequest::Answer { text },
+            OrderStep::Approve => OrderRequest::Approve,
+            OrderStep::Rework { reason } => OrderRequest::Rework { reason },
+            OrderStep::Cancel { reason } => OrderRequest::Cancel { reason },
+        };
+        let expected = expect_seq.unwrap_or(order.seq);
+        self.store().order_step(me, id, expected, request).await
+    }
+
+    /// The order's document: the payload of the request that carried it.
+    async fn order_document(&self, order: &Order) -> Result<Map<String, Value>> {
+        let (_, payload) = self
+            .store()
+            .message(&order.message)
+            .await?
+            .ok_or_else(|| Refusal::not_found(baton_core::Record::Message, &order.message))?;
+        Ok(payload)
+    }
+
+    /// An order with its document and every step.
+    pub async fn order_view(&self, id: &str) -> Result<OrderView> {
+        let order = self.load_order(id).await?;
+        let document = self.order_document(&order).await?;
+        let events = self.store().order_events_since(id, 0).await?;
+        let report = newest_report(&events);
+        Ok(OrderView {
+            order,
+            document,
+            events,
+            report,
+        })
+    }
+
+    /// The open orders `party` is party to (every order without one), oldest first;
+    /// with `all`, closed ones too. An order past its deadline reads as closed.
+    pub async fn orders(&self, party: Option<&Passname>, all: bool) -> Result<Vec<Order>> {
+        let query = OrderQuery {
+            party: party.map(Passname::to_string),
+            closed: all,
+        };
+        let now = self.now();
+        Ok(self
+            .store()
+            .orders(&query)
+            .await?
+            .into_iter()
+            .filter(|o| all || !o.status_at(now).is_terminal())
+            .collect())
+    }
+
+    /// Waits until order `id` has a step after `since`; refuses with
+    /// [`Refusal::NoStep`] at the deadline.
+    pub async fn wait_order(&self, id: &str, since: i64, timeout: Duration) -> Result<OrderWritten> {
+        let order = self.load_order(id).await?;
+        let events = wait::until(self.store(), timeout, || async {
+            let events = self.store().order_events_since(id, since).await?;
+            Ok((!events.is_empty()).then_some(events))
+        })
+        .await?;
+        match events {
+            Some(events) => Ok(OrderWritten {
+                order: self.load_order(id).await?,
+                events,
+            }),
+            None => Err(Refusal::NoStep {
+                order: id.to_owned(),
+                since,
+                seq: order.seq,
+                seconds: timeout.as_secs_f64(),
+            }
+            .into()),
+        }
+    }
+}

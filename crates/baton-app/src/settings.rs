@@ -1,0 +1,198 @@
+//! What a project's `config.toml` says, as a value. Parsed from text the caller read; this
+//! module reads no file.
+
+use std::time::Duration;
+
+use baton_core::awl::ContractMode;
+use baton_core::message::DEFAULT_PAYLOAD_CAP;
+use baton_core::run::HealthPolicy;
+use baton_store::DEFAULT_BUSY_TIMEOUT;
+use serde::Deserialize;
+
+/// The config file `baton init` writes: every setting, at its default, explained.
+pub const DEFAULT_CONFIG: &str = r#"# Baton project configuration. Every setting is shown at its default.
+
+[store]
+# How long a writer waits for another writer before giving up with a retryable error
+# (exit 6). Writes are short; a wait this long means something is wrong.
+busy_timeout = "5s"
+
+[messages]
+# Largest payload accepted, in bytes of JSON.
+payload_cap = 262144
+# A send identical to one made this recently (same sender, type, topic, payload and parent)
+# returns the original id instead of storing a copy. "0s" turns this off.
+duplicate_window = "10m"
+
+[runs]
+# How often `baton run` records that it and its agent are alive.
+heartbeat = "15s"
+# A live run with no activity (output, progress, tokens, a hook) for this long is idle,
+# and for this long stalled. Health is computed when read, so changing these is safe.
+idle_after = "60s"
+stalled_after = "600s"
+# How many `baton run`s may run at once in this checkout (`--slots` overrides it).
+slots = 2
+
+[orders]
+# Whether every Work Order must carry the `x-baton` handoff contract (base revision, test
+# command, acceptance owner, stop conditions...): "required", or "optional" for plain AWL.
+contract = "required"
+"#;
+
+/// A project's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub busy_timeout: Duration,
+    /// Largest payload accepted, in bytes of JSON (documents included).
+    pub payload_cap: usize,
+    /// Identical sends within this window return the original id.
+    pub duplicate_window: Duration,
+    pub heartbeat: Duration,
+    pub idle_after: Duration,
+    pub stalled_after: Duration,
+    pub slots: u32,
+    /// Whether orders and reports must carry the `x-baton` contract.
+    pub contract: ContractMode,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            payload_cap: DEFAULT_PAYLOAD_CAP,
+            duplicate_window: Duration::from_secs(600),
+            heartbeat: Duration::from_secs(15),
+            idle_after: Duration::from_secs(60),
+            stalled_after: Duration::from_secs(600),
+            slots: 2,
+            contract: ContractMode::Required,
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    store: RawStore,
+    #[serde(default)]
+    messages: RawMessages,
+    #[serde(default)]
+    runs: RawRuns,
+    #[serde(default)]
+    orders: RawOrders,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawStore {
+    busy_timeout: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRuns {
+    heartbeat: Option<String>,
+    idle_after: Option<String>,
+    stalled_after: Option<String>,
+    slots: Option<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawOrders {
+    contract: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMessages {
+    payload_cap: Option<usize>,
+    duplicate_window: Option<String>,
+}
+
+impl Settings {
+    /// Parses a `config.toml`; a setting left out keeps its default. The error names the
+    /// setting.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut settings = Settings::default();
+        if let Some(d) = raw.store.busy_timeout {
+            settings.busy_timeout = parse_duration("store.busy_timeout", &d)?;
+        }
+        if let Some(cap) = raw.messages.payload_cap {
+            if cap == 0 {
+                return Err("messages.payload_cap must be at least 1 byte".into());
+            }
+            settings.payload_cap = cap;
+        }
+        if let Some(d) = raw.messages.duplicate_window {
+            settings.duplicate_window = parse_duration("messages.duplicate_window", &d)?;
+        }
+        if let Some(d) = raw.runs.heartbeat {
+            settings.heartbeat = parse_duration("runs.heartbeat", &d)?;
+            if settings.heartbeat.is_zero() {
+                return Err("runs.heartbeat must be longer than 0s".into());
+            }
+        }
+        if let Some(d) = raw.runs.idle_after {
+            settings.idle_after = parse_duration("runs.idle_after", &d)?;
+        }
+        if let Some(d) = raw.runs.stalled_after {
+            settings.stalled_after = parse_duration("runs.stalled_after", &d)?;
+        }
+        if let Some(n) = raw.runs.slots {
+            if n == 0 {
+                return Err("runs.slots must be at least 1".into());
+            }
+            settings.slots = n;
+        }
+        if let Some(c) = raw.orders.contract {
+            settings.contract = ContractMode::parse(&c).ok_or_else(|| {
+                format!("orders.contract: {c:?} must be \"required\" or \"optional\"")
+            })?;
+        }
+        Ok(settings)
+    }
+
+    /// The duplicate window in milliseconds, as the store takes it.
+    pub fn duplicate_window_ms(&self) -> i64 {
+        i64::try_from(self.duplicate_window.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// How the ledger's health is judged.
+    pub fn health_policy(&self) -> HealthPolicy {
+        HealthPolicy {
+            idle_after_ms: self.idle_after.as_millis() as i64,
+            stalled_after_ms: self.stalled_after.as_millis() as i64,
+            ..HealthPolicy::default()
+        }
+    }
+}
+
+/// Parses a non-negative duration such as `5s`, `10m` or `1h 30m`.
+pub fn parse_duration(what: &str, text: &str) -> Result<Duration, String> {
+    let d: jiff::SignedDuration = text
+        .parse()
+        .map_err(|e| format!("{what}: {text:?} is not a duration like \"5s\" or \"10m\": {e}"))?;
+    Duration::try_from(d).map_err(|_| format!("{what}: {text:?} must not be negative"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_config_file_parses_to_the_defaults() {
+        assert_eq!(Settings::parse(DEFAULT_CONFIG).unwrap(), Settings::default());
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let err = Settings::parse("[messages]\nduplicate_window = \"soon\"").unwrap_err();
+        assert!(err.contains("messages.duplicate_window"), "{err}");
+        let err = Settings::parse("[messages]\npayload_kap = 1").unwrap_err();
+        assert!(err.contains("payload_kap"), "{err}");
+    }
+}

@@ -1,0 +1,592 @@
+//! Why a request was refused, as data: every rule in the core that says no returns a
+//! [`Refusal`], whose fields name what was wrong and never how to fix it at one edge.
+//!
+//! The wording of a fix belongs to the edge that was used: the CLI says "pass --reason
+//! TEXT", an MCP tool says "set `reason`", HTTP answers with a JSON error body. Each edge
+//! renders a refusal in one mapping, naming its own flags, tools or fields for a
+//! [`Field`] or an [`Action`]. What a refusal *is* — its [`RefusalKind`], from which the
+//! exit code and the HTTP status follow — is decided here by the variant alone.
+//!
+//! `Display` is the neutral sentence (fields by their canonical names), for logs and for an
+//! edge that has nothing better to say.
+
+use std::fmt;
+
+use crate::awl::{Finding, FindingKind};
+use crate::delivery::{DeliveryAction, RequestAction};
+use crate::message::{MessageType, PayloadError};
+use crate::names::{NameError, Passname};
+use crate::order::OrderAction;
+use crate::run::RunStatus;
+
+/// The class of a refusal. Exit codes and HTTP statuses derive from it and nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// The input broke a rule, or the lifecycle does not allow the step (exit 3, HTTP 422).
+    Invalid,
+    /// What was named does not exist, or did not come in time (exit 4, HTTP 404).
+    NotFound,
+    /// The actor may not do this (exit 5, HTTP 403).
+    Forbidden,
+    /// It conflicts with what is stored; read again and decide anew (exit 6, HTTP 409).
+    Conflict,
+}
+
+impl RefusalKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Invalid => "refused",
+            Self::NotFound => "not_found",
+            Self::Forbidden => "forbidden",
+            Self::Conflict => "conflict",
+        }
+    }
+}
+
+/// An input a user supplies: each edge names it in its own terms (`--why`, `` `why` ``).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// A message's recipients.
+    To,
+    Topic,
+    /// The text of a `{"body": …}` payload.
+    Body,
+    /// A JSON payload.
+    Payload,
+    /// A Work Order or Work Report.
+    Document,
+    /// Why a request is refused or handed back, or why an order is declined or cancelled.
+    Reason,
+    /// What the worker should change in a reworked order.
+    ReworkReason,
+    /// The answer to a blocked order's question.
+    Answer,
+    Focus,
+    StreamName,
+    StreamStatus,
+    Decision,
+    Why,
+    Constraint,
+    Tried,
+    Result,
+    Note,
+    Subject,
+    DependencyChange,
+    Step,
+    Artifact,
+    Alert,
+    Role,
+    /// A participant's passname, when registering it.
+    Name,
+    /// The acting identity.
+    Actor,
+    /// The `to` of a Work Order document.
+    OrderTo,
+    Cursor,
+}
+
+impl Field {
+    /// The canonical name: what an API field or a tool argument is called.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::To => "to",
+            Self::Topic => "topic",
+            Self::Body => "body",
+            Self::Payload => "payload",
+            Self::Document => "document",
+            Self::Reason => "reason",
+            Self::ReworkReason => "reason",
+            Self::Answer => "text",
+            Self::Focus => "text",
+            Self::StreamName => "name",
+            Self::StreamStatus => "status",
+            Self::Decision => "text",
+            Self::Why => "why",
+            Self::Constraint => "text",
+            Self::Tried => "tried",
+            Self::Result => "result",
+            Self::Note => "text",
+            Self::Subject => "subject",
+            Self::DependencyChange => "text",
+            Self::Step => "step",
+            Self::Artifact => "artifact",
+            Self::Alert => "message",
+            Self::Role => "role",
+            Self::Name => "name",
+            Self::Actor => "as",
+            Self::OrderTo => "to",
+            Self::Cursor => "cursor",
+        }
+    }
+
+    /// What the value is, in words: for sentences about it.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Self::To => "recipients",
+            Self::Topic => "topic",
+            Self::Body => "body",
+            Self::Payload => "payload",
+            Self::Document => "document",
+            Self::Reason => "reason",
+            Self::ReworkReason => "rework reason",
+            Self::Answer => "answer",
+            Self::Focus => "focus",
+            Self::StreamName => "stream name",
+            Self::StreamStatus => "status",
+            Self::Decision => "decision",
+            Self::Why => "why",
+            Self::Constraint => "constraint",
+            Self::Tried => "tried",
+            Self::Result => "result",
+            Self::Note => "note",
+            Self::Subject => "subject",
+            Self::DependencyChange => "dependency change",
+            Self::Step => "step",
+            Self::Artifact => "artifact",
+            Self::Alert => "alert",
+            Self::Role => "role",
+            Self::Name => "passname",
+            Self::Actor => "acting identity",
+            Self::OrderTo => "order's \"to\"",
+            Self::Cursor => "cursor",
+        }
+    }
+}
+
+/// The kind of record a lookup missed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Record {
+    Message,
+    /// The message a reply names as its parent.
+    Parent,
+    Order,
+    Run,
+    Decision,
+    /// An active stream.
+    Stream,
+    /// An open alert.
+    Alert,
+    /// A step's receipt.
+    Receipt,
+}
+
+impl Record {
+    pub fn noun(self) -> &'static str {
+        match self {
+            Self::Message | Self::Parent => "message",
+            Self::Order => "order",
+            Self::Run => "run",
+            Self::Decision => "decision",
+            Self::Stream => "active stream",
+            Self::Alert => "open alert",
+            Self::Receipt => "receipt for step",
+        }
+    }
+}
+
+/// A lifecycle step, named by each edge as it offers it (`hand-back`, `` `hand_back` ``).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// A recipient's step on its delivery.
+    Delivery(DeliveryAction),
+    /// The sender's step on its own end of a request.
+    Request(RequestAction),
+    /// A step of a Work Order.
+    Order(OrderAction),
+}
+
+impl Action {
+    /// The canonical name of the step (`baton` subcommands and tool actions share it, but
+    /// for `hand_back`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Delivery(a) => a.name(),
+            Self::Request(a) => a.name(),
+            Self::Order(a) => a.command(),
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What was refused a step, beyond the table: why the table says no here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blocker {
+    /// The message must be fetched (read) before this step.
+    FetchFirst,
+    /// A request is discharged with complete or hand back, not acknowledged.
+    RequestsAreDischarged,
+    /// Only a request is completed or handed back; an info or message is acknowledged.
+    OnlyRequests,
+    /// The order's deadline passed, or a report broke a limit.
+    Expired,
+    /// The order must be accepted first.
+    AcceptFirst,
+    /// The order's question needs an answer first.
+    AnswerFirst,
+}
+
+/// A refused lifecycle step: what was asked, where things stand, and what may be done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidTransition {
+    pub action: Action,
+    /// The status the record is in.
+    pub status: &'static str,
+    pub blocker: Option<Blocker>,
+    /// The steps that would change the status, in table order.
+    pub allowed: Vec<Action>,
+}
+
+impl InvalidTransition {
+    /// What the step was taken on, in words.
+    pub fn subject(&self) -> &'static str {
+        match self.action {
+            Action::Delivery(_) => "this message",
+            Action::Request(_) => "your own end of this request",
+            Action::Order(_) => "this order",
+        }
+    }
+}
+
+impl fmt::Display for InvalidTransition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cannot {} {}: its status is {}",
+            self.action,
+            self.subject(),
+            self.status
+        )?;
+        if let Some(b) = self.blocker {
+            write!(f, " ({})", blocker_text(b))?;
+        }
+        let allowed: Vec<&str> = self.allowed.iter().map(|a| a.name()).collect();
+        if allowed.is_empty() {
+            f.write_str("; allowed next: nothing (it is final)")
+        } else {
+            write!(f, "; allowed next: {}", allowed.join(", "))
+        }
+    }
+}
+
+impl std::error::Error for InvalidTransition {}
+
+/// A blocker in neutral words (an edge may name its own commands instead).
+pub fn blocker_text(b: Blocker) -> &'static str {
+    match b {
+        Blocker::FetchFirst => "fetch it first",
+        Blocker::RequestsAreDischarged => {
+            "a request is discharged with complete or hand-back, not acknowledged"
+        }
+        Blocker::OnlyRequests => {
+            "only a request is completed or handed back; acknowledge an info or message"
+        }
+        Blocker::Expired => "its deadline passed or a report broke a limit",
+        Blocker::AcceptFirst => "accept it first",
+        Blocker::AnswerFirst => "its question needs an answer first",
+    }
+}
+
+/// Which kind of handoff document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Document {
+    WorkOrder,
+    WorkReport,
+}
+
+impl Document {
+    pub fn noun(self) -> &'static str {
+        match self {
+            Self::WorkOrder => "a Work Order",
+            Self::WorkReport => "a Work Report",
+        }
+    }
+}
+
+/// Who may take an order step, for the refusal of someone else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MayAct {
+    Worker(String),
+    Sender(String),
+    SenderOrEscalation { sender: String, escalation: String },
+}
+
+impl fmt::Display for MayAct {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Worker(w) => write!(f, "its worker ({w})"),
+            Self::Sender(s) => write!(f, "its sender ({s})"),
+            Self::SenderOrEscalation { sender, escalation } => write!(
+                f,
+                "its sender ({sender}) or its escalation contact ({escalation})"
+            ),
+        }
+    }
+}
+
+/// Why a request was refused. Nothing was written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Refusal {
+    // ---- not found ----
+    #[error("no {} {id} in this project", record.noun())]
+    NotFound { record: Record, id: String },
+    #[error("unknown participant {name:?}")]
+    UnknownParticipant { name: String },
+    /// A message names a recipient that is not registered; `registered` would have done.
+    #[error("no participant {name:?} in this project")]
+    NoRecipient {
+        name: String,
+        registered: Vec<String>,
+    },
+    /// A receipt names an artifact that cannot be read.
+    #[error("{artifact}: {reason}")]
+    NoArtifact { artifact: String, reason: String },
+    /// A note's subject is neither a record nor an existing path.
+    #[error("{subject:?} is neither a message or order id in this project nor an existing path")]
+    NoSubject { subject: String },
+    /// A wait ran out: the step's receipt did not arrive. `alert` is the alert's message.
+    #[error("{alert}")]
+    NoReceipt { step: String, alert: String },
+    /// A wait ran out: the order took no step after `since` (it is at `seq`).
+    #[error("order {order} has no step after seq {since} within {seconds}s (it is at seq {seq})")]
+    NoStep {
+        order: String,
+        since: i64,
+        seq: i64,
+        seconds: f64,
+    },
+
+    // ---- invalid input ----
+    #[error("{} must not be empty", .0.noun())]
+    Missing(Field),
+    #[error("{} must be at most {max} characters (got {len})", field.noun())]
+    TooLong { field: Field, max: usize, len: usize },
+    #[error("{error}")]
+    Name { field: Field, error: NameError },
+    #[error("{error}")]
+    Payload { field: Field, error: PayloadError },
+    #[error(
+        "role {role:?} is not valid: use planner, executor, reviewer, owner, observer or another word of at most 64 characters"
+    )]
+    Role { role: String },
+    #[error("{name} cannot send to itself")]
+    SelfSend { name: Passname },
+    /// A note's subject is a path outside the project.
+    #[error("{subject:?} is outside the project ({root})")]
+    Outside { subject: String, root: String },
+    #[error("cursor {cursor:?} is not one this store issued")]
+    Cursor { cursor: String },
+    /// Filtering by "my status" without saying who I am.
+    #[error("a status filter is the caller's own status: say who is asking")]
+    StatusNeedsIdentity,
+    #[error(transparent)]
+    Transition(InvalidTransition),
+    /// The sender of an info or message tried to change its status.
+    #[error("you sent {id} as {} {kind}: only its recipients change its status", article(*kind))]
+    NotARequest { id: String, kind: MessageType },
+    /// A note on the sender's own end: notes are posted by recipients.
+    #[error("a note is for a recipient's completion; to tell the recipients something, reply")]
+    SenderNote,
+    #[error("{decision} is already superseded by {by}: supersede {by} instead")]
+    Superseded { decision: String, by: String },
+    #[error("the order has no {field:?}")]
+    DocumentField { field: &'static str },
+    #[error("a report's status is done, failed or blocked, not {status:?}")]
+    ReportStatus { status: Option<String> },
+    /// A document with `invalid` findings: refused as a whole.
+    #[error("the document is refused as {}: {}", document.noun(), invalid_list(findings))]
+    Findings {
+        document: Document,
+        findings: Vec<Finding>,
+    },
+    /// A document of the other kind than the step takes.
+    #[error("the document is {}, not {}", other(*expected).noun(), expected.noun())]
+    WrongDocument { expected: Document },
+    #[error("an exit records done, failed or stopped, not {0}")]
+    NotAnExit(RunStatus),
+
+    // ---- forbidden ----
+    #[error("{who} is neither a recipient nor the sender of {id}")]
+    NotAParty { who: Passname, id: String },
+    /// The sender of a request tried a recipient's step.
+    #[error(
+        "you sent {id}: as its sender you complete or archive your own end; the other steps are its recipients'"
+    )]
+    SenderSteps { id: String },
+    #[error("{actor} may not {} order {order}: only {may} may", action.command())]
+    OrderRole {
+        actor: String,
+        action: OrderAction,
+        order: String,
+        may: MayAct,
+    },
+    #[error(
+        "{actor} may not offer an order from {from:?}: the order's \"from\" must be the acting identity ({actor})"
+    )]
+    OfferFrom { actor: String, from: String },
+    #[error(
+        "the report says it is from {from:?}, but {actor} is reporting: a report is its author's own word"
+    )]
+    ReportFrom { actor: String, from: String },
+
+    // ---- conflicts ----
+    #[error("participant {name} already exists with role {role:?}")]
+    RoleTaken { name: Passname, role: String },
+    #[error(
+        "idempotency key {key:?} was already used for message {id} with different content or recipients"
+    )]
+    KeyReused { key: String, id: String },
+    #[error("order {id} already exists: give a new order a new id")]
+    OrderExists { id: String },
+    /// Another writer moved the order since the caller read it.
+    #[error("order {order} moved on: you expected seq {expected}, it is at {seq}")]
+    Moved {
+        order: String,
+        expected: i64,
+        seq: i64,
+    },
+    #[error("run {id} already exists")]
+    RunExists { id: String },
+    #[error("run {run} is {status}: it cannot record {what}")]
+    RunStatus {
+        run: String,
+        status: RunStatus,
+        what: &'static str,
+    },
+}
+
+impl Refusal {
+    pub fn kind(&self) -> RefusalKind {
+        use RefusalKind as K;
+        match self {
+            Self::NotFound { .. }
+            | Self::UnknownParticipant { .. }
+            | Self::NoRecipient { .. }
+            | Self::NoArtifact { .. }
+            | Self::NoSubject { .. }
+            | Self::NoReceipt { .. }
+            | Self::NoStep { .. } => K::NotFound,
+            Self::Missing(_)
+            | Self::TooLong { .. }
+            | Self::Name { .. }
+            | Self::Payload { .. }
+            | Self::Role { .. }
+            | Self::SelfSend { .. }
+            | Self::Outside { .. }
+            | Self::Cursor { .. }
+            | Self::StatusNeedsIdentity
+            | Self::Transition(_)
+            | Self::NotARequest { .. }
+            | Self::SenderNote
+            | Self::Superseded { .. }
+            | Self::DocumentField { .. }
+            | Self::ReportStatus { .. }
+            | Self::Findings { .. }
+            | Self::WrongDocument { .. }
+            | Self::NotAnExit(_) => K::Invalid,
+            Self::NotAParty { .. }
+            | Self::SenderSteps { .. }
+            | Self::OrderRole { .. }
+            | Self::OfferFrom { .. }
+            | Self::ReportFrom { .. } => K::Forbidden,
+            Self::RoleTaken { .. }
+            | Self::KeyReused { .. }
+            | Self::OrderExists { .. }
+            | Self::Moved { .. }
+            | Self::RunExists { .. }
+            | Self::RunStatus { .. } => K::Conflict,
+        }
+    }
+
+    pub fn not_found(record: Record, id: impl Into<String>) -> Self {
+        Self::NotFound {
+            record,
+            id: id.into(),
+        }
+    }
+}
+
+impl From<InvalidTransition> for Refusal {
+    fn from(t: InvalidTransition) -> Self {
+        Self::Transition(t)
+    }
+}
+
+fn article(kind: MessageType) -> &'static str {
+    if kind == MessageType::Info { "an" } else { "a" }
+}
+
+fn other(d: Document) -> Document {
+    match d {
+        Document::WorkOrder => Document::WorkReport,
+        Document::WorkReport => Document::WorkOrder,
+    }
+}
+
+fn invalid_list(findings: &[Finding]) -> String {
+    findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::Invalid)
+        .map(|f| format!("{} {}: {}", f.rule, f.path, f.message))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The `invalid` findings of a refused document.
+pub fn invalid(findings: &[Finding]) -> impl Iterator<Item = &Finding> {
+    findings.iter().filter(|f| f.kind == FindingKind::Invalid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::DeliveryAction as D;
+
+    #[test]
+    fn the_variant_alone_decides_the_kind() {
+        let cases = [
+            (Refusal::not_found(Record::Order, "wo_1"), RefusalKind::NotFound),
+            (Refusal::Missing(Field::Why), RefusalKind::Invalid),
+            (
+                Refusal::SenderSteps { id: "01J".into() },
+                RefusalKind::Forbidden,
+            ),
+            (
+                Refusal::Moved {
+                    order: "wo_1".into(),
+                    expected: 1,
+                    seq: 2,
+                },
+                RefusalKind::Conflict,
+            ),
+        ];
+        for (refusal, kind) in cases {
+            assert_eq!(refusal.kind(), kind, "{refusal}");
+        }
+    }
+
+    #[test]
+    fn the_neutral_sentence_names_no_command_line_flag() {
+        let t = InvalidTransition {
+            action: Action::Delivery(D::Acknowledge),
+            status: "pending",
+            blocker: Some(Blocker::FetchFirst),
+            allowed: vec![Action::Delivery(D::Fetch), Action::Delivery(D::Refuse)],
+        };
+        assert_eq!(
+            t.to_string(),
+            "cannot ack this message: its status is pending (fetch it first); allowed next: show, refuse"
+        );
+        for text in [
+            t.to_string(),
+            Refusal::Missing(Field::Why).to_string(),
+            Refusal::SenderNote.to_string(),
+        ] {
+            assert!(!text.contains("--") && !text.contains("baton "), "{text}");
+        }
+    }
+}

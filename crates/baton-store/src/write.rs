@@ -1,0 +1,366 @@
+//! The one write path: every write of every backend, written once over a [`Tx`].
+//!
+//! Each function opens a transaction, reads the facts the core's planners need, asks them
+//! what to append (or why not), appends it and commits. The rules — who may send to whom,
+//! what repeats an earlier send, which step is legal and what reply it posts, how an order
+//! and its request move together, what the reaper resurfaces — are `baton_core`'s; this
+//! module only gathers facts and stores outcomes. A refusal returns before anything is
+//! appended, and a transaction dropped without its commit writes nothing.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use baton_core::message::{self, duplicate_of};
+use baton_core::order::{self, OrderChange, OrderRequest};
+use baton_core::run::{self, RunChange};
+use baton_core::state::StateOp;
+use baton_core::{
+    Change, DeliveryStatus, Draft, Event, Millis, Participant, Passname, Payload, Record, Refusal,
+    Topic, delivery, participant,
+};
+
+use crate::{
+    Added, Backend, Fetched, NewEvent, OrderWritten, Reaped, Result, Sent, Stepped, Tx, Verb,
+};
+
+/// The store's clock: when an event is committed.
+fn now() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as Millis)
+        .unwrap_or(0)
+}
+
+async fn require_participant(tx: &mut dyn Tx, name: &str) -> Result<()> {
+    match tx.participant(name).await? {
+        Some(_) => Ok(()),
+        None => Err(Refusal::UnknownParticipant {
+            name: name.to_owned(),
+        }
+        .into()),
+    }
+}
+
+pub async fn add_participant<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &str,
+    name: &Passname,
+    role: &str,
+) -> Result<Added> {
+    let mut tx = backend.begin().await?;
+    let existing = tx.participant(name.as_str()).await?;
+    let Some(change) = participant::plan_add(existing.as_ref(), name, role)? else {
+        let participant = existing.expect("a participant that is already registered");
+        return Ok(Added {
+            participant,
+            created: false,
+        });
+    };
+    let at = now();
+    tx.append(NewEvent::new(actor, change, at)).await?;
+    tx.commit().await?;
+    Ok(Added {
+        participant: Participant {
+            name: name.clone(),
+            role: role.trim().to_owned(),
+            added_at: at,
+        },
+        created: true,
+    })
+}
+
+/// The send path, inside the caller's transaction: checks the recipients and the parent,
+/// returns the original of a duplicate, else appends the message. `send`, a step's reply
+/// and an order's offer all come through here.
+async fn send_in(
+    tx: &mut dyn Tx,
+    from: &Passname,
+    mut draft: Draft,
+    window_ms: i64,
+    at: Millis,
+) -> Result<(Sent, Option<Event>)> {
+    message::address(from, &mut draft)?;
+    require_participant(tx, from.as_str()).await?;
+    for to in &draft.to {
+        require_participant(tx, to.as_str()).await?;
+    }
+    if let Some(parent) = &draft.reply_to
+        && tx.envelope(parent).await?.is_none()
+    {
+        return Err(Refusal::not_found(Record::Parent, parent).into());
+    }
+    let keyed = match &draft.idempotency_key {
+        Some(key) => tx.keyed(from, key).await?,
+        None => None,
+    };
+    let recent = if draft.idempotency_key.is_none() && window_ms > 0 {
+        tx.recent(from, &draft, at - window_ms).await?
+    } else {
+        Vec::new()
+    };
+    if let Some(id) = duplicate_of(&draft, keyed.as_ref(), &recent)? {
+        return Ok((
+            Sent {
+                id,
+                duplicate: true,
+            },
+            None,
+        ));
+    }
+    let id = ulid::Ulid::generate().to_string();
+    let sent = message::sent(id.clone(), from, draft);
+    let event = tx
+        .append(NewEvent::new(
+            from.as_str(),
+            Change::MessageSent(Box::new(sent)),
+            at,
+        ))
+        .await?;
+    Ok((
+        Sent {
+            id,
+            duplicate: false,
+        },
+        Some(event),
+    ))
+}
+
+pub async fn send<B: Backend + ?Sized>(
+    backend: &B,
+    from: &Passname,
+    draft: Draft,
+    window_ms: i64,
+) -> Result<Sent> {
+    let mut tx = backend.begin().await?;
+    let (sent, _) = send_in(tx.as_mut(), from, draft, window_ms, now()).await?;
+    // A duplicate wrote nothing; committing it is harmless.
+    tx.commit().await?;
+    Ok(sent)
+}
+
+pub async fn fetch<B: Backend + ?Sized>(
+    backend: &B,
+    reader: Option<&Passname>,
+    id: &str,
+) -> Result<Fetched> {
+    let missing = || Refusal::not_found(Record::Message, id);
+    let (mut envelope, payload) = backend.message(id).await?.ok_or_else(missing)?;
+    if let Some(reader) = reader
+        && envelope.status_for(reader) == Some(DeliveryStatus::Pending)
+    {
+        let mut tx = backend.begin().await?;
+        // Read again under the lock: another process may have fetched it meanwhile.
+        envelope = tx.envelope(id).await?.ok_or_else(missing)?;
+        if let Some(change) = delivery::plan_fetch(&envelope, reader)? {
+            tx.append(NewEvent::new(reader.as_str(), change, now()))
+                .await?;
+            envelope = tx.envelope(id).await?.ok_or_else(missing)?;
+        }
+        tx.commit().await?;
+    }
+    let status = reader.and_then(|r| envelope.status_for(r));
+    Ok(Fetched {
+        envelope,
+        payload,
+        status,
+    })
+}
+
+pub async fn step<B: Backend + ?Sized>(
+    backend: &B,
+    who: &Passname,
+    id: &str,
+    verb: Verb,
+    note: Option<&str>,
+) -> Result<Stepped> {
+    // A missing reason is refused before anything is read.
+    delivery::note_for(verb, note)?;
+    let mut tx = backend.begin().await?;
+    require_participant(tx.as_mut(), who.as_str()).await?;
+    let envelope = tx
+        .envelope(id)
+        .await?
+        .ok_or_else(|| Refusal::not_found(Record::Message, id))?;
+    let plan = delivery::plan_step(&envelope, who, verb, note)?;
+    let at = now();
+    tx.append(NewEvent::new(who.as_str(), plan.change, at))
+        .await?;
+    let mut stepped = plan.stepped;
+    if let Some(reply) = plan.reply {
+        let (sent, _) = send_in(tx.as_mut(), who, reply, 0, at).await?;
+        stepped.reply = Some(sent.id);
+    }
+    tx.commit().await?;
+    Ok(stepped)
+}
+
+/// Plans `ops` in order against the state the ones before leave, appending each change.
+async fn apply_state(
+    tx: &mut dyn Tx,
+    actor: &str,
+    ops: &[StateOp],
+    at: Millis,
+) -> Result<Vec<Event>> {
+    let mut state = tx.state().await?;
+    let mut written = Vec::new();
+    for op in ops {
+        if let Some(change) = state.plan(op)? {
+            let event = tx
+                .append(NewEvent::new(actor, Change::State(change), at))
+                .await?;
+            state.apply(&event);
+            written.push(event);
+        }
+    }
+    Ok(written)
+}
+
+pub async fn change_state<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &str,
+    ops: &[StateOp],
+) -> Result<Vec<Event>> {
+    let mut tx = backend.begin().await?;
+    let written = apply_state(tx.as_mut(), actor, ops, now()).await?;
+    tx.commit().await?;
+    Ok(written)
+}
+
+pub async fn record_run<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &str,
+    changes: &[RunChange],
+) -> Result<Vec<Event>> {
+    let mut tx = backend.begin().await?;
+    let at = now();
+    let mut written = Vec::new();
+    for change in changes {
+        if let Some(id) = change.run() {
+            let current = tx.run(id).await?;
+            if !run::plan(current.as_ref(), change)? {
+                continue;
+            }
+        }
+        written.push(
+            tx.append(NewEvent::new(actor, Change::Run(change.clone()), at))
+                .await?,
+        );
+    }
+    tx.commit().await?;
+    Ok(written)
+}
+
+pub async fn reap_lost<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &str,
+    id: &str,
+    reason: &str,
+) -> Result<Option<Reaped>> {
+    let mut tx = backend.begin().await?;
+    let run = tx
+        .run(id)
+        .await?
+        .ok_or_else(|| Refusal::not_found(Record::Run, id))?;
+    // What the participant holds resurfaces only when no other run of its is live.
+    let held = match run.participant.as_deref() {
+        Some(who) if !tx.other_live_run(who, id).await? => tx.held(who, run.registered_at).await?,
+        _ => Vec::new(),
+    };
+    let Some(reap) = run::plan_reap(&run, reason, &held) else {
+        return Ok(None);
+    };
+    let at = now();
+    for change in reap.changes {
+        tx.append(NewEvent::new(actor, change, at)).await?;
+    }
+    let alerts = apply_state(tx.as_mut(), actor, &reap.alerts, at)
+        .await?
+        .iter()
+        .map(|e| e.change.subject().to_owned())
+        .collect();
+    tx.commit().await?;
+    Ok(Some(Reaped {
+        run: id.to_owned(),
+        resurfaced: reap.resurfaced,
+        alerts,
+    }))
+}
+
+pub async fn create_order<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &Passname,
+    topic: Topic,
+    document: Payload,
+) -> Result<OrderWritten> {
+    let doc = serde_json::Value::Object(document.object().clone());
+    let (mut created, to) = order::plan_offer(&doc, actor)?;
+    let mut tx = backend.begin().await?;
+    order::ensure_new(tx.order(&created.order).await?.as_ref(), &created.order)?;
+    let at = now();
+    let draft = Draft {
+        to: vec![to],
+        kind: baton_core::MessageType::Request,
+        topic,
+        reply_to: None,
+        payload: document,
+        idempotency_key: None,
+    };
+    // No duplicate window: the order id already makes a second offer a conflict.
+    let (sent, message) = send_in(tx.as_mut(), actor, draft, 0, at).await?;
+    created.message = sent.id;
+    let id = created.order.clone();
+    let event = tx
+        .append(NewEvent::new(
+            actor.as_str(),
+            Change::Order(OrderChange::Created(Box::new(created))),
+            at,
+        ))
+        .await?;
+    let order = order::found(tx.order(&id).await?, &id)?;
+    tx.commit().await?;
+    Ok(OrderWritten {
+        order,
+        events: message.into_iter().chain([event]).collect(),
+    })
+}
+
+pub async fn order_step<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &Passname,
+    id: &str,
+    expected_seq: i64,
+    request: OrderRequest,
+) -> Result<OrderWritten> {
+    let mut tx = backend.begin().await?;
+    let current = order::found(tx.order(id).await?, id)?;
+    let at = now();
+    let steps = order::plan(&current, actor.as_str(), request, expected_seq, at)?;
+    let mut events = Vec::new();
+    for step in steps {
+        let change = Change::Order(OrderChange::Stepped(Box::new(step)));
+        events.push(tx.append(NewEvent::new(actor.as_str(), change, at)).await?);
+    }
+    let order = order::found(tx.order(id).await?, id)?;
+    // The request that carried the order follows it; `events` stays the order's own.
+    let request = tx
+        .envelope(&order.message)
+        .await?
+        .ok_or_else(|| Refusal::not_found(Record::Message, &order.message))?;
+    for change in order::follow_request(&order, &request)? {
+        tx.append(NewEvent::new(actor.as_str(), change, at)).await?;
+    }
+    tx.commit().await?;
+    Ok(OrderWritten { order, events })
+}
+
+pub async fn append_events<B: Backend + ?Sized>(
+    backend: &B,
+    events: Vec<NewEvent>,
+) -> Result<Vec<Event>> {
+    let mut tx = backend.begin().await?;
+    let mut written = Vec::with_capacity(events.len());
+    for event in events {
+        written.push(tx.append(event).await?);
+    }
+    tx.commit().await?;
+    Ok(written)
+}
