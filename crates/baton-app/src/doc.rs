@@ -10,8 +10,8 @@ use baton_core::order::{Order, OrderChange, OrderStatus, allowed};
 use baton_core::packet::Shown as SectionShown;
 use baton_core::run::{Health, Progress, RunStatus};
 use baton_core::state::{
-    Alert, Constraint, Decision, Freshness, Note, ProjectState, Provenance, Receipt,
-    ReceiptRecord, StateOp, Stream,
+    Alert, Constraint, Decision, Freshness, Note, ProjectState, Provenance, Receipt, ReceiptRecord,
+    StateOp, Stream,
 };
 use baton_core::time::rfc3339;
 use baton_core::{
@@ -120,7 +120,10 @@ impl Inbox {
     pub fn new(me: &Passname, items: &[Envelope]) -> Self {
         Self {
             participant: me.clone(),
-            items: items.iter().map(|e| MessageRow::for_caller(e, Some(me))).collect(),
+            items: items
+                .iter()
+                .map(|e| MessageRow::for_caller(e, Some(me)))
+                .collect(),
         }
     }
 }
@@ -187,7 +190,7 @@ impl Show {
             recipients: env.to.clone(),
             payload: (!cut).then(|| shown.fetched.payload.clone()),
             payload_text: cut.then(|| shown.text.clone()),
-            truncated: cut.then(|| Truncated {
+            truncated: cut.then_some(Truncated {
                 shown_bytes: shown.text.len(),
                 total_bytes: shown.total_bytes,
             }),
@@ -800,10 +803,21 @@ doc!(Init, "baton/init@1");
 pub struct McpEnded {}
 doc!(McpEnded, "baton/mcp@1");
 
+/// One step of the demo: a `baton` process and what it printed.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DemoStep {
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub stdout: String,
+}
+
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Demo {
     pub project: String,
-    pub steps: Vec<String>,
+    pub kept: bool,
+    /// The request the round was about.
+    pub request: String,
+    pub steps: Vec<DemoStep>,
 }
 doc!(Demo, "baton/demo@1");
 

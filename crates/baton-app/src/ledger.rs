@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use baton_core::packet::DEFAULT_MAX_BYTES;
-use baton_core::run::{HookCall, Health, Run, RunChange, RunStatus, health};
+use baton_core::run::{Health, HookCall, Run, RunChange, RunStatus, health};
 use baton_core::state::{RECEIPT_MISSING, StateOp};
 use baton_core::time::rfc3339;
 use baton_core::{Change, Event, Passname, Refusal};
@@ -91,7 +91,12 @@ impl App {
 
     /// Records an agent hook's call, as `me` when `me` is registered; with `inject`
     /// (on `SessionStart` and `PreCompact`) returns `me`'s resume packet for the agent.
-    pub async fn hook(&self, me: Option<&str>, call: HookCall, inject: bool) -> Result<Option<String>> {
+    pub async fn hook(
+        &self,
+        me: Option<&str>,
+        call: HookCall,
+        inject: bool,
+    ) -> Result<Option<String>> {
         let me = match me {
             Some(name) => match self.identify(name).await {
                 Ok(me) => Some(me),

@@ -30,7 +30,7 @@ pub use host::{Clock, Files, Hashed, Host, PathClock, PathProblem, Processes};
 pub use ledger::{Pass, RunRow};
 pub use memory::Recorded;
 pub use messages::{Body, Layout, Outgoing, Shown};
-pub use orders::{OrderStep, OrderView};
+pub use orders::{OrderStep, OrderView, newest_report};
 pub use receipts::{Verdict, Verified};
 pub use settings::Settings;
 pub use wait::POLL;

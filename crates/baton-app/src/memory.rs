@@ -60,7 +60,13 @@ impl App {
     }
 
     /// Writes a note as `actor` on `subject` (an id, or a path relative to `base`).
-    pub async fn note(&self, actor: &str, text: String, subject: &str, base: &Path) -> Result<Recorded> {
+    pub async fn note(
+        &self,
+        actor: &str,
+        text: String,
+        subject: &str,
+        base: &Path,
+    ) -> Result<Recorded> {
         let subject = self.note_subject(base, subject).await?;
         self.record(actor, &[StateOp::Note { text, subject }]).await
     }
@@ -71,7 +77,11 @@ impl App {
     }
 
     /// The newest `limit` notes of `state` with their freshness, newest first.
-    pub async fn notes(&self, state: &ProjectState, limit: usize) -> Result<Vec<(Note, Freshness)>> {
+    pub async fn notes(
+        &self,
+        state: &ProjectState,
+        limit: usize,
+    ) -> Result<Vec<(Note, Freshness)>> {
         recall::notes_freshness(self.store(), self.host.paths.as_ref(), state, limit).await
     }
 

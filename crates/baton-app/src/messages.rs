@@ -7,7 +7,7 @@ use baton_core::{
     Draft, Envelope, Field, MessageType, Participant, Passname, Payload, Record, Refusal, Topic,
     Verb,
 };
-use baton_store::{Added, Fetched, Page, SearchQuery, Sent, StoreError, Stepped};
+use baton_store::{Added, Fetched, Page, SearchQuery, Sent, Stepped, StoreError};
 use serde_json::{Map, Value};
 
 use crate::{App, Result};
@@ -101,7 +101,10 @@ impl App {
         let (field, parsed) = match body {
             Body::Text(text) => (Field::Body, Payload::body(&text, cap)),
             Body::Json(raw) => (Field::Payload, Payload::parse(&raw, cap)),
-            Body::Object(object) => (Field::Payload, Payload::from_value(Value::Object(object), cap)),
+            Body::Object(object) => (
+                Field::Payload,
+                Payload::from_value(Value::Object(object), cap),
+            ),
         };
         parsed.map_err(|error| Refusal::Payload { field, error }.into())
     }
@@ -146,7 +149,9 @@ impl App {
             .await
         {
             // A recipient nobody registered: say which names would have done.
-            Err(StoreError::Refused(Refusal::UnknownParticipant { name })) if &name != me.as_str() => {
+            Err(StoreError::Refused(Refusal::UnknownParticipant { name }))
+                if name != me.as_str() =>
+            {
                 let mut registered: Vec<String> = self
                     .participants()
                     .await?

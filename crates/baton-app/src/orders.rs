@@ -80,7 +80,12 @@ impl App {
 
     /// Offers the Work Order `doc` as `me` on `topic` (default `work-order`): refused
     /// with its findings when the AWL or contract rules find it invalid, nothing stored.
-    pub async fn offer(&self, me: &Passname, doc: Value, topic: Option<&str>) -> Result<OrderWritten> {
+    pub async fn offer(
+        &self,
+        me: &Passname,
+        doc: Value,
+        topic: Option<&str>,
+    ) -> Result<OrderWritten> {
         if DocumentKind::of(&doc) == DocumentKind::Report {
             return Err(Refusal::WrongDocument {
                 expected: Document::WorkOrder,
@@ -205,7 +210,12 @@ impl App {
 
     /// Waits until order `id` has a step after `since`; refuses with
     /// [`Refusal::NoStep`] at the deadline.
-    pub async fn wait_order(&self, id: &str, since: i64, timeout: Duration) -> Result<OrderWritten> {
+    pub async fn wait_order(
+        &self,
+        id: &str,
+        since: i64,
+        timeout: Duration,
+    ) -> Result<OrderWritten> {
         let order = self.load_order(id).await?;
         let events = wait::until(self.store(), timeout, || async {
             let events = self.store().order_events_since(id, since).await?;

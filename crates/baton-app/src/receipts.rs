@@ -152,7 +152,12 @@ impl App {
     /// Waits until `step` has a receipt or `timeout` passes. At the deadline it raises the
     /// alert `receipt-missing:STEP` as `actor` — once while that alert is open, however
     /// many waits miss — and refuses with [`Refusal::NoReceipt`].
-    pub async fn wait_receipt(&self, actor: &str, step: &str, timeout: Duration) -> Result<Receipt> {
+    pub async fn wait_receipt(
+        &self,
+        actor: &str,
+        step: &str,
+        timeout: Duration,
+    ) -> Result<Receipt> {
         // Recorded, so the condition outlives this process: if it dies, the reaper raises
         // the alert at the deadline instead (nothing is recorded when the receipt exists).
         let deadline = self

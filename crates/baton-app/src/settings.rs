@@ -185,7 +185,10 @@ mod tests {
 
     #[test]
     fn the_default_config_file_parses_to_the_defaults() {
-        assert_eq!(Settings::parse(DEFAULT_CONFIG).unwrap(), Settings::default());
+        assert_eq!(
+            Settings::parse(DEFAULT_CONFIG).unwrap(),
+            Settings::default()
+        );
     }
 
     #[test]

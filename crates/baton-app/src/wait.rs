@@ -14,7 +14,11 @@ pub const POLL: Duration = Duration::from_millis(50);
 
 /// Runs `check` whenever the store's generation moves (and once at the start) until it
 /// yields a value or `timeout` passes; `None` at the deadline.
-pub async fn until<T, F, Fut>(store: &dyn Store, timeout: Duration, mut check: F) -> Result<Option<T>>
+pub async fn until<T, F, Fut>(
+    store: &dyn Store,
+    timeout: Duration,
+    mut check: F,
+) -> Result<Option<T>>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Option<T>>>,

@@ -375,7 +375,10 @@ mod tests {
         let first = draft(&["a", "b"], "x", None);
         let earlier = [prior("m1", &first)];
         let reordered = draft(&["b", "a"], "x", None);
-        assert_eq!(duplicate_of(&reordered, None, &earlier), Ok(Some("m1".into())));
+        assert_eq!(
+            duplicate_of(&reordered, None, &earlier),
+            Ok(Some("m1".into()))
+        );
         let elsewhere = draft(&["a"], "x", None);
         assert_eq!(duplicate_of(&elsewhere, None, &earlier), Ok(None));
         let other_text = draft(&["a", "b"], "y", None);
@@ -386,7 +389,10 @@ mod tests {
     fn a_key_names_one_message_forever() {
         let first = draft(&["a"], "x", Some("k"));
         let keyed = prior("m1", &first);
-        assert_eq!(duplicate_of(&first, Some(&keyed), &[]), Ok(Some("m1".into())));
+        assert_eq!(
+            duplicate_of(&first, Some(&keyed), &[]),
+            Ok(Some("m1".into()))
+        );
         let changed = draft(&["a"], "y", Some("k"));
         assert_eq!(
             duplicate_of(&changed, Some(&keyed), &[]),
@@ -395,7 +401,10 @@ mod tests {
                 id: "m1".into()
             })
         );
-        assert_eq!(duplicate_of(&first, None, &[keyed.clone()]), Ok(None));
+        assert_eq!(
+            duplicate_of(&first, None, std::slice::from_ref(&keyed)),
+            Ok(None)
+        );
     }
 
     #[test]

@@ -28,7 +28,9 @@ use crate::delivery::{
 use crate::event::Change;
 use crate::message::Envelope;
 use crate::names::Passname;
-use crate::refusal::{Action, Blocker, Document, Field, InvalidTransition, MayAct, Record, Refusal};
+use crate::refusal::{
+    Action, Blocker, Document, Field, InvalidTransition, MayAct, Record, Refusal,
+};
 use crate::time::Millis;
 
 /// Where an order stands, as recorded. `expired` may also be derived: see

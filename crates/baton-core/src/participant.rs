@@ -25,8 +25,7 @@ pub fn plan_add(
     role: &str,
 ) -> Result<Option<Change>, Refusal> {
     let role = role.trim();
-    if role.is_empty() || role.chars().count() > MAX_ROLE_CHARS || role.contains(char::is_control)
-    {
+    if role.is_empty() || role.chars().count() > MAX_ROLE_CHARS || role.contains(char::is_control) {
         return Err(Refusal::Role {
             role: role.to_owned(),
         });
@@ -66,7 +65,10 @@ mod tests {
             Err(Refusal::RoleTaken { .. })
         ));
         for bad in ["", "  ", "a\u{7}", &"r".repeat(65)] {
-            assert!(matches!(plan_add(None, &planner, bad), Err(Refusal::Role { .. })), "{bad:?}");
+            assert!(
+                matches!(plan_add(None, &planner, bad), Err(Refusal::Role { .. })),
+                "{bad:?}"
+            );
         }
     }
 }

@@ -364,7 +364,11 @@ pub enum Refusal {
     #[error("{} must not be empty", .0.noun())]
     Missing(Field),
     #[error("{} must be at most {max} characters (got {len})", field.noun())]
-    TooLong { field: Field, max: usize, len: usize },
+    TooLong {
+        field: Field,
+        max: usize,
+        len: usize,
+    },
     #[error("{error}")]
     Name { field: Field, error: NameError },
     #[error("{error}")]
@@ -549,7 +553,10 @@ mod tests {
     #[test]
     fn the_variant_alone_decides_the_kind() {
         let cases = [
-            (Refusal::not_found(Record::Order, "wo_1"), RefusalKind::NotFound),
+            (
+                Refusal::not_found(Record::Order, "wo_1"),
+                RefusalKind::NotFound,
+            ),
             (Refusal::Missing(Field::Why), RefusalKind::Invalid),
             (
                 Refusal::SenderSteps { id: "01J".into() },

@@ -95,7 +95,9 @@ pub struct ProcessRef {
 }
 
 /// Token counts as an agent reported them. Each part is `None` until reported.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct TokenUsage {
     /// Every input token the model processed, cached ones included.
     pub input: Option<u64>,
@@ -954,12 +956,22 @@ mod tests {
         let held: Vec<String> = (0..12).map(|i| format!("m{i}")).collect();
         let reap = plan_reap(&run, "gone", &held).unwrap();
         assert_eq!(reap.resurfaced, held);
-        assert_eq!(reap.changes.len(), 13, "the loss and one change per message");
-        assert!(matches!(&reap.changes[0], Change::Run(RunChange::Lost { .. })));
+        assert_eq!(
+            reap.changes.len(),
+            13,
+            "the loss and one change per message"
+        );
+        assert!(matches!(
+            &reap.changes[0],
+            Change::Run(RunChange::Lost { .. })
+        ));
         let StateOp::Alert { message, .. } = &reap.alerts[1] else {
             panic!("{:?}", reap.alerts)
         };
-        assert!(message.starts_with("12 message(s) impl-1 fetched"), "{message}");
+        assert!(
+            message.starts_with("12 message(s) impl-1 fetched"),
+            "{message}"
+        );
         assert!(message.ends_with("m9 +2 more"), "{message}");
         // Nothing held: the loss alone. Not live any more: nothing at all.
         assert_eq!(plan_reap(&run, "gone", &[]).unwrap().alerts.len(), 1);

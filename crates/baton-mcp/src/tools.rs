@@ -1,7 +1,7 @@
-//! The tool server: one method per tool, each a thin call into the [`Store`] (or the
-//! shared reads of `baton_store::recall` and `baton_store::receipt`) as the participant
-//! fixed at startup. No tool takes the actor as an argument. The resume packet is also a
-//! prompt (`resume`) and a resource (`baton://resume`), so a client can load it at start.
+//! The tool server: one method per tool, each parsing its arguments, calling one use case
+//! of [`App`] as the participant fixed at startup, and rendering the result. No tool takes
+//! the actor as an argument. The resume packet is also a prompt (`resume`) and a resource
+//! (`baton://resume`), so a client can load it at start.
 //!
 //! Every tool returns `Result<Json<T>, String>`: `Ok` becomes structured content (with its
 //! text copy), described by the output schema rmcp derives from `T`; `Err` becomes an
@@ -9,20 +9,16 @@
 //! are rmcp's to answer, as protocol errors.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use baton_core::awl::{
-    DocumentKind, Environment, Finding, FindingKind, has_invalid, order_findings, report_findings,
-};
-use baton_core::message::reply_recipients;
-use baton_core::order::{Order, OrderAction, OrderRequest, allowed};
+use baton_app::doc::{Sent, Step};
+use baton_app::{App, Body, Layout, Outgoing};
+use baton_core::order::{Order, allowed};
 use baton_core::packet::DEFAULT_MAX_BYTES;
-use baton_core::packet::floor_char_boundary;
 use baton_core::state::StateOp;
-use baton_core::{Draft, Event, MessageType, Millis, Passname, Payload, PayloadError, Topic};
-use baton_store::recall::{self, SubjectError};
-use baton_store::receipt::{self, POLL, Waited};
-use baton_store::{Fetched, SearchQuery, Store, StoreError, Verb};
+use baton_core::time::instant;
+use baton_core::{Event, MessageType, Millis, Passname, Verb};
+use baton_store::{OrderWritten, SearchQuery, StoreError};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
@@ -34,27 +30,22 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde_json::{Map, Value};
 
-use crate::refusal::{explain, explain_order, explain_state, unknown_participant};
+use crate::explain::explain;
 use crate::wire::*;
-use crate::{Project, Settings};
 
 /// The resume packet as a resource.
 pub const RESUME_URI: &str = "baton://resume";
 
 #[derive(Clone)]
 pub struct BatonTools {
-    store: Arc<dyn Store>,
-    project: Project,
-    /// The project as the resume packet names it.
-    place: String,
+    app: App,
     me: Passname,
-    settings: Settings,
     instructions: String,
     tool_router: ToolRouter<Self>,
 }
 
 impl BatonTools {
-    pub fn new(store: Arc<dyn Store>, project: Project, me: Passname, settings: Settings) -> Self {
+    pub fn new(app: App, me: Passname) -> Self {
         let instructions = format!(
             "Baton: the durable inbox and memory of this project. You act as `{me}`. \
              Start with `resume` (also the `resume` prompt and the {RESUME_URI} resource): \
@@ -66,8 +57,10 @@ impl BatonTools {
              `idempotency_key` makes repeats return the first id; a `note` or `reason` on \
              `complete` or `hand_back` is posted to the sender, and a step's `end` says \
              whether it moved your delivery (`recipient`) or your request (`sender`). \
-             Archived messages stay in the record. `search` takes RFC 3339 times or ages \
-             (2h) and a page's `next` as `cursor`. Paths are from the project root; \
+             Archived messages stay in the record. `show` returns a payload over `max_bytes` \
+             as `truncated` (the cut JSON text and both sizes) instead of `payload`. \
+             `search` takes RFC 3339 times or ages (2h) and a page's `next` as `cursor` (empty \
+             on the last page). Paths are from the project root; \
              `receipt_write` hashes a path's file. \
              Record what the next session must know with `decide`, `constrain` (what was \
              tried, the result) and `note` (stale once its subject changes), and where a \
@@ -81,11 +74,8 @@ impl BatonTools {
              steps and lists only those."
         );
         Self {
-            store,
-            place: project.root.display().to_string(),
-            project,
+            app,
             me,
-            settings,
             instructions,
             tool_router: Self::router(),
         }
@@ -105,27 +95,15 @@ impl BatonTools {
         router
     }
 
-    /// The resume packet, as `baton resume` prints it.
-    async fn packet(&self, max_bytes: usize) -> baton_store::Result<recall::Resume> {
-        recall::resume(
-            self.store.as_ref(),
-            self.project.clock.as_ref(),
-            &self.me,
-            &self.place,
-            max_bytes,
-            now(),
-        )
-        .await
-    }
-
     /// Records one state change as this participant.
     async fn record(&self, op: StateOp) -> Result<Json<Recorded>, String> {
-        let events = self
-            .store
-            .change_state(self.me.as_str(), &[op])
+        let recorded = self
+            .app
+            .record(self.me.as_str(), &[op])
             .await
-            .map_err(explain_state)?;
-        let event = events
+            .map_err(|e| explain("", e))?;
+        let event = recorded
+            .events
             .last()
             .ok_or("nothing was recorded: call the tool again")?;
         Ok(Json(Recorded {
@@ -134,7 +112,7 @@ impl BatonTools {
         }))
     }
 
-    fn rows(&self, items: &[baton_store::Envelope]) -> Vec<Row> {
+    fn rows(&self, items: &[baton_core::Envelope]) -> Vec<Row> {
         items.iter().map(|e| Row::new(e, &self.me)).collect()
     }
 
@@ -143,71 +121,28 @@ impl BatonTools {
         id: &str,
         verb: Verb,
         note: Option<&str>,
-    ) -> Result<Json<Stepped>, String> {
+    ) -> Result<Json<NoNulls<Step>>, String> {
         let stepped = self
-            .store
+            .app
             .step(&self.me, id, verb, note)
             .await
             .map_err(|e| explain(id, e))?;
-        Ok(Json(stepped.into()))
+        Ok(Json(NoNulls(stepped.into())))
     }
 
-    /// Stores a draft, naming the registered participants when a recipient is unknown.
-    async fn deliver(&self, draft: Draft) -> Result<Json<Sent>, String> {
-        let reply_to = draft.reply_to.clone().unwrap_or_default();
-        let window = i64::try_from(self.settings.duplicate_window.as_millis()).unwrap_or(i64::MAX);
-        match self.store.send(&self.me, draft, window).await {
-            Ok(sent) => Ok(Json(Sent {
-                id: sent.id,
-                duplicate: sent.duplicate,
-            })),
-            Err(StoreError::UnknownParticipant(name)) => {
-                let mut registered: Vec<String> = match self.store.participants().await {
-                    Ok(all) => all.into_iter().map(|p| p.name.to_string()).collect(),
-                    Err(_) => Vec::new(),
-                };
-                registered.sort();
-                Err(unknown_participant(&name, &registered))
-            }
-            Err(e) => Err(explain(&reply_to, e)),
-        }
-    }
-
-    fn payload(
-        &self,
-        body: Option<String>,
-        payload: Option<Map<String, Value>>,
-    ) -> Result<Payload, String> {
-        let cap = self.settings.payload_cap;
-        let (field, parsed) = match (body, payload) {
-            (Some(text), None) => ("body", Payload::body(&text, cap)),
-            (None, Some(object)) => ("payload", Payload::from_value(Value::Object(object), cap)),
-            (Some(_), Some(_)) => return Err("pass `body` or `payload`, not both".into()),
-            (None, None) => {
-                return Err("pass `body` (text) or `payload` (a JSON object)".into());
-            }
-        };
-        parsed.map_err(|e| match e {
-            PayloadError::TooLarge { .. } => {
-                format!("`{field}`: {e} (messages.payload_cap in .baton/config.toml)")
-            }
-            _ => format!("`{field}`: {e}"),
-        })
-    }
-
-    // ---- orders ----
-
-    async fn load_order(&self, id: &str) -> Result<Order, String> {
-        self.store
-            .order(id)
+    async fn send_as_me(&self, out: Outgoing) -> Result<Json<NoNulls<Sent>>, String> {
+        let id = out.reply_to.clone().unwrap_or_default();
+        let sent = self
+            .app
+            .send(&self.me, out)
             .await
-            .map_err(|e| explain_order(id, e))?
-            .ok_or_else(|| format!("no order {id:?} in this project: check `id`"))
+            .map_err(|e| explain(&id, e))?;
+        Ok(Json(NoNulls(sent.into())))
     }
 
     /// An order as a step leaves it.
     fn stepped(&self, order: &Order) -> OrderStepped {
-        let status = order.status_at(now());
+        let status = order.status_at(self.app.now());
         OrderStepped {
             id: order.id.clone(),
             status: status.as_str().to_owned(),
@@ -223,173 +158,42 @@ impl BatonTools {
             order: self.stepped(order),
             steps: events.iter().filter_map(OrderStep::new).collect(),
             document: None,
-            report: newest_report(events),
+            report: baton_app::newest_report(events).and_then(|r| match r {
+                Value::Object(report) => Some(report),
+                _ => None,
+            }),
         }
-    }
-
-    /// A document's findings under the project's contract mode, checked off the thread
-    /// that serves the other calls (the contract rules may ask git).
-    async fn check(
-        &self,
-        doc: Value,
-        rules: impl FnOnce(&Value, &dyn Environment) -> Vec<Finding> + Send + 'static,
-    ) -> Result<(Value, Vec<Finding>), String> {
-        let env = Arc::clone(&self.project.environment);
-        tokio::task::spawn_blocking(move || {
-            let findings = rules(&doc, env.as_ref());
-            (doc, findings)
-        })
-        .await
-        .map_err(|e| format!("checking `document` failed ({e}): call the tool again"))
-    }
-
-    /// A checked document as stored: within the payload cap.
-    fn capped(&self, doc: Value) -> Result<Payload, String> {
-        Payload::from_value(doc, self.settings.payload_cap)
-            .map_err(|e| format!("`document`: {e} (messages.payload_cap in .baton/config.toml)"))
-    }
-
-    async fn create_order(&self, doc: Map<String, Value>) -> Result<Json<OrderStepped>, String> {
-        let doc = Value::Object(doc);
-        if DocumentKind::of(&doc) == DocumentKind::Report {
-            return Err("`document` is a Work Report: `create` takes a Work Order \
-                        (a report goes with action `report`)"
-                .into());
-        }
-        let mode = self.settings.contract;
-        let (doc, findings) = self
-            .check(doc, move |d, env| order_findings(d, None, env, mode))
-            .await?;
-        if has_invalid(&findings) {
-            return Err(refused("a Work Order", &findings));
-        }
-        let topic = topic("work-order")?;
-        let written = self
-            .store
-            .create_order(&self.me, topic, self.capped(doc)?)
-            .await
-            .map_err(|e| explain_order("", e))?;
-        Ok(Json(self.stepped(&written.order)))
-    }
-
-    /// A report on `order` as a step request, checked as `baton order report` checks it:
-    /// whose order it is first, then the document against the stored order.
-    async fn report(
-        &self,
-        order: &Order,
-        doc: Option<Map<String, Value>>,
-    ) -> Result<OrderRequest, String> {
-        if !order.may(self.me.as_str(), OrderAction::ReportDone) {
-            return Err(format!(
-                "{} may not report on order {}: only its worker ({}) may; nothing was stored",
-                self.me, order.id, order.to
-            ));
-        }
-        let doc = doc.ok_or("`document`: `report` needs the Work Report (a JSON object)")?;
-        let order_doc = self
-            .store
-            .fetch(None, &order.message)
-            .await
-            .map_err(|e| explain_order(&order.id, e))?
-            .payload;
-        let mode = self.settings.contract;
-        let (doc, findings) = self
-            .check(Value::Object(doc), move |d, env| {
-                report_findings(d, &Value::Object(order_doc), &[], env, mode)
-            })
-            .await?;
-        if has_invalid(&findings) {
-            return Err(refused("a Work Report on this order", &findings));
-        }
-        // The report is stored in the step's event: the payload cap bounds it too.
-        let report = Value::Object(self.capped(doc)?.object().clone());
-        Ok(OrderRequest::Report { report, findings })
     }
 }
 
-/// The newest report among `events`.
-fn newest_report(events: &[Event]) -> Option<Map<String, Value>> {
-    use baton_core::Change;
-    use baton_core::order::OrderChange;
-    events.iter().rev().find_map(|e| match &e.change {
-        Change::Order(OrderChange::Stepped(s)) => match &s.report {
-            Some(Value::Object(report)) => Some(report.clone()),
-            _ => None,
-        },
-        _ => None,
-    })
-}
-
-/// A document refused for its `invalid` findings, each at its path in `document`.
-fn refused(what: &str, findings: &[Finding]) -> String {
-    let lines: Vec<String> = findings
-        .iter()
-        .filter(|f| f.kind == FindingKind::Invalid)
-        .map(|f| {
-            let at = match f.path.as_str() {
-                "/" | "" => "`document`".to_owned(),
-                path => format!("`document{path}`"),
-            };
-            format!("- {} at {at}: {}", f.rule, f.message)
-        })
-        .collect();
-    format!(
-        "`document` is refused as {what}; nothing was stored. Fix these and call `order` again:\n{}",
-        lines.join("\n")
-    )
-}
-
-fn recipients(to: &[String]) -> Result<Vec<Passname>, String> {
-    to.iter()
-        .map(|n| Passname::new(n.trim()).map_err(|e| format!("`to`: {e}")))
-        .collect()
-}
-
-fn topic(t: &str) -> Result<Topic, String> {
-    Topic::new(t).map_err(|e| format!("`topic`: {e}"))
-}
-
-fn now() -> Millis {
-    jiff::Timestamp::now().as_millisecond()
+/// The payload a tool call carries: `body` text or a `payload` object, one of them.
+fn body(text: Option<String>, object: Option<Map<String, Value>>) -> Result<Body, String> {
+    match (text, object) {
+        (Some(text), None) => Ok(Body::Text(text)),
+        (None, Some(object)) => Ok(Body::Object(object)),
+        (Some(_), Some(_)) => Err("pass `body` or `payload`, not both".into()),
+        (None, None) => Err("pass `body` (text) or `payload` (a JSON object)".into()),
+    }
 }
 
 /// An RFC 3339 time, or an age such as `2h` meaning that long before `now`.
 fn time(field: &str, text: &str, now: Millis) -> Result<Millis, String> {
-    if let Ok(ts) = text.parse::<jiff::Timestamp>() {
-        return Ok(ts.as_millisecond());
-    }
-    text.parse::<jiff::SignedDuration>()
-        .ok()
-        .filter(|d| !d.is_negative())
-        .and_then(|d| i64::try_from(d.as_millis()).ok())
-        .map(|ago| now.saturating_sub(ago))
-        .ok_or_else(|| {
-            format!(
-                "`{field}`: {text:?} is neither an RFC 3339 time (2026-11-29T10:00:00Z) nor an age (2h, 3d)"
-            )
-        })
+    instant(text, now).ok_or_else(|| {
+        format!(
+            "`{field}`: {text:?} is neither an RFC 3339 time (2026-11-29T10:00:00Z) nor an age (2h, 3d)"
+        )
+    })
 }
 
-fn shown(fetched: Fetched, me: &Passname, max_bytes: usize) -> Shown {
-    let message = Row::new(&fetched.envelope, me);
-    let text = Value::Object(fetched.payload.clone()).to_string();
-    if text.len() <= max_bytes {
-        return Shown {
-            message,
-            payload: Some(fetched.payload),
-            truncated: None,
-        };
+/// A wait's length in seconds, within what a tool call may wait.
+fn wait_seconds(seconds: Option<u32>) -> Result<Duration, String> {
+    let seconds = seconds.unwrap_or(DEFAULT_WAIT_SECONDS);
+    if !(1..=MAX_WAIT_SECONDS).contains(&seconds) {
+        return Err(format!(
+            "`timeout_seconds`: {seconds} is out of range: use 1 to {MAX_WAIT_SECONDS}"
+        ));
     }
-    let cut = floor_char_boundary(&text, max_bytes);
-    Shown {
-        message,
-        payload: None,
-        truncated: Some(Cut {
-            shown_bytes: cut,
-            total_bytes: text.len(),
-            text: text[..cut].to_owned(),
-        }),
-    }
+    Ok(Duration::from_secs(seconds.into()))
 }
 
 #[tool_router]
@@ -404,7 +208,7 @@ impl BatonTools {
     ) -> Result<Json<Messages>, String> {
         let input = input?;
         let items = self
-            .store
+            .app
             .inbox(&self.me, input.all)
             .await
             .map_err(|e| explain("", e))?;
@@ -423,7 +227,7 @@ impl BatonTools {
     ) -> Result<Json<Messages>, String> {
         let input = input?;
         let items = self
-            .store
+            .app
             .outbox(&self.me, input.all)
             .await
             .map_err(|e| explain("", e))?;
@@ -442,67 +246,56 @@ impl BatonTools {
     )]
     async fn show(&self, Parameters(input): Parameters<ShowInput>) -> Result<Json<Shown>, String> {
         let input = input?;
-        let fetched = self
-            .store
-            .fetch(Some(&self.me), &input.id)
+        let max = input.max_bytes.unwrap_or(DEFAULT_SHOW_BYTES);
+        let shown = self
+            .app
+            .show(Some(&self.me), &input.id, Some(max), Layout::Compact)
             .await
             .map_err(|e| explain(&input.id, e))?;
-        let max = input.max_bytes.unwrap_or(DEFAULT_SHOW_BYTES);
-        Ok(Json(shown(fetched, &self.me, max)))
+        Ok(Json(Shown::new(shown, &self.me)))
     }
 
     #[tool(
         description = "Send a request (moves work), info or message.",
         annotations(destructive_hint = false, open_world_hint = false)
     )]
-    async fn send(&self, Parameters(input): Parameters<SendInput>) -> Result<Json<Sent>, String> {
+    async fn send(
+        &self,
+        Parameters(input): Parameters<SendInput>,
+    ) -> Result<Json<NoNulls<Sent>>, String> {
         let input = input?;
         if input.to.is_empty() {
             return Err("`to`: name at least one recipient".into());
         }
-        let draft = Draft {
-            to: recipients(&input.to)?,
+        self.send_as_me(Outgoing {
+            to: input.to,
             kind: input.kind.unwrap_or(MessageType::Message),
-            topic: topic(&input.topic)?,
+            topic: Some(input.topic),
             reply_to: None,
-            payload: self.payload(input.body, input.payload)?,
+            body: body(input.body, input.payload)?,
             idempotency_key: input.idempotency_key,
-        };
-        self.deliver(draft).await
+        })
+        .await
     }
 
     #[tool(
         description = "Reply in a message's thread.",
         annotations(destructive_hint = false, open_world_hint = false)
     )]
-    async fn reply(&self, Parameters(input): Parameters<ReplyInput>) -> Result<Json<Sent>, String> {
+    async fn reply(
+        &self,
+        Parameters(input): Parameters<ReplyInput>,
+    ) -> Result<Json<NoNulls<Sent>>, String> {
         let input = input?;
-        // Read without fetching: replying is not reading the parent.
-        let parent = self
-            .store
-            .fetch(None, &input.id)
-            .await
-            .map_err(|e| explain(&input.id, e))?
-            .envelope;
-        let to = match &input.to {
-            Some(names) if !names.is_empty() => recipients(names)?,
-            _ => {
-                let parent_to: Vec<Passname> = parent.to.iter().map(|r| r.name.clone()).collect();
-                reply_recipients(&parent.from, &parent_to, &self.me)
-            }
-        };
-        let draft = Draft {
-            to,
+        self.send_as_me(Outgoing {
+            to: input.to.unwrap_or_default(),
             kind: input.kind.unwrap_or(MessageType::Message),
-            topic: match &input.topic {
-                Some(t) => topic(t)?,
-                None => parent.topic.clone(),
-            },
+            topic: input.topic,
             reply_to: Some(input.id),
-            payload: self.payload(input.body, input.payload)?,
+            body: body(input.body, input.payload)?,
             idempotency_key: input.idempotency_key,
-        };
-        self.deliver(draft).await
+        })
+        .await
     }
 
     #[tool(
@@ -513,7 +306,10 @@ impl BatonTools {
             open_world_hint = false
         )
     )]
-    async fn ack(&self, Parameters(input): Parameters<IdInput>) -> Result<Json<Stepped>, String> {
+    async fn ack(
+        &self,
+        Parameters(input): Parameters<IdInput>,
+    ) -> Result<Json<NoNulls<Step>>, String> {
         let input = input?;
         self.step(&input.id, Verb::Ack, None).await
     }
@@ -529,7 +325,7 @@ impl BatonTools {
     async fn complete(
         &self,
         Parameters(input): Parameters<CompleteInput>,
-    ) -> Result<Json<Stepped>, String> {
+    ) -> Result<Json<NoNulls<Step>>, String> {
         let input = input?;
         self.step(&input.id, Verb::Complete, input.note.as_deref())
             .await
@@ -546,7 +342,7 @@ impl BatonTools {
     async fn hand_back(
         &self,
         Parameters(input): Parameters<HandBackInput>,
-    ) -> Result<Json<Stepped>, String> {
+    ) -> Result<Json<NoNulls<Step>>, String> {
         let input = input?;
         self.step(&input.id, Verb::HandBack, Some(&input.reason))
             .await
@@ -563,7 +359,7 @@ impl BatonTools {
     async fn archive(
         &self,
         Parameters(input): Parameters<IdInput>,
-    ) -> Result<Json<Stepped>, String> {
+    ) -> Result<Json<NoNulls<Step>>, String> {
         let input = input?;
         self.step(&input.id, Verb::Archive, None).await
     }
@@ -581,7 +377,7 @@ impl BatonTools {
         if !(1..=100).contains(&limit) {
             return Err(format!("`limit`: {limit} is out of range: use 1 to 100"));
         }
-        let now = now();
+        let now = self.app.now();
         let query = SearchQuery {
             topic: input.topic,
             kind: input.kind,
@@ -595,7 +391,7 @@ impl BatonTools {
             cursor: input.cursor.filter(|c| !c.is_empty()),
         };
         let page = self
-            .store
+            .app
             .search(Some(&self.me), &query)
             .await
             .map_err(|e| explain("", e))?;
@@ -615,7 +411,7 @@ impl BatonTools {
     ) -> Result<Json<Messages>, String> {
         let input = input?;
         let items = self
-            .store
+            .app
             .thread(&input.id)
             .await
             .map_err(|e| explain(&input.id, e))?;
@@ -634,7 +430,8 @@ impl BatonTools {
     ) -> Result<Json<Resumed>, String> {
         let input = input?;
         let r = self
-            .packet(input.max_bytes.unwrap_or(DEFAULT_MAX_BYTES))
+            .app
+            .resume(&self.me, input.max_bytes.unwrap_or(DEFAULT_MAX_BYTES))
             .await
             .map_err(|e| explain("", e))?;
         Ok(Json(Resumed {
@@ -703,16 +500,12 @@ impl BatonTools {
         Parameters(input): Parameters<NoteInput>,
     ) -> Result<Json<Recorded>, String> {
         let input = input?;
-        let root = &self.project.root;
-        let subject = recall::note_subject(self.store.as_ref(), root, root, &input.subject)
+        // Paths are from the project root, wherever the server was started.
+        let subject = self
+            .app
+            .note_subject(self.app.root(), &input.subject)
             .await
-            .map_err(|e| match e {
-                SubjectError::Store(e) => explain("", e),
-                other => format!(
-                    "`subject`: {:?} {other}; give a message or order id, or a path from the project root",
-                    input.subject
-                ),
-            })?;
+            .map_err(|e| explain("", e))?;
         self.record(StateOp::Note {
             text: input.text,
             subject,
@@ -733,32 +526,18 @@ impl BatonTools {
         Parameters(input): Parameters<ReceiptWriteInput>,
     ) -> Result<Json<Receipt>, String> {
         let input = input?;
-        let artifact = input.artifact.clone();
-        let root = self.project.root.clone();
-        // Hashing reads the whole file: off the thread that serves the other calls.
-        let record = tokio::task::spawn_blocking(move || {
-            receipt::record(&root, &root, input.step, input.artifact, input.run)
-        })
-        .await
-        .map_err(|e| format!("hashing `artifact` failed ({e}): call the tool again"))?
-        .map_err(|e| {
-            format!(
-                "`artifact`: {artifact:?}: {e}; give a path from the project root after the output exists, or a URI"
+        let (record, event) = self
+            .app
+            .write_receipt(
+                self.me.as_str(),
+                self.app.root(),
+                input.step,
+                input.artifact,
+                input.run,
             )
-        })?;
-        let events = self
-            .store
-            .change_state(self.me.as_str(), &[StateOp::Receipt(record.clone())])
             .await
-            .map_err(explain_state)?;
-        let written = events
-            .last()
-            .ok_or("nothing was recorded: call the tool again")?;
-        Ok(Json(Receipt::new(
-            record,
-            written.at,
-            written.actor.clone(),
-        )))
+            .map_err(|e| explain("", e))?;
+        Ok(Json(Receipt::new(record, event.at, event.actor)))
     }
 
     #[tool(
@@ -778,23 +557,13 @@ impl BatonTools {
         if step.is_empty() {
             return Err("`step` must not be empty".into());
         }
-        let seconds = input.timeout_seconds.unwrap_or(DEFAULT_WAIT_SECONDS);
-        if !(1..=MAX_WAIT_SECONDS).contains(&seconds) {
-            return Err(format!(
-                "`timeout_seconds`: {seconds} is out of range: use 1 to {MAX_WAIT_SECONDS}"
-            ));
-        }
-        let timeout = Duration::from_secs(seconds.into());
-        match receipt::wait(self.store.as_ref(), self.me.as_str(), step, timeout)
+        let timeout = wait_seconds(input.timeout_seconds)?;
+        let receipt = self
+            .app
+            .wait_receipt(self.me.as_str(), step, timeout)
             .await
-            .map_err(explain_state)?
-        {
-            Waited::Arrived(r) => Ok(Json(r.into())),
-            Waited::Missed { alert } => Err(format!(
-                "{alert}; alert `receipt-missing:{step}` is open (raised once, however often a wait misses). \
-                 Check that the step ran and called `receipt_write`, then call `receipt_wait` again"
-            )),
-        }
+            .map_err(|e| explain("", e))?;
+        Ok(Json(receipt.into()))
     }
 
     #[tool(
@@ -834,40 +603,49 @@ impl BatonTools {
             let doc = input
                 .document
                 .ok_or("`document`: `create` needs the Work Order (a JSON object)")?;
-            return self.create_order(doc).await;
+            let written = self
+                .app
+                .offer(&self.me, Value::Object(doc), None)
+                .await
+                .map_err(|e| explain("", e))?;
+            return Ok(Json(self.stepped(&written.order)));
         }
         let id = input
             .id
             .ok_or_else(|| format!("`id`: `{}` needs the order's id", verb.as_str()))?;
-        let order = self.load_order(&id).await?;
-        let request = match verb {
-            V::Accept => OrderRequest::Accept,
-            V::Decline => OrderRequest::Decline {
+        let step = match verb {
+            V::Accept => baton_app::OrderStep::Accept,
+            V::Decline => baton_app::OrderStep::Decline {
                 reason: input.reason,
             },
-            V::Start => OrderRequest::Start,
-            V::Report => self.report(&order, input.document).await?,
-            V::Answer => OrderRequest::Answer {
+            V::Start => baton_app::OrderStep::Start,
+            V::Report => baton_app::OrderStep::Report {
+                document: Value::Object(
+                    input
+                        .document
+                        .ok_or("`document`: `report` needs the Work Report (a JSON object)")?,
+                ),
+            },
+            V::Answer => baton_app::OrderStep::Answer {
                 text: input.text.ok_or("`text`: `answer` needs the answer")?,
             },
-            V::Approve => OrderRequest::Approve,
-            V::Rework => OrderRequest::Rework {
+            V::Approve => baton_app::OrderStep::Approve,
+            V::Rework => baton_app::OrderStep::Rework {
                 reason: input
                     .reason
                     .ok_or("`reason`: `rework` needs what the worker should change")?,
             },
-            V::Cancel => OrderRequest::Cancel {
+            V::Cancel => baton_app::OrderStep::Cancel {
                 reason: input.reason,
             },
             // Offered above: an order is created from its document, never from an id.
             V::Create => return Err("`id` is not for action `create`: leave it out".into()),
         };
-        let expected = input.expect_seq.unwrap_or(order.seq);
         let written = self
-            .store
-            .order_step(&self.me, &id, expected, request)
+            .app
+            .take_step(&self.me, &id, input.expect_seq, step)
             .await
-            .map_err(|e| explain_order(&id, e))?;
+            .map_err(|e| explain(&id, e))?;
         Ok(Json(self.stepped(&written.order)))
     }
 
@@ -881,64 +659,26 @@ impl BatonTools {
     ) -> Result<Json<OrderView>, String> {
         let input = input?;
         let id = input.id;
-        let order = self.load_order(&id).await?;
         let Some(since) = input.since else {
             if input.timeout_seconds.is_some() {
                 return Err("`timeout_seconds` is for waiting: give `since` too".into());
             }
-            let events = self
-                .store
-                .order_events_since(&id, 0)
+            let shown = self
+                .app
+                .order_view(&id)
                 .await
-                .map_err(|e| explain_order(&id, e))?;
-            let document = self
-                .store
-                .fetch(None, &order.message)
-                .await
-                .map_err(|e| explain_order(&id, e))?
-                .payload;
-            let mut view = self.view(&order, &events);
-            view.document = Some(document);
+                .map_err(|e| explain(&id, e))?;
+            let mut view = self.view(&shown.order, &shown.events);
+            view.document = Some(shown.document);
             return Ok(Json(view));
         };
-        let seconds = input.timeout_seconds.unwrap_or(DEFAULT_WAIT_SECONDS);
-        if !(1..=MAX_WAIT_SECONDS).contains(&seconds) {
-            return Err(format!(
-                "`timeout_seconds`: {seconds} is out of range: use 1 to {MAX_WAIT_SECONDS}"
-            ));
-        }
-        let deadline = Instant::now() + Duration::from_secs(seconds.into());
-        // As `baton order wait`: read the order's events only when the store moved.
-        let mut seen = -1;
-        loop {
-            let generation = self
-                .store
-                .generation()
-                .await
-                .map_err(|e| explain_order(&id, e))?;
-            if generation != seen {
-                seen = generation;
-                let events = self
-                    .store
-                    .order_events_since(&id, since)
-                    .await
-                    .map_err(|e| explain_order(&id, e))?;
-                if !events.is_empty() {
-                    let order = self.load_order(&id).await?;
-                    return Ok(Json(self.view(&order, &events)));
-                }
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            tokio::time::sleep(POLL.min(deadline - now)).await;
-        }
-        Err(format!(
-            "order {id} has no step after seq {since} within {seconds}s (it is at seq {}): \
-             call `order_show` again",
-            order.seq
-        ))
+        let timeout = wait_seconds(input.timeout_seconds)?;
+        let OrderWritten { order, events } = self
+            .app
+            .wait_order(&id, since, timeout)
+            .await
+            .map_err(|e| explain(&id, e))?;
+        Ok(Json(self.view(&order, &events)))
     }
 }
 
@@ -1009,7 +749,11 @@ impl ServerHandler for BatonTools {
                     )
                 })?,
         };
-        let r = self.packet(max_bytes).await.map_err(unreadable)?;
+        let r = self
+            .app
+            .resume(&self.me, max_bytes)
+            .await
+            .map_err(unreadable)?;
         Ok(
             GetPromptResult::new(vec![PromptMessage::new_text(Role::User, r.packet.text)])
                 .with_description(format!(
@@ -1048,7 +792,11 @@ impl ServerHandler for BatonTools {
                 None,
             ));
         }
-        let r = self.packet(DEFAULT_MAX_BYTES).await.map_err(unreadable)?;
+        let r = self
+            .app
+            .resume(&self.me, DEFAULT_MAX_BYTES)
+            .await
+            .map_err(unreadable)?;
         let contents = ResourceContents::TextResourceContents {
             uri: RESUME_URI.to_owned(),
             mime_type: Some("text/markdown".to_owned()),
@@ -1103,7 +851,7 @@ mod tests {
             &format!("\"maximum\":{MAX_WAIT_SECONDS}"),
         );
         let listed = serde_json::to_vec(&serde_json::json!({ "tools": tools })).unwrap();
-        // 12,214 bytes for 20 tools when the order tools came (`cargo test -- --nocapture`).
+        // 12,107 bytes for 20 tools once outputs lost their descriptions (`cargo test -- --nocapture`).
         println!(
             "tools/list: {} bytes for {} tools (budget {TOOLS_LIST_BUDGET})",
             listed.len(),
@@ -1137,7 +885,7 @@ mod tests {
     }
 
     #[test]
-    fn compaction_drops_null_only_where_a_field_may_be_absent() {
+    fn compaction_drops_null_from_outputs_and_from_optional_inputs() {
         let schema = serde_json::json!({
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "type": "object",
@@ -1161,7 +909,7 @@ mod tests {
                 "type": "object",
                 "properties": {
                     "always": {"type": "integer"},
-                    "written_null": {"type": ["string", "null"]},
+                    "written_null": {"type": "string"},
                     "skipped": {"type": "string"},
                     "status": {"enum": ["a", "b"]},
                     "cut": {"properties": {"n": {"type": "integer"}}},

@@ -11,8 +11,7 @@
 use std::borrow::Cow;
 
 use baton_core::state::ReceiptRecord;
-use baton_core::{DeliveryStatus, MessageType, Millis, RequestStatus};
-use baton_store::Envelope;
+use baton_core::{DeliveryStatus, Envelope, MessageType, Millis, RequestStatus};
 use rmcp::handler::server::common::FromContextPart;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::JsonObject;
@@ -43,6 +42,9 @@ pub enum Side {
 ///   absent when unset, and an output field is optional only when it is skipped when
 ///   `None` (the serialize-mode schema keeps a written `null` required, so it keeps its
 ///   `null`);
+/// - outputs lose every `description` (what their fields mean is said once, in the
+///   server's instructions), and no output property is `null` (a field that does not
+///   apply is left out, [`NoNulls`]);
 /// - outputs also lose `required` and `minimum: 0` (counts and sizes), and a nested
 ///   object with `properties` loses its `type: object` (the root keeps it, as MCP asks):
 ///   a client reads what is there, and a validator accepts the same documents less
@@ -90,6 +92,9 @@ fn trim(schema: &mut JsonObject, defs: &JsonObject, side: Side) {
         schema.remove("default");
     }
     if side == Side::Output {
+        // Outputs are data the model reads after the call; what their fields mean is said
+        // once, in the server's instructions.
+        schema.remove("description");
         if schema.get("minimum") == Some(&Value::from(0)) {
             schema.remove("minimum");
         }
@@ -110,7 +115,10 @@ fn trim(schema: &mut JsonObject, defs: &JsonObject, side: Side) {
             ("properties", Value::Object(named)) => {
                 for (name, sub) in named.iter_mut() {
                     if let Value::Object(sub) = sub {
-                        if !required.contains(&Value::String(name.clone())) {
+                        // Outputs leave out what does not apply (`NoNulls`), so no output
+                        // property is ever `null`.
+                        if side == Side::Output || !required.contains(&Value::String(name.clone()))
+                        {
                             drop_null(sub);
                         }
                         trim(sub, defs, side);
@@ -428,6 +436,32 @@ pub struct OrderShowInput {
 
 // ---- outputs ----
 
+/// A document shared with the other edges, returned without its `null` fields: a tool's
+/// output leaves out what does not apply (the CLI prints it as `null`). Its schema is
+/// `T`'s; compaction drops `null` from every output property to match.
+#[derive(Debug)]
+pub struct NoNulls<T>(pub T);
+
+impl<T: Serialize> Serialize for NoNulls<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut value = serde_json::to_value(&self.0).map_err(serde::ser::Error::custom)?;
+        if let Value::Object(fields) = &mut value {
+            fields.retain(|_, v| !v.is_null());
+        }
+        value.serialize(serializer)
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for NoNulls<T> {
+    fn schema_name() -> Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        T::json_schema(generator)
+    }
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Row {
     pub id: String,
@@ -509,42 +543,35 @@ pub struct Shown {
     pub truncated: Option<Cut>,
 }
 
+impl Shown {
+    /// A message as `show` returns it: the whole payload, or the text cut at the cap.
+    pub fn new(shown: baton_app::Shown, me: &baton_core::Passname) -> Self {
+        let message = Row::new(&shown.fetched.envelope, me);
+        if !shown.is_cut() {
+            return Self {
+                message,
+                payload: Some(shown.fetched.payload),
+                truncated: None,
+            };
+        }
+        Self {
+            message,
+            payload: None,
+            truncated: Some(Cut {
+                shown_bytes: shown.text.len(),
+                total_bytes: shown.total_bytes,
+                text: shown.text,
+            }),
+        }
+    }
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Cut {
     /// Payload JSON, cut.
     pub text: String,
     pub shown_bytes: usize,
     pub total_bytes: usize,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Sent {
-    pub id: String,
-    // True when `id` is an earlier identical send's.
-    pub duplicate: bool,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Stepped {
-    pub id: String,
-    // `recipient` or `sender`: the instructions say so once.
-    pub end: String,
-    pub from: String,
-    pub status: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reply: Option<String>,
-}
-
-impl From<baton_store::Stepped> for Stepped {
-    fn from(s: baton_store::Stepped) -> Self {
-        Self {
-            id: s.id,
-            end: s.end.to_owned(),
-            from: s.from.to_owned(),
-            status: s.status.to_owned(),
-            reply: s.reply,
-        }
-    }
 }
 
 #[derive(Debug, Serialize, JsonSchema)]

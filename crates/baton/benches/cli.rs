@@ -13,7 +13,7 @@ mod support;
 use support::baton;
 
 use baton_core::{Draft, MessageType, Passname, Payload, Topic};
-use baton_store::{SearchQuery, SqliteStore, Store, Verb};
+use baton_store::{Backend, SearchQuery, SqliteStore, Store, Verb};
 
 /// The participant whose commands are timed.
 const ME: &str = "impl-1";

@@ -14,7 +14,7 @@ use support::baton;
 
 use baton_core::state::{StateOp, Subject};
 use baton_core::{Draft, MessageType, Passname, Payload, Topic};
-use baton_store::{SqliteStore, Store, Verb};
+use baton_store::{Backend, SqliteStore, Store, Verb};
 
 const ME: &str = "impl-1";
 const RUNS: usize = 10;

@@ -1,10 +1,17 @@
-//! One error type for every command, and the one place that maps errors to exit codes.
+//! One error type for every command, and the one place that turns a refusal into the
+//! command line's words and an exit code (SPEC §8).
+//!
+//! The core and the store say *what* was refused, as data; [`explain`] says it the way
+//! this edge is used — naming flags (`--reason TEXT`) and commands (`baton show ID`).
+//! The exit code follows from the refusal's kind alone.
 
 use std::fmt;
 
+use baton_core::refusal::{Action, Blocker, blocker_text};
+use baton_core::{DeliveryAction, Field, InvalidTransition, Record, Refusal, RefusalKind};
 use baton_store::StoreError;
 
-/// The class of a failure; it alone decides the exit code (SPEC §8).
+/// The class of a failure; it alone decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
     /// Anything else: I/O, a broken store.
@@ -20,6 +27,9 @@ pub enum ErrorKind {
     /// `baton run` was not admitted: the writer lock or every slot is held. Nothing ran;
     /// try again later or pass `--wait` (75 is EX_TEMPFAIL in sysexits.h).
     NotAdmitted,
+    /// A command run by `baton run` or `baton evidence run` did not end well: the exit
+    /// code is the command's own (or 125, 127, 128+N, 4: see `baton run --help`).
+    Run(u8),
 }
 
 impl ErrorKind {
@@ -32,6 +42,7 @@ impl ErrorKind {
             Self::Forbidden => 5,
             Self::Conflict => 6,
             Self::NotAdmitted => 75,
+            Self::Run(code) => code,
         }
     }
 
@@ -44,8 +55,27 @@ impl ErrorKind {
             Self::Forbidden => "forbidden",
             Self::Conflict => "conflict",
             Self::NotAdmitted => "not_admitted",
+            Self::Run(_) => "run",
         }
     }
+}
+
+impl From<RefusalKind> for ErrorKind {
+    fn from(kind: RefusalKind) -> Self {
+        match kind {
+            RefusalKind::Invalid => Self::Refused,
+            RefusalKind::NotFound => Self::NotFound,
+            RefusalKind::Forbidden => Self::Forbidden,
+            RefusalKind::Conflict => Self::Conflict,
+        }
+    }
+}
+
+/// A run that ended badly: which run, and how.
+#[derive(Debug, Clone)]
+pub struct RunEnd {
+    pub run: String,
+    pub status: baton_core::run::RunStatus,
 }
 
 #[derive(Debug)]
@@ -54,6 +84,8 @@ pub struct CommandError {
     pub message: String,
     /// Whether the same command may succeed if run again unchanged.
     pub retryable: bool,
+    /// For a run that did not end `done`.
+    pub run: Option<RunEnd>,
 }
 
 pub type CommandResult<T = ()> = Result<T, CommandError>;
@@ -64,6 +96,7 @@ impl CommandError {
             kind,
             message: message.into(),
             retryable: false,
+            run: None,
         }
     }
 
@@ -78,6 +111,12 @@ impl CommandError {
     pub fn failed(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Failed, message)
     }
+
+    /// A refusal in this edge's words, `explained` differently where the command knows
+    /// more than the refusal says (a file name, say).
+    pub fn from_refusal(refusal: &Refusal, message: String) -> Self {
+        Self::new(refusal.kind().into(), message)
+    }
 }
 
 impl fmt::Display for CommandError {
@@ -89,22 +128,190 @@ impl fmt::Display for CommandError {
 impl From<StoreError> for CommandError {
     fn from(e: StoreError) -> Self {
         let kind = match &e {
-            StoreError::NotFound(_) | StoreError::UnknownParticipant(_) => ErrorKind::NotFound,
-            StoreError::Invalid(_) | StoreError::Transition(_) => ErrorKind::Refused,
-            StoreError::Forbidden(_) => ErrorKind::Forbidden,
-            StoreError::Conflict(_) | StoreError::Busy { .. } => ErrorKind::Conflict,
-            StoreError::Unavailable { .. } | StoreError::Engine(_) => ErrorKind::Failed,
+            StoreError::Refused(r) => r.kind().into(),
+            StoreError::Busy { .. } => ErrorKind::Conflict,
+            StoreError::Missing { .. }
+            | StoreError::TooNew { .. }
+            | StoreError::Unavailable { .. }
+            | StoreError::Url { .. }
+            | StoreError::Engine(_) => ErrorKind::Failed,
         };
         Self {
             kind,
             retryable: e.is_retryable(),
-            message: e.to_string(),
+            message: explain(&e),
+            run: None,
         }
+    }
+}
+
+impl From<Refusal> for CommandError {
+    fn from(r: Refusal) -> Self {
+        StoreError::Refused(r).into()
     }
 }
 
 impl From<std::io::Error> for CommandError {
     fn from(e: std::io::Error) -> Self {
         Self::failed(e.to_string())
+    }
+}
+
+/// A store error in the command line's words.
+pub fn explain(e: &StoreError) -> String {
+    match e {
+        StoreError::Refused(r) => refusal(r),
+        StoreError::Missing { path } => format!(
+            "the store at {path} cannot be used: the database file is missing; run `baton init` to create it"
+        ),
+        StoreError::TooNew { path, found, known } => format!(
+            "the store at {path} cannot be used: its schema version {found} is newer than this baton knows ({known}); upgrade baton"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// The flag (or argument) that carries a field on the command line.
+pub fn flag(field: Field) -> &'static str {
+    match field {
+        Field::To => "--to",
+        Field::Topic => "--topic",
+        Field::Body => "--body",
+        Field::Payload => "--payload",
+        Field::Document => "the document",
+        Field::Reason | Field::ReworkReason => "--reason",
+        Field::Answer => "--text",
+        Field::Why => "--why",
+        Field::Tried => "--tried",
+        Field::Result => "--result",
+        Field::Subject => "--subject",
+        Field::Step => "--step",
+        Field::Artifact => "--artifact",
+        Field::StreamStatus => "status",
+        Field::Role => "--role",
+        Field::Actor => "--as",
+        Field::Cursor => "--cursor",
+        // Positional arguments: named by what they are.
+        other => other.noun(),
+    }
+}
+
+/// The name of a step as the command that takes it.
+fn command(action: Action) -> &'static str {
+    match action {
+        Action::Delivery(DeliveryAction::HandBack) => "hand-back",
+        other => other.name(),
+    }
+}
+
+fn transition(t: &InvalidTransition) -> String {
+    let why = match t.blocker {
+        None => String::new(),
+        Some(Blocker::FetchFirst) => " (fetch it first with `baton show ID`)".to_owned(),
+        Some(Blocker::RequestsAreDischarged) => {
+            " (a request is discharged with complete or hand-back, not acknowledged)".to_owned()
+        }
+        Some(b) => format!(" ({})", blocker_text(b)),
+    };
+    let allowed: Vec<&str> = t.allowed.iter().map(|a| command(*a)).collect();
+    format!(
+        "cannot {} {}: its status is {}{why}; allowed next: {}",
+        command(t.action),
+        t.subject(),
+        t.status,
+        if allowed.is_empty() {
+            "nothing (it is final)".to_owned()
+        } else {
+            allowed.join(", ")
+        }
+    )
+}
+
+/// A refusal in the command line's words.
+pub fn refusal(r: &Refusal) -> String {
+    match r {
+        Refusal::NotFound { record, id } => match record {
+            Record::Message => format!("no message {id} in this project"),
+            Record::Parent => format!("no message {id} to reply to in this project"),
+            Record::Order => format!("no order {id} in this project: see `baton order list --all`"),
+            Record::Run => format!("no run {id} in this project: see `baton runs --all`"),
+            Record::Decision => {
+                format!("no decision {id}: see `baton state show` for the decisions there are")
+            }
+            Record::Stream => {
+                format!("no active stream {id:?}: see `baton state show` for the active streams")
+            }
+            Record::Alert => format!("no open alert {id} (see `baton alerts`)"),
+            Record::Receipt => format!("no receipt for step {id:?}"),
+        },
+        Refusal::UnknownParticipant { name } | Refusal::NoRecipient { name, .. } => format!(
+            "unknown participant {name:?}: register it with `baton agent add {name} --role ROLE`"
+        ),
+        Refusal::NoArtifact { artifact, reason } => {
+            format!("--artifact {artifact}: {reason}; write the receipt after the output exists")
+        }
+        Refusal::NoSubject { .. } | Refusal::Outside { .. } => format!("--subject {r}"),
+        Refusal::NoReceipt { alert, .. } => {
+            format!("{alert}; the step did not say where its output went (see `baton alerts`)")
+        }
+        Refusal::NoStep {
+            order,
+            since,
+            seconds,
+            ..
+        } => format!(
+            "order {order} has no step after seq {since} within {seconds}s; wait again or see `baton order show {order}`"
+        ),
+        Refusal::Missing(Field::To) => "a message needs at least one recipient (--to NAME)".into(),
+        Refusal::Missing(Field::Topic) => {
+            "--topic TOPIC is required (unless replying with --reply-to)".into()
+        }
+        Refusal::Missing(Field::Reason) => {
+            "a reason is required (--reason TEXT): it is posted to the sender".into()
+        }
+        Refusal::Missing(Field::Answer) => "an answer cannot be empty (--text TEXT)".into(),
+        Refusal::Missing(Field::ReworkReason) => {
+            "a rework reason (what the worker should change) cannot be empty (--reason TEXT)".into()
+        }
+        Refusal::Missing(field) => format!("{} must not be empty", flag(*field)),
+        Refusal::TooLong { field, max, len } => format!(
+            "{} must be at most {max} characters (got {len})",
+            flag(*field)
+        ),
+        Refusal::Name { field, error } => match field {
+            Field::Name => error.to_string(),
+            Field::OrderTo => {
+                format!("the order's \"to\" must be a participant of this project: {error}")
+            }
+            other => format!("{}: {error}", flag(*other)),
+        },
+        Refusal::Payload { field, error } => match field {
+            Field::Document | Field::Payload => {
+                format!("{error} (messages.payload_cap in .baton/config.toml)")
+            }
+            _ => error.to_string(),
+        },
+        Refusal::SelfSend { name } => {
+            format!("{name} cannot send to itself: name another participant in --to")
+        }
+        Refusal::Cursor { cursor } => format!(
+            "cursor {cursor:?} is not one this store issued: pass the `next` value of the previous page"
+        ),
+        Refusal::StatusNeedsIdentity => {
+            "--status filters by your own status: pass --as NAME".into()
+        }
+        Refusal::Transition(t) => transition(t),
+        Refusal::SenderNote => "--note is for a recipient's completion; to tell the recipients \
+                                something, reply with `baton send --reply-to ID`"
+            .into(),
+        Refusal::DocumentField { field } => {
+            format!("the order has no {field:?}: check it with `baton handoff check FILE`")
+        }
+        Refusal::Findings { .. } => format!("{r}: check it with `baton handoff check`"),
+        Refusal::KeyReused { .. } => format!("{r}; use a new key for a new message"),
+        Refusal::Moved { order, .. } => {
+            format!("{r}; read it again (`baton order show {order}`) and decide anew")
+        }
+        _ => r.to_string(),
     }
 }

@@ -4,14 +4,15 @@
 mod cli;
 mod commands;
 mod error;
+mod host;
 mod output;
 mod project;
 
 use std::io::Write;
 use std::process::ExitCode;
 
+use baton_app::doc::{self, ErrorBody};
 use clap::Parser;
-use serde_json::json;
 
 use crate::cli::Cli;
 use crate::error::CommandError;
@@ -28,6 +29,9 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(commands::run(cli)) {
         Ok(out) => {
+            if let Some(note) = &out.note {
+                let _ = writeln!(std::io::stderr(), "{note}");
+            }
             let mut stdout = std::io::stdout().lock();
             match stdout
                 .write_all(out.render(as_json).as_bytes())
@@ -46,21 +50,24 @@ fn main() -> ExitCode {
     }
 }
 
-/// Writes the error to stderr (as JSON with `--json`) and returns its exit code.
+/// Writes the error to stderr (as a `baton/error@1` document with `--json`) and returns
+/// its exit code.
 fn report(e: &CommandError, as_json: bool) -> ExitCode {
     let text = if as_json {
-        json!({
-            "schema": "baton/error@1",
-            "error": {
-                "kind": e.kind.as_str(),
-                "message": e.message,
-                "retryable": e.retryable,
-                "exit_code": e.kind.exit_code(),
-            }
-        })
-        .to_string()
+        let body = ErrorBody {
+            kind: e.kind.as_str().to_owned(),
+            message: e.message.clone(),
+            retryable: e.retryable,
+            exit_code: e.kind.exit_code(),
+            run: e.run.as_ref().map(|r| r.run.clone()),
+            status: e.run.as_ref().map(|r| r.status),
+        };
+        doc::to_json(&doc::Error { error: body }).to_string()
     } else {
-        format!("baton: {}", e.message)
+        match &e.run {
+            Some(end) => format!("baton: run {} {}: {}", end.run, end.status, e.message),
+            None => format!("baton: {}", e.message),
+        }
     };
     let _ = writeln!(std::io::stderr(), "{text}");
     ExitCode::from(e.kind.exit_code())

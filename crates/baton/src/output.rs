@@ -1,32 +1,51 @@
 //! What commands print: a versioned JSON document with `--json`, a human rendering
 //! otherwise. Commands build an [`Output`]; `main` writes it.
 
+use baton_app::doc::{Doc, to_json};
 use baton_core::time::age;
-use baton_core::{Millis, Passname};
-use baton_store::Envelope;
-use serde_json::{Map, Value, json};
+use baton_core::{Envelope, Millis, Passname};
+use serde_json::Value;
 
 use crate::error::ErrorKind;
 
 /// A command's result, in both renderings.
 pub struct Output {
-    pub schema: &'static str,
-    pub json: Value,
+    /// `None` when stdout belongs to a command Baton ran: nothing is printed, even with
+    /// `--json`.
+    pub json: Option<Value>,
     pub human: String,
     /// Set when the command printed its answer but must still exit non-zero (e.g.
-    /// `handoff check` with invalid findings).
+    /// `handoff check` with invalid findings, or `evidence run` with its command's code).
     pub exit: Option<ErrorKind>,
+    /// Baton's own word when stdout belongs to a command it ran: printed on stderr.
+    pub note: Option<String>,
 }
 
 impl Output {
-    /// `json` must be an object; the `schema` field (e.g. `baton/inbox@1`) is put first.
-    pub fn new(schema: &'static str, json: Value, human: impl Into<String>) -> Self {
+    /// `doc` rendered as `--json` prints it (its `schema` field first), and `human`.
+    pub fn of(doc: &impl Doc, human: impl Into<String>) -> Self {
         Self {
-            schema,
-            json,
+            json: Some(to_json(doc)),
             human: human.into(),
             exit: None,
+            note: None,
         }
+    }
+
+    /// Prints nothing on stdout: it belongs to the command Baton ran.
+    pub fn nothing() -> Self {
+        Self {
+            json: None,
+            human: String::new(),
+            exit: None,
+            note: None,
+        }
+    }
+
+    /// Adds Baton's own word, printed on stderr.
+    pub fn with_note(mut self, note: String) -> Self {
+        self.note = Some(note);
+        self
     }
 
     /// Prints as usual, then exits with `kind`'s code.
@@ -37,14 +56,10 @@ impl Output {
 
     pub fn render(&self, as_json: bool) -> String {
         if as_json {
-            let mut doc = Map::new();
-            doc.insert("schema".into(), Value::from(self.schema));
-            if let Value::Object(fields) = &self.json {
-                doc.extend(fields.clone());
+            match &self.json {
+                Some(json) => format!("{json}\n"),
+                None => String::new(),
             }
-            let mut text = Value::Object(doc).to_string();
-            text.push('\n');
-            text
         } else if self.human.is_empty() || self.human.ends_with('\n') {
             self.human.clone()
         } else {
@@ -95,43 +110,6 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// Whose status a message row reports.
-#[derive(Clone, Copy)]
-pub enum StatusOf<'a> {
-    /// The caller's own delivery status (null when the caller is not a recipient).
-    Caller(Option<&'a Passname>),
-    /// Every recipient's, as `{name: status}` (the outbox).
-    Recipients,
-}
-
-/// The JSON row every message list uses.
-pub fn message_row(env: &Envelope, status_of: StatusOf<'_>) -> Value {
-    let status = match status_of {
-        StatusOf::Caller(who) => json!(who.and_then(|w| env.status_for(w))),
-        StatusOf::Recipients => Value::Object(
-            env.to
-                .iter()
-                .map(|r| (r.name.to_string(), json!(r.status)))
-                .collect(),
-        ),
-    };
-    json!({
-        "id": env.id,
-        "from": env.from,
-        "to": env.to.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
-        "type": env.kind,
-        "topic": env.topic,
-        "status": status,
-        "size": env.size,
-        "created_at": timestamp(env.created_at),
-        "excerpt": env.excerpt,
-        "reply_to": env.reply_to,
-        "depth": env.depth,
-        "replies": env.replies,
-        "request_status": env.request_status,
-    })
-}
-
 /// The human preview table: never the payload, only its excerpt.
 pub fn preview_table(items: &[Envelope], who: Option<&Passname>, now: Millis) -> String {
     let rows: Vec<Vec<String>> = items
@@ -174,10 +152,11 @@ mod tests {
 
     #[test]
     fn json_output_starts_with_the_schema() {
-        let out = Output::new("baton/x@1", json!({"id": "1"}), "1");
+        let doc = baton_app::doc::AlertAcked { id: "A-1".into() };
+        let out = Output::of(&doc, "1");
         assert_eq!(
             out.render(true),
-            "{\"schema\":\"baton/x@1\",\"id\":\"1\"}\n"
+            "{\"schema\":\"baton/alert-ack@1\",\"id\":\"A-1\"}\n"
         );
         assert_eq!(out.render(false), "1\n");
     }

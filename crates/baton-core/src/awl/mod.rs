@@ -31,7 +31,19 @@ pub use rules::{
 
 /// What a finding does to the document: `invalid` rejects it; `limit` (over budget, past
 /// the deadline) is recorded and expires the order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum FindingKind {
     Invalid,

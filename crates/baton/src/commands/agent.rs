@@ -1,13 +1,10 @@
 //! `baton agent add|list`: the project's participants.
 
-use baton_core::Passname;
-use baton_core::event::LOCAL_OPERATOR;
-use baton_store::Store;
+use baton_app::doc::{AgentAdded, Agents};
 use clap::{Args, Subcommand};
-use serde_json::json;
 
 use crate::commands::Context;
-use crate::error::{CommandError, CommandResult};
+use crate::error::CommandResult;
 use crate::output::{Output, table, timestamp};
 
 /// Register and list participants.
@@ -38,11 +35,11 @@ pub struct ListArgs {}
 pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
     match cmd {
         AgentCommand::Add(args) => {
-            let name =
-                Passname::new(&args.name).map_err(|e| CommandError::refused(e.to_string()))?;
-            let actor = ctx.maybe_me().await?;
-            let actor = actor.as_ref().map_or(LOCAL_OPERATOR, Passname::as_str);
-            let added = ctx.store.add_participant(actor, &name, &args.role).await?;
+            let actor = ctx.actor().await?;
+            let added = ctx
+                .app
+                .add_participant(&actor, &args.name, &args.role)
+                .await?;
             let p = &added.participant;
             let human = if added.created {
                 format!("Added {} ({})", p.name, p.role)
@@ -52,14 +49,15 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
                     p.name, p.role
                 )
             };
-            Ok(Output::new(
-                "baton/agent-add@1",
-                json!({ "name": p.name, "role": p.role, "created": added.created }),
-                human,
-            ))
+            let doc = AgentAdded {
+                name: p.name.clone(),
+                role: p.role.clone(),
+                created: added.created,
+            };
+            Ok(Output::of(&doc, human))
         }
         AgentCommand::List(_) => {
-            let all = ctx.store.participants().await?;
+            let all = ctx.app.participants().await?;
             let rows: Vec<Vec<String>> = all
                 .iter()
                 .map(|p| vec![p.name.to_string(), p.role.clone(), timestamp(p.added_at)])
@@ -69,15 +67,7 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
             } else {
                 table(&["NAME", "ROLE", "ADDED"], &rows)
             };
-            let items: Vec<_> = all
-                .iter()
-                .map(|p| json!({"name": p.name, "role": p.role, "added_at": timestamp(p.added_at)}))
-                .collect();
-            Ok(Output::new(
-                "baton/agent-list@1",
-                json!({ "items": items }),
-                human,
-            ))
+            Ok(Output::of(&Agents::new(&all), human))
         }
     }
 }

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 
+use baton_app::doc::{self, DemoStep};
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -30,7 +31,7 @@ struct Demo {
     exe: PathBuf,
     dir: PathBuf,
     quiet: bool,
-    steps: Vec<Value>,
+    steps: Vec<DemoStep>,
 }
 
 impl Demo {
@@ -73,11 +74,11 @@ impl Demo {
             self.say(&format!("  {line}"));
         }
         self.say("");
-        self.steps.push(json!({
-            "command": format!("baton {shown}"),
-            "exit_code": out.status.code(),
-            "stdout": stdout,
-        }));
+        self.steps.push(DemoStep {
+            command: format!("baton {shown}"),
+            exit_code: out.status.code(),
+            stdout: stdout.clone(),
+        });
         if !out.status.success() {
             return Err(CommandError::failed(format!(
                 "demo step `baton {shown}` failed ({}): {}",
@@ -272,9 +273,11 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
             "Run `baton demo --keep DIR` to explore the result.".to_owned()
         }
     );
-    Ok(Output::new(
-        "baton/demo@1",
-        json!({ "project": dir.display().to_string(), "kept": args.keep.is_some(), "request": request, "steps": demo.steps }),
-        human,
-    ))
+    let out = doc::Demo {
+        project: dir.display().to_string(),
+        kept: args.keep.is_some(),
+        request,
+        steps: demo.steps,
+    };
+    Ok(Output::of(&out, human))
 }

@@ -8,18 +8,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
+use baton_app::doc::{EvidenceRun, HandoffCheck, HandoffRender, HandoffTemplate};
 use baton_core::awl::{
-    self, ContractMode, DocumentKind, Environment, Finding, FindingKind, SubOrder, has_invalid,
-    order_findings, report_findings,
+    self, ContractMode, DocumentKind, Finding, FindingKind, SubOrder, has_invalid, order_findings,
+    report_findings,
 };
-use baton_core::state::StateOp;
-use baton_store::Store;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
 use crate::cli::GlobalArgs;
 use crate::commands::Context;
 use crate::error::{CommandError, CommandResult, ErrorKind};
+use crate::host::Workspace;
 use crate::output::{Output, now, table, timestamp};
 use crate::project::Project;
 
@@ -199,77 +199,6 @@ fn read_sub_orders(paths: &[PathBuf], role: &str) -> CommandResult<Vec<(Value, S
     Ok(out)
 }
 
-// ---- the environment the B rules ask about -------------------------------------------------
-
-/// Answers B2 and B3 from git and the file system, rooted at the repository.
-pub(crate) struct Workspace {
-    root: PathBuf,
-    git: bool,
-}
-
-impl Workspace {
-    pub(crate) fn discover(project: Option<&Project>) -> Self {
-        let start = match project {
-            Some(p) => p.root.clone(),
-            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
-        };
-        let top = Command::new("git")
-            .arg("-C")
-            .arg(&start)
-            .args(["rev-parse", "--show-toplevel"])
-            .stderr(Stdio::null())
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .and_then(|o| String::from_utf8(o.stdout).ok())
-            .map(|s| PathBuf::from(s.trim()));
-        match top {
-            Some(root) => Self { root, git: true },
-            None => Self {
-                root: start,
-                git: false,
-            },
-        }
-    }
-}
-
-impl Environment for Workspace {
-    fn revision_exists(&self, revision: &str) -> Option<bool> {
-        if !self.git || revision.starts_with('-') {
-            return if self.git { Some(false) } else { None };
-        }
-        let status = Command::new("git")
-            .arg("-C")
-            .arg(&self.root)
-            .args(["rev-parse", "--verify", "--quiet"])
-            .arg(format!("{revision}^{{commit}}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .ok()?;
-        Some(status.success())
-    }
-
-    fn program_exists(&self, program: &str) -> Option<bool> {
-        if program.contains('/') {
-            let path = Path::new(program);
-            let path = if path.is_absolute() {
-                path.to_owned()
-            } else {
-                self.root.join(path)
-            };
-            return Some(path.is_file());
-        }
-        let path = std::env::var_os("PATH")?;
-        Some(std::env::split_paths(&path).any(|dir| is_executable(&dir.join(program))))
-    }
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
 // ---- check --------------------------------------------------------------------------------
 
 fn check(g: &GlobalArgs, args: CheckArgs) -> CommandResult<Output> {
@@ -382,11 +311,7 @@ fn findings_output(
             table(&["KIND", "RULE", "PATH", "MESSAGE"], &rows)
         )
     };
-    let out = Output::new(
-        "baton/handoff-check@1",
-        json!({ "findings": findings }),
-        human,
-    );
+    let out = Output::of(&HandoffCheck { findings }, human);
     // The findings are the answer either way; an invalid one also sets the exit code.
     Ok(if invalid > 0 {
         out.with_exit(ErrorKind::Refused)
@@ -501,9 +426,11 @@ fn new(args: NewArgs) -> Output {
         ("order", order_template())
     };
     let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
-    Output::new(
-        "baton/handoff-template@1",
-        json!({ "kind": what, "template": doc }),
+    Output::of(
+        &HandoffTemplate {
+            kind: what.to_owned(),
+            template: doc,
+        },
         text,
     )
 }
@@ -519,11 +446,8 @@ fn render(args: RenderArgs) -> CommandResult<Output> {
         DocumentKind::Order => render_order(&doc),
         DocumentKind::Report => render_report(&doc),
     };
-    Ok(Output::new(
-        "baton/handoff-render@1",
-        json!({ "markdown": markdown }),
-        markdown,
-    ))
+    let human = markdown.clone();
+    Ok(Output::of(&HandoffRender { markdown }, human))
 }
 
 fn s<'v>(v: &'v Value, pointer: &str) -> Option<&'v str> {
@@ -827,10 +751,7 @@ const TAIL_LINES: usize = 200;
 
 pub async fn evidence(ctx: &Context, cmd: EvidenceCommand, as_json: bool) -> CommandResult<Output> {
     let EvidenceCommand::Run(args) = cmd;
-    let actor = ctx.maybe_me().await?.map_or_else(
-        || baton_core::event::LOCAL_OPERATOR.to_owned(),
-        |m| m.to_string(),
-    );
+    let actor = ctx.actor().await?;
     let revision = Command::new("git")
         .arg("-C")
         .arg(&ctx.project.root)
@@ -849,9 +770,12 @@ pub async fn evidence(ctx: &Context, cmd: EvidenceCommand, as_json: bool) -> Com
         .spawn()
     {
         Ok(c) => c,
+        // Nothing ran, so there is no evidence to record.
         Err(e) => {
-            eprintln!("baton: {}: {e}", args.command[0]);
-            std::process::exit(127);
+            return Err(CommandError::new(
+                ErrorKind::Run(127),
+                format!("{}: {e}", args.command[0]),
+            ));
         }
     };
     let tail = Arc::new(Mutex::new((VecDeque::<String>::new(), 0u64)));
@@ -908,28 +832,37 @@ pub async fn evidence(ctx: &Context, cmd: EvidenceCommand, as_json: bool) -> Com
         &path,
         &serde_json::to_vec_pretty(&record).unwrap_or_default(),
     )?;
-    let receipt = baton_store::receipt::record(
-        &ctx.project.root,
-        &ctx.project.root,
-        step.clone(),
-        path.display().to_string(),
-        None,
-    )?;
-    ctx.store
-        .change_state(&actor, &[StateOp::Receipt(receipt.clone())])
+    let root = ctx.project.root.clone();
+    let (receipt, _) = ctx
+        .app
+        .write_receipt(
+            &actor,
+            &root,
+            step.clone(),
+            path.display().to_string(),
+            None,
+        )
         .await?;
     // The command's output is stdout; Baton's own word goes to stderr.
-    let summary = if as_json {
-        json!({"schema": "baton/evidence-run@1", "step": step, "exit_code": code, "receipt": receipt})
-            .to_string()
+    let doc = EvidenceRun {
+        step: step.clone(),
+        exit_code: code,
+        receipt,
+    };
+    let note = if as_json {
+        baton_app::doc::to_json(&doc).to_string()
     } else {
         format!(
             "baton: evidence {step}: `{}` exited {code} (cite it as ref \"{step}\")",
             args.command.join(" ")
         )
     };
-    eprintln!("{summary}");
-    std::process::exit(code)
+    let out = Output::nothing().with_note(note);
+    Ok(match u8::try_from(code) {
+        Ok(0) => out,
+        Ok(code) => out.with_exit(ErrorKind::Run(code)),
+        Err(_) => out.with_exit(ErrorKind::Failed),
+    })
 }
 
 fn pump(mut reader: Box<dyn Read + Send>, is_err: bool, tail: &Mutex<(VecDeque<String>, u64)>) {

@@ -12,16 +12,14 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use baton_core::packet::DEFAULT_MAX_BYTES;
-use baton_core::run::{HookCall, RunChange};
-use baton_core::{Passname, event::LOCAL_OPERATOR};
-use baton_store::{SqliteStore, Store, recall};
+use baton_app::doc::{self, Written};
+use baton_core::run::HookCall;
 use clap::{Args, ValueEnum};
 use serde_json::{Map, Value, json};
 
 use crate::cli::GlobalArgs;
 use crate::error::{CommandError, CommandResult};
-use crate::output::{Output, now};
+use crate::output::Output;
 use crate::project::Project;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -89,7 +87,8 @@ pub async fn run(g: &GlobalArgs, args: HookArgs) -> CommandResult<Output> {
             String::new()
         }
     };
-    Ok(Output::new("baton/hook@1", json!({ "text": text }), text))
+    let human = text.clone();
+    Ok(Output::of(&doc::Hook { text }, human))
 }
 
 /// A short printable field from the payload, or nothing.
@@ -137,12 +136,7 @@ async fn record(g: &GlobalArgs, args: &HookArgs, deadline: Instant) -> CommandRe
     let input = payload(args, deadline).await;
     let input = input.as_ref().unwrap_or(&Value::Null);
     let project = Project::locate(g.project.as_deref())?;
-    let store = SqliteStore::open(&project.db_path(), STORE_WAIT).await?;
-    let me = g.as_name.as_deref().and_then(|n| Passname::new(n).ok());
-    let actor = match &me {
-        Some(me) if store.participant(me.as_str()).await?.is_some() => me.to_string(),
-        _ => LOCAL_OPERATOR.to_owned(),
-    };
+    let app = project.app_with(STORE_WAIT).await?;
     let run = std::env::var("BATON_RUN")
         .ok()
         .filter(|r| !r.is_empty() && r.len() <= MAX_FIELD);
@@ -154,23 +148,8 @@ async fn record(g: &GlobalArgs, args: &HookArgs, deadline: Instant) -> CommandRe
         session: field(input, &["session_id", "thread-id", "thread_id"]),
         tool: field(input, &["tool_name"]),
     };
-    store.record_run(&actor, &[RunChange::Hook(call)]).await?;
-
-    let wants_packet = args.inject && matches!(event, "SessionStart" | "PreCompact");
-    let Some(me) = me.filter(|_| wants_packet && actor != LOCAL_OPERATOR) else {
-        return Ok(String::new());
-    };
-    let place = project.root.display().to_string();
-    let r = recall::resume(
-        &store,
-        &project.clock(),
-        &me,
-        &place,
-        DEFAULT_MAX_BYTES,
-        now(),
-    )
-    .await?;
-    Ok(r.packet.text)
+    let packet = app.hook(g.as_name.as_deref(), call, args.inject).await?;
+    Ok(packet.unwrap_or_default())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -216,14 +195,6 @@ This repository uses Baton (`.baton/`) for handoffs between agents.
 - Report progress as a line `PROGRESS n/total` on stdout when the number of steps is known.
 - Long-running agents are started with `baton run -- CMD…` so the ledger knows them
   (`baton runs`). The same operations are offered as MCP tools by `baton mcp`.";
-
-/// What `init` did to one file.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Written {
-    pub path: String,
-    /// `created`, `updated` or `unchanged`.
-    pub result: &'static str,
-}
 
 fn hook_command(agent: Agent, event: &str, inject: bool) -> String {
     let mut command = format!("baton hook {} {event}", agent.as_str());
@@ -321,7 +292,7 @@ fn write_if_changed(path: &Path, old: Option<&str>, new: &str) -> CommandResult<
     if old == Some(new) {
         return Ok(Written {
             path: shown,
-            result: "unchanged",
+            result: "unchanged".into(),
         });
     }
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -333,7 +304,7 @@ fn write_if_changed(path: &Path, old: Option<&str>, new: &str) -> CommandResult<
     tmp.persist(path).map_err(|e| CommandError::from(e.error))?;
     Ok(Written {
         path: shown,
-        result: if old.is_some() { "updated" } else { "created" },
+        result: if old.is_some() { "updated" } else { "created" }.into(),
     })
 }
 

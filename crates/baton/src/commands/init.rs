@@ -3,14 +3,14 @@
 
 use std::path::Path;
 
-use baton_store::SqliteStore;
+use baton_app::Settings;
+use baton_app::doc::Init;
 use clap::Args;
-use serde_json::json;
 
 use crate::cli::GlobalArgs;
 use crate::error::CommandResult;
 use crate::output::Output;
-use crate::project::{CONFIG_FILE, Config, DB_FILE, DEFAULT_CONFIG, DIR, Project};
+use crate::project::{CONFIG_FILE, DB_FILE, DEFAULT_CONFIG, DIR, Project};
 
 /// Create a Baton project in the current directory (or --project DIR).
 ///
@@ -54,8 +54,9 @@ pub async fn run(g: &GlobalArgs, args: InitArgs) -> CommandResult<Output> {
     }
     let config = Project::locate(Some(&root))
         .map(|p| p.config)
-        .unwrap_or_else(|_| Config::default());
-    SqliteStore::create(&dir.join(DB_FILE), config.busy_timeout).await?;
+        .unwrap_or_else(|_| Settings::default());
+    let url = format!("sqlite:{}", dir.join(DB_FILE).display());
+    baton_store::open(&url, config.busy_timeout, true).await?;
     let gitignore = ensure_ignored(&root.join(".gitignore"))?;
     let agents = crate::commands::hook::install(&root, args.claude, args.codex)?;
 
@@ -76,16 +77,13 @@ pub async fn run(g: &GlobalArgs, args: InitArgs) -> CommandResult<Output> {
     if !existed {
         human.push_str("\nNext: baton agent add NAME --role ROLE");
     }
-    Ok(Output::new(
-        "baton/init@1",
-        json!({
-            "root": root_text,
-            "created": !existed,
-            "gitignore": gitignore,
-            "agents": agents,
-        }),
-        human,
-    ))
+    let doc = Init {
+        root: root_text,
+        created: !existed,
+        gitignore: gitignore.to_owned(),
+        agents,
+    };
+    Ok(Output::of(&doc, human))
 }
 
 /// Adds the missing [`IGNORED`] lines to `.gitignore`; says whether it `created`,

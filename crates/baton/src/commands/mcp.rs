@@ -1,12 +1,9 @@
 //! `baton mcp`: serve the project's inbox and memory to an agent as an MCP server on stdio.
 
-use std::sync::Arc;
-
 use clap::Args;
 
 use crate::cli::GlobalArgs;
 use crate::commands::Context;
-use crate::commands::handoff::Workspace;
 use crate::error::{CommandError, CommandResult};
 use crate::output::Output;
 
@@ -31,23 +28,13 @@ pub async fn run(g: &GlobalArgs, _args: McpArgs) -> CommandResult<Output> {
     }
     let ctx = Context::open(g).await?;
     let me = ctx.me().await?;
-    let settings = baton_mcp::Settings {
-        payload_cap: ctx.project.config.payload_cap,
-        duplicate_window: ctx.project.config.duplicate_window,
-        contract: ctx.project.config.contract,
-    };
-    let project = baton_mcp::Project {
-        root: ctx.project.root.clone(),
-        clock: Arc::new(ctx.project.clock()),
-        environment: Arc::new(Workspace::discover(Some(&ctx.project))),
-    };
     eprintln!(
         "baton mcp: serving {} as {me} on stdio",
         ctx.project.root.display()
     );
-    baton_mcp::serve_stdio(Arc::new(ctx.store), project, me, settings)
+    baton_mcp::serve_stdio(ctx.app, me)
         .await
         .map_err(|e| CommandError::failed(e.to_string()))?;
     // Nothing more goes to stdout: the session is over and the client may still read it.
-    Ok(Output::new("baton/mcp@1", serde_json::json!({}), ""))
+    Ok(Output::nothing())
 }

@@ -1,14 +1,13 @@
 //! The read side: `baton inbox`, `outbox`, `show` and `thread`.
 
-use baton_core::packet::floor_char_boundary;
+use baton_app::Layout;
+use baton_app::doc::{Inbox, MessageRow, Outbox, Show, Thread};
 use baton_core::time::age;
-use baton_store::{Envelope, Store};
 use clap::Args;
-use serde_json::{Value, json};
 
 use crate::commands::Context;
 use crate::error::CommandResult;
-use crate::output::{Output, StatusOf, message_row, now, preview_table, size, table};
+use crate::output::{Output, now, preview_table, size, table};
 
 /// What you owe: inbound messages still pending or delivered, oldest first.
 ///
@@ -51,28 +50,20 @@ pub struct ThreadArgs {
     pub id: String,
 }
 
-fn rows(items: &[Envelope], status_of: StatusOf<'_>) -> Value {
-    Value::Array(items.iter().map(|e| message_row(e, status_of)).collect())
-}
-
 pub async fn inbox(ctx: &Context, args: InboxArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
-    let items = ctx.store.inbox(&me, args.all).await?;
+    let items = ctx.app.inbox(&me, args.all).await?;
     let human = if items.is_empty() {
         format!("{me} owes nothing: the inbox is empty.")
     } else {
         preview_table(&items, Some(&me), now())
     };
-    Ok(Output::new(
-        "baton/inbox@1",
-        json!({ "participant": me, "items": rows(&items, StatusOf::Caller(Some(&me))) }),
-        human,
-    ))
+    Ok(Output::of(&Inbox::new(&me, &items), human))
 }
 
 pub async fn outbox(ctx: &Context, args: OutboxArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
-    let items = ctx.store.outbox(&me, args.all).await?;
+    let items = ctx.app.outbox(&me, args.all).await?;
     let now = now();
     let human = if items.is_empty() {
         format!("{me} is waiting for nothing: no open requests.")
@@ -101,24 +92,16 @@ pub async fn outbox(ctx: &Context, args: OutboxArgs) -> CommandResult<Output> {
             &rows,
         )
     };
-    Ok(Output::new(
-        "baton/outbox@1",
-        json!({ "participant": me, "items": rows(&items, StatusOf::Recipients) }),
-        human,
-    ))
+    Ok(Output::of(&Outbox::new(&me, &items), human))
 }
 
 pub async fn show(ctx: &Context, args: ShowArgs) -> CommandResult<Output> {
     let me = ctx.maybe_me().await?;
-    let fetched = ctx.store.fetch(me.as_ref(), &args.id).await?;
-    let env = &fetched.envelope;
-    let full = serde_json::to_string_pretty(&Value::Object(fetched.payload.clone()))
-        .expect("a JSON object serializes");
-    let cut = args
-        .max_bytes
-        .filter(|max| full.len() > *max)
-        .map(|max| &full[..floor_char_boundary(&full, max)]);
-
+    let shown = ctx
+        .app
+        .show(me.as_ref(), &args.id, args.max_bytes, Layout::Pretty)
+        .await?;
+    let env = &shown.fetched.envelope;
     let mut human = format!(
         "id:       {}\nfrom:     {}\nto:       {}\ntype:     {}\ntopic:    {}\n",
         env.id,
@@ -143,35 +126,21 @@ pub async fn show(ctx: &Context, args: ShowArgs) -> CommandResult<Output> {
         age(env.created_at, now()),
         env.replies
     ));
-    match cut {
-        Some(part) => human.push_str(&format!(
-            "{part}\n[truncated: showing {} of {} bytes; run `baton show {}` without --max-bytes for all of it]",
-            part.len(),
-            full.len(),
+    human.push_str(&shown.text);
+    if shown.is_cut() {
+        human.push_str(&format!(
+            "\n[truncated: showing {} of {} bytes; run `baton show {}` without --max-bytes for all of it]",
+            shown.text.len(),
+            shown.total_bytes,
             env.id
-        )),
-        None => human.push_str(&full),
+        ));
     }
-
-    let mut doc = message_row(env, StatusOf::Caller(me.as_ref()));
-    doc["recipients"] = json!(env.to);
-    match cut {
-        Some(part) => {
-            doc["payload"] = Value::Null;
-            doc["payload_text"] = json!(part);
-            doc["truncated"] = json!({ "shown_bytes": part.len(), "total_bytes": full.len() });
-        }
-        None => {
-            doc["payload"] = Value::Object(fetched.payload.clone());
-            doc["truncated"] = Value::Null;
-        }
-    }
-    Ok(Output::new("baton/show@1", doc, human))
+    Ok(Output::of(&Show::new(&shown, me.as_ref()), human))
 }
 
 pub async fn thread(ctx: &Context, args: ThreadArgs) -> CommandResult<Output> {
     let me = ctx.maybe_me().await?;
-    let items = ctx.store.thread(&args.id).await?;
+    let items = ctx.app.thread(&args.id).await?;
     let now = now();
     let mut human = String::new();
     for e in &items {
@@ -192,9 +161,12 @@ pub async fn thread(ctx: &Context, args: ThreadArgs) -> CommandResult<Output> {
             e.excerpt
         ));
     }
-    Ok(Output::new(
-        "baton/thread@1",
-        json!({ "id": args.id, "items": rows(&items, StatusOf::Caller(me.as_ref())) }),
-        human,
-    ))
+    let doc = Thread {
+        id: args.id,
+        items: items
+            .iter()
+            .map(|e| MessageRow::for_caller(e, me.as_ref()))
+            .collect(),
+    };
+    Ok(Output::of(&doc, human))
 }

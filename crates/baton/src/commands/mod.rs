@@ -20,8 +20,10 @@ pub mod send;
 pub mod state;
 pub mod step;
 
-use baton_core::Passname;
-use baton_store::{SqliteStore, Store};
+use baton_app::App;
+use baton_core::event::LOCAL_OPERATOR;
+use baton_core::{Passname, Refusal};
+use baton_store::StoreError;
 
 use crate::cli::{Cli, Command, GlobalArgs};
 use crate::error::{CommandError, CommandResult, ErrorKind};
@@ -56,7 +58,7 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Receipt(cmd) => receipt::receipt(&Context::open(g).await?, cmd).await,
         Command::Alerts(args) => receipt::alerts(&Context::open(g).await?, args).await,
         Command::Mcp(args) => mcp::run(g, args).await,
-        Command::Run(args) => run::run(&Context::open(g).await?, args, g.json).await,
+        Command::Run(args) => run::run(&Context::open(g).await?, args).await,
         Command::Runs(args) => runs::run(&Context::open(g).await?, args).await,
         Command::Hook(args) => hook::run(g, args).await,
         Command::Reap(args) => reap::run(&Context::open(g).await?, args, g.json).await,
@@ -67,20 +69,20 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
     }
 }
 
-/// What every command inside a project has: the project, its store, and who is asking.
+/// What every command inside a project has: the project, its use cases, and who is asking.
 pub struct Context {
     pub project: Project,
-    pub store: SqliteStore,
+    pub app: App,
     as_name: Option<String>,
 }
 
 impl Context {
     pub async fn open(g: &GlobalArgs) -> CommandResult<Self> {
         let project = Project::locate(g.project.as_deref())?;
-        let store = project.open_store().await?;
+        let app = project.open_app().await?;
         Ok(Self {
             project,
-            store,
+            app,
             as_name: g.as_name.clone(),
         })
     }
@@ -101,17 +103,30 @@ impl Context {
         let Some(name) = &self.as_name else {
             return Ok(None);
         };
-        let name = Passname::new(name)
-            .map_err(|e| CommandError::new(ErrorKind::NotFound, format!("--as: {e}")))?;
-        match self.store.participant(name.as_str()).await? {
-            Some(_) => Ok(Some(name)),
-            None => Err(CommandError::new(
-                ErrorKind::NotFound,
-                format!(
-                    "--as {name}: no such participant in this project; register it with \
+        match self.app.identify(name).await {
+            Ok(me) => Ok(Some(me)),
+            Err(StoreError::Refused(Refusal::UnknownParticipant { name })) => {
+                Err(CommandError::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "--as {name}: no such participant in this project; register it with \
                      `baton agent add {name} --role ROLE` (see `baton agent list`)"
-                ),
+                    ),
+                ))
+            }
+            Err(StoreError::Refused(Refusal::Name { error, .. })) => Err(CommandError::new(
+                ErrorKind::NotFound,
+                format!("--as: {error}"),
             )),
+            Err(e) => Err(e.into()),
         }
+    }
+
+    /// Who a change is recorded as: the acting identity, or the local operator.
+    pub async fn actor(&self) -> CommandResult<String> {
+        Ok(self
+            .maybe_me()
+            .await?
+            .map_or_else(|| LOCAL_OPERATOR.to_owned(), |m| m.to_string()))
     }
 }

@@ -4,21 +4,20 @@
 //! is always `--as`/`BATON_AS`, never an argument.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
-use baton_core::awl::{
-    DocumentKind, Finding, FindingKind, has_invalid, order_findings, report_findings,
-};
-use baton_core::order::{Order, OrderAction, OrderRefused, OrderRequest, allowed};
-use baton_core::{Event, Millis, Passname, Payload, Topic};
-use baton_store::receipt::POLL;
-use baton_store::{OrderQuery, OrderWritten, Store};
+use baton_app::OrderStep;
+use baton_app::doc::{OrderRow, OrderShown, OrderStepped, Orders, order_step_of};
+use baton_core::awl::{Finding, FindingKind};
+use baton_core::order::allowed;
+use baton_core::refusal::Document;
+use baton_core::{Event, Field, Refusal};
+use baton_store::{OrderWritten, StoreError};
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::commands::Context;
-use crate::commands::handoff::{Workspace, read_document};
-use crate::error::{CommandError, CommandResult, ErrorKind};
+use crate::commands::handoff::read_document;
+use crate::error::{CommandError, CommandResult, refusal as explain};
 use crate::output::{Output, now, table, timestamp};
 use crate::project::parse_duration;
 
@@ -169,40 +168,21 @@ pub async fn run(ctx: &Context, cmd: OrderCommand) -> CommandResult<Output> {
         OrderCommand::Create(args) => create(ctx, args).await,
         OrderCommand::List(args) => list(ctx, args).await,
         OrderCommand::Show(args) => show(ctx, &args.id).await,
-        OrderCommand::Accept(a) => step(ctx, a, OrderRequest::Accept).await,
+        OrderCommand::Accept(a) => step(ctx, a, OrderStep::Accept).await,
         OrderCommand::Decline(a) => {
-            step(ctx, a.step, OrderRequest::Decline { reason: a.reason }).await
+            step(ctx, a.step, OrderStep::Decline { reason: a.reason }).await
         }
-        OrderCommand::Start(a) => step(ctx, a, OrderRequest::Start).await,
+        OrderCommand::Start(a) => step(ctx, a, OrderStep::Start).await,
         OrderCommand::Report(a) => report(ctx, a).await,
-        OrderCommand::Answer(a) => step(ctx, a.step, OrderRequest::Answer { text: a.text }).await,
-        OrderCommand::Approve(a) => step(ctx, a, OrderRequest::Approve).await,
-        OrderCommand::Rework(a) => {
-            step(ctx, a.step, OrderRequest::Rework { reason: a.reason }).await
-        }
-        OrderCommand::Cancel(a) => {
-            step(ctx, a.step, OrderRequest::Cancel { reason: a.reason }).await
-        }
+        OrderCommand::Answer(a) => step(ctx, a.step, OrderStep::Answer { text: a.text }).await,
+        OrderCommand::Approve(a) => step(ctx, a, OrderStep::Approve).await,
+        OrderCommand::Rework(a) => step(ctx, a.step, OrderStep::Rework { reason: a.reason }).await,
+        OrderCommand::Cancel(a) => step(ctx, a.step, OrderStep::Cancel { reason: a.reason }).await,
         OrderCommand::Wait(args) => wait(ctx, args).await,
     }
 }
 
-// ---- reading ------------------------------------------------------------------------------
-
-async fn load(ctx: &Context, id: &str) -> CommandResult<Order> {
-    ctx.store.order(id).await?.ok_or_else(|| {
-        CommandError::new(
-            ErrorKind::NotFound,
-            OrderRefused::NoSuchOrder(id.to_owned()).to_string(),
-        )
-    })
-}
-
-/// The order's document: the payload of the request that carried it.
-async fn document(ctx: &Context, order: &Order) -> CommandResult<Value> {
-    let fetched = ctx.store.fetch(None, &order.message).await?;
-    Ok(Value::Object(fetched.payload))
-}
+// ---- documents ----------------------------------------------------------------------------
 
 /// A document that must be readable, or exit 3 naming why.
 fn read(path: &Path, what: &str) -> CommandResult<Value> {
@@ -223,57 +203,57 @@ fn refusal(path: &Path, what: &str, findings: &[Finding]) -> CommandError {
     ))
 }
 
+/// A refusal of the document in `path`, naming the file.
+fn about_file(path: &Path, e: StoreError) -> CommandError {
+    let StoreError::Refused(r) = &e else {
+        return e.into();
+    };
+    match r {
+        Refusal::Findings { document, findings } => {
+            let what = match document {
+                Document::WorkOrder => "a Work Order",
+                Document::WorkReport => "a Work Report on this order",
+            };
+            refusal(path, what, findings)
+        }
+        Refusal::WrongDocument { .. } => CommandError::from_refusal(
+            r,
+            format!(
+                "{} is a Work Report; `order create` takes a Work Order (a report goes to \
+                 `baton order report ID FILE`)",
+                path.display()
+            ),
+        ),
+        Refusal::Payload {
+            field: Field::Document,
+            ..
+        } => CommandError::from_refusal(r, format!("{}: {}", path.display(), explain(r))),
+        _ => e.into(),
+    }
+}
+
 // ---- create, list, show -------------------------------------------------------------------
 
 async fn create(ctx: &Context, args: CreateArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
     let doc = read(&args.file, "a Work Order")?;
-    if DocumentKind::of(&doc) == DocumentKind::Report {
-        return Err(CommandError::refused(format!(
-            "{} is a Work Report; `order create` takes a Work Order (a report goes to \
-             `baton order report ID FILE`)",
-            args.file.display()
-        )));
-    }
-    let env = Workspace::discover(Some(&ctx.project));
-    let findings = order_findings(&doc, None, &env, ctx.project.config.contract);
-    if has_invalid(&findings) {
-        return Err(refusal(&args.file, "a Work Order", &findings));
-    }
-    let topic =
-        Topic::new(&args.topic).map_err(|e| CommandError::refused(format!("--topic: {e}")))?;
-    let payload = Payload::from_value(doc, ctx.project.config.payload_cap).map_err(|e| {
-        CommandError::refused(format!(
-            "{}: {e} (messages.payload_cap in .baton/config.toml)",
-            args.file.display()
-        ))
-    })?;
-    let written = ctx.store.create_order(&me, topic, payload).await?;
+    let written = ctx
+        .app
+        .offer(&me, doc, Some(&args.topic))
+        .await
+        .map_err(|e| about_file(&args.file, e))?;
     let o = &written.order;
-    Ok(Output::new(
-        "baton/order-step@1",
-        json!({ "order": order_row(o, now()), "events": events_json(&written.events) }),
-        format!(
-            "{}: offered to {} (seq 1, request {})",
-            o.id, o.to, o.message
-        ),
-    ))
+    let human = format!(
+        "{}: offered to {} (seq 1, request {})",
+        o.id, o.to, o.message
+    );
+    Ok(Output::of(&OrderStepped::new(&written, now()), human))
 }
 
 async fn list(ctx: &Context, args: ListArgs) -> CommandResult<Output> {
     let me = ctx.maybe_me().await?;
-    let query = OrderQuery {
-        party: me.as_ref().map(Passname::to_string),
-        closed: args.all,
-    };
+    let orders = ctx.app.orders(me.as_ref(), args.all).await?;
     let at = now();
-    let orders: Vec<Order> = ctx
-        .store
-        .orders(&query)
-        .await?
-        .into_iter()
-        .filter(|o| args.all || !o.status_at(at).is_terminal())
-        .collect();
     let rows: Vec<Vec<String>> = orders
         .iter()
         .map(|o| {
@@ -299,17 +279,13 @@ async fn list(ctx: &Context, args: ListArgs) -> CommandResult<Output> {
             &rows,
         )
     };
-    Ok(Output::new(
-        "baton/orders@1",
-        json!({ "items": orders.iter().map(|o| order_row(o, at)).collect::<Vec<_>>() }),
-        human,
-    ))
+    let items = orders.iter().map(|o| OrderRow::new(o, at)).collect();
+    Ok(Output::of(&Orders { items }, human))
 }
 
 async fn show(ctx: &Context, id: &str) -> CommandResult<Output> {
-    let order = load(ctx, id).await?;
-    let doc = document(ctx, &order).await?;
-    let events = ctx.store.order_events_since(id, 0).await?;
+    let view = ctx.app.order_view(id).await?;
+    let order = &view.order;
     let at = now();
     let status = order.status_at(at);
     let mut human = format!(
@@ -327,94 +303,47 @@ async fn show(ctx: &Context, id: &str) -> CommandResult<Output> {
     for f in &order.findings {
         human.push_str(&format!("Limit {} {}: {}\n", f.rule, f.path, f.message));
     }
-    let rows: Vec<Vec<String>> = events.iter().map(step_cells).collect();
+    let rows: Vec<Vec<String>> = view.events.iter().map(step_cells).collect();
     human.push('\n');
     human.push_str(&table(
         &["SEQ", "STEP", "STATUS", "BY", "AT", "NOTE"],
         &rows,
     ));
-    let report = events
-        .iter()
-        .rev()
-        .find_map(|e| step_of(e).and_then(|s| s.report.clone()));
-    Ok(Output::new(
-        "baton/order@1",
-        json!({
-            "order": order_row(&order, at),
-            "document": doc,
-            "report": report,
-            "events": events_json(&events),
-        }),
-        human,
-    ))
+    Ok(Output::of(&OrderShown::new(&view, at), human))
 }
 
 // ---- steps --------------------------------------------------------------------------------
 
-async fn step(ctx: &Context, args: StepArgs, request: OrderRequest) -> CommandResult<Output> {
+async fn step(ctx: &Context, args: StepArgs, request: OrderStep) -> CommandResult<Output> {
     let me = ctx.me().await?;
-    let order = load(ctx, &args.id).await?;
-    let expected = args.expect_seq.unwrap_or(order.seq);
     let written = ctx
-        .store
-        .order_step(&me, &args.id, expected, request)
+        .app
+        .take_step(&me, &args.id, args.expect_seq, request)
         .await?;
     Ok(stepped(&written))
 }
 
 async fn report(ctx: &Context, args: ReportArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
-    let order = load(ctx, &args.step.id).await?;
-    // Whose order it is decides first: a report for someone else's order is forbidden
-    // whatever the file holds.
-    if !order.may(me.as_str(), OrderAction::ReportDone) {
-        return Err(CommandError::new(
-            ErrorKind::Forbidden,
-            format!(
-                "{me} may not report on order {}: only its worker ({}) may; nothing was stored",
-                order.id, order.to
-            ),
-        ));
-    }
-    let doc = read(&args.file, "a Work Report")?;
-    let order_doc = document(ctx, &order).await?;
-    let env = Workspace::discover(Some(&ctx.project));
-    let findings = report_findings(&doc, &order_doc, &[], &env, ctx.project.config.contract);
-    if has_invalid(&findings) {
-        return Err(refusal(
-            &args.file,
-            "a Work Report on this order",
-            &findings,
-        ));
-    }
-    // The report is stored in the step's event: the payload cap bounds it as it does a message.
-    let report = Payload::from_value(doc, ctx.project.config.payload_cap)
-        .map_err(|e| {
-            CommandError::refused(format!(
-                "{}: {e} (messages.payload_cap in .baton/config.toml)",
-                args.file.display()
-            ))
-        })?
-        .object()
-        .clone();
-    let expected = args.step.expect_seq.unwrap_or(order.seq);
-    let request = OrderRequest::Report {
-        report: Value::Object(report),
-        findings,
-    };
+    let document = read(&args.file, "a Work Report")?;
     let written = ctx
-        .store
-        .order_step(&me, &args.step.id, expected, request)
-        .await?;
+        .app
+        .take_step(
+            &me,
+            &args.step.id,
+            args.step.expect_seq,
+            OrderStep::Report { document },
+        )
+        .await
+        .map_err(|e| about_file(&args.file, e))?;
     Ok(stepped(&written))
 }
 
 fn stepped(written: &OrderWritten) -> Output {
-    let o = &written.order;
     let lines: Vec<String> = written
         .events
         .iter()
-        .filter_map(step_of)
+        .filter_map(order_step_of)
         .map(|s| {
             let mut line = format!("{}: {} → {} (seq {})", s.order, s.was, s.status, s.seq);
             if let Some(n) = s.attempt {
@@ -426,62 +355,18 @@ fn stepped(written: &OrderWritten) -> Output {
             line
         })
         .collect();
-    Output::new(
-        "baton/order-step@1",
-        json!({ "order": order_row(o, now()), "events": events_json(&written.events) }),
-        lines.join("\n"),
-    )
+    Output::of(&OrderStepped::new(written, now()), lines.join("\n"))
 }
 
 // ---- wait ---------------------------------------------------------------------------------
 
 async fn wait(ctx: &Context, args: WaitArgs) -> CommandResult<Output> {
     let timeout = parse_duration("--timeout", &args.timeout).map_err(CommandError::usage)?;
-    let deadline = Instant::now() + timeout;
-    load(ctx, &args.id).await?;
-    // Like `receipt wait`: look at the store's generation (one cheap query) and read the
-    // order's events only when it moved.
-    let mut seen = -1;
-    loop {
-        let generation = ctx.store.generation().await?;
-        if generation != seen {
-            seen = generation;
-            let events = ctx.store.order_events_since(&args.id, args.since).await?;
-            if !events.is_empty() {
-                let order = load(ctx, &args.id).await?;
-                return Ok(stepped(&OrderWritten { order, events }));
-            }
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            break;
-        }
-        tokio::time::sleep(POLL.min(deadline - now)).await;
-    }
-    Err(CommandError::new(
-        ErrorKind::NotFound,
-        format!(
-            "order {} has no step after seq {} within {}; wait again or see `baton order show {}`",
-            args.id,
-            args.since,
-            human_duration(timeout),
-            args.id
-        ),
-    ))
-}
-
-fn human_duration(d: Duration) -> String {
-    format!("{}s", d.as_secs_f64())
+    let written = ctx.app.wait_order(&args.id, args.since, timeout).await?;
+    Ok(stepped(&written))
 }
 
 // ---- rendering ----------------------------------------------------------------------------
-
-fn step_of(event: &Event) -> Option<&baton_core::order::Step> {
-    match &event.change {
-        baton_core::Change::Order(baton_core::order::OrderChange::Stepped(s)) => Some(s),
-        _ => None,
-    }
-}
 
 fn step_cells(event: &Event) -> Vec<String> {
     use baton_core::Change;
@@ -520,46 +405,4 @@ fn join_or(items: &[&str], none: &str) -> String {
     } else {
         items.join(", ")
     }
-}
-
-/// The JSON row every order view uses. `status` is the status now (an open order past its
-/// deadline is `expired`); `recorded_status` is the last one written.
-fn order_row(o: &Order, at: Millis) -> Value {
-    let status = o.status_at(at);
-    json!({
-        "id": o.id,
-        "status": status,
-        "recorded_status": o.status,
-        "allowed": allowed(status),
-        "from": o.from,
-        "to": o.to,
-        "escalate_to": o.escalate_to,
-        "goal": o.goal,
-        "deadline": o.deadline,
-        "seq": o.seq,
-        "attempt": o.attempt,
-        "message": o.message,
-        "note": o.note,
-        "findings": o.findings,
-        "created_at": timestamp(o.created_at),
-        "updated_at": timestamp(o.updated_at),
-    })
-}
-
-/// Each event's change with the log's `at`, `actor` and position.
-fn events_json(events: &[Event]) -> Vec<Value> {
-    events
-        .iter()
-        .map(|e| {
-            let mut data = match e.change.data() {
-                Value::Object(o) => o,
-                _ => serde_json::Map::new(),
-            };
-            data.insert("kind".into(), json!(e.change.kind()));
-            data.insert("log_seq".into(), json!(e.seq));
-            data.insert("actor".into(), json!(e.actor));
-            data.insert("at".into(), json!(timestamp(e.at)));
-            Value::Object(data)
-        })
-        .collect()
 }

@@ -1,16 +1,13 @@
 //! Receipts (SPEC §5.5): where a step's output landed, hashed so it can be verified, and
 //! waits that fail loud at their deadline. Also `baton alerts`.
 
-use std::time::Duration;
-
+use baton_app::Verdict;
+use baton_app::doc::{AlertAcked, Alerts, ReceiptShown, ReceiptWritten, ReceiptsVerified};
 use baton_core::state::StateOp;
-use baton_store::Store;
-use baton_store::receipt::{self, Waited};
 use clap::{Args, Subcommand};
-use serde_json::json;
 
 use crate::commands::Context;
-use crate::error::{CommandError, CommandResult, ErrorKind};
+use crate::error::{CommandError, CommandResult};
 use crate::output::{Output, table, timestamp};
 use crate::project::parse_duration;
 
@@ -59,13 +56,6 @@ pub enum AlertsCommand {
     Ack { id: String },
 }
 
-async fn actor(ctx: &Context) -> CommandResult<String> {
-    Ok(ctx.maybe_me().await?.map_or_else(
-        || baton_core::event::LOCAL_OPERATOR.to_owned(),
-        |m| m.to_string(),
-    ))
-}
-
 pub async fn receipt(ctx: &Context, cmd: ReceiptCommand) -> CommandResult<Output> {
     match cmd {
         ReceiptCommand::Write {
@@ -73,138 +63,91 @@ pub async fn receipt(ctx: &Context, cmd: ReceiptCommand) -> CommandResult<Output
             artifact,
             run,
         } => {
+            // A path is taken from the working directory; it is stored relative to the root.
             let cwd = std::env::current_dir()?;
-            let record = receipt::record(&ctx.project.root, &cwd, step, artifact.clone(), run)
-                .map_err(|e| {
-                    CommandError::new(
-                        ErrorKind::NotFound,
-                        format!(
-                            "--artifact {artifact}: {e}; write the receipt after the output exists"
-                        ),
-                    )
-                })?;
-            let actor = actor(ctx).await?;
-            let events = ctx
-                .store
-                .change_state(&actor, &[StateOp::Receipt(record.clone())])
+            let actor = ctx.actor().await?;
+            let (record, event) = ctx
+                .app
+                .write_receipt(&actor, &cwd, step, artifact, run)
                 .await?;
-            Ok(Output::new(
-                "baton/receipt@1",
-                json!({ "receipt": record, "generation": events.last().map(|e| e.seq) }),
-                format!("Receipt for {}: {}", record.step, record.artifact),
-            ))
+            let human = format!("Receipt for {}: {}", record.step, record.artifact);
+            let doc = ReceiptWritten {
+                receipt: record,
+                generation: Some(event.seq),
+            };
+            Ok(Output::of(&doc, human))
         }
         ReceiptCommand::Show { step } => {
-            let state = ctx.store.state().await?;
-            let r = state.receipts.get(&step).ok_or_else(|| {
-                CommandError::new(ErrorKind::NotFound, format!("no receipt for step {step:?}"))
-            })?;
-            Ok(Output::new(
-                "baton/receipt@1",
-                json!({ "receipt": r }),
-                format!(
-                    "step:     {}\nartifact: {}\nblake3:   {}\nsize:     {}\nrun:      {}\nwritten:  {} by {}",
-                    r.record.step,
-                    r.record.artifact,
-                    r.record.hash.as_deref().unwrap_or("unknown (a URI)"),
-                    r.record.size.map_or("unknown".into(), |s| s.to_string()),
-                    r.record.run.as_deref().unwrap_or("-"),
-                    timestamp(r.written.at),
-                    r.written.actor
-                ),
-            ))
+            let r = ctx.app.receipt(&step).await?;
+            let human = format!(
+                "step:     {}\nartifact: {}\nblake3:   {}\nsize:     {}\nrun:      {}\nwritten:  {} by {}",
+                r.record.step,
+                r.record.artifact,
+                r.record.hash.as_deref().unwrap_or("unknown (a URI)"),
+                r.record.size.map_or("unknown".into(), |s| s.to_string()),
+                r.record.run.as_deref().unwrap_or("-"),
+                timestamp(r.written.at),
+                r.written.actor
+            );
+            Ok(Output::of(&ReceiptShown { receipt: r }, human))
         }
         ReceiptCommand::Verify { step } => {
-            let state = ctx.store.state().await?;
-            let receipts: Vec<_> = match &step {
-                Some(s) => vec![state.receipts.get(s).ok_or_else(|| {
-                    CommandError::new(ErrorKind::NotFound, format!("no receipt for step {s:?}"))
-                })?],
-                None => state.receipts.values().collect(),
-            };
-            let mut rows = Vec::new();
-            let mut bad = Vec::new();
-            for r in receipts {
-                let verdict = match &r.record.hash {
-                    None => "unverifiable (URI)".to_owned(),
-                    Some(want) => {
-                        let path = ctx.project.root.join(&r.record.artifact);
-                        match receipt::hash_file(&path) {
-                            Ok((got, _)) if &got == want => "ok".to_owned(),
-                            Ok(_) => {
-                                bad.push(format!(
-                                    "{}: {} changed since its receipt",
-                                    r.record.step, r.record.artifact
-                                ));
-                                "changed".to_owned()
-                            }
-                            Err(_) => {
-                                bad.push(format!(
-                                    "{}: {} is missing",
-                                    r.record.step, r.record.artifact
-                                ));
-                                "missing".to_owned()
-                            }
-                        }
-                    }
-                };
-                rows.push(vec![
-                    r.record.step.clone(),
-                    verdict,
-                    r.record.artifact.clone(),
-                ]);
-            }
+            let verified = ctx.app.verify_receipts(step.as_deref()).await?;
+            let bad: Vec<String> = verified
+                .iter()
+                .filter_map(|v| match v.verdict {
+                    Verdict::Changed => Some(format!(
+                        "{}: {} changed since its receipt",
+                        v.step, v.artifact
+                    )),
+                    Verdict::Missing => Some(format!("{}: {} is missing", v.step, v.artifact)),
+                    _ => None,
+                })
+                .collect();
             if !bad.is_empty() {
                 return Err(CommandError::refused(format!(
                     "receipt verification failed:\n  - {}",
                     bad.join("\n  - ")
                 )));
             }
-            Ok(Output::new(
-                "baton/receipt-verify@1",
-                json!({ "verified": rows.iter().map(|r| json!({"step": r[0], "verdict": r[1], "artifact": r[2]})).collect::<Vec<_>>() }),
+            let rows: Vec<Vec<String>> = verified
+                .iter()
+                .map(|v| {
+                    vec![
+                        v.step.clone(),
+                        v.verdict.as_str().to_owned(),
+                        v.artifact.clone(),
+                    ]
+                })
+                .collect();
+            Ok(Output::of(
+                &ReceiptsVerified::new(&verified),
                 table(&["STEP", "VERDICT", "ARTIFACT"], &rows),
             ))
         }
         ReceiptCommand::Wait { step, timeout } => {
             let timeout = parse_duration("--timeout", &timeout).map_err(CommandError::usage)?;
-            wait(ctx, &step, timeout).await
+            let actor = ctx.actor().await?;
+            let r = ctx.app.wait_receipt(&actor, &step, timeout).await?;
+            let human = format!("Receipt for {step}: {}", r.record.artifact);
+            Ok(Output::of(&ReceiptShown { receipt: r }, human))
         }
-    }
-}
-
-async fn wait(ctx: &Context, step: &str, timeout: Duration) -> CommandResult<Output> {
-    let actor = actor(ctx).await?;
-    match receipt::wait(&ctx.store, &actor, step, timeout).await? {
-        Waited::Arrived(r) => Ok(Output::new(
-            "baton/receipt@1",
-            json!({ "receipt": r }),
-            format!("Receipt for {step}: {}", r.record.artifact),
-        )),
-        Waited::Missed { alert } => Err(CommandError::new(
-            ErrorKind::NotFound,
-            format!("{alert}; the step did not say where its output went (see `baton alerts`)"),
-        )),
     }
 }
 
 pub async fn alerts(ctx: &Context, args: AlertsArgs) -> CommandResult<Output> {
     match args.command {
         Some(AlertsCommand::Ack { id }) => {
-            let actor = actor(ctx).await?;
-            ctx.store
-                .change_state(&actor, &[StateOp::AlertAck { id: id.clone() }])
+            let actor = ctx.actor().await?;
+            ctx.app
+                .record(&actor, &[StateOp::AlertAck { id: id.clone() }])
                 .await?;
-            Ok(Output::new(
-                "baton/alert-ack@1",
-                json!({ "id": id }),
-                format!("{id} acknowledged"),
-            ))
+            let human = format!("{id} acknowledged");
+            Ok(Output::of(&AlertAcked { id }, human))
         }
         None => {
-            let state = ctx.store.state().await?;
-            let rows: Vec<Vec<String>> = state
-                .alerts
+            let alerts = ctx.app.alerts().await?;
+            let rows: Vec<Vec<String>> = alerts
                 .iter()
                 .map(|a| vec![a.id.clone(), timestamp(a.raised.at), a.message.clone()])
                 .collect();
@@ -213,11 +156,7 @@ pub async fn alerts(ctx: &Context, args: AlertsArgs) -> CommandResult<Output> {
             } else {
                 table(&["ID", "RAISED", "ALERT"], &rows)
             };
-            Ok(Output::new(
-                "baton/alerts@1",
-                json!({ "items": state.alerts }),
-                human,
-            ))
+            Ok(Output::of(&Alerts { items: alerts }, human))
         }
     }
 }

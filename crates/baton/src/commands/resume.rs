@@ -1,13 +1,12 @@
 //! `baton resume`: the bounded packet a fresh agent reads first (SPEC §5.4).
 
+use baton_app::doc::Resume;
 use baton_core::packet::DEFAULT_MAX_BYTES;
-use baton_store::recall;
 use clap::Args;
-use serde_json::json;
 
 use crate::commands::Context;
 use crate::error::CommandResult;
-use crate::output::{Output, now};
+use crate::output::Output;
 
 /// Print the resume packet: who and where; what I owe; focus; constraints; decisions; what
 /// I wait for; open alerts; stale notes; stop conditions — never over --max-bytes.
@@ -24,26 +23,8 @@ pub struct ResumeArgs {
 
 pub async fn run(ctx: &Context, args: ResumeArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
-    let place = ctx.project.root.display().to_string();
-    let r = recall::resume(
-        &ctx.store,
-        &ctx.project.clock(),
-        &me,
-        &place,
-        args.max_bytes,
-        now(),
-    )
-    .await?;
-    Ok(Output::new(
-        "baton/resume@1",
-        json!({
-            "participant": me,
-            "generation": r.generation,
-            "max_bytes": args.max_bytes,
-            "bytes": r.packet.text.len(),
-            "sections": r.packet.sections,
-            "text": r.packet.text,
-        }),
-        r.packet.text,
-    ))
+    let r = ctx.app.resume(&me, args.max_bytes).await?;
+    let doc = Resume::new(&me, args.max_bytes, r);
+    let human = doc.text.clone();
+    Ok(Output::of(&doc, human))
 }

@@ -14,23 +14,20 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use baton_core::event::LOCAL_OPERATOR;
 use baton_core::packet::clip;
 use baton_core::run::{
     OutputParser, ProcessRef, Progress, Registration, RunChange, RunStatus, TokenUsage, over_budget,
 };
-use baton_store::Store;
 use clap::Args;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use serde_json::json;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
 use crate::commands::Context;
 use crate::commands::admission::admit;
-use crate::commands::reap::{host, start_time};
-use crate::error::{CommandError, CommandResult};
+use crate::error::{CommandError, CommandResult, ErrorKind, RunEnd};
+use crate::host::{host, start_time};
 use crate::output::{Output, now};
 
 /// Run an agent as a ledger row: registered before it starts, kept honest while it runs.
@@ -120,7 +117,7 @@ fn program_name(program: &str) -> String {
         .map_or_else(|| program.to_owned(), |n| n.to_string_lossy().into_owned())
 }
 
-pub async fn run(ctx: &Context, args: RunArgs, as_json: bool) -> CommandResult<Output> {
+pub async fn run(ctx: &Context, args: RunArgs) -> CommandResult<Output> {
     let slots = args.slots.unwrap_or(ctx.project.config.slots);
     if slots == 0 {
         return Err(CommandError::usage("--slots must be at least 1"));
@@ -131,9 +128,7 @@ pub async fn run(ctx: &Context, args: RunArgs, as_json: bool) -> CommandResult<O
         ));
     }
     let me = ctx.maybe_me().await?;
-    let actor = me
-        .as_ref()
-        .map_or_else(|| LOCAL_OPERATOR.to_owned(), |m| m.to_string());
+    let actor = ctx.actor().await?;
     let admission = admit(&ctx.project.root, args.writer, slots, args.wait)?;
 
     // Handlers first: a signal from here on is ours to forward, never a silent death.
@@ -167,7 +162,7 @@ pub async fn run(ctx: &Context, args: RunArgs, as_json: bool) -> CommandResult<O
         slot: Some(admission.slot),
     };
     let registered = ctx
-        .store
+        .app
         .record_run(&actor, &[RunChange::Registered(Box::new(registration))])
         .await?;
     let registered_seq = registered.first().map_or(0, |e| e.seq);
@@ -175,7 +170,6 @@ pub async fn run(ctx: &Context, args: RunArgs, as_json: bool) -> CommandResult<O
         ctx,
         actor: &actor,
         id: &id,
-        as_json,
     };
 
     // A signal that arrived while the row was being written: the command never starts.
@@ -194,7 +188,7 @@ pub async fn run(ctx: &Context, args: RunArgs, as_json: bool) -> CommandResult<O
             reason: Some(format!("{sig} arrived before the command started")),
             exit: 128 + sig as i32,
         };
-        finish(&ledger, None, outcome).await;
+        return finish(&ledger, None, outcome).await;
     }
 
     let mut command = std::process::Command::new(&args.command[0]);
@@ -219,7 +213,7 @@ pub async fn run(ctx: &Context, args: RunArgs, as_json: bool) -> CommandResult<O
                 reason: Some(format!("could not start {:?}: {e}", args.command[0])),
                 exit: 127,
             };
-            finish(&ledger, None, outcome).await;
+            return finish(&ledger, None, outcome).await;
         }
     };
     let pid = child.id();
@@ -488,7 +482,11 @@ async fn decide(
             exit: code,
         };
     }
-    let missing = match missing_receipts(ctx, &args.expect_receipts, registered_seq, id).await {
+    let missing = match ctx
+        .app
+        .missing_receipts(&args.expect_receipts, registered_seq, id)
+        .await
+    {
         Ok(missing) => missing,
         Err(e) => {
             return Outcome {
@@ -522,30 +520,6 @@ async fn decide(
     }
 }
 
-/// The expected steps with no receipt written during this run (after its registration,
-/// and not attributed to another run).
-async fn missing_receipts(
-    ctx: &Context,
-    expected: &[String],
-    registered_seq: i64,
-    id: &str,
-) -> CommandResult<Vec<String>> {
-    if expected.is_empty() {
-        return Ok(Vec::new());
-    }
-    let state = ctx.store.state().await?;
-    Ok(expected
-        .iter()
-        .filter(|step| {
-            !state.receipts.get(step.as_str()).is_some_and(|r| {
-                r.written.seq > registered_seq
-                    && r.record.run.as_deref().is_none_or(|run| run == id)
-            })
-        })
-        .cloned()
-        .collect())
-}
-
 /// Writes to the ledger while the command runs. A failed write must not stop the command:
 /// it is reported on stderr and the run goes on (the reaper reconciles a run that could
 /// not record its end).
@@ -553,12 +527,11 @@ struct Ledger<'a> {
     ctx: &'a Context,
     actor: &'a str,
     id: &'a str,
-    as_json: bool,
 }
 
 impl Ledger<'_> {
     async fn record(&self, change: RunChange) {
-        if let Err(e) = self.ctx.store.record_run(self.actor, &[change]).await {
+        if let Err(e) = self.ctx.app.record_run(self.actor, &[change]).await {
             eprintln!(
                 "baton: run {}: could not record to the ledger: {e}",
                 self.id
@@ -567,9 +540,13 @@ impl Ledger<'_> {
     }
 }
 
-/// Records the end and exits the process with the outcome's code: after the command has
-/// run, nothing else is printed or returned.
-async fn finish(ledger: &Ledger<'_>, report: Option<RunChange>, outcome: Outcome) -> ! {
+/// Records the end. After the command has run, stdout is the command's: a run that ended
+/// `done` prints nothing; any other end is an error whose exit code is the outcome's.
+async fn finish(
+    ledger: &Ledger<'_>,
+    report: Option<RunChange>,
+    outcome: Outcome,
+) -> CommandResult<Output> {
     let mut changes: Vec<RunChange> = report.into_iter().collect();
     changes.push(RunChange::Exited {
         run: ledger.id.to_owned(),
@@ -578,31 +555,20 @@ async fn finish(ledger: &Ledger<'_>, report: Option<RunChange>, outcome: Outcome
         signal: outcome.signal,
         reason: outcome.reason.clone(),
     });
-    if let Err(e) = ledger.ctx.store.record_run(ledger.actor, &changes).await {
+    if let Err(e) = ledger.ctx.app.record_run(ledger.actor, &changes).await {
         eprintln!(
             "baton: run {}: the exit could not be recorded ({e}); `baton reap` will mark the run lost",
             ledger.id
         );
     }
-    if outcome.status != RunStatus::Done {
-        let reason = outcome.reason.unwrap_or_default();
-        let line = if ledger.as_json {
-            json!({
-                "schema": "baton/error@1",
-                "error": {
-                    "kind": "run",
-                    "message": reason,
-                    "run": ledger.id,
-                    "status": outcome.status,
-                    "exit_code": outcome.exit,
-                }
-            })
-            .to_string()
-        } else {
-            format!("baton: run {} {}: {reason}", ledger.id, outcome.status)
-        };
-        eprintln!("{line}");
+    if outcome.status == RunStatus::Done {
+        return Ok(Output::nothing());
     }
-    let _ = std::io::stdout().flush();
-    std::process::exit(outcome.exit)
+    let code = u8::try_from(outcome.exit).unwrap_or(1);
+    let mut error = CommandError::new(ErrorKind::Run(code), outcome.reason.unwrap_or_default());
+    error.run = Some(RunEnd {
+        run: ledger.id.to_owned(),
+        status: outcome.status,
+    });
+    Err(error)
 }

@@ -1,14 +1,14 @@
 //! `baton search`: find messages by lane, party, time, status or text, a page at a time.
 
+use baton_app::doc::{MessageRow, Search};
+use baton_core::time::instant;
 use baton_core::{DeliveryStatus, MessageType, Millis};
-use baton_store::{SearchQuery, Store};
+use baton_store::SearchQuery;
 use clap::Args;
-use serde_json::{Value, json};
 
 use crate::commands::Context;
 use crate::error::{CommandError, CommandResult};
-use crate::output::{Output, StatusOf, message_row, now, preview_table};
-use crate::project::parse_duration;
+use crate::output::{Output, now, preview_table};
 
 /// Search the project's messages, newest first.
 ///
@@ -47,16 +47,11 @@ pub struct SearchArgs {
 }
 
 fn parse_time(flag: &str, text: &str, now: Millis) -> CommandResult<Millis> {
-    if let Ok(ts) = text.parse::<jiff::Timestamp>() {
-        return Ok(ts.as_millisecond());
-    }
-    parse_duration(flag, text)
-        .map(|ago| now - ago.as_millis() as Millis)
-        .map_err(|_| {
-            CommandError::usage(format!(
-                "{flag} {text:?}: use an RFC 3339 time (2026-11-29T10:00:00Z) or an age (2h, 3d)"
-            ))
-        })
+    instant(text, now).ok_or_else(|| {
+        CommandError::usage(format!(
+            "{flag} {text:?}: use an RFC 3339 time (2026-11-29T10:00:00Z) or an age (2h, 3d)"
+        ))
+    })
 }
 
 pub async fn run(ctx: &Context, args: SearchArgs) -> CommandResult<Output> {
@@ -91,7 +86,7 @@ pub async fn run(ctx: &Context, args: SearchArgs) -> CommandResult<Output> {
         limit: args.limit,
         cursor: args.cursor,
     };
-    let page = ctx.store.search(me.as_ref(), &query).await?;
+    let page = ctx.app.search(me.as_ref(), &query).await?;
     let mut human = if page.items.is_empty() {
         "No messages match.".to_owned()
     } else {
@@ -100,14 +95,13 @@ pub async fn run(ctx: &Context, args: SearchArgs) -> CommandResult<Output> {
     if !page.next.is_empty() {
         human.push_str(&format!("more: --cursor {}\n", page.next));
     }
-    let items: Vec<Value> = page
-        .items
-        .iter()
-        .map(|e| message_row(e, StatusOf::Caller(me.as_ref())))
-        .collect();
-    Ok(Output::new(
-        "baton/search@1",
-        json!({ "items": items, "next": page.next }),
-        human,
-    ))
+    let doc = Search {
+        items: page
+            .items
+            .iter()
+            .map(|e| MessageRow::for_caller(e, me.as_ref()))
+            .collect(),
+        next: page.next,
+    };
+    Ok(Output::of(&doc, human))
 }

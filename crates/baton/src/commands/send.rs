@@ -3,11 +3,10 @@
 use std::io::Read;
 use std::path::PathBuf;
 
-use baton_core::message::reply_recipients;
-use baton_core::{Draft, MessageType, Passname, Payload, Topic};
-use baton_store::Store;
+use baton_app::doc::Sent;
+use baton_app::{Body, Outgoing};
+use baton_core::MessageType;
 use clap::{ArgGroup, Args};
-use serde_json::json;
 
 use crate::commands::Context;
 use crate::error::{CommandError, CommandResult};
@@ -55,75 +54,43 @@ pub struct SendArgs {
 
 pub async fn run(ctx: &Context, args: SendArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
-    let cap = ctx.project.config.payload_cap;
-    let payload = match (&args.body, &args.payload) {
-        (Some(text), _) => Payload::body(text, cap),
-        (None, Some(path)) => Payload::parse(&read_payload(path, cap)?, cap),
-        (None, None) => unreachable!("clap requires --payload or --body"),
-    }
-    .map_err(|e| CommandError::refused(e.to_string()))?;
-
-    let parent = match &args.reply_to {
-        Some(id) => Some(ctx.store.fetch(None, id).await.map_err(|_| {
-            CommandError::new(
-                crate::error::ErrorKind::NotFound,
-                format!("no message {id} to reply to in this project"),
-            )
-        })?),
-        None => None,
-    };
-    let to: Vec<Passname> = if args.to.is_empty() {
-        match &parent {
-            Some(p) => {
-                let parent_to: Vec<Passname> =
-                    p.envelope.to.iter().map(|r| r.name.clone()).collect();
-                reply_recipients(&p.envelope.from, &parent_to, &me)
-            }
-            None => {
-                return Err(CommandError::usage(
-                    "--to NAME is required (unless replying with --reply-to)",
-                ));
-            }
+    if args.reply_to.is_none() {
+        if args.to.is_empty() {
+            return Err(CommandError::usage(
+                "--to NAME is required (unless replying with --reply-to)",
+            ));
         }
-    } else {
-        args.to
-            .iter()
-            .map(|n| {
-                Passname::new(n.trim()).map_err(|e| CommandError::refused(format!("--to: {e}")))
-            })
-            .collect::<CommandResult<_>>()?
-    };
-    let topic = match (&args.topic, &parent) {
-        (Some(t), _) => {
-            Topic::new(t).map_err(|e| CommandError::refused(format!("--topic: {e}")))?
-        }
-        (None, Some(p)) => p.envelope.topic.clone(),
-        (None, None) => {
+        if args.topic.is_none() {
             return Err(CommandError::usage(
                 "--topic TOPIC is required (unless replying with --reply-to)",
             ));
         }
+    }
+    let body = match (args.body, &args.payload) {
+        (Some(text), _) => Body::Text(text),
+        (None, Some(path)) => Body::Json(read_payload(path, ctx.app.settings().payload_cap)?),
+        (None, None) => unreachable!("clap requires --payload or --body"),
     };
-    let draft = Draft {
-        to,
-        kind: args.kind,
-        topic,
-        reply_to: args.reply_to,
-        payload,
-        idempotency_key: args.idempotency_key,
-    };
-    let window = ctx.project.config.duplicate_window.as_millis() as i64;
-    let sent = ctx.store.send(&me, draft, window).await?;
+    let sent = ctx
+        .app
+        .send(
+            &me,
+            Outgoing {
+                to: args.to,
+                kind: args.kind,
+                topic: args.topic,
+                reply_to: args.reply_to,
+                body,
+                idempotency_key: args.idempotency_key,
+            },
+        )
+        .await?;
     let human = if sent.duplicate {
         format!("{} (duplicate: already sent)", sent.id)
     } else {
         sent.id.clone()
     };
-    Ok(Output::new(
-        "baton/send@1",
-        json!({ "id": sent.id, "duplicate": sent.duplicate }),
-        human,
-    ))
+    Ok(Output::of(&Sent::from(sent), human))
 }
 
 /// Reads at most `cap + 1` bytes, so an oversized input is refused without holding all of

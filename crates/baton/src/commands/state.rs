@@ -4,15 +4,12 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use baton_core::Event;
-use baton_core::event::LOCAL_OPERATOR;
-use baton_core::state::{StateOp, Subject};
+use baton_app::doc::{self, Checked, StateImport, StateRendered};
+use baton_app::recall::note_line;
+use baton_core::state::StateOp;
 use baton_core::statefile::{self, Parsed, Snapshot};
-use baton_store::Store;
-use baton_store::recall::{self, SubjectError};
 use clap::{Args, Subcommand};
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use crate::commands::Context;
 use crate::error::{CommandError, CommandResult, ErrorKind};
@@ -142,38 +139,19 @@ pub struct CheckArgs {
     pub file: PathBuf,
 }
 
-async fn actor(ctx: &Context) -> CommandResult<String> {
-    Ok(ctx
-        .maybe_me()
-        .await?
-        .map_or_else(|| LOCAL_OPERATOR.to_owned(), |m| m.to_string()))
+async fn apply(ctx: &Context, ops: &[StateOp]) -> CommandResult<baton_app::Recorded> {
+    let actor = ctx.actor().await?;
+    Ok(ctx.app.record(&actor, ops).await?)
 }
 
-async fn apply(ctx: &Context, ops: &[StateOp]) -> CommandResult<Vec<Event>> {
-    let actor = actor(ctx).await?;
-    Ok(ctx.store.change_state(&actor, ops).await?)
-}
-
-/// The id a state event recorded: `D-3`, `C-1`, `N-2`, or the stream's name.
-fn recorded(events: &[Event]) -> Vec<String> {
-    events
-        .iter()
-        .map(|e| e.change.subject().to_owned())
-        .collect()
-}
-
-fn one(schema: &'static str, events: Vec<Event>, human: String) -> Output {
-    Output::new(
-        schema,
-        json!({ "recorded": recorded(&events), "generation": events.last().map(|e| e.seq) }),
-        human,
-    )
+fn one(schema: &'static str, recorded: &baton_app::Recorded, human: String) -> Output {
+    Output::of(&doc::Recorded::new(schema, recorded), human)
 }
 
 pub async fn focus(ctx: &Context, cmd: FocusCommand) -> CommandResult<Output> {
     let FocusCommand::Set { text } = cmd;
-    let events = apply(ctx, &[StateOp::Focus { text }]).await?;
-    Ok(one("baton/focus@1", events, "Focus set.".into()))
+    let recorded = apply(ctx, &[StateOp::Focus { text }]).await?;
+    Ok(one("baton/focus@1", &recorded, "Focus set.".into()))
 }
 
 pub async fn stream(ctx: &Context, cmd: StreamCommand) -> CommandResult<Output> {
@@ -190,12 +168,12 @@ pub async fn stream(ctx: &Context, cmd: StreamCommand) -> CommandResult<Output> 
             format!("Stream {name} done: it left the active view."),
         ),
     };
-    let events = apply(ctx, &[op]).await?;
-    Ok(one("baton/stream@1", events, human))
+    let recorded = apply(ctx, &[op]).await?;
+    Ok(one("baton/stream@1", &recorded, human))
 }
 
 pub async fn decide(ctx: &Context, args: DecideArgs) -> CommandResult<Output> {
-    let events = apply(
+    let recorded = apply(
         ctx,
         &[StateOp::Decide {
             text: args.text,
@@ -204,12 +182,11 @@ pub async fn decide(ctx: &Context, args: DecideArgs) -> CommandResult<Output> {
         }],
     )
     .await?;
-    let id = recorded(&events).join("");
-    Ok(one("baton/decide@1", events, id))
+    Ok(one("baton/decide@1", &recorded, recorded.ids().join("")))
 }
 
 pub async fn constrain(ctx: &Context, args: ConstrainArgs) -> CommandResult<Output> {
-    let events = apply(
+    let recorded = apply(
         ctx,
         &[StateOp::Constrain {
             text: args.text,
@@ -218,37 +195,15 @@ pub async fn constrain(ctx: &Context, args: ConstrainArgs) -> CommandResult<Outp
         }],
     )
     .await?;
-    let id = recorded(&events).join("");
-    Ok(one("baton/constrain@1", events, id))
+    Ok(one("baton/constrain@1", &recorded, recorded.ids().join("")))
 }
 
 pub async fn note(ctx: &Context, args: NoteArgs) -> CommandResult<Output> {
-    let subject = resolve_subject(ctx, &args.subject).await?;
-    let events = apply(
-        ctx,
-        &[StateOp::Note {
-            text: args.text,
-            subject,
-        }],
-    )
-    .await?;
-    let id = recorded(&events).join("");
-    Ok(one("baton/note@1", events, id))
-}
-
-/// A message or order id when one exists; otherwise a path that exists (relative to the
-/// working directory), stored relative to the project root.
-async fn resolve_subject(ctx: &Context, subject: &str) -> CommandResult<Subject> {
+    // A path is taken from the working directory; it is stored relative to the root.
     let cwd = std::env::current_dir()?;
-    recall::note_subject(&ctx.store, &ctx.project.root, &cwd, subject)
-        .await
-        .map_err(|e| match e {
-            SubjectError::Store(e) => e.into(),
-            SubjectError::Missing => {
-                CommandError::new(ErrorKind::NotFound, format!("--subject {subject:?} {e}"))
-            }
-            SubjectError::Outside(_) => CommandError::refused(format!("--subject {subject:?} {e}")),
-        })
+    let actor = ctx.actor().await?;
+    let recorded = ctx.app.note(&actor, args.text, &args.subject, &cwd).await?;
+    Ok(one("baton/note@1", &recorded, recorded.ids().join("")))
 }
 
 #[derive(Deserialize, Default)]
@@ -353,12 +308,12 @@ pub async fn session(ctx: &Context, cmd: SessionCommand) -> CommandResult<Output
             "nothing to hand over: pass --completed, --decision, --constraint, --dependency-change or --file",
         ));
     }
-    let events = apply(ctx, &ops).await?;
+    let recorded = apply(ctx, &ops).await?;
     let human = format!(
         "Session handed over in one transaction: {}",
-        recorded(&events).join(", ")
+        recorded.ids().join(", ")
     );
-    Ok(one("baton/session-end@1", events, human))
+    Ok(one("baton/session-end@1", &recorded, human))
 }
 
 pub async fn state(ctx: &Context, cmd: StateCommand) -> CommandResult<Output> {
@@ -370,9 +325,8 @@ pub async fn state(ctx: &Context, cmd: StateCommand) -> CommandResult<Output> {
 }
 
 async fn show(ctx: &Context) -> CommandResult<Output> {
-    let state = ctx.store.state().await?;
-    let notes =
-        recall::notes_freshness(&ctx.store, &ctx.project.clock(), &state, usize::MAX).await?;
+    let state = ctx.app.state().await?;
+    let notes = ctx.app.notes(&state, usize::MAX).await?;
     let mut human = format!("generation {}\n", state.generation);
     human.push_str(&format!(
         "\nFocus: {}\n",
@@ -420,32 +374,9 @@ async fn show(ctx: &Context) -> CommandResult<Output> {
     ));
     human.push_str("\nNotes\n");
     for (note, f) in &notes {
-        human.push_str(&format!("- {}\n", recall::note_line(note, f)));
+        human.push_str(&format!("- {}\n", note_line(note, f)));
     }
-    let notes_json: Vec<Value> = notes
-        .iter()
-        .map(|(n, f)| {
-            let mut v = json!(n);
-            if let (Some(note), Value::Object(fresh)) = (v.as_object_mut(), json!(f)) {
-                note.extend(fresh);
-            }
-            v
-        })
-        .collect();
-    Ok(Output::new(
-        "baton/state@1",
-        json!({
-            "generation": state.generation,
-            "focus": state.focus.as_ref().map(|(t, _)| t),
-            "streams": state.streams.values().collect::<Vec<_>>(),
-            "decisions": state.decisions,
-            "constraints": state.constraints,
-            "notes": notes_json,
-            "dependency_changes": state.dependency_changes.iter().map(|(t, p)| json!({"text": t, "written": p})).collect::<Vec<_>>(),
-            "expected_receipts": state.expected.iter().map(|(step, deadline)| json!({"step": step, "deadline": timestamp(*deadline)})).collect::<Vec<_>>(),
-        }),
-        human,
-    ))
+    Ok(Output::of(&doc::State::new(&state, notes), human))
 }
 
 /// Writes `contents` to `path` so that a crash leaves the old file or the new one: a
@@ -469,7 +400,7 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 }
 
 async fn render(ctx: &Context, out: &Path) -> CommandResult<Output> {
-    let state = ctx.store.state().await?;
+    let state = ctx.app.state().await?;
     let text = statefile::render(&Snapshot::of(&state), timestamp);
     let path = if out.is_absolute() {
         out.to_owned()
@@ -477,9 +408,13 @@ async fn render(ctx: &Context, out: &Path) -> CommandResult<Output> {
         std::env::current_dir()?.join(out)
     };
     write_atomically(&path, text.as_bytes())?;
-    Ok(Output::new(
-        "baton/state-render@1",
-        json!({ "path": path.display().to_string(), "generation": state.generation, "bytes": text.len() }),
+    let doc = StateRendered {
+        path: path.display().to_string(),
+        generation: state.generation,
+        bytes: text.len(),
+    };
+    Ok(Output::of(
+        &doc,
         format!(
             "Wrote {} (generation {}, {} bytes)",
             path.display(),
@@ -515,7 +450,7 @@ async fn judge(ctx: &Context, file: &Path) -> CommandResult<Verdict> {
         Parsed::Truncated(why) => Verdict::Truncated(why),
         Parsed::Drifted(why) => Verdict::Drifted(why),
         Parsed::Valid { tables, snapshot } => {
-            let store = ctx.store.state().await?.generation;
+            let store = ctx.app.state().await?.generation;
             if snapshot.generation < store {
                 Verdict::Stale {
                     file: snapshot.generation,
@@ -559,9 +494,12 @@ fn verdict_error(file: &Path, verdict: Verdict) -> CommandError {
 
 pub async fn check(ctx: &Context, args: CheckArgs) -> CommandResult<Output> {
     match judge(ctx, &args.file).await? {
-        Verdict::Valid { snapshot, .. } => Ok(Output::new(
-            "baton/check@1",
-            json!({ "file": args.file.display().to_string(), "verdict": "valid", "generation": snapshot.generation }),
+        Verdict::Valid { snapshot, .. } => Ok(Output::of(
+            &Checked {
+                file: args.file.display().to_string(),
+                verdict: "valid".into(),
+                generation: snapshot.generation,
+            },
             format!(
                 "{} is valid and current (generation {})",
                 args.file.display(),
@@ -584,7 +522,6 @@ async fn import(ctx: &Context, file: &Path, dry_run: bool) -> CommandResult<Outp
             refused.join("\n  - ")
         ))
     })?;
-    let changes: Vec<Value> = ops.iter().map(|op| json!(op)).collect();
     let mut human = if ops.is_empty() {
         "No changes: the tables match the store.".to_owned()
     } else {
@@ -603,14 +540,15 @@ async fn import(ctx: &Context, file: &Path, dry_run: bool) -> CommandResult<Outp
     }
     let mut recorded_ids = Vec::new();
     if !dry_run && !ops.is_empty() {
-        recorded_ids = recorded(&apply(ctx, &ops).await?);
+        recorded_ids = apply(ctx, &ops).await?.ids();
         human.push_str(&format!("Recorded: {}", recorded_ids.join(", ")));
     }
-    Ok(Output::new(
-        "baton/state-import@1",
-        json!({ "dry_run": dry_run, "changes": changes, "recorded": recorded_ids }),
-        human,
-    ))
+    let doc = StateImport {
+        dry_run,
+        changes: ops,
+        recorded: recorded_ids,
+    };
+    Ok(Output::of(&doc, human))
 }
 
 fn describe(op: &StateOp) -> String {

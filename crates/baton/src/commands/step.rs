@@ -1,8 +1,9 @@
 //! Status steps: `baton ack`, `complete`, `hand-back`, `refuse` and `archive`.
 
-use baton_store::{Store, Verb};
+use baton_app::doc::Step;
+use baton_core::Verb;
+use baton_core::delivery::End;
 use clap::Args;
-use serde_json::json;
 
 use crate::commands::Context;
 use crate::error::CommandResult;
@@ -85,25 +86,14 @@ pub async fn archive(ctx: &Context, args: ArchiveArgs) -> CommandResult<Output> 
 
 async fn take(ctx: &Context, id: &str, verb: Verb, note: Option<&str>) -> CommandResult<Output> {
     let me = ctx.me().await?;
-    let s = ctx.store.step(&me, id, verb, note).await?;
-    let whose = if s.end == "sender" {
-        "your own end"
-    } else {
-        "your delivery"
+    let s = ctx.app.step(&me, id, verb, note).await?;
+    let whose = match s.end {
+        End::Sender => "your own end",
+        End::Recipient => "your delivery",
     };
     let mut human = format!("{}: {whose} {} → {}", s.id, s.from, s.status);
     if let Some(reply) = &s.reply {
         human.push_str(&format!("\nposted reply {reply} to the sender"));
     }
-    Ok(Output::new(
-        "baton/step@1",
-        json!({
-            "id": s.id,
-            "end": s.end,
-            "from": s.from,
-            "status": s.status,
-            "reply": s.reply,
-        }),
-        human,
-    ))
+    Ok(Output::of(&Step::from(s), human))
 }

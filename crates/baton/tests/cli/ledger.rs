@@ -720,7 +720,7 @@ fn a_hook_drops_its_event_rather_than_wait_for_a_locked_store() {
 }
 
 async fn count_events(db: &Path) -> i64 {
-    use baton_store::Store;
+    use baton_store::Backend;
     let store = baton_store::SqliteStore::open(db, Duration::from_secs(5))
         .await
         .unwrap();

@@ -80,7 +80,7 @@ fn json_file(p: &Project, name: &str, doc: &Value) -> String {
 
 /// The store's generation: the number of events in the log.
 fn generation(p: &Project) -> i64 {
-    use baton_store::Store;
+    use baton_store::Backend;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -1,0 +1,440 @@
+//! The machine Baton runs on, as the use cases see it (`baton_app::host`): git and the
+//! work tree for note staleness and the contract rules, the file system for receipts and
+//! note subjects, the wall clock, and `/proc` for the reaper. Everything here touches the
+//! machine; nothing here decides.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use baton_app::{Clock, Files, Hashed, Host, PathClock, PathProblem, Processes};
+use baton_core::Millis;
+use baton_core::awl::Environment;
+use baton_core::run::{ProcessRef, Registration};
+
+use crate::project::Project;
+
+/// The host of the project at `project`: its git work tree, files, clock.
+pub fn of(project: &Project) -> Host {
+    Host {
+        root: project.root.clone(),
+        environment: Arc::new(Workspace::discover(Some(project))),
+        paths: Arc::new(GitClock {
+            root: project.root.clone(),
+        }),
+        files: Arc::new(LocalFiles {
+            root: project.root.clone(),
+        }),
+        clock: Arc::new(SystemClock),
+    }
+}
+
+/// The wall clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Millis {
+        jiff::Timestamp::now().as_millisecond()
+    }
+}
+
+/// A path's last change: the later of its newest commit (`git log -1 --format=%ct`) and
+/// its modification time in the work tree. `None` when neither can be read.
+pub struct GitClock {
+    root: PathBuf,
+}
+
+impl PathClock for GitClock {
+    fn changed_at(&self, path: &str) -> Option<Millis> {
+        let modified = std::fs::metadata(self.root.join(path))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as Millis);
+        let committed = Command::new("git")
+            .arg("-C")
+            .arg(&self.root)
+            .args(["log", "-1", "--format=%ct", "--", path])
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .map(|secs| secs * 1000);
+        modified.max(committed)
+    }
+}
+
+/// The project's files on the local file system.
+pub struct LocalFiles {
+    root: PathBuf,
+}
+
+impl LocalFiles {
+    fn root(&self) -> PathBuf {
+        self.root
+            .canonicalize()
+            .unwrap_or_else(|_| self.root.clone())
+    }
+}
+
+impl Files for LocalFiles {
+    fn resolve(&self, base: &Path, path: &str) -> Result<String, PathProblem> {
+        let absolute = base
+            .join(path)
+            .canonicalize()
+            .map_err(|_| PathProblem::Missing)?;
+        absolute
+            .strip_prefix(self.root())
+            .map(|p| p.display().to_string())
+            .map_err(|_| PathProblem::Outside)
+    }
+
+    fn hash(&self, base: &Path, path: &str) -> std::io::Result<Hashed> {
+        let path = base.join(path);
+        let mut file = std::fs::File::open(&path)?;
+        let mut hasher = blake3::Hasher::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut size = 0u64;
+        loop {
+            let n = file.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            size += n as u64;
+        }
+        let absolute = path.canonicalize()?;
+        let stored = absolute.strip_prefix(self.root()).map_or_else(
+            |_| absolute.display().to_string(),
+            |p| p.display().to_string(),
+        );
+        Ok(Hashed {
+            path: stored,
+            hash: hasher.finalize().to_hex().to_string(),
+            size,
+        })
+    }
+}
+
+/// Answers B2 and B3 from git and the file system, rooted at the repository.
+pub struct Workspace {
+    root: PathBuf,
+    git: bool,
+}
+
+impl Workspace {
+    pub fn discover(project: Option<&Project>) -> Self {
+        let start = match project {
+            Some(p) => p.root.clone(),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        };
+        let top = Command::new("git")
+            .arg("-C")
+            .arg(&start)
+            .args(["rev-parse", "--show-toplevel"])
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| PathBuf::from(s.trim()));
+        match top {
+            Some(root) => Self { root, git: true },
+            None => Self {
+                root: start,
+                git: false,
+            },
+        }
+    }
+}
+
+impl Environment for Workspace {
+    fn revision_exists(&self, revision: &str) -> Option<bool> {
+        if !self.git || revision.starts_with('-') {
+            return if self.git { Some(false) } else { None };
+        }
+        let status = Command::new("git")
+            .arg("-C")
+            .arg(&self.root)
+            .args(["rev-parse", "--verify", "--quiet"])
+            .arg(format!("{revision}^{{commit}}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .ok()?;
+        Some(status.success())
+    }
+
+    fn program_exists(&self, program: &str) -> Option<bool> {
+        if program.contains('/') {
+            let path = Path::new(program);
+            let path = if path.is_absolute() {
+                path.to_owned()
+            } else {
+                self.root.join(path)
+            };
+            return Some(path.is_file());
+        }
+        let path = std::env::var_os("PATH")?;
+        Some(std::env::split_paths(&path).any(|dir| is_executable(&dir.join(program))))
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Program names taken for coding agents when looking for untracked ones.
+const AGENTS: [&str; 7] = [
+    "claude",
+    "codex",
+    "gemini",
+    "aider",
+    "opencode",
+    "cursor-agent",
+    "amp",
+];
+/// Interpreters an agent may run under (`node …/codex.js`).
+const INTERPRETERS: [&str; 5] = ["node", "bun", "deno", "python3", "python"];
+
+/// This machine's name, as recorded on runs.
+pub fn host() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .filter(|h| !h.is_empty())
+}
+
+/// One line of `/proc/PID/stat`, the parts the reaper needs.
+#[derive(Debug, Clone)]
+struct Stat {
+    pid: u32,
+    comm: String,
+    state: char,
+    ppid: u32,
+    start: u64,
+}
+
+fn stat(pid: u32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may itself hold spaces or parentheses.
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let comm = text.get(open + 1..close)?.to_owned();
+    let fields: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    // Fields counted from 1 in proc(5): 3 state, 4 ppid, 22 starttime.
+    Some(Stat {
+        pid,
+        comm,
+        state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// When the kernel started process `pid` (clock ticks since boot), if it exists.
+pub fn start_time(pid: u32) -> Option<u64> {
+    stat(pid).map(|s| s.start)
+}
+
+/// Whether the process is still the one recorded. `None` when this machine cannot say
+/// (no `/proc`).
+pub fn alive(p: &ProcessRef) -> Option<bool> {
+    if !Path::new("/proc/self/stat").exists() {
+        return None;
+    }
+    Some(match stat(p.pid) {
+        None => false,
+        // A zombie has exited; only its parent has not collected it yet.
+        Some(s) if s.state == 'Z' => false,
+        Some(s) => p.start.is_none_or(|start| start == s.start),
+    })
+}
+
+fn cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|bytes| {
+            bytes
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn base_name(arg: &str) -> &str {
+    let name = arg.rsplit('/').next().unwrap_or(arg);
+    name.strip_suffix(".js")
+        .or_else(|| name.strip_suffix(".mjs"))
+        .or_else(|| name.strip_suffix(".cjs"))
+        .or_else(|| name.strip_suffix(".py"))
+        .unwrap_or(name)
+}
+
+/// Whether a process is a coding agent: by its name, its program, or the script an
+/// interpreter runs.
+fn is_agent(s: &Stat, argv: &[String]) -> bool {
+    let named = |n: &str| AGENTS.contains(&n);
+    if named(&s.comm) {
+        return true;
+    }
+    let program = argv.first().map(|a| base_name(a)).unwrap_or("");
+    if named(program) {
+        return true;
+    }
+    (INTERPRETERS.contains(&s.comm.as_str()) || INTERPRETERS.contains(&program))
+        && argv.get(1).is_some_and(|a| named(base_name(a)))
+}
+
+fn all_processes() -> HashMap<u32, Stat> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return HashMap::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(stat)
+        .map(|s| (s.pid, s))
+        .collect()
+}
+
+/// The processes of this machine, read from `/proc`.
+pub struct ProcTable;
+
+/// How many parents are walked to find that an agent process is already counted.
+const PARENTS_WALKED: usize = 3;
+
+impl Processes for ProcTable {
+    fn host(&self) -> Option<String> {
+        host()
+    }
+
+    fn alive(&self, process: &ProcessRef) -> Option<bool> {
+        alive(process)
+    }
+
+    fn me(&self) -> u32 {
+        std::process::id()
+    }
+
+    fn untracked_agents(&self, tracked: &HashSet<u32>) -> Vec<Registration> {
+        let here = host();
+        let processes = all_processes();
+        let mut argv_of: HashMap<u32, Vec<String>> = HashMap::new();
+        let agent = |pid: u32, argv_of: &mut HashMap<u32, Vec<String>>| -> bool {
+            let Some(s) = processes.get(&pid) else {
+                return false;
+            };
+            let argv = argv_of.entry(pid).or_insert_with(|| cmdline(pid));
+            is_agent(s, argv)
+        };
+        let mut found = Vec::new();
+        let mut pids: Vec<u32> = processes.keys().copied().collect();
+        pids.sort_unstable();
+        for pid in pids {
+            let s = &processes[&pid];
+            if s.state == 'Z' || !agent(pid, &mut argv_of) {
+                continue;
+            }
+            // Counted already when it, or one of its first parents, is a tracked run or
+            // another agent (a wrapper's child is part of the wrapper).
+            let mut covered = tracked.contains(&pid);
+            let mut parent = s.ppid;
+            for _ in 0..PARENTS_WALKED {
+                if covered || parent <= 1 {
+                    break;
+                }
+                covered = tracked.contains(&parent) || agent(parent, &mut argv_of);
+                parent = processes.get(&parent).map_or(0, |p| p.ppid);
+            }
+            if covered {
+                continue;
+            }
+            let argv = argv_of.get(&pid).cloned().unwrap_or_default();
+            let command = if argv.is_empty() {
+                vec![s.comm.clone()]
+            } else {
+                argv.iter()
+                    .take(64)
+                    .map(|a| baton_core::packet::clip(a, 1000))
+                    .collect()
+            };
+            found.push(Registration {
+                run: format!("pid-{pid}-{}", s.start),
+                agent: Some(s.comm.clone()),
+                command,
+                host: here.clone(),
+                process: Some(ProcessRef {
+                    pid,
+                    start: Some(s.start),
+                }),
+                ..Registration::default()
+            });
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(comm: &str) -> Stat {
+        Stat {
+            pid: 10,
+            comm: comm.into(),
+            state: 'S',
+            ppid: 1,
+            start: 5,
+        }
+    }
+
+    fn argv(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn agents_are_known_by_name_program_or_script() {
+        assert!(is_agent(&s("claude"), &argv(&["claude", "-p"])));
+        assert!(is_agent(
+            &s("MainThread"),
+            &argv(&["/usr/bin/codex", "exec"])
+        ));
+        assert!(is_agent(
+            &s("node"),
+            &argv(&["node", "/usr/lib/node_modules/@openai/codex/bin/codex.js"])
+        ));
+        assert!(!is_agent(&s("node"), &argv(&["node", "server.js"])));
+        assert!(!is_agent(&s("bash"), &argv(&["bash", "-c", "claude"])));
+        assert!(!is_agent(
+            &s("baton"),
+            &argv(&["baton", "run", "--", "claude"])
+        ));
+    }
+
+    #[test]
+    fn this_process_reads_as_alive_and_a_wrong_start_time_as_gone() {
+        let me = std::process::id();
+        let start = start_time(me).expect("a start time for this process");
+        assert_eq!(
+            alive(&ProcessRef {
+                pid: me,
+                start: Some(start)
+            }),
+            Some(true)
+        );
+        assert_eq!(
+            alive(&ProcessRef {
+                pid: me,
+                start: Some(start + 1)
+            }),
+            Some(false),
+            "a reused pid must not pass for the recorded process"
+        );
+    }
+}
