@@ -20,8 +20,8 @@ use baton_core::{
     Passname, Payload, Record, Refusal, RefusalKind, RequestAction, RequestStatus, Topic,
 };
 use baton_store::{
-    DEFAULT_BUSY_TIMEOUT, End, Envelope, OrderQuery, RunQuery, SearchQuery, Sent, SqliteStore,
-    Store, StoreError, Verb,
+    DEFAULT_BUSY_TIMEOUT, End, Envelope, NewEvent, OrderQuery, RunQuery, SearchQuery, Sent,
+    SqliteStore, Store, StoreError, Verb,
 };
 use proptest::prelude::*;
 use sqlx::Connection;
@@ -2116,6 +2116,34 @@ async fn orders_replay_to_the_same_rows<B: Backend>() {
 // One module of tests per backend
 // ---------------------------------------------------------------------------------------
 
+/// Story 19: An event that already has an id and a time (an imported log) is appended as
+/// given, through the same append as every write, and projected like a live one; the same
+/// id again is refused and writes nothing.
+async fn an_imported_event_keeps_its_id_and_time(store: &dyn Store) {
+    let at: Millis = 1_700_000_000_000;
+    let added = NewEvent {
+        id: "01HZZZZZZZZZZZZZZZZZZZZZZZ".into(),
+        at,
+        actor: "@import".into(),
+        change: Change::ParticipantAdded {
+            name: name("planner"),
+            role: "planner".into(),
+        },
+    };
+    let written = store.append_events(vec![added.clone()]).await.unwrap();
+    assert_eq!(
+        (written[0].id.as_str(), written[0].at, written[0].seq),
+        (added.id.as_str(), at, 1)
+    );
+    let read = store.events(0, 10).await.unwrap();
+    assert_eq!(read, written);
+    let planner = store.participant("planner").await.unwrap().unwrap();
+    assert_eq!(planner.added_at, at, "projected from the imported event");
+    let again = store.append_events(vec![added]).await;
+    assert!(again.is_err(), "the same event id twice: {again:?}");
+    assert_eq!(generation(store).await, 1);
+}
+
 /// Runs every story against `$backend`: `stores` take `&dyn Store`, `backends` take the
 /// backend itself; the delivery model is checked as a property test.
 macro_rules! stories {
@@ -2174,6 +2202,7 @@ stories!(sqlite: Sqlite;
         a_lost_run_resurfaces_what_it_held_once,
         an_order_goes_round_its_lifecycle,
         an_offer_is_checked_and_orders_list_by_party,
+        an_imported_event_keeps_its_id_and_time,
     ];
     backends: [
         the_log_is_the_truth,

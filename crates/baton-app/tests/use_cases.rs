@@ -1,0 +1,582 @@
+//! The use cases over a real SQLite store, with a host whose machine is a temporary
+//! directory and a process table the test writes. Each test is one flow an edge calls:
+//! what it composes (defaults, caps, checks before anything is stored, waits, the reaper's
+//! pass) is what is checked here; the rules under it have their own tests in the core.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use baton_app::{
+    App, Body, Clock, Files, Hashed, Host, Layout, OrderStep, Outgoing, PathClock, PathProblem,
+    Processes, Settings,
+};
+use baton_core::awl::{ContractMode, NoEnvironment};
+use baton_core::run::{ProcessRef, Registration, RunChange, RunStatus};
+use baton_core::state::Subject;
+use baton_core::{Field, MessageType, Millis, Passname, Record, Refusal, RefusalKind};
+use baton_store::{RunQuery, SqliteStore, StoreError};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+struct WallClock;
+
+impl Clock for WallClock {
+    fn now(&self) -> Millis {
+        jiff::Timestamp::now().as_millisecond()
+    }
+}
+
+struct NoHistory;
+
+impl PathClock for NoHistory {
+    fn changed_at(&self, _: &str) -> Option<Millis> {
+        None
+    }
+}
+
+/// The files under a temporary root, as the binary's host reads them (hashes are of the
+/// bytes; that the hash is blake3 is the binary's business).
+struct TempFiles {
+    root: PathBuf,
+}
+
+impl Files for TempFiles {
+    fn resolve(&self, base: &Path, path: &str) -> Result<String, PathProblem> {
+        let absolute = base
+            .join(path)
+            .canonicalize()
+            .map_err(|_| PathProblem::Missing)?;
+        let root = self.root.canonicalize().unwrap();
+        absolute
+            .strip_prefix(&root)
+            .map(|p| p.display().to_string())
+            .map_err(|_| PathProblem::Outside)
+    }
+
+    fn hash(&self, base: &Path, path: &str) -> std::io::Result<Hashed> {
+        let bytes = std::fs::read(base.join(path))?;
+        Ok(Hashed {
+            path: path.to_owned(),
+            hash: format!("{:x}", bytes.iter().map(|b| u64::from(*b)).sum::<u64>()),
+            size: bytes.len() as u64,
+        })
+    }
+}
+
+/// A process table the test writes: which processes live, which agents run unseen.
+#[derive(Default)]
+struct Table {
+    dead: Mutex<HashSet<u32>>,
+    agents: Mutex<Vec<Registration>>,
+}
+
+impl Processes for Table {
+    fn host(&self) -> Option<String> {
+        Some("here".into())
+    }
+
+    fn alive(&self, process: &ProcessRef) -> Option<bool> {
+        Some(!self.dead.lock().unwrap().contains(&process.pid))
+    }
+
+    fn me(&self) -> u32 {
+        1
+    }
+
+    fn untracked_agents(&self, tracked: &HashSet<u32>) -> Vec<Registration> {
+        self.agents
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.process.is_some_and(|p| !tracked.contains(&p.pid)))
+            .cloned()
+            .collect()
+    }
+}
+
+struct Fixture {
+    app: App,
+    dir: TempDir,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_owned();
+    let store = SqliteStore::create(&root.join("baton.db"), Duration::from_secs(5))
+        .await
+        .unwrap();
+    let host = Host {
+        root: root.clone(),
+        environment: Arc::new(NoEnvironment),
+        paths: Arc::new(NoHistory),
+        files: Arc::new(TempFiles { root }),
+        clock: Arc::new(WallClock),
+    };
+    let settings = Settings {
+        payload_cap: 4096,
+        contract: ContractMode::Optional,
+        ..Settings::default()
+    };
+    let app = App::new(Arc::new(store), settings, host);
+    for (name, role) in [
+        ("planner", "planner"),
+        ("impl-1", "executor"),
+        ("impl-2", "executor"),
+    ] {
+        app.add_participant("@local", name, role).await.unwrap();
+    }
+    Fixture { app, dir }
+}
+
+fn me(name: &str) -> Passname {
+    Passname::new(name).unwrap()
+}
+
+fn message(to: &[&str], kind: MessageType, topic: Option<&str>, body: &str) -> Outgoing {
+    Outgoing {
+        to: to.iter().map(|s| s.to_string()).collect(),
+        kind,
+        topic: topic.map(str::to_owned),
+        reply_to: None,
+        body: Body::Text(body.into()),
+        idempotency_key: None,
+    }
+}
+
+fn refusal(e: StoreError) -> Refusal {
+    match e {
+        StoreError::Refused(r) => r,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// Runs `attempt`, checks it was refused and wrote nothing, and returns the refusal.
+async fn refused<T: std::fmt::Debug>(
+    app: &App,
+    attempt: impl std::future::Future<Output = baton_app::Result<T>>,
+) -> Refusal {
+    let before = app.generation().await.unwrap();
+    let r = refusal(attempt.await.expect_err("refused"));
+    assert_eq!(app.generation().await.unwrap(), before, "{r} wrote events");
+    r
+}
+
+#[tokio::test]
+async fn a_reply_goes_to_the_other_side_on_the_parents_topic() {
+    let f = fixture().await;
+    let request = message(
+        &["impl-1", "impl-2"],
+        MessageType::Request,
+        Some("csv"),
+        "do it",
+    );
+    let sent = f.app.send(&me("planner"), request).await.unwrap();
+    let reply = Outgoing {
+        reply_to: Some(sent.id.clone()),
+        ..message(&[], MessageType::Message, None, "which file?")
+    };
+    let answer = f.app.send(&me("impl-1"), reply).await.unwrap();
+    let thread = f.app.thread(&sent.id).await.unwrap();
+    let got = thread.iter().find(|e| e.id == answer.id).unwrap();
+    assert_eq!(got.recipients(), [me("planner")]);
+    assert_eq!(got.topic.as_str(), "csv");
+    assert_eq!(got.reply_to.as_deref(), Some(sent.id.as_str()));
+    // The sender's reply goes to every recipient of the parent.
+    let back = Outgoing {
+        reply_to: Some(sent.id.clone()),
+        ..message(&[], MessageType::Info, None, "src/export.rs")
+    };
+    let note = f.app.send(&me("planner"), back).await.unwrap();
+    let thread = f.app.thread(&sent.id).await.unwrap();
+    let got = thread.iter().find(|e| e.id == note.id).unwrap();
+    assert_eq!(got.recipients(), [me("impl-1"), me("impl-2")]);
+    // A reply to nothing, and a new message with no topic, are refused.
+    let orphan = Outgoing {
+        reply_to: Some("01JZZZZZZZZZZZZZZZZZZZZZZZ".into()),
+        ..message(&[], MessageType::Message, None, "?")
+    };
+    let r = refused(&f.app, f.app.send(&me("impl-1"), orphan)).await;
+    assert!(
+        matches!(
+            r,
+            Refusal::NotFound {
+                record: Record::Parent,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+    let untitled = message(&["impl-1"], MessageType::Message, None, "?");
+    let r = refused(&f.app, f.app.send(&me("planner"), untitled)).await;
+    assert_eq!(r, Refusal::Missing(Field::Topic));
+}
+
+#[tokio::test]
+async fn an_unknown_recipient_is_refused_naming_the_registered_ones() {
+    let f = fixture().await;
+    let to_ghost = message(&["ghost"], MessageType::Message, Some("t"), "boo");
+    let r = refused(&f.app, f.app.send(&me("planner"), to_ghost)).await;
+    assert_eq!(
+        r,
+        Refusal::NoRecipient {
+            name: "ghost".into(),
+            registered: vec!["impl-1".into(), "impl-2".into(), "planner".into()],
+        }
+    );
+    assert_eq!(r.kind(), RefusalKind::NotFound);
+    let bad_name = message(&["Not A Name"], MessageType::Message, Some("t"), "boo");
+    let r = refused(&f.app, f.app.send(&me("planner"), bad_name)).await;
+    assert!(
+        matches!(
+            r,
+            Refusal::Name {
+                field: Field::To,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_payload_over_the_cap_or_not_an_object_is_refused_by_its_field() {
+    let f = fixture().await;
+    let big = message(
+        &["impl-1"],
+        MessageType::Message,
+        Some("t"),
+        &"x".repeat(5000),
+    );
+    let r = refused(&f.app, f.app.send(&me("planner"), big)).await;
+    assert!(
+        matches!(
+            r,
+            Refusal::Payload {
+                field: Field::Body,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+    let array = Outgoing {
+        body: Body::Json("[1, 2]".into()),
+        ..message(&["impl-1"], MessageType::Message, Some("t"), "")
+    };
+    let r = refused(&f.app, f.app.send(&me("planner"), array)).await;
+    assert!(
+        matches!(
+            r,
+            Refusal::Payload {
+                field: Field::Payload,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
+async fn show_cuts_the_payload_at_a_character_boundary_within_the_cap() {
+    let f = fixture().await;
+    let body = "é".repeat(40);
+    let sent = f
+        .app
+        .send(
+            &me("planner"),
+            message(&["impl-1"], MessageType::Info, Some("t"), &body),
+        )
+        .await
+        .unwrap();
+    let reader = me("impl-1");
+    let whole = f
+        .app
+        .show(Some(&reader), &sent.id, None, Layout::Compact)
+        .await
+        .unwrap();
+    assert!(!whole.is_cut());
+    assert_eq!(whole.text, json!({ "body": body }).to_string());
+    for cap in [0, 1, 10, 11, 12, 50] {
+        let cut = f
+            .app
+            .show(Some(&reader), &sent.id, Some(cap), Layout::Compact)
+            .await
+            .unwrap();
+        assert!(
+            cut.is_cut() && cut.text.len() <= cap,
+            "cap {cap}: {}",
+            cut.text
+        );
+        assert_eq!(cut.total_bytes, whole.text.len());
+        assert!(whole.text.starts_with(&cut.text));
+    }
+    // The cap counts the bytes of the layout asked for.
+    let pretty = f
+        .app
+        .show(Some(&reader), &sent.id, None, Layout::Pretty)
+        .await
+        .unwrap();
+    assert!(pretty.total_bytes > whole.total_bytes, "{}", pretty.text);
+    // The first read delivered it; reading again changes nothing.
+    assert_eq!(
+        pretty.fetched.status,
+        Some(baton_core::DeliveryStatus::Delivered)
+    );
+}
+
+#[tokio::test]
+async fn a_missed_receipt_wait_alerts_once_however_often_it_misses() {
+    let f = fixture().await;
+    for _ in 0..2 {
+        let r = refusal(
+            f.app
+                .wait_receipt("planner", "build", Duration::ZERO)
+                .await
+                .unwrap_err(),
+        );
+        assert!(
+            matches!(&r, Refusal::NoReceipt { step, .. } if step == "build"),
+            "{r:?}"
+        );
+    }
+    assert_eq!(f.app.alerts().await.unwrap().len(), 1);
+    // A URI is recorded as given; a path is hashed where it lies, relative to its base.
+    std::fs::create_dir(f.dir.path().join("out")).unwrap();
+    std::fs::write(f.dir.path().join("out/app"), b"binary").unwrap();
+    let (record, _) = f
+        .app
+        .write_receipt(
+            "impl-1",
+            &f.dir.path().join("out"),
+            "build".into(),
+            "app".into(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!((record.size, record.hash.is_some()), (Some(6), true));
+    let (uri, _) = f
+        .app
+        .write_receipt(
+            "impl-1",
+            f.dir.path(),
+            "up".into(),
+            "s3://b/app".into(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!((uri.hash, uri.size), (None, None));
+    let got = f
+        .app
+        .wait_receipt("planner", "build", Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(got.written.actor, "impl-1");
+    let r = refused(
+        &f.app,
+        f.app
+            .write_receipt("impl-1", f.dir.path(), "x".into(), "missing".into(), None),
+    )
+    .await;
+    assert!(matches!(r, Refusal::NoArtifact { .. }), "{r:?}");
+}
+
+#[tokio::test]
+async fn a_note_is_about_a_record_or_a_path_inside_the_project() {
+    let f = fixture().await;
+    let sent = f
+        .app
+        .send(
+            &me("planner"),
+            message(&["impl-1"], MessageType::Info, Some("t"), "x"),
+        )
+        .await
+        .unwrap();
+    let root = f.dir.path();
+    assert_eq!(
+        f.app.note_subject(root, &sent.id).await.unwrap(),
+        Subject::Record(sent.id.clone())
+    );
+    std::fs::write(root.join("parse.rs"), "fn main() {}").unwrap();
+    assert_eq!(
+        f.app.note_subject(root, "parse.rs").await.unwrap(),
+        Subject::Path("parse.rs".into())
+    );
+    let r = refusal(f.app.note_subject(root, "nowhere.rs").await.unwrap_err());
+    assert!(matches!(r, Refusal::NoSubject { .. }), "{r:?}");
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("x"), "x").unwrap();
+    let r = refusal(f.app.note_subject(outside.path(), "x").await.unwrap_err());
+    assert!(matches!(r, Refusal::Outside { .. }), "{r:?}");
+}
+
+fn order_doc(id: &str) -> Value {
+    json!({
+        "spec": "awl/work-order@0.1", "id": id, "created_at": "2025-01-01T00:00:00Z",
+        "from": "planner", "to": "impl-1",
+        "goal": "Keep the filters in the CSV export",
+        "criteria": [{"id": "c1", "text": "Filtered rows only"}],
+        "budget": {"usd": 2, "tool_calls": 20},
+        "deadline": "2999-01-01T00:00:00Z",
+        "tools": ["repo/*"]
+    })
+}
+
+#[tokio::test]
+async fn an_invalid_or_misdirected_document_is_refused_before_anything_is_stored() {
+    let f = fixture().await;
+    let mut no_criteria = order_doc("wo_1");
+    no_criteria.as_object_mut().unwrap().remove("criteria");
+    let r = refused(&f.app, f.app.offer(&me("planner"), no_criteria, None)).await;
+    assert!(matches!(r, Refusal::Findings { .. }), "{r:?}");
+    let report = json!({"spec": "awl/work-report@0.1", "order_id": "wo_1", "from": "impl-1"});
+    let r = refused(&f.app, f.app.offer(&me("planner"), report, None)).await;
+    assert!(matches!(r, Refusal::WrongDocument { .. }), "{r:?}");
+
+    f.app
+        .offer(&me("planner"), order_doc("wo_1"), None)
+        .await
+        .unwrap();
+    // Whose order it is decides first: impl-2's report is forbidden whatever it holds.
+    let garbage = OrderStep::Report {
+        document: json!({"not": "a report"}),
+    };
+    let r = refused(
+        &f.app,
+        f.app.take_step(&me("impl-2"), "wo_1", None, garbage),
+    )
+    .await;
+    assert!(matches!(r, Refusal::OrderRole { .. }), "{r:?}");
+    assert_eq!(r.kind(), RefusalKind::Forbidden);
+}
+
+#[tokio::test]
+async fn waiting_for_an_order_returns_its_newer_steps_or_says_none_came() {
+    let f = fixture().await;
+    let offered = f
+        .app
+        .offer(&me("planner"), order_doc("wo_1"), None)
+        .await
+        .unwrap();
+    assert_eq!(offered.order.seq, 1);
+    let r = refusal(
+        f.app
+            .wait_order("wo_1", 1, Duration::ZERO)
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        matches!(
+            r,
+            Refusal::NoStep {
+                since: 1,
+                seq: 1,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+    // A waiter wakes when another writer takes a step.
+    let waiter = f.app.clone();
+    let waiting =
+        tokio::spawn(async move { waiter.wait_order("wo_1", 1, Duration::from_secs(30)).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    f.app
+        .take_step(&me("impl-1"), "wo_1", None, OrderStep::Accept)
+        .await
+        .unwrap();
+    let woken = waiting.await.unwrap().unwrap();
+    assert_eq!(woken.order.seq, 2);
+    assert_eq!(woken.events.len(), 1);
+    // The request that carried the order was read once the worker acted on it.
+    let inbox = f.app.inbox(&me("impl-1"), false).await.unwrap();
+    assert_eq!(
+        inbox[0].status_for(&me("impl-1")),
+        Some(baton_core::DeliveryStatus::Delivered)
+    );
+}
+
+fn registration(run: &str, participant: &str, pid: u32) -> RunChange {
+    RunChange::Registered(Box::new(Registration {
+        run: run.into(),
+        participant: Some(participant.into()),
+        host: Some("here".into()),
+        monitor: Some(ProcessRef {
+            pid,
+            start: Some(1),
+        }),
+        ..Registration::default()
+    }))
+}
+
+#[tokio::test]
+async fn the_reaper_loses_a_run_whose_wrapper_died_and_records_unseen_agents_once() {
+    let f = fixture().await;
+    let table = Table::default();
+    f.app
+        .record_run("impl-1", &[registration("r1", "impl-1", 100)])
+        .await
+        .unwrap();
+    let sent = f
+        .app
+        .send(
+            &me("planner"),
+            message(&["impl-1"], MessageType::Request, Some("t"), "go"),
+        )
+        .await
+        .unwrap();
+    f.app
+        .show(Some(&me("impl-1")), &sent.id, None, Layout::Compact)
+        .await
+        .unwrap();
+    table.agents.lock().unwrap().push(Registration {
+        run: "pid-7-9".into(),
+        agent: Some("claude".into()),
+        command: vec!["claude".into()],
+        host: Some("here".into()),
+        process: Some(ProcessRef {
+            pid: 7,
+            start: Some(9),
+        }),
+        ..Registration::default()
+    });
+
+    // The wrapper lives: nothing is lost; the unseen agent is recorded.
+    let pass = f.app.reap(&table).await.unwrap();
+    assert!(pass.lost.is_empty());
+    assert_eq!(pass.untracked, ["pid-7-9"]);
+
+    // The wrapper died: the run is lost and what its participant held is pending again.
+    table.dead.lock().unwrap().insert(100);
+    let pass = f.app.reap(&table).await.unwrap();
+    assert_eq!(pass.lost.len(), 1);
+    assert_eq!(pass.lost[0].resurfaced, [sent.id.clone()]);
+    assert!(pass.untracked.is_empty(), "an agent is recorded once");
+    let inbox = f.app.inbox(&me("impl-1"), false).await.unwrap();
+    assert_eq!(
+        inbox[0].status_for(&me("impl-1")),
+        Some(baton_core::DeliveryStatus::Pending)
+    );
+
+    // The agent exited: gone. A second pass finds nothing.
+    table.dead.lock().unwrap().insert(7);
+    let pass = f.app.reap(&table).await.unwrap();
+    assert_eq!(pass.gone, ["pid-7-9"]);
+    assert!(f.app.reap(&table).await.unwrap().is_empty());
+    let statuses: HashMap<String, RunStatus> = f
+        .app
+        .runs(&RunQuery::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.run.id.clone(), r.run.status))
+        .collect();
+    assert_eq!(statuses["r1"], RunStatus::Lost);
+    assert_eq!(
+        f.app.alerts().await.unwrap().len(),
+        2,
+        "lost and resurfaced"
+    );
+}
