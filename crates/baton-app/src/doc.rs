@@ -798,11 +798,6 @@ pub struct Init {
 }
 doc!(Init, "baton/init@1");
 
-/// `baton mcp` after its session ended: nothing more to say.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct McpEnded {}
-doc!(McpEnded, "baton/mcp@1");
-
 /// One step of the demo: a `baton` process and what it printed.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct DemoStep {
@@ -867,5 +862,64 @@ impl<T: Doc> ErasedDoc for T {
 
     fn value(&self) -> Value {
         serde_json::to_value(self).expect("a document always serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every document derives a JSON Schema (what the HTTP server's OpenAPI document will
+    /// be built from), and every schema is an object with the fields it prints.
+    #[test]
+    fn every_document_has_an_object_schema_naming_its_fields() {
+        let schemas = [
+            schemars::schema_for!(Inbox),
+            schemars::schema_for!(Outbox),
+            schemars::schema_for!(Thread),
+            schemars::schema_for!(Search),
+            schemars::schema_for!(Show),
+            schemars::schema_for!(Sent),
+            schemars::schema_for!(Step),
+            schemars::schema_for!(AgentAdded),
+            schemars::schema_for!(Agents),
+            schemars::schema_for!(Recorded),
+            schemars::schema_for!(State),
+            schemars::schema_for!(StateRendered),
+            schemars::schema_for!(Checked),
+            schemars::schema_for!(StateImport),
+            schemars::schema_for!(Resume),
+            schemars::schema_for!(ReceiptWritten),
+            schemars::schema_for!(ReceiptShown),
+            schemars::schema_for!(ReceiptsVerified),
+            schemars::schema_for!(AlertAcked),
+            schemars::schema_for!(Alerts),
+            schemars::schema_for!(Runs),
+            schemars::schema_for!(Reap),
+            schemars::schema_for!(Hook),
+            schemars::schema_for!(OrderStepped),
+            schemars::schema_for!(Orders),
+            schemars::schema_for!(OrderShown),
+            schemars::schema_for!(HandoffCheck),
+            schemars::schema_for!(HandoffTemplate),
+            schemars::schema_for!(HandoffRender),
+            schemars::schema_for!(EvidenceRun),
+            schemars::schema_for!(Init),
+            schemars::schema_for!(Demo),
+            schemars::schema_for!(Error),
+        ];
+        for schema in schemas {
+            let value = schema.as_value();
+            assert_eq!(value["type"], "object", "{value}");
+            assert!(value.get("properties").is_some(), "{value}");
+        }
+        // The shown message's flattened row is part of its schema.
+        let show = schemars::schema_for!(Show);
+        for field in ["id", "excerpt", "recipients", "payload", "truncated"] {
+            assert!(
+                show.as_value()["properties"].get(field).is_some(),
+                "show lacks {field}"
+            );
+        }
     }
 }

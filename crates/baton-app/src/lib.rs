@@ -28,7 +28,7 @@ use baton_store::{Store, StoreError};
 
 pub use host::{Clock, Files, Hashed, Host, PathClock, PathProblem, Processes};
 pub use ledger::{Pass, RunRow};
-pub use memory::Recorded;
+pub use memory::{Imported, Recorded};
 pub use messages::{Body, Layout, Outgoing, Shown};
 pub use orders::{OrderStep, OrderView, newest_report};
 pub use receipts::{Verdict, Verified};

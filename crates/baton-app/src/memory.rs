@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use baton_core::state::{Alert, Freshness, Note, ProjectState, StateOp, Subject};
+use baton_core::statefile::{self, Verdict};
 use baton_core::{Event, Passname, Refusal};
 
 use crate::host::PathProblem;
@@ -30,6 +31,14 @@ impl Recorded {
     pub fn generation(&self) -> Option<i64> {
         self.events.last().map(|e| e.seq)
     }
+}
+
+/// What importing a STATE.md did: the changes its edits make, and the ids recorded (none
+/// on a dry run).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Imported {
+    pub ops: Vec<StateOp>,
+    pub recorded: Vec<String>,
 }
 
 impl App {
@@ -97,6 +106,35 @@ impl App {
             self.now(),
         )
         .await
+    }
+
+    /// The verdict on a rendered STATE.md (its bytes as read): valid, truncated, stale
+    /// against the store's state now, or drifted.
+    pub async fn judge_state_file(&self, bytes: &[u8]) -> Result<Verdict> {
+        let generation = self.state().await?.generation;
+        Ok(statefile::judge(bytes, generation))
+    }
+
+    /// Applies the edits made to a STATE.md's tables as `actor` (with `dry_run`, only says
+    /// what they would be) when the file is valid and current; otherwise its verdict.
+    pub async fn import_state_file(
+        &self,
+        actor: &str,
+        bytes: &[u8],
+        dry_run: bool,
+    ) -> Result<std::result::Result<Imported, Verdict>> {
+        let (tables, snapshot) = match self.judge_state_file(bytes).await? {
+            Verdict::Valid { tables, snapshot } => (tables, snapshot),
+            other => return Ok(Err(other)),
+        };
+        let ops = statefile::import_ops(&tables, &snapshot)
+            .map_err(|refused| Refusal::StateEdits { refused })?;
+        let recorded = if dry_run || ops.is_empty() {
+            Vec::new()
+        } else {
+            self.record(actor, &ops).await?.ids()
+        };
+        Ok(Ok(Imported { ops, recorded }))
     }
 
     /// The open alerts.

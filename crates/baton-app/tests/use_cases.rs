@@ -552,7 +552,7 @@ async fn the_reaper_loses_a_run_whose_wrapper_died_and_records_unseen_agents_onc
     table.dead.lock().unwrap().insert(100);
     let pass = f.app.reap(&table).await.unwrap();
     assert_eq!(pass.lost.len(), 1);
-    assert_eq!(pass.lost[0].resurfaced, [sent.id.clone()]);
+    assert_eq!(pass.lost[0].resurfaced, std::slice::from_ref(&sent.id));
     assert!(pass.untracked.is_empty(), "an agent is recorded once");
     let inbox = f.app.inbox(&me("impl-1"), false).await.unwrap();
     assert_eq!(

@@ -397,6 +397,9 @@ pub enum Refusal {
     SenderNote,
     #[error("{decision} is already superseded by {by}: supersede {by} instead")]
     Superseded { decision: String, by: String },
+    /// Edits to a STATE.md file that cannot be imported (each named); nothing was changed.
+    #[error("the file has edits that cannot be imported; nothing was changed: {}", refused.join("; "))]
+    StateEdits { refused: Vec<String> },
     #[error("the order has no {field:?}")]
     DocumentField { field: &'static str },
     #[error("a report's status is done, failed or blocked, not {status:?}")]
@@ -487,6 +490,7 @@ impl Refusal {
             | Self::NotARequest { .. }
             | Self::SenderNote
             | Self::Superseded { .. }
+            | Self::StateEdits { .. }
             | Self::DocumentField { .. }
             | Self::ReportStatus { .. }
             | Self::Findings { .. }

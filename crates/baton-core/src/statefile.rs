@@ -457,6 +457,43 @@ pub fn parse(text: &str) -> Parsed {
     }
 }
 
+/// What a STATE.md file is worth, against the store it was rendered from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Valid {
+        tables: Box<Tables>,
+        snapshot: Box<Snapshot>,
+    },
+    /// Cut short or corrupted: never to be read as intent.
+    Truncated(Vec<String>),
+    /// Whole, but rendered before the store's state moved on (`file` < `store`).
+    Stale { file: i64, store: i64 },
+    /// Whole, but its prose drifted from the schema: a person must restore it.
+    Drifted(Vec<String>),
+}
+
+/// The verdict on a file's bytes, given the store's state generation now.
+pub fn judge(bytes: &[u8], store_generation: i64) -> Verdict {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Verdict::Truncated(vec!["the file is not UTF-8 text".into()]);
+    };
+    match parse(text) {
+        Parsed::Truncated(why) => Verdict::Truncated(why),
+        Parsed::Drifted(why) => Verdict::Drifted(why),
+        Parsed::Valid { tables, snapshot } => {
+            let store = store_generation;
+            if snapshot.generation < store {
+                Verdict::Stale {
+                    file: snapshot.generation,
+                    store,
+                }
+            } else {
+                Verdict::Valid { tables, snapshot }
+            }
+        }
+    }
+}
+
 /// Turns a person's edits into state operations, or lists every edit that cannot be
 /// accepted (decisions and constraints are immutable; nothing is deleted but streams).
 pub fn import_ops(tables: &Tables, snapshot: &Snapshot) -> Result<Vec<StateOp>, Vec<String>> {
@@ -584,6 +621,19 @@ pub fn import_ops(tables: &Tables, snapshot: &Snapshot) -> Result<Vec<StateOp>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_is_judged_against_the_store_generation() {
+        let text = render(&snapshot(), |ms| ms.to_string());
+        assert!(matches!(judge(text.as_bytes(), 7), Verdict::Valid { .. }));
+        assert_eq!(
+            judge(text.as_bytes(), 9),
+            Verdict::Stale { file: 7, store: 9 }
+        );
+        assert!(matches!(judge(b"\xff\xfe", 7), Verdict::Truncated(_)));
+        let cut = &text.as_bytes()[..text.len() / 2];
+        assert!(matches!(judge(cut, 7), Verdict::Truncated(_)));
+    }
 
     fn snapshot() -> Snapshot {
         Snapshot {

@@ -102,14 +102,7 @@ impl BatonTools {
             .record(self.me.as_str(), &[op])
             .await
             .map_err(|e| explain("", e))?;
-        let event = recorded
-            .events
-            .last()
-            .ok_or("nothing was recorded: call the tool again")?;
-        Ok(Json(Recorded {
-            id: event.change.subject().to_owned(),
-            generation: event.seq,
-        }))
+        Ok(Json(Recorded::of(&recorded)?))
     }
 
     fn rows(&self, items: &[baton_core::Envelope]) -> Vec<Row> {
@@ -501,16 +494,17 @@ impl BatonTools {
     ) -> Result<Json<Recorded>, String> {
         let input = input?;
         // Paths are from the project root, wherever the server was started.
-        let subject = self
+        let recorded = self
             .app
-            .note_subject(self.app.root(), &input.subject)
+            .note(
+                self.me.as_str(),
+                input.text,
+                &input.subject,
+                self.app.root(),
+            )
             .await
             .map_err(|e| explain("", e))?;
-        self.record(StateOp::Note {
-            text: input.text,
-            subject,
-        })
-        .await
+        Ok(Json(Recorded::of(&recorded)?))
     }
 
     #[tool(

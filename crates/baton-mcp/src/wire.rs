@@ -587,6 +587,20 @@ pub struct Recorded {
     pub generation: i64,
 }
 
+impl Recorded {
+    /// The one change a tool recorded: its id (`D-3`, `N-2`, …) and the generation after.
+    pub fn of(recorded: &baton_app::Recorded) -> Result<Self, String> {
+        let event = recorded
+            .events
+            .last()
+            .ok_or("nothing was recorded: call the tool again")?;
+        Ok(Self {
+            id: event.change.subject().to_owned(),
+            generation: event.seq,
+        })
+    }
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Receipt {
     pub step: String,

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use baton_app::{Clock, Files, Hashed, Host, PathClock, PathProblem, Processes};
 use baton_core::Millis;
@@ -120,10 +120,12 @@ impl Files for LocalFiles {
     }
 }
 
-/// Answers B2 and B3 from git and the file system, rooted at the repository.
+/// Answers B2 and B3 from git and the file system, rooted at the repository. The
+/// repository is found the first time a rule asks (one `git` process), not when a command
+/// starts: most commands never ask.
 pub struct Workspace {
-    root: PathBuf,
-    git: bool,
+    start: PathBuf,
+    found: OnceLock<(PathBuf, bool)>,
 }
 
 impl Workspace {
@@ -132,34 +134,43 @@ impl Workspace {
             Some(p) => p.root.clone(),
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         };
-        let top = Command::new("git")
-            .arg("-C")
-            .arg(&start)
-            .args(["rev-parse", "--show-toplevel"])
-            .stderr(Stdio::null())
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .and_then(|o| String::from_utf8(o.stdout).ok())
-            .map(|s| PathBuf::from(s.trim()));
-        match top {
-            Some(root) => Self { root, git: true },
-            None => Self {
-                root: start,
-                git: false,
-            },
+        Self {
+            start,
+            found: OnceLock::new(),
         }
+    }
+
+    /// The repository's top directory, and whether it is a git work tree.
+    fn repository(&self) -> (&Path, bool) {
+        let (root, git) = self.found.get_or_init(|| {
+            let top = Command::new("git")
+                .arg("-C")
+                .arg(&self.start)
+                .args(["rev-parse", "--show-toplevel"])
+                .stderr(Stdio::null())
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .and_then(|o| String::from_utf8(o.stdout).ok())
+                .map(|s| PathBuf::from(s.trim()));
+            match top {
+                Some(root) => (root, true),
+                None => (self.start.clone(), false),
+            }
+        });
+        (root, *git)
     }
 }
 
 impl Environment for Workspace {
     fn revision_exists(&self, revision: &str) -> Option<bool> {
-        if !self.git || revision.starts_with('-') {
-            return if self.git { Some(false) } else { None };
+        let (root, git) = self.repository();
+        if !git || revision.starts_with('-') {
+            return if git { Some(false) } else { None };
         }
         let status = Command::new("git")
             .arg("-C")
-            .arg(&self.root)
+            .arg(root)
             .args(["rev-parse", "--verify", "--quiet"])
             .arg(format!("{revision}^{{commit}}"))
             .stdout(Stdio::null())
@@ -175,7 +186,7 @@ impl Environment for Workspace {
             let path = if path.is_absolute() {
                 path.to_owned()
             } else {
-                self.root.join(path)
+                self.repository().0.join(path)
             };
             return Some(path.is_file());
         }

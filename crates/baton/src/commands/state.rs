@@ -6,8 +6,10 @@ use std::path::{Path, PathBuf};
 
 use baton_app::doc::{self, Checked, StateImport, StateRendered};
 use baton_app::recall::note_line;
+use baton_core::Refusal;
 use baton_core::state::StateOp;
-use baton_core::statefile::{self, Parsed, Snapshot};
+use baton_core::statefile::{self, Snapshot, Verdict};
+use baton_store::StoreError;
 use clap::{Args, Subcommand};
 use serde::Deserialize;
 
@@ -424,43 +426,10 @@ async fn render(ctx: &Context, out: &Path) -> CommandResult<Output> {
     ))
 }
 
-/// The verdict on a file, with the exit kind for each.
-enum Verdict {
-    Valid {
-        tables: Box<statefile::Tables>,
-        snapshot: Box<Snapshot>,
-    },
-    Truncated(Vec<String>),
-    Stale {
-        file: i64,
-        store: i64,
-    },
-    Drifted(Vec<String>),
-}
-
-async fn judge(ctx: &Context, file: &Path) -> CommandResult<Verdict> {
-    let bytes = std::fs::read(file)
-        .map_err(|e| CommandError::new(ErrorKind::NotFound, format!("{}: {e}", file.display())))?;
-    let Ok(text) = String::from_utf8(bytes) else {
-        return Ok(Verdict::Truncated(vec![
-            "the file is not UTF-8 text".into(),
-        ]));
-    };
-    Ok(match statefile::parse(&text) {
-        Parsed::Truncated(why) => Verdict::Truncated(why),
-        Parsed::Drifted(why) => Verdict::Drifted(why),
-        Parsed::Valid { tables, snapshot } => {
-            let store = ctx.app.state().await?.generation;
-            if snapshot.generation < store {
-                Verdict::Stale {
-                    file: snapshot.generation,
-                    store,
-                }
-            } else {
-                Verdict::Valid { tables, snapshot }
-            }
-        }
-    })
+/// A file's bytes, or exit 4 naming why they cannot be read.
+fn read_file(file: &Path) -> CommandResult<Vec<u8>> {
+    std::fs::read(file)
+        .map_err(|e| CommandError::new(ErrorKind::NotFound, format!("{}: {e}", file.display())))
 }
 
 fn verdict_error(file: &Path, verdict: Verdict) -> CommandError {
@@ -493,7 +462,7 @@ fn verdict_error(file: &Path, verdict: Verdict) -> CommandError {
 }
 
 pub async fn check(ctx: &Context, args: CheckArgs) -> CommandResult<Output> {
-    match judge(ctx, &args.file).await? {
+    match ctx.app.judge_state_file(&read_file(&args.file)?).await? {
         Verdict::Valid { snapshot, .. } => Ok(Output::of(
             &Checked {
                 file: args.file.display().to_string(),
@@ -511,17 +480,24 @@ pub async fn check(ctx: &Context, args: CheckArgs) -> CommandResult<Output> {
 }
 
 async fn import(ctx: &Context, file: &Path, dry_run: bool) -> CommandResult<Output> {
-    let (tables, snapshot) = match judge(ctx, file).await? {
-        Verdict::Valid { tables, snapshot } => (tables, snapshot),
-        other => return Err(verdict_error(file, other)),
+    let actor = ctx.actor().await?;
+    let imported = match ctx
+        .app
+        .import_state_file(&actor, &read_file(file)?, dry_run)
+        .await
+    {
+        Ok(Ok(imported)) => imported,
+        Ok(Err(verdict)) => return Err(verdict_error(file, verdict)),
+        Err(StoreError::Refused(Refusal::StateEdits { refused })) => {
+            return Err(CommandError::refused(format!(
+                "{} has edits that cannot be imported; nothing was changed:\n  - {}",
+                file.display(),
+                refused.join("\n  - ")
+            )));
+        }
+        Err(e) => return Err(e.into()),
     };
-    let ops = statefile::import_ops(&tables, &snapshot).map_err(|refused| {
-        CommandError::refused(format!(
-            "{} has edits that cannot be imported; nothing was changed:\n  - {}",
-            file.display(),
-            refused.join("\n  - ")
-        ))
-    })?;
+    let ops = imported.ops;
     let mut human = if ops.is_empty() {
         "No changes: the tables match the store.".to_owned()
     } else {
@@ -538,15 +514,13 @@ async fn import(ctx: &Context, file: &Path, dry_run: bool) -> CommandResult<Outp
     for op in &ops {
         human.push_str(&format!("  - {}\n", describe(op)));
     }
-    let mut recorded_ids = Vec::new();
-    if !dry_run && !ops.is_empty() {
-        recorded_ids = apply(ctx, &ops).await?.ids();
-        human.push_str(&format!("Recorded: {}", recorded_ids.join(", ")));
+    if !imported.recorded.is_empty() {
+        human.push_str(&format!("Recorded: {}", imported.recorded.join(", ")));
     }
     let doc = StateImport {
         dry_run,
         changes: ops,
-        recorded: recorded_ids,
+        recorded: imported.recorded,
     };
     Ok(Output::of(&doc, human))
 }
