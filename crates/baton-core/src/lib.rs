@@ -24,7 +24,7 @@ pub mod time;
 pub use delivery::{DeliveryAction, DeliveryStatus, RequestAction, RequestStatus, Verb};
 pub use event::{Change, Event};
 pub use message::{Draft, Envelope, MessageType, Payload, PayloadError, Recipient};
-pub use names::{NameError, Passname, Topic};
+pub use names::{NameError, Passname, ProjectName, Topic};
 pub use participant::Participant;
 pub use refusal::{Field, InvalidTransition, Record, Refusal, RefusalKind};
 pub use time::Millis;

@@ -96,6 +96,12 @@ slug_type!(
     Topic,
     "topic"
 );
+slug_type!(
+    /// A project's name in a store that holds several, e.g. `shop` (its URL is
+    /// `/v1/projects/shop`).
+    ProjectName,
+    "project name"
+);
 
 #[cfg(test)]
 mod tests {

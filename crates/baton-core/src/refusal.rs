@@ -168,6 +168,8 @@ pub enum Record {
     Alert,
     /// A step's receipt.
     Receipt,
+    /// A project in a store that holds several.
+    Project,
 }
 
 impl Record {
@@ -180,6 +182,7 @@ impl Record {
             Self::Stream => "active stream",
             Self::Alert => "open alert",
             Self::Receipt => "receipt for step",
+            Self::Project => "project",
         }
     }
 }

@@ -30,7 +30,7 @@ use baton_core::message::Prior;
 use baton_core::order::{Order, OrderRequest};
 use baton_core::run::{Run, RunChange};
 use baton_core::state::{ProjectState, StateOp};
-use baton_core::{Draft, Event, Millis, Participant, Passname, Payload, Topic};
+use baton_core::{Draft, Event, Millis, Participant, Passname, Payload, ProjectName, Topic};
 use serde_json::{Map, Value};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -38,8 +38,35 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// How long a writer waits for another writer before giving up with [`StoreError::Busy`].
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Opens the store a URL names: `sqlite:PATH` (the file must exist unless `create`).
-/// A PostgreSQL backend will answer `postgres://…` here.
+/// A place that holds projects by name: a directory of SQLite files (one a project), or a
+/// PostgreSQL database (every table keyed by project). What `baton serve` and keyless
+/// administration (`baton --db URL …`) open.
+#[async_trait]
+pub trait Database: Send + Sync {
+    /// Project `name`'s store; refused as not found when there is no such project.
+    async fn project(&self, name: &ProjectName) -> Result<Arc<dyn Store>>;
+    /// Creates project `name`; `false` when it existed already (nothing changes).
+    async fn add_project(&self, name: &ProjectName) -> Result<bool>;
+    /// Every project's name, sorted.
+    async fn projects(&self) -> Result<Vec<ProjectName>>;
+}
+
+/// Opens the database a URL names: `sqlite:DIR` (a directory of `NAME.db` files, created
+/// when missing) or, once that backend lands, `postgres://…`.
+pub async fn database(url: &str, busy_timeout: Duration) -> Result<Arc<dyn Database>> {
+    match url.split_once(':') {
+        Some(("sqlite", dir)) if !dir.is_empty() => {
+            let dir = std::path::Path::new(dir.strip_prefix("//").unwrap_or(dir));
+            Ok(Arc::new(sqlite::SqliteDirectory::new(dir, busy_timeout)?))
+        }
+        _ => Err(StoreError::Url {
+            url: url.to_owned(),
+        }),
+    }
+}
+
+/// Opens the one-project store a URL names: `sqlite:PATH` (the file must exist unless
+/// `create`). The embedded mode's `.baton/baton.db`.
 pub async fn open(url: &str, busy_timeout: Duration, create: bool) -> Result<Arc<dyn Store>> {
     match url.split_once(':') {
         Some(("sqlite", path)) if !path.is_empty() => {

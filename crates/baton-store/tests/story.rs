@@ -17,11 +17,12 @@ use baton_core::order::{OrderChange, OrderRequest, OrderStatus};
 use baton_core::run::{ProcessRef, Progress, Registration, Run, RunChange, RunStatus, TokenUsage};
 use baton_core::{
     Change, DeliveryAction, DeliveryStatus, Draft, Field, InvalidTransition, MessageType, Millis,
-    Passname, Payload, Record, Refusal, RefusalKind, RequestAction, RequestStatus, Topic,
+    Passname, Payload, ProjectName, Record, Refusal, RefusalKind, RequestAction, RequestStatus,
+    Topic,
 };
 use baton_store::{
-    DEFAULT_BUSY_TIMEOUT, End, Envelope, NewEvent, OrderQuery, RunQuery, SearchQuery, Sent,
-    SqliteStore, Store, StoreError, Verb,
+    DEFAULT_BUSY_TIMEOUT, Database, End, Envelope, NewEvent, OrderQuery, RunQuery, SearchQuery,
+    Sent, SqliteStore, Store, StoreError, Verb,
 };
 use proptest::prelude::*;
 use sqlx::Connection;
@@ -2142,6 +2143,50 @@ async fn an_imported_event_keeps_its_id_and_time(store: &dyn Store) {
     let again = store.append_events(vec![added]).await;
     assert!(again.is_err(), "the same event id twice: {again:?}");
     assert_eq!(generation(store).await, 1);
+}
+
+/// Story 20: A database holds projects by name; each is a store of its own, and a project
+/// that does not exist is not found (never created by opening it).
+async fn a_database_holds_projects_by_name(db: &dyn Database) {
+    let shop = ProjectName::new("shop").unwrap();
+    let docs = ProjectName::new("docs").unwrap();
+    let err = db.project(&shop).await.err().expect("no project yet");
+    assert!(
+        matches!(
+            err,
+            StoreError::Refused(Refusal::NotFound {
+                record: Record::Project,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+    assert!(db.add_project(&shop).await.unwrap());
+    assert!(
+        !db.add_project(&shop).await.unwrap(),
+        "adding it again is harmless"
+    );
+    assert!(db.add_project(&docs).await.unwrap());
+    assert_eq!(db.projects().await.unwrap(), [docs.clone(), shop.clone()]);
+    // Each project's log is its own.
+    let store = db.project(&shop).await.unwrap();
+    cast(store.as_ref()).await;
+    assert!(generation(store.as_ref()).await > 0);
+    let other = db.project(&docs).await.unwrap();
+    assert_eq!(generation(other.as_ref()).await, 0);
+    assert!(other.participants().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn sqlite_a_directory_holds_projects_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = baton_store::database(
+        &format!("sqlite:{}", dir.path().join("projects").display()),
+        DEFAULT_BUSY_TIMEOUT,
+    )
+    .await
+    .unwrap();
+    a_database_holds_projects_by_name(db.as_ref()).await;
 }
 
 /// Runs every story against `$backend`: `stores` take `&dyn Store`, `backends` take the

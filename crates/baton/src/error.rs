@@ -243,6 +243,9 @@ pub fn refusal(r: &Refusal) -> String {
             }
             Record::Alert => format!("no open alert {id} (see `baton alerts`)"),
             Record::Receipt => format!("no receipt for step {id:?}"),
+            Record::Project => format!(
+                "no project {id:?} in this store: add it with `baton --db URL project add {id}`"
+            ),
         },
         Refusal::UnknownParticipant { name } | Refusal::NoRecipient { name, .. } => format!(
             "unknown participant {name:?}: register it with `baton agent add {name} --role ROLE`"

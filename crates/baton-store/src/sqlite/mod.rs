@@ -17,7 +17,7 @@ use baton_core::run::Run;
 use baton_core::state::ProjectState;
 use baton_core::{
     Change, DeliveryStatus, Draft, Envelope, Event, MessageType, Millis, Participant, Passname,
-    Recipient, Refusal, RequestStatus, Topic,
+    ProjectName, Recipient, Refusal, RequestStatus, Topic,
 };
 use serde_json::{Map, Value};
 use sqlx::sqlite::{
@@ -207,6 +207,65 @@ impl SqliteStore {
             rows.extend(part);
         }
         Ok(rows)
+    }
+}
+
+/// Projects as SQLite files in one directory, `NAME.db` each.
+pub struct SqliteDirectory {
+    dir: PathBuf,
+    busy_timeout: Duration,
+}
+
+impl SqliteDirectory {
+    /// The directory, created when missing.
+    pub fn new(dir: &Path, busy_timeout: Duration) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Unavailable {
+            path: dir.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(Self {
+            dir: dir.to_owned(),
+            busy_timeout,
+        })
+    }
+
+    fn file(&self, name: &ProjectName) -> PathBuf {
+        self.dir.join(format!("{name}.db"))
+    }
+}
+
+#[async_trait]
+impl crate::Database for SqliteDirectory {
+    async fn project(&self, name: &ProjectName) -> Result<std::sync::Arc<dyn crate::Store>> {
+        let file = self.file(name);
+        if !file.exists() {
+            return Err(Refusal::not_found(baton_core::Record::Project, name.as_str()).into());
+        }
+        Ok(std::sync::Arc::new(
+            SqliteStore::open(&file, self.busy_timeout).await?,
+        ))
+    }
+
+    async fn add_project(&self, name: &ProjectName) -> Result<bool> {
+        let file = self.file(name);
+        let existed = file.exists();
+        SqliteStore::create(&file, self.busy_timeout).await?;
+        Ok(!existed)
+    }
+
+    async fn projects(&self) -> Result<Vec<ProjectName>> {
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| StoreError::Unavailable {
+            path: self.dir.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let mut names: Vec<ProjectName> = entries
+            .filter_map(|e| {
+                let name = e.ok()?.file_name().into_string().ok()?;
+                ProjectName::new(name.strip_suffix(".db")?).ok()
+            })
+            .collect();
+        names.sort();
+        Ok(names)
     }
 }
 
