@@ -778,6 +778,71 @@ pub struct EvidenceRun {
 }
 doc!(EvidenceRun, "baton/evidence-run@1");
 
+// ---- keys and projects --------------------------------------------------------------------
+
+/// A key as `baton key list` shows it: never its token.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct KeyRow {
+    pub id: String,
+    pub participant: Passname,
+    pub scope: baton_core::key::Scope,
+    pub created_at: String,
+    pub expires_at: Option<String>,
+    pub revoked_at: Option<String>,
+    /// Whether it still proves its participant now.
+    pub live: bool,
+}
+
+impl KeyRow {
+    pub fn new(k: &baton_core::key::Key, now: Millis) -> Self {
+        Self {
+            id: k.id.clone(),
+            participant: k.participant.clone(),
+            scope: k.scope,
+            created_at: rfc3339(k.created_at),
+            expires_at: k.expires_at.map(rfc3339),
+            revoked_at: k.revoked_at.map(rfc3339),
+            live: k.is_live(now),
+        }
+    }
+}
+
+/// A key just issued, with its token: shown this once, never stored.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct KeyIssued {
+    #[serde(flatten)]
+    pub key: KeyRow,
+    pub token: String,
+}
+doc!(KeyIssued, "baton/key-issue@1");
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Keys {
+    pub items: Vec<KeyRow>,
+}
+doc!(Keys, "baton/key-list@1");
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct KeyRevoked {
+    #[serde(flatten)]
+    pub key: KeyRow,
+}
+doc!(KeyRevoked, "baton/key-revoke@1");
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ProjectAdded {
+    pub name: baton_core::ProjectName,
+    /// False when it existed already.
+    pub created: bool,
+}
+doc!(ProjectAdded, "baton/project-add@1");
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Projects {
+    pub items: Vec<baton_core::ProjectName>,
+}
+doc!(Projects, "baton/project-list@1");
+
 // ---- the project --------------------------------------------------------------------------
 
 /// A file `baton init` wrote.
@@ -906,6 +971,11 @@ mod tests {
             schemars::schema_for!(EvidenceRun),
             schemars::schema_for!(Init),
             schemars::schema_for!(Demo),
+            schemars::schema_for!(KeyIssued),
+            schemars::schema_for!(Keys),
+            schemars::schema_for!(KeyRevoked),
+            schemars::schema_for!(ProjectAdded),
+            schemars::schema_for!(Projects),
             schemars::schema_for!(Error),
         ];
         for schema in schemas {

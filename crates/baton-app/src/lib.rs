@@ -11,6 +11,7 @@
 
 pub mod doc;
 pub mod host;
+mod keys;
 mod ledger;
 mod memory;
 mod messages;
@@ -27,6 +28,7 @@ use baton_core::Millis;
 use baton_store::{Store, StoreError};
 
 pub use host::{Clock, Files, Hashed, Host, PathClock, PathProblem, Processes};
+pub use keys::Caller;
 pub use ledger::{Pass, RunRow};
 pub use memory::{Imported, Recorded};
 pub use messages::{Body, Layout, Outgoing, Shown};

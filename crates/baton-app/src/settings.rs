@@ -171,12 +171,13 @@ impl Settings {
     }
 }
 
-/// Parses a non-negative duration such as `5s`, `10m` or `1h 30m`.
+/// Parses a non-negative duration such as `5s`, `10m`, `1h 30m` or `30d`.
 pub fn parse_duration(what: &str, text: &str) -> Result<Duration, String> {
-    let d: jiff::SignedDuration = text
-        .parse()
-        .map_err(|e| format!("{what}: {text:?} is not a duration like \"5s\" or \"10m\": {e}"))?;
-    Duration::try_from(d).map_err(|_| format!("{what}: {text:?} must not be negative"))
+    baton_core::time::duration(text).ok_or_else(|| {
+        format!(
+            "{what}: {text:?} is not a duration like \"5s\", \"10m\" or \"30d\" (never negative)"
+        )
+    })
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::delivery::{DeliveryStatus, RequestStatus};
+use crate::key::KeyChange;
 use crate::message::MessageType;
 use crate::names::{Passname, Topic};
 use crate::order::OrderChange;
@@ -63,6 +64,9 @@ pub enum Change {
     /// A Work Order was offered or took a step of its lifecycle.
     #[serde(rename = "order.changed")]
     Order(OrderChange),
+    /// A key was issued or revoked.
+    #[serde(rename = "key.changed")]
+    Key(KeyChange),
 }
 
 impl Change {
@@ -75,6 +79,7 @@ impl Change {
             Self::State(_) => "state.changed",
             Self::Run(_) => "run.changed",
             Self::Order(_) => "order.changed",
+            Self::Key(_) => "key.changed",
         }
     }
 
@@ -87,6 +92,7 @@ impl Change {
             Self::State(change) => change.subject(),
             Self::Run(change) => change.subject(),
             Self::Order(change) => change.order(),
+            Self::Key(change) => change.key(),
         }
     }
 

@@ -10,6 +10,7 @@
 pub mod awl;
 pub mod delivery;
 pub mod event;
+pub mod key;
 pub mod message;
 pub mod names;
 pub mod order;

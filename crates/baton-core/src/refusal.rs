@@ -30,6 +30,8 @@ pub enum RefusalKind {
     Forbidden,
     /// It conflicts with what is stored; read again and decide anew (exit 6, HTTP 409).
     Conflict,
+    /// No valid key proved who is asking (exit 5, HTTP 401).
+    Unauthenticated,
 }
 
 impl RefusalKind {
@@ -39,6 +41,7 @@ impl RefusalKind {
             Self::NotFound => "not_found",
             Self::Forbidden => "forbidden",
             Self::Conflict => "conflict",
+            Self::Unauthenticated => "unauthenticated",
         }
     }
 }
@@ -170,6 +173,8 @@ pub enum Record {
     Receipt,
     /// A project in a store that holds several.
     Project,
+    /// A key, by its id.
+    Key,
 }
 
 impl Record {
@@ -183,6 +188,7 @@ impl Record {
             Self::Alert => "open alert",
             Self::Receipt => "receipt for step",
             Self::Project => "project",
+            Self::Key => "key",
         }
     }
 }
@@ -443,6 +449,20 @@ pub enum Refusal {
     )]
     ReportFrom { actor: String, from: String },
 
+    /// The request carried no key, or one that is unknown, revoked or expired. Which of
+    /// these it was is not said: a guesser learns nothing.
+    #[error("a valid key is required")]
+    Unauthenticated,
+    /// The key's scope does not allow the action.
+    #[error("this key's scope is {scope}: it may not {action}")]
+    Scope {
+        scope: crate::key::Scope,
+        action: &'static str,
+    },
+    /// An actor named in a request: on a server the actor comes only from the key.
+    #[error("the acting participant comes from the key, never from the request")]
+    ActorInRequest,
+
     // ---- conflicts ----
     #[error("participant {name} already exists with role {role:?}")]
     RoleTaken { name: Passname, role: String },
@@ -503,7 +523,10 @@ impl Refusal {
             | Self::SenderSteps { .. }
             | Self::OrderRole { .. }
             | Self::OfferFrom { .. }
-            | Self::ReportFrom { .. } => K::Forbidden,
+            | Self::ReportFrom { .. }
+            | Self::Scope { .. }
+            | Self::ActorInRequest => K::Forbidden,
+            Self::Unauthenticated => K::Unauthenticated,
             Self::RoleTaken { .. }
             | Self::KeyReused { .. }
             | Self::OrderExists { .. }

@@ -22,22 +22,30 @@ pub fn age(then: Millis, now: Millis) -> String {
     }
 }
 
+/// A length of time such as `5s`, `10m`, `1h 30m`, `3d` or `2w` (a day is 24 hours, a
+/// week 7 days); `None` when it is not one, or is negative.
+pub fn duration(text: &str) -> Option<std::time::Duration> {
+    let span: jiff::Span = text.trim().parse().ok()?;
+    let exact = span
+        .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .ok()?;
+    std::time::Duration::try_from(exact).ok()
+}
+
 /// An instant given as RFC 3339 (`2026-11-29T10:00:00Z`) or as an age (`2h`, `3d 4h`)
 /// meaning that long before `now`. `None` when it is neither (or a negative age).
 pub fn instant(text: &str, now: Millis) -> Option<Millis> {
     if let Ok(ts) = text.parse::<jiff::Timestamp>() {
         return Some(ts.as_millisecond());
     }
-    text.parse::<jiff::SignedDuration>()
-        .ok()
-        .filter(|d| !d.is_negative())
+    duration(text)
         .and_then(|d| i64::try_from(d.as_millis()).ok())
         .map(|ago| now.saturating_sub(ago))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{age, instant, rfc3339};
+    use super::{age, duration, instant, rfc3339};
 
     #[test]
     fn instants_are_rfc_3339_or_ages() {
@@ -46,6 +54,19 @@ mod tests {
         assert_eq!(instant("1970-01-01T00:00:01Z", now), Some(1000));
         assert_eq!(instant("soon", now), None);
         assert_eq!(instant("-2h", now), None);
+        assert_eq!(instant("1d", now), Some(now - 86_400_000));
+    }
+
+    #[test]
+    fn durations_take_days_and_weeks_as_24_hours_each() {
+        use std::time::Duration;
+        assert_eq!(duration("5s"), Some(Duration::from_secs(5)));
+        assert_eq!(duration("1h 30m"), Some(Duration::from_secs(5400)));
+        assert_eq!(duration("30d"), Some(Duration::from_secs(30 * 86_400)));
+        assert_eq!(duration("2w"), Some(Duration::from_secs(14 * 86_400)));
+        assert_eq!(duration("0s"), Some(Duration::ZERO));
+        assert_eq!(duration("-5s"), None);
+        assert_eq!(duration("soon"), None);
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub use sqlite::SqliteStore;
 pub use types::*;
 
 use async_trait::async_trait;
+use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::order::{Order, OrderRequest};
 use baton_core::run::{Run, RunChange};
@@ -100,6 +101,7 @@ pub trait Tx: Send {
     -> Result<Vec<Prior>>;
     async fn order(&mut self, id: &str) -> Result<Option<Order>>;
     async fn run(&mut self, id: &str) -> Result<Option<Run>>;
+    async fn key(&mut self, id: &str) -> Result<Option<Key>>;
     /// Whether `participant` has a registered or running run other than `except`.
     async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool>;
     /// The messages delivered to `participant` (and still only delivered) since `since`,
@@ -147,6 +149,9 @@ pub trait Backend: Send + Sync {
     async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>>;
     /// Events after `after_seq`, oldest first, at most `limit`.
     async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>>;
+    async fn key(&self, id: &str) -> Result<Option<Key>>;
+    /// Every key ever issued (revoked ones too), oldest first.
+    async fn keys(&self) -> Result<Vec<Key>>;
     /// The store's generation: the sequence number of its newest event (0 when empty).
     async fn generation(&self) -> Result<i64>;
 }
@@ -205,6 +210,11 @@ pub trait Store: Backend {
     /// Appends events that already have an id and a time (an imported log), in order, in
     /// one transaction.
     async fn append_events(&self, events: Vec<NewEvent>) -> Result<Vec<Event>>;
+    /// Records key `id` for `participant` (which must be registered) with the hash of its
+    /// token; the token itself is never stored.
+    async fn issue_key(&self, actor: &str, issue: KeyIssue) -> Result<Key>;
+    /// Revokes key `id` alone; revoking it again changes nothing.
+    async fn revoke_key(&self, actor: &str, id: &str) -> Result<Key>;
 }
 
 #[async_trait]
@@ -264,5 +274,13 @@ impl<B: Backend + ?Sized> Store for B {
 
     async fn append_events(&self, events: Vec<NewEvent>) -> Result<Vec<Event>> {
         write::append_events(self, events).await
+    }
+
+    async fn issue_key(&self, actor: &str, issue: KeyIssue) -> Result<Key> {
+        write::issue_key(self, actor, issue).await
+    }
+
+    async fn revoke_key(&self, actor: &str, id: &str) -> Result<Key> {
+        write::revoke_key(self, actor, id).await
     }
 }

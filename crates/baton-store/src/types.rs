@@ -114,6 +114,17 @@ pub struct Reaped {
     pub alerts: Vec<String>,
 }
 
+/// A key to record: everything but its token, which only the one it is issued to sees.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyIssue {
+    pub id: String,
+    pub participant: baton_core::Passname,
+    pub scope: baton_core::key::Scope,
+    /// `baton_core::key::hash` of the token.
+    pub hash: String,
+    pub expires_at: Option<Millis>,
+}
+
 /// Which orders to list. The default is every open order (as recorded), oldest first.
 #[derive(Debug, Clone, Default)]
 pub struct OrderQuery {

@@ -9,6 +9,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use baton_core::key::{self, Key, KeyChange};
 use baton_core::message::{self, duplicate_of};
 use baton_core::order::{self, OrderChange, OrderRequest};
 use baton_core::run::{self, RunChange};
@@ -19,7 +20,8 @@ use baton_core::{
 };
 
 use crate::{
-    Added, Backend, Fetched, NewEvent, OrderWritten, Reaped, Result, Sent, Stepped, Tx, Verb,
+    Added, Backend, Fetched, KeyIssue, NewEvent, OrderWritten, Reaped, Result, Sent, Stepped, Tx,
+    Verb,
 };
 
 /// The store's clock: when an event is committed.
@@ -350,6 +352,46 @@ pub async fn order_step<B: Backend + ?Sized>(
     }
     tx.commit().await?;
     Ok(OrderWritten { order, events })
+}
+
+pub async fn issue_key<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &str,
+    issue: KeyIssue,
+) -> Result<Key> {
+    let mut tx = backend.begin().await?;
+    require_participant(tx.as_mut(), issue.participant.as_str()).await?;
+    let id = issue.id.clone();
+    let change = KeyChange::Issued {
+        id: issue.id,
+        participant: issue.participant,
+        scope: issue.scope,
+        hash: issue.hash,
+        expires_at: issue.expires_at,
+    };
+    tx.append(NewEvent::new(actor, Change::Key(change), now()))
+        .await?;
+    let issued = tx
+        .key(&id)
+        .await?
+        .ok_or_else(|| Refusal::not_found(Record::Key, &id))?;
+    tx.commit().await?;
+    Ok(issued)
+}
+
+pub async fn revoke_key<B: Backend + ?Sized>(backend: &B, actor: &str, id: &str) -> Result<Key> {
+    let mut tx = backend.begin().await?;
+    let current = tx.key(id).await?;
+    if let Some(change) = key::plan_revoke(current.as_ref(), id)? {
+        tx.append(NewEvent::new(actor, Change::Key(change), now()))
+            .await?;
+    }
+    let revoked = tx
+        .key(id)
+        .await?
+        .ok_or_else(|| Refusal::not_found(Record::Key, id))?;
+    tx.commit().await?;
+    Ok(revoked)
 }
 
 pub async fn append_events<B: Backend + ?Sized>(

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    agent, demo, handoff, hook, init, mcp, messages, order, reap, receipt, resume, run, runs,
-    search, send, state, step,
+    agent, demo, handoff, hook, init, key, mcp, messages, order, project_cmd, reap, receipt,
+    resume, run, runs, search, send, serve, state, step,
 };
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
@@ -40,6 +40,10 @@ pub struct GlobalArgs {
     /// The participant acting: a registered passname.
     #[arg(long = "as", global = true, env = "BATON_AS", value_name = "NAME")]
     pub as_name: Option<String>,
+    /// A shared store to administer directly (`sqlite:DIR` or `postgres://…`); --project
+    /// then names the project in it.
+    #[arg(long, global = true, env = "BATON_DB", value_name = "URL")]
+    pub db: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -47,6 +51,10 @@ pub enum Command {
     Init(init::InitArgs),
     #[command(subcommand)]
     Agent(agent::AgentCommand),
+    #[command(subcommand)]
+    Key(key::KeyCommand),
+    #[command(subcommand)]
+    Project(project_cmd::ProjectCommand),
     Send(send::SendArgs),
     Inbox(messages::InboxArgs),
     Outbox(messages::OutboxArgs),
@@ -75,6 +83,7 @@ pub enum Command {
     Receipt(receipt::ReceiptCommand),
     Alerts(receipt::AlertsArgs),
     Mcp(mcp::McpArgs),
+    Serve(serve::ServeArgs),
     Run(run::RunArgs),
     Runs(runs::RunsArgs),
     Hook(hook::HookArgs),

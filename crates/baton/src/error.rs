@@ -67,6 +67,7 @@ impl From<RefusalKind> for ErrorKind {
             RefusalKind::NotFound => Self::NotFound,
             RefusalKind::Forbidden => Self::Forbidden,
             RefusalKind::Conflict => Self::Conflict,
+            RefusalKind::Unauthenticated => Self::Forbidden,
         }
     }
 }
@@ -243,6 +244,7 @@ pub fn refusal(r: &Refusal) -> String {
             }
             Record::Alert => format!("no open alert {id} (see `baton alerts`)"),
             Record::Receipt => format!("no receipt for step {id:?}"),
+            Record::Key => format!("no key {id} in this project (see `baton key list`)"),
             Record::Project => format!(
                 "no project {id:?} in this store: add it with `baton --db URL project add {id}`"
             ),

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::order::Order;
 use baton_core::run::Run;
@@ -26,6 +27,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
 
+mod keys;
 mod orders;
 mod runs;
 
@@ -37,6 +39,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/002_event_kind_index.sql"),
     include_str!("migrations/003_runs.sql"),
     include_str!("migrations/004_orders.sql"),
+    include_str!("migrations/005_keys.sql"),
 ];
 
 #[derive(Debug, Clone)]
@@ -160,7 +163,14 @@ impl SqliteStore {
     /// the log does not.
     pub async fn rebuild_projections(&self) -> Result<()> {
         let mut tx = self.write().await?;
-        for table in ["deliveries", "messages", "participants", "runs", "orders"] {
+        for table in [
+            "deliveries",
+            "messages",
+            "participants",
+            "runs",
+            "orders",
+            "keys",
+        ] {
             let sql = format!("DELETE FROM {table}");
             sqlx::query(sqlx::AssertSqlSafe(sql))
                 .execute(&mut *tx)
@@ -197,6 +207,8 @@ impl SqliteStore {
             "SELECT 'o|' || id || '|' || log_seq || '|' || seq || '|' || status || '|' || from_name \
              || '|' || to_name || '|' || coalesce(escalate_to, '') || '|' || data \
              FROM orders ORDER BY id",
+            "SELECT 'k|' || id || '|' || seq || '|' || participant || '|' || data \
+             FROM keys ORDER BY id",
         ];
         let mut rows = Vec::new();
         for q in queries {
@@ -407,6 +419,7 @@ async fn project(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()>
         Change::State(_) => {}
         Change::Run(change) => runs::project(conn, event, change).await?,
         Change::Order(change) => orders::project(conn, event, change).await?,
+        Change::Key(change) => keys::project(conn, event, change).await?,
     }
     Ok(())
 }
@@ -785,6 +798,15 @@ impl Backend for SqliteStore {
             .await
             .map_err(|e| self.err(e))
     }
+
+    async fn key(&self, id: &str) -> Result<Option<Key>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        keys::load(&mut conn, id).await.map_err(|e| self.err(e))
+    }
+
+    async fn keys(&self) -> Result<Vec<Key>> {
+        keys::all(&self.pool).await.map_err(|e| self.err(e))
+    }
 }
 
 /// A write transaction on the SQLite file: `BEGIN IMMEDIATE`, committed with an fsync.
@@ -861,6 +883,11 @@ impl Tx for SqliteTx {
 
     async fn run(&mut self, id: &str) -> Result<Option<Run>> {
         let result = runs::load(&mut self.tx, id).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn key(&mut self, id: &str) -> Result<Option<Key>> {
+        let result = keys::load(&mut self.tx, id).await;
         result.map_err(|e| self.err(e))
     }
 

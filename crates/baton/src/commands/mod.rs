@@ -7,9 +7,11 @@ pub mod demo;
 pub mod handoff;
 pub mod hook;
 pub mod init;
+pub mod key;
 pub mod mcp;
 pub mod messages;
 pub mod order;
+pub mod project_cmd;
 pub mod reap;
 pub mod receipt;
 pub mod resume;
@@ -17,12 +19,13 @@ pub mod run;
 pub mod runs;
 pub mod search;
 pub mod send;
+pub mod serve;
 pub mod state;
 pub mod step;
 
 use baton_app::App;
 use baton_core::event::LOCAL_OPERATOR;
-use baton_core::{Passname, Refusal};
+use baton_core::{Passname, ProjectName, Refusal};
 use baton_store::StoreError;
 
 use crate::cli::{Cli, Command, GlobalArgs};
@@ -35,6 +38,8 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
     match cli.command {
         Command::Init(args) => init::run(g, args).await,
         Command::Agent(cmd) => agent::run(&Context::open(g).await?, cmd).await,
+        Command::Key(cmd) => key::run(&Context::open(g).await?, cmd).await,
+        Command::Project(cmd) => project_cmd::run(g, cmd).await,
         Command::Send(args) => send::run(&Context::open(g).await?, args).await,
         Command::Inbox(args) => messages::inbox(&Context::open(g).await?, args).await,
         Command::Outbox(args) => messages::outbox(&Context::open(g).await?, args).await,
@@ -58,6 +63,7 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Receipt(cmd) => receipt::receipt(&Context::open(g).await?, cmd).await,
         Command::Alerts(args) => receipt::alerts(&Context::open(g).await?, args).await,
         Command::Mcp(args) => mcp::run(g, args).await,
+        Command::Serve(args) => serve::run(g, args).await,
         Command::Run(args) => run::run(&Context::open(g).await?, args).await,
         Command::Runs(args) => runs::run(&Context::open(g).await?, args).await,
         Command::Hook(args) => hook::run(g, args).await,
@@ -78,8 +84,39 @@ pub struct Context {
 
 impl Context {
     pub async fn open(g: &GlobalArgs) -> CommandResult<Self> {
+        if let Some(url) = &g.db {
+            return Self::shared(g, url).await;
+        }
         let project = Project::locate(g.project.as_deref())?;
         let app = project.open_app().await?;
+        Ok(Self {
+            project,
+            app,
+            as_name: g.as_name.clone(),
+        })
+    }
+
+    /// A project of a shared store, administered where the database is: `--project` names
+    /// it. Paths are taken from the working directory.
+    async fn shared(g: &GlobalArgs, url: &str) -> CommandResult<Self> {
+        let name = g
+            .project
+            .as_deref()
+            .and_then(|p| p.to_str())
+            .ok_or_else(|| {
+                CommandError::usage("--db needs --project NAME: the project in that store")
+            })?;
+        let name = ProjectName::new(name).map_err(|error| Refusal::Name {
+            field: baton_core::Field::Name,
+            error,
+        })?;
+        let db = baton_store::database(url, baton_store::DEFAULT_BUSY_TIMEOUT).await?;
+        let store = db.project(&name).await?;
+        let project = Project {
+            root: std::env::current_dir()?,
+            config: baton_app::Settings::default(),
+        };
+        let app = App::new(store, project.config.clone(), crate::host::of(&project));
         Ok(Self {
             project,
             app,

@@ -11,3 +11,4 @@ mod ledger;
 mod mcp;
 mod memory;
 mod orders;
+mod server;

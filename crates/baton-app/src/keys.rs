@@ -1,0 +1,90 @@
+//! Keys (SPEC §4): issuing one (the token is shown once; only its hash is kept), listing,
+//! revoking one alone, and proving who is asking from a token.
+
+use std::time::Duration;
+
+use baton_core::key::{self, Key, Scope};
+use baton_core::{Field, Passname, Refusal};
+use baton_store::KeyIssue;
+
+use crate::{App, Result};
+
+/// Who a valid key proves is asking, and what it may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub participant: Passname,
+    pub scope: Scope,
+    /// The key's id (never its token).
+    pub key: String,
+}
+
+impl App {
+    /// Issues a key for `participant` as `actor`: returns the key and its token, which is
+    /// shown now and never again.
+    pub async fn issue_key(
+        &self,
+        actor: &str,
+        participant: &str,
+        scope: Scope,
+        expires_in: Option<Duration>,
+    ) -> Result<(Key, String)> {
+        let participant = Passname::new(participant).map_err(|error| Refusal::Name {
+            field: Field::Name,
+            error,
+        })?;
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).map_err(|e| {
+            baton_store::StoreError::Engine(format!("no randomness for a key: {e}"))
+        })?;
+        let id = ulid::Ulid::generate().to_string().to_lowercase();
+        let token = key::token(&id, &secret);
+        let expires_at = expires_in.map(|d| {
+            self.now()
+                .saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        });
+        let issued = self
+            .store()
+            .issue_key(
+                actor,
+                KeyIssue {
+                    id,
+                    participant,
+                    scope,
+                    hash: key::hash(&token),
+                    expires_at,
+                },
+            )
+            .await?;
+        Ok((issued, token))
+    }
+
+    /// Every key issued in the project, oldest first.
+    pub async fn keys(&self) -> Result<Vec<Key>> {
+        self.store().keys().await
+    }
+
+    /// Revokes key `id` alone, as `actor`.
+    pub async fn revoke_key(&self, actor: &str, id: &str) -> Result<Key> {
+        self.store().revoke_key(actor, id).await
+    }
+
+    /// Who `token` proves is asking. Unknown, malformed, revoked and expired tokens are all
+    /// the same refusal.
+    pub async fn authenticate(&self, token: &str) -> Result<Caller> {
+        let refused = || Refusal::Unauthenticated.into();
+        let Some(id) = key::token_key_id(token) else {
+            return Err(refused());
+        };
+        let Some(found) = self.store().key(id).await? else {
+            return Err(refused());
+        };
+        if !key::matches(&found, token) || !found.is_live(self.now()) {
+            return Err(refused());
+        }
+        Ok(Caller {
+            participant: found.participant,
+            scope: found.scope,
+            key: found.id,
+        })
+    }
+}

@@ -1,0 +1,89 @@
+//! Who is asking: every request under `/v1/projects/{project}` carries `Authorization:
+//! Bearer TOKEN`; the key names the participant and its scope. A project that does not
+//! exist and a key of another project give the same answer (401): a caller learns nothing
+//! about projects its key is not for.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, Path};
+use axum::http::header;
+use axum::http::request::Parts;
+use baton_app::{App, Caller};
+use baton_core::key::Scope;
+use baton_core::{Passname, ProjectName, Refusal};
+use baton_store::StoreError;
+
+use crate::Server;
+use crate::error::ApiError;
+
+/// An authenticated request: the project's use cases and who is acting.
+pub struct Authed {
+    pub app: App,
+    pub caller: Caller,
+}
+
+impl Authed {
+    /// The acting participant, provided the key's scope allows `needed`.
+    pub fn may(&self, needed: Scope, action: &'static str) -> Result<&Passname, ApiError> {
+        if self.caller.scope.allows(needed) {
+            Ok(&self.caller.participant)
+        } else {
+            Err(Refusal::Scope {
+                scope: self.caller.scope,
+                action,
+            }
+            .into())
+        }
+    }
+
+    /// The acting participant, for a read.
+    pub fn reader(&self) -> &Passname {
+        &self.caller.participant
+    }
+}
+
+fn bearer(parts: &Parts) -> Option<&str> {
+    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+impl FromRequestParts<Arc<Server>> for Authed {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        server: &Arc<Server>,
+    ) -> Result<Self, Self::Rejection> {
+        let unauthenticated = || ApiError::from(Refusal::Unauthenticated);
+        let params: Path<HashMap<String, String>> =
+            Path::from_request_parts(parts, server)
+                .await
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let Some(token) = bearer(parts) else {
+            server.failed_authentication();
+            return Err(unauthenticated());
+        };
+        let name = params
+            .get("project")
+            .and_then(|p| ProjectName::new(p).ok())
+            .ok_or_else(unauthenticated)?;
+        let app = match server.app(&name).await {
+            Ok(app) => app,
+            Err(StoreError::Refused(Refusal::NotFound { .. })) => {
+                server.failed_authentication();
+                return Err(unauthenticated());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        match app.authenticate(token).await {
+            Ok(caller) => Ok(Self { app, caller }),
+            Err(StoreError::Refused(Refusal::Unauthenticated)) => {
+                server.failed_authentication();
+                Err(unauthenticated())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}

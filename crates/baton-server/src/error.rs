@@ -1,0 +1,180 @@
+//! Errors as HTTP answers: a status derived from the refusal's kind alone, and a JSON body
+//! `{"error": {"code", "message", "hint"}}` whose `code` is stable (the kind) and whose hint
+//! names JSON fields and endpoints — this edge's words, as the CLI names flags and MCP
+//! names tools.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use baton_core::refusal::{Action, Record};
+use baton_core::{Field, Refusal, RefusalKind};
+use baton_store::StoreError;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// What every failed request answers.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ErrorDetail {
+    /// Stable: `refused`, `not_found`, `forbidden`, `conflict`, `unauthenticated`, `busy`,
+    /// `bad_request`, `too_large`, `timeout` or `failed`.
+    pub code: &'static str,
+    pub message: String,
+    /// What to do next, when there is something to say.
+    pub hint: Option<String>,
+}
+
+/// A failed request.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    pub fn hinted(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+/// The status a refusal of this kind answers with.
+pub fn status(kind: RefusalKind) -> StatusCode {
+    match kind {
+        RefusalKind::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+        RefusalKind::NotFound => StatusCode::NOT_FOUND,
+        RefusalKind::Forbidden => StatusCode::FORBIDDEN,
+        RefusalKind::Conflict => StatusCode::CONFLICT,
+        RefusalKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+    }
+}
+
+fn field(f: Field) -> String {
+    format!("`{}`", f.name())
+}
+
+/// What to do next about a refusal, naming fields and endpoints.
+fn hint(r: &Refusal) -> Option<String> {
+    Some(match r {
+        Refusal::NotFound { record, .. } => match record {
+            Record::Message | Record::Parent => {
+                "GET …/inbox, …/outbox, …/search or …/messages/{id}/thread list message ids".into()
+            }
+            Record::Order => "GET …/orders?all=true lists the orders".into(),
+            Record::Decision => "GET …/state lists the decisions".into(),
+            Record::Key => "GET …/keys lists the keys".into(),
+            Record::Project => "an administrator adds it: baton --db URL project add NAME".into(),
+            _ => return None,
+        },
+        Refusal::UnknownParticipant { .. } => "GET …/participants lists who is registered".into(),
+        Refusal::NoRecipient { registered, .. } => {
+            format!("registered: {}", registered.join(", "))
+        }
+        Refusal::Missing(f) | Refusal::TooLong { field: f, .. } => format!("set {}", field(*f)),
+        Refusal::Name { field: f, .. } | Refusal::Payload { field: f, .. } => {
+            format!("correct {}", field(*f))
+        }
+        Refusal::Transition(t) => {
+            let steps: Vec<String> = t
+                .allowed
+                .iter()
+                .map(|a| match a {
+                    Action::Order(_) => format!("POST …/orders/{{id}}/{}", a.name()),
+                    _ => format!("POST …/messages/{{id}}/{}", a.name()),
+                })
+                .collect();
+            if steps.is_empty() {
+                "nothing follows: it is final".into()
+            } else {
+                format!("allowed next: {}", steps.join(", "))
+            }
+        }
+        Refusal::Moved { .. } => {
+            "GET the order again and decide anew; send `expect_seq` with its `seq`".into()
+        }
+        Refusal::Unauthenticated => {
+            "send `Authorization: Bearer TOKEN` with a key issued by `baton key issue`".into()
+        }
+        Refusal::Scope { .. } => "ask an administrator for a key of a wider scope".into(),
+        Refusal::ActorInRequest => "leave the actor out: the key says who is acting".into(),
+        Refusal::Findings { .. } => "each finding names its rule and the path in `document`".into(),
+        _ => return None,
+    })
+}
+
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> Self {
+        Self {
+            status: status(r.kind()),
+            code: r.kind().as_str(),
+            hint: hint(&r),
+            message: r.to_string(),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Refused(r) => r.into(),
+            StoreError::Busy { .. } => {
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string())
+                    .hinted("retry: nothing was written")
+            }
+            // What failed inside the store is for the server's log, not for the client.
+            other => {
+                eprintln!("baton serve: store failure: {other}");
+                Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "failed",
+                    "the store failed; the server's log says why",
+                )
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let retry = self.status == StatusCode::SERVICE_UNAVAILABLE;
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+                hint: self.hint,
+            },
+        };
+        let mut response = (self.status, Json(body)).into_response();
+        if retry {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"baton\""),
+            );
+        }
+        response
+    }
+}

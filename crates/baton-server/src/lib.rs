@@ -1,0 +1,136 @@
+//! Baton over HTTP (SPEC §3 shared mode, §8): one server, many projects, every use case of
+//! [`baton_app::App`] under `/v1/projects/{project}/…`, authenticated by keys.
+//!
+//! This crate is an edge: handlers parse a request, call one use case as the participant
+//! the key names, and return a typed document from `baton_app::doc` (or an error whose
+//! status follows from the refusal's kind). `/v1/openapi.json` is generated from the same
+//! types the handlers return. It reads no configuration: the caller opens the database
+//! and passes the settings.
+
+mod api;
+mod auth;
+mod error;
+mod host;
+mod routes;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use baton_app::{App, Settings};
+use baton_core::ProjectName;
+use baton_store::Database;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::RwLock;
+use tower::ServiceExt;
+
+pub use error::{ApiError, ErrorBody};
+pub use host::server as host;
+
+/// How long a client may take to send its request headers before it is cut off.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long shutdown waits for requests in flight (each is bounded in time anyway).
+pub const DRAIN: Duration = Duration::from_secs(30);
+
+/// The server's state: the database of projects, their settings, and each project's use
+/// cases once opened.
+pub struct Server {
+    database: Arc<dyn Database>,
+    settings: Settings,
+    apps: RwLock<HashMap<ProjectName, App>>,
+    failed_authentications: AtomicU64,
+}
+
+impl Server {
+    pub fn new(database: Arc<dyn Database>, settings: Settings) -> Arc<Self> {
+        Arc::new(Self {
+            database,
+            settings,
+            apps: RwLock::new(HashMap::new()),
+            failed_authentications: AtomicU64::new(0),
+        })
+    }
+
+    /// Project `name`'s use cases; not found when there is no such project.
+    async fn app(&self, name: &ProjectName) -> baton_store::Result<App> {
+        if let Some(app) = self.apps.read().await.get(name) {
+            return Ok(app.clone());
+        }
+        let store = self.database.project(name).await?;
+        let app = App::new(store, self.settings.clone(), host::server());
+        self.apps.write().await.insert(name.clone(), app.clone());
+        Ok(app)
+    }
+
+    fn failed_authentication(&self) {
+        self.failed_authentications.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many requests failed to authenticate since the server started.
+    pub fn failed_authentications(&self) -> u64 {
+        self.failed_authentications.load(Ordering::Relaxed)
+    }
+}
+
+/// The routes, for a server or a test.
+pub fn router(server: Arc<Server>) -> axum::Router {
+    routes::router(server)
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and lets
+/// the requests in flight finish (at most [`DRAIN`]): a write that began is committed and
+/// answered. A client that does not send its headers within [`HEADER_TIMEOUT`] is cut off.
+pub async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    let graceful = GracefulShutdown::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _peer): (_, SocketAddr) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                // A failed accept (too many open files, a reset) is one lost connection,
+                // not the server's end.
+                Err(e) => {
+                    eprintln!("baton serve: accept failed: {e}");
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let service = hyper::service::service_fn({
+            let router = router.clone();
+            move |request| router.clone().oneshot(request.map(axum::body::Body::new))
+        });
+        let connection = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        eprintln!(
+            "baton serve: requests still in flight after {}s; stopping anyway",
+            DRAIN.as_secs()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,951 @@
+//! The routes: each handler parses its request, calls one use case as the key's
+//! participant, and answers with the document the CLI prints for the same command.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request};
+use axum::http::{Method, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use baton_app::doc::{
+    self, AgentAdded, Agents, AlertAcked, Alerts, Inbox, KeyIssued, KeyRevoked, KeyRow, Keys,
+    MessageRow, OrderRow, OrderShown, OrderStepped, Orders, Outbox, ReceiptShown, ReceiptWritten,
+    Resume, RunDoc, Runs, Search, Sent, Show, State, Step, Thread,
+};
+use baton_app::{Body as Payload, Layout, OrderStep, Outgoing};
+use baton_core::key::Scope;
+use baton_core::packet::DEFAULT_MAX_BYTES;
+use baton_core::state::StateOp;
+use baton_core::{DeliveryStatus, MessageType, Refusal, Verb};
+use baton_store::{RunQuery, SearchQuery};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::Server;
+use crate::api::{Api, Nothing};
+use crate::auth::Authed;
+use crate::error::ApiError;
+
+type Answer<T> = Result<Json<T>, ApiError>;
+
+/// The longest a wait may be asked to last, and what it lasts when not asked.
+const MAX_WAIT_SECONDS: u32 = 300;
+const DEFAULT_WAIT_SECONDS: u32 = 30;
+
+/// A JSON body, bounded by the body limit, refused whole when it names an actor (the key
+/// says who acts) or does not fit its type (the error names the field).
+pub struct Body<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::Bytes::from_request(request, state)
+            .await
+            .map_err(|e: BytesRejection| match e.status() {
+                StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    "the request body is over the server's limit",
+                )
+                .hinted("send a smaller payload (messages.payload_cap)"),
+                _ => ApiError::bad_request(e.body_text()),
+            })?;
+        let value: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))?;
+        if let Value::Object(fields) = &value
+            && ["as", "actor", "as_name"]
+                .iter()
+                .any(|k| fields.contains_key(*k))
+        {
+            return Err(Refusal::ActorInRequest.into());
+        }
+        let parsed = T::deserialize(&value).map_err(|e| {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", e.to_string())
+        })?;
+        Ok(Self(parsed))
+    }
+}
+
+fn wait_for(seconds: Option<u32>) -> Result<Duration, ApiError> {
+    let seconds = seconds.unwrap_or(DEFAULT_WAIT_SECONDS);
+    if !(1..=MAX_WAIT_SECONDS).contains(&seconds) {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "refused",
+            format!("`timeout_seconds` {seconds} is out of range: use 1 to {MAX_WAIT_SECONDS}"),
+        ));
+    }
+    Ok(Duration::from_secs(seconds.into()))
+}
+
+// ---- inputs ---------------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AllQuery {
+    /// Closed or finished ones too.
+    #[serde(default)]
+    pub all: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShowQuery {
+    /// Cut the payload text at this many bytes.
+    pub max_bytes: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendBody {
+    /// Recipients; a reply defaults to the other side of its parent.
+    #[serde(default)]
+    pub to: Vec<String>,
+    /// `request`, `info` or `message` (default).
+    #[serde(rename = "type", default)]
+    pub kind: Option<MessageType>,
+    /// A lowercase slug; a reply defaults to its parent's.
+    pub topic: Option<String>,
+    pub reply_to: Option<String>,
+    /// Text, sent as `{"body": TEXT}`; or `payload`.
+    pub body: Option<String>,
+    pub payload: Option<Map<String, Value>>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepBody {
+    /// On `complete`: how it was done (posted to the sender).
+    pub note: Option<String>,
+    /// On `hand_back` and `refuse` (required): posted to the sender.
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchParams {
+    pub text: Option<String>,
+    pub topic: Option<String>,
+    #[serde(rename = "type")]
+    pub kind: Option<MessageType>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    /// RFC 3339, or an age such as `2h`.
+    pub since: Option<String>,
+    pub until: Option<String>,
+    /// Your own delivery status.
+    pub status: Option<DeliveryStatus>,
+    /// 1 to 100, default 50.
+    pub limit: Option<u32>,
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ParticipantBody {
+    pub name: String,
+    pub role: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeyBody {
+    pub participant: String,
+    pub scope: Scope,
+    /// How long it lives, e.g. `30d`; without it, until revoked.
+    pub expires: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TextBody {
+    pub text: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StreamBody {
+    pub name: String,
+    pub status: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecideBody {
+    pub text: String,
+    pub why: String,
+    /// The `D-N` it replaces.
+    pub supersedes: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConstrainBody {
+    pub text: String,
+    pub tried: String,
+    pub result: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoteBody {
+    pub text: String,
+    /// A message or order id (a server cannot examine the client's paths).
+    pub subject: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Handover {
+    #[serde(default)]
+    pub completed: Vec<String>,
+    #[serde(default)]
+    pub decisions: Vec<DecideBody>,
+    #[serde(default)]
+    pub constraints: Vec<ConstrainBody>,
+    #[serde(default)]
+    pub dependency_changes: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeQuery {
+    /// Default 6000.
+    pub max_bytes: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptBody {
+    pub step: String,
+    /// A URI: a server cannot hash the client's files.
+    pub artifact: String,
+    pub run: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitQuery {
+    /// 1 to 300, default 30.
+    pub timeout_seconds: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OrderWaitQuery {
+    /// The newest step's seq the caller has seen.
+    pub since: i64,
+    /// 1 to 300, default 30.
+    pub timeout_seconds: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OrderBody {
+    /// The Work Order; its `from` must be the key's participant.
+    pub document: Map<String, Value>,
+    /// Default `work-order`.
+    pub topic: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OrderStepBody {
+    /// On `decline`, `cancel` (optional) and `rework` (required).
+    pub reason: Option<String>,
+    /// On `answer`: the answer.
+    pub text: Option<String>,
+    /// On `report`: the Work Report.
+    pub document: Option<Map<String, Value>>,
+    /// Refuse unless the order is still at this seq.
+    pub expect_seq: Option<i64>,
+}
+
+// ---- handlers -------------------------------------------------------------------------------
+
+async fn inbox(a: Authed, Query(q): Query<AllQuery>) -> Answer<Inbox> {
+    let items = a.app.inbox(a.reader(), q.all).await?;
+    Ok(Json(Inbox::new(a.reader(), &items)))
+}
+
+async fn outbox(a: Authed, Query(q): Query<AllQuery>) -> Answer<Outbox> {
+    let items = a.app.outbox(a.reader(), q.all).await?;
+    Ok(Json(Outbox::new(a.reader(), &items)))
+}
+
+async fn send(a: Authed, Body(b): Body<SendBody>) -> Answer<Sent> {
+    let me = a.may(Scope::Write, "send")?;
+    let body = match (b.body, b.payload) {
+        (Some(text), None) => Payload::Text(text),
+        (None, Some(object)) => Payload::Object(object),
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "refused",
+                "send `body` (text) or `payload` (an object), one of them",
+            ));
+        }
+    };
+    let out = Outgoing {
+        to: b.to,
+        kind: b.kind.unwrap_or(MessageType::Message),
+        topic: b.topic,
+        reply_to: b.reply_to,
+        body,
+        idempotency_key: b.idempotency_key,
+    };
+    Ok(Json(a.app.send(me, out).await?.into()))
+}
+
+async fn show(
+    a: Authed,
+    Path((_, id)): Path<(String, String)>,
+    Query(q): Query<ShowQuery>,
+) -> Answer<Show> {
+    // Reading delivers: a read key may look, but only a write key changes a status.
+    let reader = a.caller.scope.allows(Scope::Write).then_some(a.reader());
+    let shown = a
+        .app
+        .show(reader, &id, q.max_bytes, Layout::Compact)
+        .await?;
+    Ok(Json(Show::new(&shown, Some(a.reader()))))
+}
+
+async fn thread(a: Authed, Path((_, id)): Path<(String, String)>) -> Answer<Thread> {
+    let items = a.app.thread(&id).await?;
+    Ok(Json(Thread {
+        items: items
+            .iter()
+            .map(|e| MessageRow::for_caller(e, Some(a.reader())))
+            .collect(),
+        id,
+    }))
+}
+
+async fn step(
+    a: Authed,
+    Path((_, id, action)): Path<(String, String, String)>,
+    Body(b): Body<StepBody>,
+) -> Answer<Step> {
+    let me = a.may(Scope::Write, "change a message's status")?;
+    let (verb, note) = match action.as_str() {
+        "ack" => (Verb::Ack, None),
+        "complete" => (Verb::Complete, b.note),
+        "hand_back" => (Verb::HandBack, b.reason),
+        "refuse" => (Verb::Refuse, b.reason),
+        "archive" => (Verb::Archive, None),
+        other => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("no step {other:?}: ack, complete, hand_back, refuse or archive"),
+            ));
+        }
+    };
+    Ok(Json(
+        a.app.step(me, &id, verb, note.as_deref()).await?.into(),
+    ))
+}
+
+async fn search(a: Authed, Query(q): Query<SearchParams>) -> Answer<Search> {
+    let now = a.app.now();
+    let time = |field: &str, text: Option<String>| -> Result<Option<i64>, ApiError> {
+        text.map(|t| {
+            baton_core::time::instant(&t, now).ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "refused",
+                    format!("`{field}` {t:?} is neither an RFC 3339 time nor an age (2h, 3d)"),
+                )
+            })
+        })
+        .transpose()
+    };
+    let query = SearchQuery {
+        since: time("since", q.since)?,
+        until: time("until", q.until)?,
+        topic: q.topic,
+        kind: q.kind,
+        from: q.from,
+        to: q.to,
+        status: q.status,
+        text: q.text,
+        limit: q.limit.unwrap_or(50).clamp(1, 100),
+        cursor: q.cursor.filter(|c| !c.is_empty()),
+    };
+    let page = a.app.search(Some(a.reader()), &query).await?;
+    Ok(Json(Search {
+        items: page
+            .items
+            .iter()
+            .map(|e| MessageRow::for_caller(e, Some(a.reader())))
+            .collect(),
+        next: page.next,
+    }))
+}
+
+async fn participants(a: Authed) -> Answer<Agents> {
+    Ok(Json(Agents::new(&a.app.participants().await?)))
+}
+
+async fn add_participant(a: Authed, Body(b): Body<ParticipantBody>) -> Answer<AgentAdded> {
+    let me = a.may(Scope::Admin, "add participants")?;
+    let added = a.app.add_participant(me.as_str(), &b.name, &b.role).await?;
+    Ok(Json(AgentAdded {
+        name: added.participant.name,
+        role: added.participant.role,
+        created: added.created,
+    }))
+}
+
+async fn keys(a: Authed) -> Answer<Keys> {
+    a.may(Scope::Admin, "list keys")?;
+    let now = a.app.now();
+    let items = a
+        .app
+        .keys()
+        .await?
+        .iter()
+        .map(|k| KeyRow::new(k, now))
+        .collect();
+    Ok(Json(Keys { items }))
+}
+
+async fn issue_key(a: Authed, Body(b): Body<KeyBody>) -> Answer<KeyIssued> {
+    let me = a.may(Scope::Admin, "issue keys")?;
+    let expires = b
+        .expires
+        .as_deref()
+        .map(|d| {
+            baton_core::time::duration(d).ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "refused",
+                    format!("`expires` {d:?} is not a duration such as 30d or 12h"),
+                )
+            })
+        })
+        .transpose()?;
+    let (key, token) = a
+        .app
+        .issue_key(me.as_str(), &b.participant, b.scope, expires)
+        .await?;
+    Ok(Json(KeyIssued {
+        key: KeyRow::new(&key, a.app.now()),
+        token,
+    }))
+}
+
+async fn revoke_key(a: Authed, Path((_, id)): Path<(String, String)>) -> Answer<KeyRevoked> {
+    let me = a.may(Scope::Admin, "revoke keys")?;
+    let key = a.app.revoke_key(me.as_str(), &id).await?;
+    Ok(Json(KeyRevoked {
+        key: KeyRow::new(&key, a.app.now()),
+    }))
+}
+
+async fn state(a: Authed) -> Answer<State> {
+    let state = a.app.state().await?;
+    let notes = a.app.notes(&state, usize::MAX).await?;
+    Ok(Json(State::new(&state, notes)))
+}
+
+/// Records state changes as the key's participant, answering as the CLI command `schema`.
+async fn record(a: &Authed, schema: &'static str, ops: &[StateOp]) -> Answer<doc::Recorded> {
+    let me = a.may(Scope::Write, "change the project state")?;
+    let recorded = a.app.record(me.as_str(), ops).await?;
+    Ok(Json(doc::Recorded::new(schema, &recorded)))
+}
+
+async fn focus(a: Authed, Body(b): Body<TextBody>) -> Answer<doc::Recorded> {
+    record(&a, "baton/focus@1", &[StateOp::Focus { text: b.text }]).await
+}
+
+async fn stream(a: Authed, Body(b): Body<StreamBody>) -> Answer<doc::Recorded> {
+    let op = StateOp::Stream {
+        name: b.name,
+        status: b.status,
+    };
+    record(&a, "baton/stream@1", &[op]).await
+}
+
+async fn stream_done(a: Authed, Path((_, name)): Path<(String, String)>) -> Answer<doc::Recorded> {
+    record(&a, "baton/stream@1", &[StateOp::StreamDone { name }]).await
+}
+
+async fn decide(a: Authed, Body(b): Body<DecideBody>) -> Answer<doc::Recorded> {
+    let op = StateOp::Decide {
+        text: b.text,
+        why: b.why,
+        supersedes: b.supersedes,
+    };
+    record(&a, "baton/decide@1", &[op]).await
+}
+
+async fn constrain(a: Authed, Body(b): Body<ConstrainBody>) -> Answer<doc::Recorded> {
+    let op = StateOp::Constrain {
+        text: b.text,
+        tried: b.tried,
+        result: b.result,
+    };
+    record(&a, "baton/constrain@1", &[op]).await
+}
+
+async fn note(a: Authed, Body(b): Body<NoteBody>) -> Answer<doc::Recorded> {
+    let me = a.may(Scope::Write, "write notes")?;
+    let recorded = a
+        .app
+        .note(me.as_str(), b.text, &b.subject, a.app.root())
+        .await?;
+    Ok(Json(doc::Recorded::new("baton/note@1", &recorded)))
+}
+
+async fn session_end(a: Authed, Body(b): Body<Handover>) -> Answer<doc::Recorded> {
+    let mut ops: Vec<StateOp> = Vec::new();
+    ops.extend(
+        b.completed
+            .into_iter()
+            .map(|name| StateOp::StreamDone { name }),
+    );
+    ops.extend(b.decisions.into_iter().map(|d| StateOp::Decide {
+        text: d.text,
+        why: d.why,
+        supersedes: d.supersedes,
+    }));
+    ops.extend(b.constraints.into_iter().map(|c| StateOp::Constrain {
+        text: c.text,
+        tried: c.tried,
+        result: c.result,
+    }));
+    ops.extend(
+        b.dependency_changes
+            .into_iter()
+            .map(|text| StateOp::DependencyChange { text }),
+    );
+    if ops.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "refused",
+            "nothing to hand over: send `completed`, `decisions`, `constraints` or `dependency_changes`",
+        ));
+    }
+    record(&a, "baton/session-end@1", &ops).await
+}
+
+async fn resume(a: Authed, Query(q): Query<ResumeQuery>) -> Answer<Resume> {
+    let max = q.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
+    let r = a.app.resume(a.reader(), max).await?;
+    Ok(Json(Resume::new(a.reader(), max, r)))
+}
+
+async fn alerts(a: Authed) -> Answer<Alerts> {
+    Ok(Json(Alerts {
+        items: a.app.alerts().await?,
+    }))
+}
+
+async fn ack_alert(a: Authed, Path((_, id)): Path<(String, String)>) -> Answer<AlertAcked> {
+    let me = a.may(Scope::Write, "acknowledge alerts")?;
+    a.app
+        .record(me.as_str(), &[StateOp::AlertAck { id: id.clone() }])
+        .await?;
+    Ok(Json(AlertAcked { id }))
+}
+
+async fn write_receipt(a: Authed, Body(b): Body<ReceiptBody>) -> Answer<ReceiptWritten> {
+    let me = a.may(Scope::Write, "write receipts")?;
+    let (receipt, event) = a
+        .app
+        .write_receipt(me.as_str(), a.app.root(), b.step, b.artifact, b.run)
+        .await?;
+    Ok(Json(ReceiptWritten {
+        receipt,
+        generation: Some(event.seq),
+    }))
+}
+
+async fn receipt(a: Authed, Path((_, step)): Path<(String, String)>) -> Answer<ReceiptShown> {
+    Ok(Json(ReceiptShown {
+        receipt: a.app.receipt(&step).await?,
+    }))
+}
+
+async fn wait_receipt(
+    a: Authed,
+    Path((_, step)): Path<(String, String)>,
+    Query(q): Query<WaitQuery>,
+) -> Answer<ReceiptShown> {
+    // A missed wait raises an alert: that is a write.
+    let me = a.may(Scope::Write, "wait for a receipt")?;
+    let timeout = wait_for(q.timeout_seconds)?;
+    let receipt = a.app.wait_receipt(me.as_str(), &step, timeout).await?;
+    Ok(Json(ReceiptShown { receipt }))
+}
+
+async fn offer(a: Authed, Body(b): Body<OrderBody>) -> Answer<OrderStepped> {
+    let me = a.may(Scope::Write, "offer orders")?;
+    let written = a
+        .app
+        .offer(me, Value::Object(b.document), b.topic.as_deref())
+        .await?;
+    Ok(Json(OrderStepped::new(&written, a.app.now())))
+}
+
+async fn orders(a: Authed, Query(q): Query<AllQuery>) -> Answer<Orders> {
+    let orders = a.app.orders(Some(a.reader()), q.all).await?;
+    let now = a.app.now();
+    Ok(Json(Orders {
+        items: orders.iter().map(|o| OrderRow::new(o, now)).collect(),
+    }))
+}
+
+async fn order(a: Authed, Path((_, id)): Path<(String, String)>) -> Answer<OrderShown> {
+    let view = a.app.order_view(&id).await?;
+    Ok(Json(OrderShown::new(&view, a.app.now())))
+}
+
+async fn order_step(
+    a: Authed,
+    Path((_, id, action)): Path<(String, String, String)>,
+    Body(b): Body<OrderStepBody>,
+) -> Answer<OrderStepped> {
+    let me = a.may(Scope::Write, "take order steps")?;
+    let missing = |what: &str| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "refused",
+            format!("`{action}` needs `{what}`"),
+        )
+    };
+    let step = match action.as_str() {
+        "accept" => OrderStep::Accept,
+        "decline" => OrderStep::Decline { reason: b.reason },
+        "start" => OrderStep::Start,
+        "report" => OrderStep::Report {
+            document: Value::Object(b.document.ok_or_else(|| missing("document"))?),
+        },
+        "answer" => OrderStep::Answer {
+            text: b.text.ok_or_else(|| missing("text"))?,
+        },
+        "approve" => OrderStep::Approve,
+        "rework" => OrderStep::Rework {
+            reason: b.reason.ok_or_else(|| missing("reason"))?,
+        },
+        "cancel" => OrderStep::Cancel { reason: b.reason },
+        other => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!(
+                    "no step {other:?}: accept, decline, start, report, answer, approve, rework or cancel"
+                ),
+            ));
+        }
+    };
+    let written = a.app.take_step(me, &id, b.expect_seq, step).await?;
+    Ok(Json(OrderStepped::new(&written, a.app.now())))
+}
+
+async fn wait_order(
+    a: Authed,
+    Path((_, id)): Path<(String, String)>,
+    Query(q): Query<OrderWaitQuery>,
+) -> Answer<OrderStepped> {
+    let timeout = wait_for(q.timeout_seconds)?;
+    let written = a.app.wait_order(&id, q.since, timeout).await?;
+    Ok(Json(OrderStepped::new(&written, a.app.now())))
+}
+
+async fn runs(a: Authed, Query(q): Query<AllQuery>) -> Answer<Runs> {
+    let now = a.app.now();
+    let query = RunQuery {
+        ended_since: (!q.all).then_some(now - 3_600_000),
+        ..RunQuery::default()
+    };
+    let rows = a.app.runs(&query).await?;
+    Ok(Json(Runs {
+        items: rows.iter().map(|r| RunDoc::new(r, now)).collect(),
+    }))
+}
+
+/// What `GET /v1/health` answers.
+#[derive(Debug, serde::Serialize, JsonSchema)]
+pub struct Health {
+    pub ok: bool,
+}
+
+async fn health() -> Json<Health> {
+    Json(Health { ok: true })
+}
+
+// ---- the router -----------------------------------------------------------------------------
+
+/// Every route, and the OpenAPI document describing them.
+pub fn router(server: Arc<Server>) -> Router {
+    const P: &str = "/v1/projects/{project}";
+    let r = Some(Scope::Read);
+    let w = Some(Scope::Write);
+    let admin = Some(Scope::Admin);
+    let p = |path: &str| format!("{P}{path}");
+    let api = Api::new()
+        .route::<Nothing, Nothing, Health, _, _>(
+            Method::GET,
+            "/v1/health",
+            "Whether the server answers",
+            None,
+            health,
+        )
+        .route::<AllQuery, Nothing, Inbox, _, _>(
+            Method::GET,
+            &p("/inbox"),
+            "What you owe",
+            r,
+            inbox,
+        )
+        .route::<AllQuery, Nothing, Outbox, _, _>(
+            Method::GET,
+            &p("/outbox"),
+            "The requests you wait on",
+            r,
+            outbox,
+        )
+        .route::<Nothing, SendBody, Sent, _, _>(
+            Method::POST,
+            &p("/messages"),
+            "Send a message or a reply",
+            w,
+            send,
+        )
+        .route::<ShowQuery, Nothing, Show, _, _>(
+            Method::GET,
+            &p("/messages/{id}"),
+            "Read a message (a write key marks it delivered)",
+            r,
+            show,
+        )
+        .route::<Nothing, Nothing, Thread, _, _>(
+            Method::GET,
+            &p("/messages/{id}/thread"),
+            "A message's whole thread",
+            r,
+            thread,
+        )
+        .route::<Nothing, StepBody, Step, _, _>(
+            Method::POST,
+            &p("/messages/{id}/{action}"),
+            "Take a status step: ack, complete, hand_back, refuse, archive",
+            w,
+            step,
+        )
+        .route::<SearchParams, Nothing, Search, _, _>(
+            Method::GET,
+            &p("/search"),
+            "Search messages, newest first",
+            r,
+            search,
+        )
+        .route::<Nothing, Nothing, Agents, _, _>(
+            Method::GET,
+            &p("/participants"),
+            "The registered participants",
+            r,
+            participants,
+        )
+        .route::<Nothing, ParticipantBody, AgentAdded, _, _>(
+            Method::POST,
+            &p("/participants"),
+            "Register a participant",
+            admin,
+            add_participant,
+        )
+        .route::<Nothing, Nothing, Keys, _, _>(
+            Method::GET,
+            &p("/keys"),
+            "The project's keys (never their tokens)",
+            admin,
+            keys,
+        )
+        .route::<Nothing, KeyBody, KeyIssued, _, _>(
+            Method::POST,
+            &p("/keys"),
+            "Issue a key: its token is in this answer only",
+            admin,
+            issue_key,
+        )
+        .route::<Nothing, Nothing, KeyRevoked, _, _>(
+            Method::POST,
+            &p("/keys/{id}/revoke"),
+            "Revoke one key",
+            admin,
+            revoke_key,
+        )
+        .route::<Nothing, Nothing, State, _, _>(
+            Method::GET,
+            &p("/state"),
+            "Focus, streams, decisions, constraints, notes",
+            r,
+            state,
+        )
+        .route::<Nothing, TextBody, doc::Recorded, _, _>(
+            Method::POST,
+            &p("/focus"),
+            "Set the focus",
+            w,
+            focus,
+        )
+        .route::<Nothing, StreamBody, doc::Recorded, _, _>(
+            Method::POST,
+            &p("/streams"),
+            "Start or update a stream",
+            w,
+            stream,
+        )
+        .route::<Nothing, Nothing, doc::Recorded, _, _>(
+            Method::POST,
+            &p("/streams/{name}/done"),
+            "Finish a stream",
+            w,
+            stream_done,
+        )
+        .route::<Nothing, DecideBody, doc::Recorded, _, _>(
+            Method::POST,
+            &p("/decisions"),
+            "Record a decision D-N",
+            w,
+            decide,
+        )
+        .route::<Nothing, ConstrainBody, doc::Recorded, _, _>(
+            Method::POST,
+            &p("/constraints"),
+            "Record a constraint C-N",
+            w,
+            constrain,
+        )
+        .route::<Nothing, NoteBody, doc::Recorded, _, _>(
+            Method::POST,
+            &p("/notes"),
+            "Write a note N-N on a message or order",
+            w,
+            note,
+        )
+        .route::<Nothing, Handover, doc::Recorded, _, _>(
+            Method::POST,
+            &p("/session-end"),
+            "Hand a session over in one transaction",
+            w,
+            session_end,
+        )
+        .route::<ResumeQuery, Nothing, Resume, _, _>(
+            Method::GET,
+            &p("/resume"),
+            "Your resume packet",
+            r,
+            resume,
+        )
+        .route::<Nothing, Nothing, Alerts, _, _>(
+            Method::GET,
+            &p("/alerts"),
+            "Open alerts",
+            r,
+            alerts,
+        )
+        .route::<Nothing, Nothing, AlertAcked, _, _>(
+            Method::POST,
+            &p("/alerts/{id}/ack"),
+            "Acknowledge an alert",
+            w,
+            ack_alert,
+        )
+        .route::<Nothing, ReceiptBody, ReceiptWritten, _, _>(
+            Method::POST,
+            &p("/receipts"),
+            "Record where a step's output landed (a URI)",
+            w,
+            write_receipt,
+        )
+        .route::<Nothing, Nothing, ReceiptShown, _, _>(
+            Method::GET,
+            &p("/receipts/{step}"),
+            "A step's newest receipt",
+            r,
+            receipt,
+        )
+        .route::<WaitQuery, Nothing, ReceiptShown, _, _>(
+            Method::POST,
+            &p("/receipts/{step}/wait"),
+            "Wait for a step's receipt; a miss raises one alert",
+            w,
+            wait_receipt,
+        )
+        .route::<Nothing, OrderBody, OrderStepped, _, _>(
+            Method::POST,
+            &p("/orders"),
+            "Offer a Work Order",
+            w,
+            offer,
+        )
+        .route::<AllQuery, Nothing, Orders, _, _>(
+            Method::GET,
+            &p("/orders"),
+            "The orders you are party to",
+            r,
+            orders,
+        )
+        .route::<Nothing, Nothing, OrderShown, _, _>(
+            Method::GET,
+            &p("/orders/{id}"),
+            "An order, its document and every step",
+            r,
+            order,
+        )
+        .route::<OrderWaitQuery, Nothing, OrderStepped, _, _>(
+            Method::GET,
+            &p("/orders/{id}/wait"),
+            "Wait for an order's next step",
+            r,
+            wait_order,
+        )
+        .route::<Nothing, OrderStepBody, OrderStepped, _, _>(
+            Method::POST,
+            &p("/orders/{id}/{action}"),
+            "Take an order step: accept, decline, start, report, answer, approve, rework, cancel",
+            w,
+            order_step,
+        )
+        .route::<AllQuery, Nothing, Runs, _, _>(
+            Method::GET,
+            &p("/runs"),
+            "Runs with their health",
+            r,
+            runs,
+        );
+    let (routes, document) = api.finish();
+    let document = Arc::new(document);
+    // A body may carry a payload at the cap, wrapped in a little JSON.
+    let limit = server
+        .settings
+        .payload_cap
+        .saturating_mul(2)
+        .saturating_add(64 * 1024);
+    routes
+        .route(
+            "/v1/openapi.json",
+            get(move || {
+                let document = Arc::clone(&document);
+                async move { Json(document.as_ref().clone()).into_response() }
+            }),
+        )
+        .fallback(|| async {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
+                .hinted("GET /v1/openapi.json lists every endpoint")
+        })
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(server)
+}

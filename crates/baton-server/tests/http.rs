@@ -1,0 +1,515 @@
+//! The HTTP edge over real sockets: a server on an ephemeral loopback port over a real
+//! SQLite directory of projects, driven by a real HTTP client (`ureq`). What is checked is
+//! what a client sees: documents, statuses derived from refusals, keys and their scopes,
+//! projects that do not leak into each other, bodies refused cleanly, and an OpenAPI
+//! document that describes every route.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_app::{App, Settings};
+use baton_core::ProjectName;
+use baton_core::key::Scope;
+use baton_store::Database;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+struct Served {
+    base: String,
+    db: Arc<dyn Database>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    runtime: Arc<tokio::runtime::Runtime>,
+    _dir: TempDir,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A server over a fresh database with project `shop` (planner, impl-1, owner) and
+/// project `docs` (planner).
+fn served() -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap(),
+    );
+    let url = format!("sqlite:{}", dir.path().join("db").display());
+    let (db, listener) = runtime.block_on(async {
+        let db = baton_store::database(&url, Duration::from_secs(5))
+            .await
+            .unwrap();
+        for (project, people) in [
+            (
+                "shop",
+                &[
+                    ("planner", "planner"),
+                    ("impl-1", "executor"),
+                    ("owner", "owner"),
+                ][..],
+            ),
+            ("docs", &[("planner", "planner")][..]),
+        ] {
+            let name = ProjectName::new(project).unwrap();
+            db.add_project(&name).await.unwrap();
+            let app = app(&db, project).await;
+            for (who, role) in people {
+                app.add_participant("@local", who, role).await.unwrap();
+            }
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        (db, listener)
+    });
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = baton_server::Server::new(
+        Arc::clone(&db),
+        Settings {
+            payload_cap: 4096,
+            ..Settings::default()
+        },
+    );
+    let rt = Arc::clone(&runtime);
+    let thread = std::thread::spawn(move || {
+        rt.block_on(async move {
+            let shutdown = async move {
+                let _ = stopped.await;
+            };
+            baton_server::serve(listener, baton_server::router(server), shutdown)
+                .await
+                .unwrap();
+        });
+    });
+    Served {
+        base,
+        db,
+        stop: Some(stop),
+        thread: Some(thread),
+        runtime,
+        _dir: dir,
+    }
+}
+
+async fn app(db: &Arc<dyn Database>, project: &str) -> App {
+    let store = db
+        .project(&ProjectName::new(project).unwrap())
+        .await
+        .unwrap();
+    App::new(store, Settings::default(), baton_server::host())
+}
+
+impl Served {
+    /// A key for `who` in `project`, issued where the database is.
+    fn key(&self, project: &str, who: &str, scope: Scope) -> String {
+        self.runtime.block_on(async {
+            let app = app(&self.db, project).await;
+            app.issue_key("@local", who, scope, None).await.unwrap().1
+        })
+    }
+
+    fn url(&self, project: &str, path: &str) -> String {
+        format!("{}/v1/projects/{project}{path}", self.base)
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// Status and JSON body of a request with `token` (or none), and a JSON body (or none).
+fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
+    let agent = agent();
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let response = match (method, body) {
+        ("GET", _) => {
+            let mut request = agent.get(url);
+            if let Some(auth) = &auth {
+                request = request.header("Authorization", auth);
+            }
+            request.call()
+        }
+        (_, body) => {
+            let mut request = agent.post(url);
+            if let Some(auth) = &auth {
+                request = request.header("Authorization", auth);
+            }
+            request.send_json(body.unwrap_or_else(|| json!({})))
+        }
+    };
+    let mut response = response.expect("the server answers");
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().unwrap();
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
+    (status, body)
+}
+
+fn raw_post(url: &str, token: &str, bytes: Vec<u8>) -> (u16, Value) {
+    let mut response = agent()
+        .post(url)
+        .header("Authorization", &format!("Bearer {token}"))
+        .header("Content-Type", "application/json")
+        .send(&bytes[..])
+        .expect("the server answers");
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+#[test]
+fn a_request_round_over_http_answers_with_the_cli_documents() {
+    let s = served();
+    let planner = s.key("shop", "planner", Scope::Write);
+    let worker = s.key("shop", "impl-1", Scope::Write);
+    let (status, sent) = call(
+        "POST",
+        &s.url("shop", "/messages"),
+        Some(&planner),
+        Some(
+            json!({"to": ["impl-1"], "type": "request", "topic": "csv", "body": "keep the filters"}),
+        ),
+    );
+    assert_eq!(status, 200, "{sent}");
+    let id = sent["id"].as_str().unwrap().to_owned();
+    assert_eq!(sent["duplicate"], false);
+
+    let (status, inbox) = call("GET", &s.url("shop", "/inbox"), Some(&worker), None);
+    assert_eq!(status, 200);
+    assert_eq!(inbox["participant"], "impl-1", "the key says who is asking");
+    assert_eq!(inbox["items"][0]["id"], id.as_str());
+    assert_eq!(inbox["items"][0]["status"], "pending");
+
+    let (_, shown) = call(
+        "GET",
+        &s.url("shop", &format!("/messages/{id}")),
+        Some(&worker),
+        None,
+    );
+    assert_eq!(shown["payload"]["body"], "keep the filters");
+    assert_eq!(shown["status"], "delivered");
+
+    let (status, step) = call(
+        "POST",
+        &s.url("shop", &format!("/messages/{id}/complete")),
+        Some(&worker),
+        Some(json!({"note": "fixed in 4f2a91c"})),
+    );
+    assert_eq!(status, 200, "{step}");
+    assert_eq!(
+        (step["end"].as_str(), step["status"].as_str()),
+        (Some("recipient"), Some("completed"))
+    );
+    assert!(
+        step["reply"].is_string(),
+        "the note went to the sender: {step}"
+    );
+
+    let (_, outbox) = call("GET", &s.url("shop", "/outbox"), Some(&planner), None);
+    assert_eq!(outbox["items"][0]["status"]["impl-1"], "completed");
+    let (_, resume) = call(
+        "GET",
+        &s.url("shop", "/resume?max_bytes=2000"),
+        Some(&planner),
+        None,
+    );
+    assert!(resume["bytes"].as_u64().unwrap() <= 2000, "{resume}");
+    assert!(
+        resume["text"]
+            .as_str()
+            .unwrap()
+            .contains("# Resume: planner")
+    );
+}
+
+#[test]
+fn statuses_follow_from_the_refusal_kind_and_bodies_name_the_fix() {
+    let s = served();
+    let planner = s.key("shop", "planner", Scope::Write);
+    let worker = s.key("shop", "impl-1", Scope::Write);
+    let (_, sent) = call(
+        "POST",
+        &s.url("shop", "/messages"),
+        Some(&planner),
+        Some(json!({"to": ["impl-1"], "type": "request", "topic": "csv", "body": "x"})),
+    );
+    let id = sent["id"].as_str().unwrap();
+    let cases = [
+        // Invalid: a hand-back needs a reason.
+        (
+            "POST",
+            format!("/messages/{id}/hand_back"),
+            &worker,
+            json!({}),
+            422,
+            "refused",
+        ),
+        // Invalid: the lifecycle says no (it is pending), and the hint names the steps.
+        (
+            "POST",
+            format!("/messages/{id}/ack"),
+            &worker,
+            json!({}),
+            422,
+            "refused",
+        ),
+        // Not found.
+        (
+            "GET",
+            "/messages/01JZZZZZZZZZZZZZZZZZZZZZZZ".to_owned(),
+            &worker,
+            json!({}),
+            404,
+            "not_found",
+        ),
+        // Forbidden: the planner is not a party to its own delivery step.
+        (
+            "POST",
+            format!("/messages/{id}/hand_back"),
+            &planner,
+            json!({"reason": "r"}),
+            403,
+            "forbidden",
+        ),
+        // Not found: no such recipient, with the registered names in the hint.
+        (
+            "POST",
+            "/messages".to_owned(),
+            &planner,
+            json!({"to": ["ghost"], "topic": "t", "body": "x"}),
+            404,
+            "not_found",
+        ),
+    ];
+    for (method, path, token, body, want, code) in cases {
+        let body = (method == "POST").then_some(body);
+        let (status, answer) = call(method, &s.url("shop", &path), Some(token), body);
+        assert_eq!(status, want, "{method} {path}: {answer}");
+        assert_eq!(answer["error"]["code"], code, "{method} {path}: {answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty())
+        );
+    }
+    let (_, ack) = call(
+        "POST",
+        &s.url("shop", &format!("/messages/{id}/ack")),
+        Some(&worker),
+        Some(json!({})),
+    );
+    assert!(
+        ack["error"]["hint"].as_str().unwrap().contains("/refuse"),
+        "{ack}"
+    );
+    let (_, ghost) = call(
+        "POST",
+        &s.url("shop", "/messages"),
+        Some(&planner),
+        Some(json!({"to": ["ghost"], "topic": "t", "body": "x"})),
+    );
+    assert!(
+        ghost["error"]["hint"].as_str().unwrap().contains("impl-1"),
+        "{ghost}"
+    );
+}
+
+#[test]
+fn a_key_decides_who_acts_and_what_it_may_do() {
+    let s = served();
+    let reader = s.key("shop", "impl-1", Scope::Read);
+    let writer = s.key("shop", "impl-1", Scope::Write);
+    let admin = s.key("shop", "owner", Scope::Admin);
+    let send = json!({"to": ["planner"], "topic": "t", "body": "hello"});
+    // A read key reads and changes nothing.
+    let (status, _) = call("GET", &s.url("shop", "/inbox"), Some(&reader), None);
+    assert_eq!(status, 200);
+    let (status, body) = call(
+        "POST",
+        &s.url("shop", "/messages"),
+        Some(&reader),
+        Some(send.clone()),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("forbidden")),
+        "{body}"
+    );
+    // An actor in the request is refused: the key says who acts.
+    let mut forged = send.clone();
+    forged["as"] = json!("planner");
+    let (status, _) = call(
+        "POST",
+        &s.url("shop", "/messages"),
+        Some(&writer),
+        Some(forged),
+    );
+    assert_eq!(status, 403);
+    // Only an admin key issues keys; the token is in that answer and never in a list.
+    let (status, _) = call(
+        "POST",
+        &s.url("shop", "/keys"),
+        Some(&writer),
+        Some(json!({"participant": "impl-1", "scope": "read"})),
+    );
+    assert_eq!(status, 403);
+    let (status, issued) = call(
+        "POST",
+        &s.url("shop", "/keys"),
+        Some(&admin),
+        Some(json!({"participant": "planner", "scope": "write", "expires": "30d"})),
+    );
+    assert_eq!(status, 200, "{issued}");
+    let token = issued["token"].as_str().unwrap().to_owned();
+    let (_, listed) = call("GET", &s.url("shop", "/keys"), Some(&admin), None);
+    assert!(
+        !listed.to_string().contains(&token),
+        "a list never shows a token"
+    );
+    // The new key works; revoking it stops it alone.
+    let (status, _) = call(
+        "POST",
+        &s.url("shop", "/messages"),
+        Some(&token),
+        Some(json!({"to": ["impl-1"], "topic": "t", "body": "x"})),
+    );
+    assert_eq!(status, 200);
+    let kid = issued["id"].as_str().unwrap();
+    let (status, revoked) = call(
+        "POST",
+        &s.url("shop", &format!("/keys/{kid}/revoke")),
+        Some(&admin),
+        None,
+    );
+    assert_eq!(
+        (status, revoked["live"].as_bool()),
+        (200, Some(false)),
+        "{revoked}"
+    );
+    let (status, refused) = call("GET", &s.url("shop", "/inbox"), Some(&token), None);
+    assert_eq!(status, 401);
+    assert!(
+        !refused.to_string().contains(&token),
+        "an error never echoes the token"
+    );
+    let (status, _) = call("GET", &s.url("shop", "/inbox"), Some(&writer), None);
+    assert_eq!(status, 200, "other keys keep working");
+}
+
+#[test]
+fn a_key_for_one_project_sees_nothing_of_another() {
+    let s = served();
+    let shop = s.key("shop", "planner", Scope::Admin);
+    let (missing_status, missing) = call("GET", &s.url("nowhere", "/inbox"), Some(&shop), None);
+    let (other_status, other) = call("GET", &s.url("docs", "/inbox"), Some(&shop), None);
+    let (none_status, _) = call("GET", &s.url("shop", "/inbox"), None, None);
+    assert_eq!((missing_status, other_status, none_status), (401, 401, 401));
+    assert_eq!(
+        missing, other,
+        "a missing project and another's answer alike"
+    );
+    let garbage = "baton_x_0000000000000000000000000000000000000000000000000000000000000000";
+    let (status, _) = call("GET", &s.url("shop", "/inbox"), Some(garbage), None);
+    assert_eq!(status, 401);
+}
+
+#[test]
+fn oversized_malformed_and_deeply_nested_bodies_are_refused_cleanly() {
+    let s = served();
+    let planner = s.key("shop", "planner", Scope::Write);
+    let url = s.url("shop", "/messages");
+    let big = json!({"to": ["impl-1"], "topic": "t", "body": "x".repeat(100_000)}).to_string();
+    let (status, body) = raw_post(&url, &planner, big.into_bytes());
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (413, Some("too_large")),
+        "{body}"
+    );
+    // Under the transport limit, over the project's payload cap: refused by the rule.
+    let over_cap = json!({"to": ["impl-1"], "topic": "t", "body": "x".repeat(5_000)}).to_string();
+    let (status, body) = raw_post(&url, &planner, over_cap.into_bytes());
+    assert_eq!(status, 422, "{body}");
+    let (status, body) = raw_post(&url, &planner, b"{\"to\": [".to_vec());
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("bad_request")),
+        "{body}"
+    );
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let (status, _) = raw_post(&url, &planner, deep.into_bytes());
+    assert_eq!(status, 400);
+    let (status, body) = raw_post(
+        &url,
+        &planner,
+        br#"{"to": ["impl-1"], "topic": "t", "body": "x", "colour": "red"}"#.to_vec(),
+    );
+    assert_eq!(status, 422, "an unknown field is named: {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("colour"),
+        "{body}"
+    );
+    // Nothing of it was stored.
+    let (_, inbox) = call(
+        "GET",
+        &s.url("shop", "/inbox"),
+        Some(&s.key("shop", "impl-1", Scope::Read)),
+        None,
+    );
+    assert_eq!(inbox["items"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
+    let s = served();
+    let (status, doc) = call("GET", &format!("{}/v1/openapi.json", s.base), None, None);
+    assert_eq!(status, 200);
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths = doc["paths"].as_object().unwrap();
+    for path in [
+        "/v1/projects/{project}/inbox",
+        "/v1/projects/{project}/messages",
+        "/v1/projects/{project}/orders/{id}/{action}",
+        "/v1/projects/{project}/keys",
+    ] {
+        assert!(paths.contains_key(path), "{path} is not described");
+    }
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    let text = doc.to_string();
+    let mut refs = 0;
+    for part in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+        let name = part.split('"').next().unwrap();
+        assert!(
+            schemas.contains_key(name),
+            "{name} is referenced and not defined"
+        );
+        refs += 1;
+    }
+    assert!(refs > 30, "{refs} references");
+    // Each documented path answers (with a key) rather than falling through to 404.
+    let admin = s.key("shop", "owner", Scope::Admin);
+    for (path, item) in paths {
+        if !item.as_object().unwrap().contains_key("get")
+            || path.contains('{') && path.matches('{').count() > 1
+        {
+            continue;
+        }
+        let url = format!("{}{}", s.base, path.replace("{project}", "shop"));
+        let (status, body) = call("GET", &url, Some(&admin), None);
+        assert!(status < 500 && status != 404, "GET {path}: {status} {body}");
+    }
+}

@@ -1,0 +1,127 @@
+//! `baton key issue|list|revoke`: the keys that prove who is asking a server (SPEC §4).
+
+use std::time::Duration;
+
+use baton_app::doc::{KeyIssued, KeyRevoked, KeyRow, Keys};
+use baton_core::key::Scope;
+use baton_core::time::rfc3339;
+use clap::{Args, Subcommand, ValueEnum};
+
+use crate::commands::Context;
+use crate::error::{CommandError, CommandResult};
+use crate::output::{Output, now, table};
+use crate::project::parse_duration;
+
+/// Issue, list and revoke keys. A key names one participant; only its hash is stored.
+#[derive(Subcommand, Debug)]
+pub enum KeyCommand {
+    /// Issue a key for a participant and print its token — once: it is not stored.
+    ///
+    /// `read` keys change nothing; `write` keys act as the participant; `admin` keys also
+    /// add participants and issue and revoke keys.
+    #[command(
+        after_help = "Examples:\n  baton key issue impl-1 --scope write --expires 30d\n  \
+                      baton --db postgres://db.internal/baton --project shop key issue owner --scope admin"
+    )]
+    Issue(IssueArgs),
+    /// List the project's keys: id, participant, scope, created, expiry, revoked.
+    #[command(after_help = "Example:\n  baton key list --json")]
+    List,
+    /// Revoke one key; every other key keeps working.
+    #[command(after_help = "Example:\n  baton key revoke 01jd3m...")]
+    Revoke { id: String },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ScopeArg {
+    Read,
+    Write,
+    Admin,
+}
+
+#[derive(Args, Debug)]
+pub struct IssueArgs {
+    /// The participant the key proves.
+    pub name: String,
+    #[arg(long, value_enum)]
+    pub scope: ScopeArg,
+    /// How long it lives, e.g. 30d or 12h; without it, until revoked.
+    #[arg(long, value_name = "DURATION")]
+    pub expires: Option<String>,
+}
+
+fn row_cells(k: &KeyRow) -> Vec<String> {
+    vec![
+        k.id.clone(),
+        k.participant.to_string(),
+        k.scope.to_string(),
+        k.created_at.clone(),
+        k.expires_at.clone().unwrap_or_else(|| "-".into()),
+        match (&k.revoked_at, k.live) {
+            (Some(at), _) => format!("revoked {at}"),
+            (None, true) => "live".into(),
+            (None, false) => "expired".into(),
+        },
+    ]
+}
+
+pub async fn run(ctx: &Context, cmd: KeyCommand) -> CommandResult<Output> {
+    let actor = ctx.actor().await?;
+    match cmd {
+        KeyCommand::Issue(args) => {
+            let scope = match args.scope {
+                ScopeArg::Read => Scope::Read,
+                ScopeArg::Write => Scope::Write,
+                ScopeArg::Admin => Scope::Admin,
+            };
+            let expires: Option<Duration> = args
+                .expires
+                .as_deref()
+                .map(|d| parse_duration("--expires", d).map_err(CommandError::usage))
+                .transpose()?;
+            let (key, token) = ctx
+                .app
+                .issue_key(&actor, &args.name, scope, expires)
+                .await?;
+            let human = format!(
+                "Key {} for {} ({}{}). Its token, shown this once:\n{token}",
+                key.id,
+                key.participant,
+                key.scope,
+                key.expires_at
+                    .map(|t| format!(", expires {}", rfc3339(t)))
+                    .unwrap_or_default()
+            );
+            let doc = KeyIssued {
+                key: KeyRow::new(&key, now()),
+                token,
+            };
+            Ok(Output::of(&doc, human))
+        }
+        KeyCommand::List => {
+            let at = now();
+            let items: Vec<KeyRow> = ctx
+                .app
+                .keys()
+                .await?
+                .iter()
+                .map(|k| KeyRow::new(k, at))
+                .collect();
+            let human = if items.is_empty() {
+                "No keys: baton key issue NAME --scope write".to_owned()
+            } else {
+                table(
+                    &["ID", "PARTICIPANT", "SCOPE", "CREATED", "EXPIRES", "STATUS"],
+                    &items.iter().map(row_cells).collect::<Vec<_>>(),
+                )
+            };
+            Ok(Output::of(&Keys { items }, human))
+        }
+        KeyCommand::Revoke { id } => {
+            let key = ctx.app.revoke_key(&actor, &id).await?;
+            let row = KeyRow::new(&key, now());
+            let human = format!("Key {} of {} is revoked.", row.id, row.participant);
+            Ok(Output::of(&KeyRevoked { key: row }, human))
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! `baton serve`: the projects of a shared store over HTTP (SPEC §3, §8).
+
+use std::net::SocketAddr;
+
+use baton_app::Settings;
+use clap::Args;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::cli::GlobalArgs;
+use crate::error::{CommandError, CommandResult};
+use crate::output::Output;
+
+/// Serve a shared store's projects over HTTP, each at /v1/projects/NAME.
+///
+/// Every request carries `Authorization: Bearer TOKEN` (`baton key issue`); the key names
+/// the participant. The API is described at /v1/openapi.json. Binds loopback unless told
+/// otherwise. On SIGINT or SIGTERM it stops accepting and lets requests in flight finish.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  baton --db sqlite:/srv/baton serve\n  \
+                  baton --db postgres://baton@db.internal/baton serve --bind 0.0.0.0:7878")]
+pub struct ServeArgs {
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7878", value_name = "HOST:PORT")]
+    pub bind: SocketAddr,
+}
+
+pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
+    let Some(url) = &g.db else {
+        return Err(CommandError::usage(
+            "`baton serve` serves a shared store: pass --db URL (sqlite:DIR or postgres://…), or set BATON_DB",
+        ));
+    };
+    let settings = Settings::default();
+    let database = baton_store::database(url, settings.busy_timeout).await?;
+    let listener = tokio::net::TcpListener::bind(args.bind)
+        .await
+        .map_err(|e| CommandError::failed(format!("cannot listen on {}: {e}", args.bind)))?;
+    let bound = listener.local_addr()?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    };
+    let server = baton_server::Server::new(database, settings);
+    // The address goes to stderr: stdout stays empty until the server has stopped.
+    eprintln!("baton serve: listening on http://{bound}/v1 (API: http://{bound}/v1/openapi.json)");
+    baton_server::serve(listener, baton_server::router(server), shutdown).await?;
+    eprintln!("baton serve: stopped");
+    Ok(Output::nothing())
+}

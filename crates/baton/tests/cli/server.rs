@@ -1,0 +1,206 @@
+//! Shared mode through real processes: keyless administration where the database is
+//! (`baton --db URL project|agent|key …`), keys in an embedded project, and `baton serve`
+//! answering a real HTTP client and stopping on SIGTERM only after the request in flight
+//! has written and answered.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+
+use crate::common::{Project, baton_exe, code, stderr};
+
+/// `baton --db URL [--project NAME] ARGS --json`, which must succeed.
+fn admin(url: &str, project: Option<&str>, args: &[&str]) -> Value {
+    let mut cmd = Command::new(baton_exe());
+    cmd.env_remove("BATON_PROJECT")
+        .env_remove("BATON_AS")
+        .args(["--json", "--db", url]);
+    if let Some(p) = project {
+        cmd.args(["--project", p]);
+    }
+    let out = cmd.args(args).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn keyless_administration_happens_where_the_database_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("projects").display());
+    let added = admin(&url, None, &["project", "add", "shop"]);
+    assert_eq!(added["created"], true);
+    assert_eq!(
+        admin(&url, None, &["project", "add", "shop"])["created"],
+        false
+    );
+    assert_eq!(
+        admin(&url, None, &["project", "list"])["items"],
+        json!(["shop"])
+    );
+    admin(
+        &url,
+        Some("shop"),
+        &["agent", "add", "impl-1", "--role", "executor"],
+    );
+    let issued = admin(
+        &url,
+        Some("shop"),
+        &[
+            "key",
+            "issue",
+            "impl-1",
+            "--scope",
+            "write",
+            "--expires",
+            "30d",
+        ],
+    );
+    let token = issued["token"].as_str().unwrap();
+    assert!(token.starts_with("baton_"), "{issued}");
+    let listed = admin(&url, Some("shop"), &["key", "list"]);
+    assert_eq!(listed["items"][0]["id"], issued["id"]);
+    assert!(
+        !listed.to_string().contains(token),
+        "a list never shows a token"
+    );
+    // A project that does not exist is not created by naming it.
+    let out = Command::new(baton_exe())
+        .args(["--db", &url, "--project", "nowhere", "agent", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+}
+
+#[test]
+fn keys_are_issued_listed_and_revoked_one_at_a_time_in_an_embedded_project() {
+    let p = Project::new(&[("impl-1", "executor"), ("planner", "planner")]);
+    let a = p.json(None, &["key", "issue", "impl-1", "--scope", "read"]);
+    let b = p.json(None, &["key", "issue", "planner", "--scope", "admin"]);
+    let revoked = p.json(None, &["key", "revoke", a["id"].as_str().unwrap()]);
+    assert_eq!(revoked["live"], false);
+    let listed = p.json(None, &["key", "list"]);
+    let live: Vec<(&str, bool)> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["id"].as_str().unwrap(), k["live"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        live,
+        [
+            (a["id"].as_str().unwrap(), false),
+            (b["id"].as_str().unwrap(), true)
+        ]
+    );
+    let out = p.run(None, &["key", "issue", "ghost", "--scope", "read"]);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    let out = p.run(None, &["key", "revoke", "nope"]);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+}
+
+/// A `baton serve` process on an ephemeral port, killed on drop if still running.
+struct Serving {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(url: &str) -> Serving {
+    let mut child = Command::new(baton_exe())
+        .args(["--db", url, "serve", "--bind", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().expect("a first line").unwrap();
+    let base = first
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split("/v1").next())
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_owned();
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Serving {
+        child,
+        base: format!("http://{base}"),
+    }
+}
+
+#[test]
+fn serve_answers_http_and_finishes_the_write_in_flight_before_it_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("projects").display());
+    admin(&url, None, &["project", "add", "shop"]);
+    admin(
+        &url,
+        Some("shop"),
+        &["agent", "add", "planner", "--role", "planner"],
+    );
+    let token = admin(
+        &url,
+        Some("shop"),
+        &["key", "issue", "planner", "--scope", "write"],
+    )["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut server = serve(&url);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let inbox = agent
+        .get(&format!("{}/v1/projects/shop/inbox", server.base))
+        .header("Authorization", &format!("Bearer {token}"))
+        .call()
+        .unwrap();
+    assert_eq!(inbox.status().as_u16(), 200);
+
+    // A wait that misses raises an alert at its deadline: a write, in flight when the
+    // server is told to stop.
+    let waiting = {
+        let url = format!(
+            "{}/v1/projects/shop/receipts/deploy/wait?timeout_seconds=2",
+            server.base
+        );
+        let token = token.clone();
+        let agent = agent.clone();
+        std::thread::spawn(move || {
+            let mut response = agent
+                .post(&url)
+                .header("Authorization", &format!("Bearer {token}"))
+                .send_json(json!({}))
+                .unwrap();
+            let status = response.status().as_u16();
+            let body: Value = response.body_mut().read_json().unwrap();
+            (status, body)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let asked = Instant::now();
+    kill(Pid::from_raw(server.child.id() as i32), Signal::SIGTERM).unwrap();
+    let (status, body) = waiting.join().unwrap();
+    assert_eq!(
+        status, 404,
+        "the wait ran to its deadline and answered: {body}"
+    );
+    assert_eq!(body["error"]["code"], "not_found");
+    let exit = server.child.wait().unwrap();
+    assert!(exit.success(), "serve exits 0 after a SIGTERM: {exit}");
+    assert!(asked.elapsed() < Duration::from_secs(20));
+    let alerts = admin(&url, Some("shop"), &["alerts"]);
+    assert_eq!(alerts["items"].as_array().unwrap().len(), 1, "{alerts}");
+}
