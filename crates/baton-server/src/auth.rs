@@ -4,11 +4,12 @@
 //! about projects its key is not for.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, Path};
-use axum::http::header;
+use axum::extract::{ConnectInfo, FromRequestParts, Path};
 use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
 use baton_app::{App, Caller};
 use baton_core::key::Scope;
 use baton_core::{Passname, ProjectName, Refusal};
@@ -57,12 +58,23 @@ impl FromRequestParts<Arc<Server>> for Authed {
         server: &Arc<Server>,
     ) -> Result<Self, Self::Rejection> {
         let unauthenticated = || ApiError::from(Refusal::Unauthenticated);
+        let source = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip());
+        if server.throttled(source) {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_failures",
+                "too many failed authentications from this address; wait a minute",
+            ));
+        }
         let params: Path<HashMap<String, String>> =
             Path::from_request_parts(parts, server)
                 .await
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
         let Some(token) = bearer(parts) else {
-            server.failed_authentication();
+            server.failed_authentication(source);
             return Err(unauthenticated());
         };
         let name = params
@@ -72,7 +84,7 @@ impl FromRequestParts<Arc<Server>> for Authed {
         let app = match server.app(&name).await {
             Ok(app) => app,
             Err(StoreError::Refused(Refusal::NotFound { .. })) => {
-                server.failed_authentication();
+                server.failed_authentication(source);
                 return Err(unauthenticated());
             }
             Err(e) => return Err(e.into()),
@@ -80,7 +92,7 @@ impl FromRequestParts<Arc<Server>> for Authed {
         match app.authenticate(token).await {
             Ok(caller) => Ok(Self { app, caller }),
             Err(StoreError::Refused(Refusal::Unauthenticated)) => {
-                server.failed_authentication();
+                server.failed_authentication(source);
                 Err(unauthenticated())
             }
             Err(e) => Err(e.into()),

@@ -14,10 +14,12 @@ mod host;
 mod routes;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use axum::extract::ConnectInfo;
 
 use baton_app::{App, Settings};
 use baton_core::ProjectName;
@@ -36,6 +38,10 @@ pub use host::server as host;
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for requests in flight (each is bounded in time anyway).
 pub const DRAIN: Duration = Duration::from_secs(30);
+/// Failed authentications one source may make in [`FAILURE_WINDOW`] before it is refused
+/// outright (429) until the window ends.
+pub const FAILURE_LIMIT: u32 = 20;
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 
 /// The server's state: the database of projects, their settings, and each project's use
 /// cases once opened.
@@ -44,6 +50,8 @@ pub struct Server {
     settings: Settings,
     apps: RwLock<HashMap<ProjectName, App>>,
     failed_authentications: AtomicU64,
+    /// Per source address: when its current window began, and its failures in it.
+    failures: std::sync::Mutex<HashMap<IpAddr, (Instant, u32)>>,
 }
 
 impl Server {
@@ -53,6 +61,7 @@ impl Server {
             settings,
             apps: RwLock::new(HashMap::new()),
             failed_authentications: AtomicU64::new(0),
+            failures: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -67,8 +76,30 @@ impl Server {
         Ok(app)
     }
 
-    fn failed_authentication(&self) {
+    /// Counts a failed authentication from `source`.
+    fn failed_authentication(&self, source: Option<IpAddr>) {
         self.failed_authentications.fetch_add(1, Ordering::Relaxed);
+        let Some(ip) = source else { return };
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let entry = failures.entry(ip).or_insert((now, 0));
+        if now.duration_since(entry.0) >= FAILURE_WINDOW {
+            *entry = (now, 0);
+        }
+        entry.1 = entry.1.saturating_add(1);
+        // Forget sources whose window ended, so the table stays small.
+        if failures.len() > 10_000 {
+            failures.retain(|_, (began, _)| now.duration_since(*began) < FAILURE_WINDOW);
+        }
+    }
+
+    /// Whether `source` failed too often lately to be heard now.
+    fn throttled(&self, source: Option<IpAddr>) -> bool {
+        let Some(ip) = source else { return false };
+        let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        failures.get(&ip).is_some_and(|(began, count)| {
+            *count >= FAILURE_LIMIT && began.elapsed() < FAILURE_WINDOW
+        })
     }
 
     /// How many requests failed to authenticate since the server started.
@@ -98,7 +129,7 @@ pub async fn serve(
         .header_read_timeout(HEADER_TIMEOUT);
     tokio::pin!(shutdown);
     loop {
-        let (stream, _peer): (_, SocketAddr) = tokio::select! {
+        let (stream, peer): (_, SocketAddr) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 // A failed accept (too many open files, a reset) is one lost connection,
@@ -112,7 +143,11 @@ pub async fn serve(
         };
         let service = hyper::service::service_fn({
             let router = router.clone();
-            move |request| router.clone().oneshot(request.map(axum::body::Body::new))
+            move |request: hyper::Request<hyper::body::Incoming>| {
+                let mut request = request.map(axum::body::Body::new);
+                request.extensions_mut().insert(ConnectInfo(peer));
+                router.clone().oneshot(request)
+            }
         });
         let connection = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), service)

@@ -513,3 +513,22 @@ fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
         assert!(status < 500 && status != 404, "GET {path}: {status} {body}");
     }
 }
+
+#[test]
+fn a_source_that_keeps_failing_to_authenticate_is_refused_for_a_while() {
+    let s = served();
+    let good = s.key("shop", "planner", Scope::Read);
+    let bad = "baton_x_0000000000000000000000000000000000000000000000000000000000000000";
+    let statuses: Vec<u16> = (0..baton_server::FAILURE_LIMIT + 2)
+        .map(|_| call("GET", &s.url("shop", "/inbox"), Some(bad), None).0)
+        .collect();
+    let limit = baton_server::FAILURE_LIMIT as usize;
+    assert!(statuses[..limit].iter().all(|s| *s == 401), "{statuses:?}");
+    assert!(statuses[limit..].iter().all(|s| *s == 429), "{statuses:?}");
+    // The source is refused, whatever key it sends now.
+    let (status, body) = call("GET", &s.url("shop", "/inbox"), Some(&good), None);
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (429, Some("too_many_failures"))
+    );
+}
