@@ -747,6 +747,24 @@ pub fn order_step_of(event: &Event) -> Option<&baton_core::order::Step> {
     }
 }
 
+/// What is new for the caller since a point in the log, and where to look next.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct News {
+    /// Pass this as `after` next time.
+    pub after: i64,
+    pub events: Vec<EventRow>,
+}
+doc!(News, "baton/news@1");
+
+impl From<&crate::News> for News {
+    fn from(n: &crate::News) -> Self {
+        Self {
+            after: n.after,
+            events: EventRow::all(&n.events),
+        }
+    }
+}
+
 // ---- handoff documents --------------------------------------------------------------------
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -971,6 +989,7 @@ mod tests {
             schemars::schema_for!(EvidenceRun),
             schemars::schema_for!(Init),
             schemars::schema_for!(Demo),
+            schemars::schema_for!(News),
             schemars::schema_for!(KeyIssued),
             schemars::schema_for!(Keys),
             schemars::schema_for!(KeyRevoked),

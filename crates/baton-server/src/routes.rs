@@ -248,6 +248,16 @@ pub struct OrderWaitQuery {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct NewsQuery {
+    /// The `after` of the previous answer (0 at first).
+    #[serde(default)]
+    pub after: i64,
+    /// 1 to 300, default 30.
+    pub timeout_seconds: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct OrderBody {
     /// The Work Order; its `from` must be the key's participant.
     pub document: Map<String, Value>,
@@ -663,6 +673,12 @@ async fn wait_order(
     Ok(Json(OrderStepped::new(&written, a.app.now())))
 }
 
+async fn news(a: Authed, Query(q): Query<NewsQuery>) -> Answer<doc::News> {
+    let timeout = wait_for(q.timeout_seconds)?;
+    let news = a.app.wait_news(a.reader(), q.after, timeout).await?;
+    Ok(Json((&news).into()))
+}
+
 async fn runs(a: Authed, Query(q): Query<AllQuery>) -> Answer<Runs> {
     let now = a.app.now();
     let query = RunQuery {
@@ -925,6 +941,13 @@ pub fn router(server: Arc<Server>) -> Router {
             "Runs with their health",
             r,
             runs,
+        )
+        .route::<NewsQuery, Nothing, doc::News, _, _>(
+            Method::GET,
+            &p("/wait"),
+            "Wait for news: returns as soon as something after `after` concerns you",
+            r,
+            news,
         );
     let (routes, document) = api.finish();
     let document = Arc::new(document);

@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
     agent, demo, handoff, hook, init, key, mcp, messages, order, project_cmd, reap, receipt,
-    resume, run, runs, search, send, serve, state, step,
+    resume, run, runs, search, send, serve, state, step, wait,
 };
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
@@ -66,6 +66,7 @@ pub enum Command {
     Refuse(step::RefuseArgs),
     Archive(step::ArchiveArgs),
     Search(search::SearchArgs),
+    Wait(wait::WaitArgs),
     #[command(subcommand)]
     Focus(state::FocusCommand),
     #[command(subcommand)]

@@ -22,6 +22,7 @@ pub mod send;
 pub mod serve;
 pub mod state;
 pub mod step;
+pub mod wait;
 
 use baton_app::App;
 use baton_core::event::LOCAL_OPERATOR;
@@ -51,6 +52,7 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Refuse(args) => step::refuse(&Context::open(g).await?, args).await,
         Command::Archive(args) => step::archive(&Context::open(g).await?, args).await,
         Command::Search(args) => search::run(&Context::open(g).await?, args).await,
+        Command::Wait(args) => wait::run(&Context::open(g).await?, args).await,
         Command::Focus(cmd) => state::focus(&Context::open(g).await?, cmd).await,
         Command::Stream(cmd) => state::stream(&Context::open(g).await?, cmd).await,
         Command::Decide(args) => state::decide(&Context::open(g).await?, args).await,

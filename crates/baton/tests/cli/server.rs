@@ -204,3 +204,27 @@ fn serve_answers_http_and_finishes_the_write_in_flight_before_it_stops() {
     let alerts = admin(&url, Some("shop"), &["alerts"]);
     assert_eq!(alerts["items"].as_array().unwrap().len(), 1, "{alerts}");
 }
+
+#[test]
+fn wait_returns_what_concerns_the_caller_and_not_its_own_doing() {
+    let p = Project::new(&[("planner", "planner"), ("impl-1", "executor")]);
+    let waiter = p
+        .cmd(Some("impl-1"), &["--json", "wait", "--timeout", "60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = p.ok(
+        Some("planner"),
+        &["send", "--to", "impl-1", "--topic", "t", "--body", "news"],
+    );
+    let out = waiter.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let news: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(news["schema"], "baton/news@1");
+    assert_eq!(news["events"][0]["id"], id.as_str(), "{news}");
+    // The planner's own send is no news to the planner.
+    let own = p.json(Some("planner"), &["wait", "--timeout", "1s"]);
+    assert_eq!(own["events"], json!([]), "{own}");
+    assert!(own["after"].as_i64().unwrap() >= news["events"][0]["log_seq"].as_i64().unwrap());
+}
