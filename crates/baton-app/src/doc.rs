@@ -765,6 +765,15 @@ impl From<&crate::News> for News {
     }
 }
 
+/// What `baton import` did.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ImportDone {
+    pub imported: usize,
+    /// Events the log held already (same id): left as they were.
+    pub skipped: usize,
+}
+doc!(ImportDone, "baton/import@1");
+
 // ---- handoff documents --------------------------------------------------------------------
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -990,6 +999,7 @@ mod tests {
             schemars::schema_for!(Init),
             schemars::schema_for!(Demo),
             schemars::schema_for!(News),
+            schemars::schema_for!(ImportDone),
             schemars::schema_for!(KeyIssued),
             schemars::schema_for!(Keys),
             schemars::schema_for!(KeyRevoked),

@@ -17,6 +17,7 @@ mod memory;
 mod messages;
 mod news;
 mod orders;
+pub mod portable;
 pub mod recall;
 mod receipts;
 pub mod settings;

@@ -424,6 +424,9 @@ pub enum Refusal {
     WrongDocument { expected: Document },
     #[error("an exit records done, failed or stopped, not {0}")]
     NotAnExit(RunStatus),
+    /// A line of a portable log that is not an event.
+    #[error("line {line} is not an event: {problem}")]
+    LogLine { line: usize, problem: String },
 
     // ---- forbidden ----
     #[error("{who} is neither a recipient nor the sender of {id}")]
@@ -518,7 +521,8 @@ impl Refusal {
             | Self::ReportStatus { .. }
             | Self::Findings { .. }
             | Self::WrongDocument { .. }
-            | Self::NotAnExit(_) => K::Invalid,
+            | Self::NotAnExit(_)
+            | Self::LogLine { .. } => K::Invalid,
             Self::NotAParty { .. }
             | Self::SenderSteps { .. }
             | Self::OrderRole { .. }

@@ -102,6 +102,8 @@ pub trait Tx: Send {
     async fn order(&mut self, id: &str) -> Result<Option<Order>>;
     async fn run(&mut self, id: &str) -> Result<Option<Run>>;
     async fn key(&mut self, id: &str) -> Result<Option<Key>>;
+    /// Whether the log holds an event with this id.
+    async fn has_event(&mut self, id: &str) -> Result<bool>;
     /// Whether `participant` has a registered or running run other than `except`.
     async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool>;
     /// The messages delivered to `participant` (and still only delivered) since `since`,
@@ -208,7 +210,8 @@ pub trait Store: Backend {
         request: OrderRequest,
     ) -> Result<OrderWritten>;
     /// Appends events that already have an id and a time (an imported log), in order, in
-    /// one transaction.
+    /// one transaction, skipping those whose id the log holds already; returns those
+    /// written.
     async fn append_events(&self, events: Vec<NewEvent>) -> Result<Vec<Event>>;
     /// Records key `id` for `participant` (which must be registered) with the hash of its
     /// token; the token itself is never stored.

@@ -394,6 +394,9 @@ pub async fn revoke_key<B: Backend + ?Sized>(backend: &B, actor: &str, id: &str)
     Ok(revoked)
 }
 
+/// Appends events that already have an id and a time, in order, skipping those whose id
+/// the log holds already: importing the same events twice changes nothing, and two logs
+/// merge by union.
 pub async fn append_events<B: Backend + ?Sized>(
     backend: &B,
     events: Vec<NewEvent>,
@@ -401,6 +404,9 @@ pub async fn append_events<B: Backend + ?Sized>(
     let mut tx = backend.begin().await?;
     let mut written = Vec::with_capacity(events.len());
     for event in events {
+        if tx.has_event(&event.id).await? {
+            continue;
+        }
         written.push(tx.append(event).await?);
     }
     tx.commit().await?;

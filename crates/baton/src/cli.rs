@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    agent, demo, handoff, hook, init, key, mcp, messages, order, project_cmd, reap, receipt,
-    resume, run, runs, search, send, serve, state, step, wait,
+    agent, demo, handoff, hook, init, key, mcp, messages, order, portable, project_cmd, reap,
+    receipt, resume, run, runs, search, send, serve, state, step, wait,
 };
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
@@ -85,6 +85,8 @@ pub enum Command {
     Alerts(receipt::AlertsArgs),
     Mcp(mcp::McpArgs),
     Serve(serve::ServeArgs),
+    Export(portable::ExportArgs),
+    Import(portable::ImportArgs),
     Run(run::RunArgs),
     Runs(runs::RunsArgs),
     Hook(hook::HookArgs),

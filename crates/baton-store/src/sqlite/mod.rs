@@ -891,6 +891,15 @@ impl Tx for SqliteTx {
         result.map_err(|e| self.err(e))
     }
 
+    async fn has_event(&mut self, id: &str) -> Result<bool> {
+        let found: sqlx::Result<Option<i64>> =
+            sqlx::query_scalar("SELECT 1 FROM events WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&mut *self.tx)
+                .await;
+        Ok(found.map_err(|e| self.err(e))?.is_some())
+    }
+
     async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool> {
         let result = runs::other_live(&mut self.tx, participant, except).await;
         result.map_err(|e| self.err(e))

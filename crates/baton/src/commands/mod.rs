@@ -11,6 +11,7 @@ pub mod key;
 pub mod mcp;
 pub mod messages;
 pub mod order;
+pub mod portable;
 pub mod project_cmd;
 pub mod reap;
 pub mod receipt;
@@ -66,6 +67,8 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Alerts(args) => receipt::alerts(&Context::open(g).await?, args).await,
         Command::Mcp(args) => mcp::run(g, args).await,
         Command::Serve(args) => serve::run(g, args).await,
+        Command::Export(args) => portable::export(&Context::open(g).await?, args).await,
+        Command::Import(args) => portable::import(&Context::open(g).await?, args).await,
         Command::Run(args) => run::run(&Context::open(g).await?, args).await,
         Command::Runs(args) => runs::run(&Context::open(g).await?, args).await,
         Command::Hook(args) => hook::run(g, args).await,

@@ -11,4 +11,5 @@ mod ledger;
 mod mcp;
 mod memory;
 mod orders;
+mod portable;
 mod server;

@@ -1,0 +1,122 @@
+//! `baton export` and `baton import`: a project's event log as JSON lines, to move it
+//! between stores, back it up or carry it in git (SPEC §3).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+
+use baton_app::doc::ImportDone;
+use baton_app::portable::{line, parse_line};
+use clap::Args;
+
+use crate::commands::Context;
+use crate::error::{CommandError, CommandResult};
+use crate::output::Output;
+
+/// Events read or written per transaction.
+const PAGE: u32 = 1000;
+
+/// Print the project's event log as JSON lines (one event a line), oldest first.
+///
+/// Pipe it to a file, or into `baton import` on another store; --since SEQ starts after
+/// that position. Nothing else is printed on stdout.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  baton export > log.jsonl\n  baton export --since 1200 >> log.jsonl"
+)]
+pub struct ExportArgs {
+    /// Only the events after this log position.
+    #[arg(long, default_value_t = 0, value_name = "SEQ")]
+    pub since: i64,
+}
+
+/// Append the events of a portable log (from `baton export`) to this project's log.
+///
+/// Idempotent by event id: events the log holds already are skipped, so importing twice
+/// changes nothing and two logs merge by union. Events keep their ids and times.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  baton import log.jsonl\n  baton export | baton --project ../copy import -"
+)]
+pub struct ImportArgs {
+    /// The log file, or `-` for stdin.
+    pub file: PathBuf,
+}
+
+pub async fn export(ctx: &Context, args: ExportArgs) -> CommandResult<Output> {
+    let mut after = args.since;
+    let stdout = std::io::stdout();
+    loop {
+        let page = ctx.app.export_page(after, PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        let mut out = stdout.lock();
+        for event in &page {
+            writeln!(out, "{}", line(event))?;
+        }
+        out.flush()?;
+    }
+    Ok(Output::nothing())
+}
+
+/// The longest line read: an event carries at most a payload at the cap, and a little more.
+fn max_line(cap: usize) -> usize {
+    cap.saturating_mul(2).saturating_add(64 * 1024)
+}
+
+pub async fn import(ctx: &Context, args: ImportArgs) -> CommandResult<Output> {
+    let reader: Box<dyn Read> = if args.file.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::fs::File::open(&args.file).map_err(|e| {
+            CommandError::new(
+                crate::error::ErrorKind::NotFound,
+                format!("{}: {e}", args.file.display()),
+            )
+        })?)
+    };
+    let limit = max_line(ctx.app.settings().payload_cap);
+    let mut lines = BufReader::new(reader);
+    let mut done = ImportDone {
+        imported: 0,
+        skipped: 0,
+    };
+    let mut batch = Vec::new();
+    let mut number = 0;
+    let mut text = String::new();
+    loop {
+        text.clear();
+        // Read at most one line past the limit, so an endless line is refused, not held.
+        let read = (&mut lines).take(limit as u64 + 1).read_line(&mut text)?;
+        if read == 0 {
+            break;
+        }
+        number += 1;
+        if text.len() > limit {
+            return Err(CommandError::refused(format!(
+                "{} line {number} is over {limit} bytes: not an event this store would have written; nothing after line {} was imported",
+                args.file.display(),
+                number - 1 - batch.len()
+            )));
+        }
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        batch.push(parse_line(number, trimmed)?);
+        if batch.len() == PAGE as usize {
+            let n = ctx.app.import(std::mem::take(&mut batch)).await?;
+            done.imported += n.imported;
+            done.skipped += n.skipped;
+        }
+    }
+    if !batch.is_empty() {
+        let n = ctx.app.import(batch).await?;
+        done.imported += n.imported;
+        done.skipped += n.skipped;
+    }
+    let human = format!(
+        "Imported {} event(s); {} already in the log were skipped.",
+        done.imported, done.skipped
+    );
+    Ok(Output::of(&done, human))
+}
