@@ -12,6 +12,7 @@ pub mod delivery;
 pub mod event;
 pub mod key;
 pub mod message;
+pub mod metrics;
 pub mod names;
 pub mod order;
 pub mod packet;

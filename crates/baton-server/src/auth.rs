@@ -22,6 +22,8 @@ use crate::error::ApiError;
 pub struct Authed {
     pub app: App,
     pub caller: Caller,
+    pub project: ProjectName,
+    pub server: Arc<Server>,
 }
 
 impl Authed {
@@ -90,7 +92,12 @@ impl FromRequestParts<Arc<Server>> for Authed {
             Err(e) => return Err(e.into()),
         };
         match app.authenticate(token).await {
-            Ok(caller) => Ok(Self { app, caller }),
+            Ok(caller) => Ok(Self {
+                app,
+                caller,
+                project: name,
+                server: Arc::clone(server),
+            }),
             Err(StoreError::Refused(Refusal::Unauthenticated)) => {
                 server.failed_authentication(source);
                 Err(unauthenticated())

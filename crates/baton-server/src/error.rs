@@ -153,9 +153,14 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// The error code of a failed answer, left on the response for the request counter.
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorCode(pub &'static str);
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let retry = self.status == StatusCode::SERVICE_UNAVAILABLE;
+        let code = ErrorCode(self.code);
         let body = ErrorBody {
             error: ErrorDetail {
                 code: self.code,
@@ -164,6 +169,7 @@ impl IntoResponse for ApiError {
             },
         };
         let mut response = (self.status, Json(body)).into_response();
+        response.extensions_mut().insert(code);
         if retry {
             response
                 .headers_mut()

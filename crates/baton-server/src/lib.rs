@@ -11,6 +11,7 @@ mod api;
 mod auth;
 mod error;
 mod host;
+mod metrics;
 mod routes;
 
 use std::collections::HashMap;
@@ -52,6 +53,9 @@ pub struct Server {
     failed_authentications: AtomicU64,
     /// Per source address: when its current window began, and its failures in it.
     failures: std::sync::Mutex<HashMap<IpAddr, (Instant, u32)>>,
+    /// Each project's handoff metrics, as of the last scrape.
+    folds: tokio::sync::Mutex<HashMap<ProjectName, baton_core::metrics::Fold>>,
+    traffic: std::sync::Mutex<metrics::Traffic>,
 }
 
 impl Server {
@@ -62,6 +66,8 @@ impl Server {
             apps: RwLock::new(HashMap::new()),
             failed_authentications: AtomicU64::new(0),
             failures: std::sync::Mutex::new(HashMap::new()),
+            folds: tokio::sync::Mutex::new(HashMap::new()),
+            traffic: std::sync::Mutex::new(metrics::Traffic::default()),
         })
     }
 
@@ -100,6 +106,12 @@ impl Server {
         failures.get(&ip).is_some_and(|(began, count)| {
             *count >= FAILURE_LIMIT && began.elapsed() < FAILURE_WINDOW
         })
+    }
+
+    /// Counts a send answered with an earlier message's id.
+    fn duplicate(&self, project: &ProjectName) {
+        let mut traffic = self.traffic.lock().unwrap_or_else(|e| e.into_inner());
+        *traffic.duplicates.entry(project.to_string()).or_default() += 1;
     }
 
     /// How many requests failed to authenticate since the server started.

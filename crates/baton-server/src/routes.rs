@@ -311,7 +311,11 @@ async fn send(a: Authed, Body(b): Body<SendBody>) -> Answer<Sent> {
         body,
         idempotency_key: b.idempotency_key,
     };
-    Ok(Json(a.app.send(me, out).await?.into()))
+    let sent = a.app.send(me, out).await?;
+    if sent.duplicate {
+        a.server.duplicate(&a.project);
+    }
+    Ok(Json(sent.into()))
 }
 
 async fn show(
@@ -958,6 +962,7 @@ pub fn router(server: Arc<Server>) -> Router {
         .saturating_mul(2)
         .saturating_add(64 * 1024);
     routes
+        .route("/metrics", get(crate::metrics::endpoint))
         .route(
             "/v1/openapi.json",
             get(move || {
@@ -970,5 +975,9 @@ pub fn router(server: Arc<Server>) -> Router {
                 .hinted("GET /v1/openapi.json lists every endpoint")
         })
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&server),
+            crate::metrics::count,
+        ))
         .with_state(server)
 }

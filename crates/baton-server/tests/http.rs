@@ -580,3 +580,68 @@ fn a_long_poll_returns_as_soon_as_the_caller_has_news() {
     );
     assert_eq!(own["events"].as_array().unwrap().len(), 0, "{own}");
 }
+
+#[test]
+fn metrics_are_prometheus_text_from_the_log_and_the_traffic() {
+    let s = served();
+    let planner = s.key("shop", "planner", Scope::Write);
+    let worker = s.key("shop", "impl-1", Scope::Write);
+    let send = json!({"to": ["impl-1"], "type": "request", "topic": "csv", "body": "x", "idempotency_key": "k1"});
+    let (_, sent) = call(
+        "POST",
+        &s.url("shop", "/messages"),
+        Some(&planner),
+        Some(send.clone()),
+    );
+    let (_, again) = call(
+        "POST",
+        &s.url("shop", "/messages"),
+        Some(&planner),
+        Some(send),
+    );
+    assert_eq!(again["duplicate"], true);
+    call("GET", &s.url("shop", "/inbox"), None, None);
+    let scrape = |s: &Served| {
+        let mut response = agent().get(&format!("{}/metrics", s.base)).call().unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        response.body_mut().read_to_string().unwrap()
+    };
+    let text = scrape(&s);
+    for line in [
+        "baton_pending_deliveries{project=\"shop\"} 1",
+        "baton_open_requests{project=\"shop\"} 1",
+        "baton_duplicate_sends_total{project=\"shop\"} 1",
+        "baton_failed_authentications_total 1",
+        "baton_refusals_total{code=\"unauthenticated\"} 1",
+        "baton_http_requests_total{route=\"/v1/projects/{project}/messages\",status=\"200\"} 2",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from:\n{text}");
+    }
+    // The fold moves on with the log: a fetch delivers, a completion is an outcome.
+    let id = sent["id"].as_str().unwrap();
+    call(
+        "GET",
+        &s.url("shop", &format!("/messages/{id}")),
+        Some(&worker),
+        None,
+    );
+    call(
+        "POST",
+        &s.url("shop", &format!("/messages/{id}/complete")),
+        Some(&worker),
+        Some(json!({})),
+    );
+    let text = scrape(&s);
+    assert!(
+        text.contains("baton_pending_deliveries{project=\"shop\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("baton_completed_requests{project=\"shop\",topic=\"csv\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("baton_created_to_delivered_seconds_count{project=\"shop\"} 1"),
+        "{text}"
+    );
+}

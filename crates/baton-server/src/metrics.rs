@@ -1,0 +1,247 @@
+//! `/metrics` in Prometheus text: each project's handoff metrics (SPEC §8, a fold over its
+//! log kept up to date incrementally), and what only the server sees — requests by route
+//! and status with their latency, refusals by code, duplicate sends, failed
+//! authentications.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use baton_core::ProjectName;
+use baton_core::metrics::{Fold, Summary};
+
+use crate::Server;
+use crate::error::ErrorCode;
+
+/// What the server counts of the requests it answers.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    /// (route, status) → count.
+    requests: BTreeMap<(String, u16), u64>,
+    /// route → (count, total seconds).
+    latency: BTreeMap<String, (u64, f64)>,
+    /// error code → count.
+    refusals: BTreeMap<&'static str, u64>,
+    /// project → sends answered with an earlier message's id.
+    pub duplicates: BTreeMap<String, u64>,
+}
+
+/// Counts every request: its route (the template, never the concrete path), status,
+/// latency, and the error code of a refusal.
+pub async fn count(State(server): State<Arc<Server>>, request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let seconds = started.elapsed().as_secs_f64();
+    let code = response.extensions().get::<ErrorCode>().map(|c| c.0);
+    let mut traffic = server.traffic.lock().unwrap_or_else(|e| e.into_inner());
+    *traffic
+        .requests
+        .entry((route.clone(), response.status().as_u16()))
+        .or_default() += 1;
+    let entry = traffic.latency.entry(route).or_default();
+    entry.0 += 1;
+    entry.1 += seconds;
+    if let Some(code) = code {
+        *traffic.refusals.entry(code).or_default() += 1;
+    }
+    response
+}
+
+fn help(out: &mut String, name: &str, kind: &str, text: &str) {
+    let _ = writeln!(out, "# HELP {name} {text}\n# TYPE {name} {kind}");
+}
+
+fn summary(out: &mut String, name: &str, text: &str, rows: &[(&ProjectName, Summary)]) {
+    help(out, name, "summary", text);
+    for (project, s) in rows {
+        let _ = writeln!(
+            out,
+            "{name}_sum{{project=\"{project}\"}} {}\n{name}_count{{project=\"{project}\"}} {}",
+            s.sum_ms as f64 / 1000.0,
+            s.count
+        );
+    }
+}
+
+/// Renders the metrics of every project and of the server.
+pub async fn render(server: &Server) -> Result<String, baton_store::StoreError> {
+    let mut folds: Vec<(ProjectName, Fold)> = Vec::new();
+    for name in server.database.projects().await? {
+        let app = server.app(&name).await?;
+        let mut fold = server.folds.lock().await.remove(&name).unwrap_or_default();
+        let caught_up = app.catch_up(&mut fold).await;
+        let snapshot = fold.clone();
+        server.folds.lock().await.insert(name.clone(), fold);
+        caught_up?;
+        folds.push((name, snapshot));
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let mut out = String::new();
+    let gauge = |out: &mut String, name: &str, text: &str, value: &dyn Fn(&Fold) -> f64| {
+        help(out, name, "gauge", text);
+        for (project, fold) in &folds {
+            let _ = writeln!(out, "{name}{{project=\"{project}\"}} {}", value(fold));
+        }
+    };
+    gauge(
+        &mut out,
+        "baton_events",
+        "Events in the project's log.",
+        &|f| f.seq as f64,
+    );
+    gauge(
+        &mut out,
+        "baton_pending_deliveries",
+        "Deliveries stored and not yet fetched.",
+        &|f| f.pending as f64,
+    );
+    gauge(
+        &mut out,
+        "baton_open_requests",
+        "Requests whose sender's end is open.",
+        &|f| f.open_requests() as f64,
+    );
+    gauge(
+        &mut out,
+        "baton_oldest_open_request_seconds",
+        "How long the oldest open request has waited (0 when none is open).",
+        &|f| f.oldest_open_request_ms(now).unwrap_or(0) as f64 / 1000.0,
+    );
+    gauge(
+        &mut out,
+        "baton_orders_awaiting_approval",
+        "Orders submitted and waiting for their sender.",
+        &|f| f.awaiting_approval() as f64,
+    );
+    gauge(&mut out, "baton_requests", "Requests sent.", &|f| {
+        f.requests as f64
+    });
+    gauge(
+        &mut out,
+        "baton_replies_to_requests",
+        "Replies to requests: questions, answers and notes (clarification).",
+        &|f| f.replies_to_requests as f64,
+    );
+    gauge(
+        &mut out,
+        "baton_max_thread_depth",
+        "The deepest reply in any thread.",
+        &|f| f64::from(f.max_thread_depth),
+    );
+    let rows = |pick: fn(&Fold) -> Summary| -> Vec<(&ProjectName, Summary)> {
+        folds.iter().map(|(p, f)| (p, pick(f))).collect()
+    };
+    summary(
+        &mut out,
+        "baton_created_to_delivered_seconds",
+        "From a message's sending to its fetch by a recipient.",
+        &rows(|f| f.created_to_delivered),
+    );
+    summary(
+        &mut out,
+        "baton_delivered_to_completed_seconds",
+        "From a request's fetch to its completion by that recipient.",
+        &rows(|f| f.delivered_to_completed),
+    );
+    summary(
+        &mut out,
+        "baton_approval_wait_seconds",
+        "From an order's submission to its approval.",
+        &rows(|f| f.approval_wait),
+    );
+    help(
+        &mut out,
+        "baton_completed_requests",
+        "gauge",
+        "Requests completed by their recipients, per topic.",
+    );
+    for (project, fold) in &folds {
+        for (topic, n) in &fold.completed_by_topic {
+            let _ = writeln!(
+                out,
+                "baton_completed_requests{{project=\"{project}\",topic=\"{topic}\"}} {n}"
+            );
+        }
+    }
+
+    let traffic = server.traffic.lock().unwrap_or_else(|e| e.into_inner());
+    help(
+        &mut out,
+        "baton_duplicate_sends_total",
+        "counter",
+        "Sends answered with an earlier identical message's id.",
+    );
+    for (project, n) in &traffic.duplicates {
+        let _ = writeln!(
+            out,
+            "baton_duplicate_sends_total{{project=\"{project}\"}} {n}"
+        );
+    }
+    help(
+        &mut out,
+        "baton_refusals_total",
+        "counter",
+        "Requests refused, by error code (validation refusals are `refused`).",
+    );
+    for (code, n) in &traffic.refusals {
+        let _ = writeln!(out, "baton_refusals_total{{code=\"{code}\"}} {n}");
+    }
+    help(
+        &mut out,
+        "baton_failed_authentications_total",
+        "counter",
+        "Requests without a valid key (credential incidents).",
+    );
+    let _ = writeln!(
+        out,
+        "baton_failed_authentications_total {}",
+        server.failed_authentications()
+    );
+    help(
+        &mut out,
+        "baton_http_requests_total",
+        "counter",
+        "Requests answered, by route and status.",
+    );
+    for ((route, status), n) in &traffic.requests {
+        let _ = writeln!(
+            out,
+            "baton_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
+        );
+    }
+    help(
+        &mut out,
+        "baton_http_request_duration_seconds",
+        "summary",
+        "Time to answer, by route.",
+    );
+    for (route, (n, seconds)) in &traffic.latency {
+        let _ = writeln!(
+            out,
+            "baton_http_request_duration_seconds_sum{{route=\"{route}\"}} {seconds}\nbaton_http_request_duration_seconds_count{{route=\"{route}\"}} {n}"
+        );
+    }
+    Ok(out)
+}
+
+/// `GET /metrics`.
+pub async fn endpoint(State(server): State<Arc<Server>>) -> Response {
+    match render(&server).await {
+        Ok(text) => ([("content-type", "text/plain; version=0.0.4")], text).into_response(),
+        Err(e) => {
+            eprintln!("baton serve: metrics failed: {e}");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
