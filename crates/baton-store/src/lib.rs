@@ -14,6 +14,7 @@
 //! reads configuration files; callers pass what it needs.
 
 mod error;
+mod rows;
 pub mod sqlite;
 mod types;
 pub mod write;
