@@ -27,7 +27,9 @@ pub enum StoreError {
     #[error("the store at {path} cannot be used: {reason}")]
     Unavailable { path: String, reason: String },
     /// A URL that names no backend this build has.
-    #[error("{url:?} names no store Baton can open: use sqlite:PATH")]
+    #[error(
+        "{url:?} names no store Baton can open: use sqlite:PATH for one project, or sqlite:DIR or postgres://USER@HOST/DATABASE for a database of projects"
+    )]
     Url { url: String },
     #[error("store error: {0}")]
     Engine(String),

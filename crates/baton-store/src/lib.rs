@@ -9,11 +9,14 @@
 //!   facts through a [`Tx`], asks the core's planners what to append, appends it and
 //!   commits. A backend cannot override it, so it holds no policy.
 //!
-//! [`open`] picks the backend from a URL. Every write is one short transaction, so a
+//! [`open`] (one embedded project) and [`database`] (projects by name: a directory of
+//! SQLite files, or one PostgreSQL database) pick the backend from a URL. Every write is one short transaction, so a
 //! write that returns `Ok` has committed. This crate never talks to the terminal and never
 //! reads configuration files; callers pass what it needs.
 
 mod error;
+pub mod postgres;
+mod rows;
 pub mod sqlite;
 mod types;
 pub mod write;
@@ -22,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use error::StoreError;
+pub use postgres::{PostgresDatabase, PostgresStore};
 pub use sqlite::SqliteStore;
 pub use types::*;
 
@@ -53,21 +57,27 @@ pub trait Database: Send + Sync {
 }
 
 /// Opens the database a URL names: `sqlite:DIR` (a directory of `NAME.db` files, created
-/// when missing) or, once that backend lands, `postgres://…`.
+/// when missing) or `postgres://USER@HOST[:PORT]/DATABASE[?schema=NAME]` (every project in
+/// one database, its tables in `NAME` when given; migrated on open). One project's store
+/// is `database(url)` then [`Database::project`].
 pub async fn database(url: &str, busy_timeout: Duration) -> Result<Arc<dyn Database>> {
     match url.split_once(':') {
         Some(("sqlite", dir)) if !dir.is_empty() => {
             let dir = std::path::Path::new(dir.strip_prefix("//").unwrap_or(dir));
             Ok(Arc::new(sqlite::SqliteDirectory::new(dir, busy_timeout)?))
         }
+        Some(("postgres" | "postgresql", rest)) if rest.starts_with("//") => Ok(Arc::new(
+            PostgresDatabase::connect(url, busy_timeout).await?,
+        )),
         _ => Err(StoreError::Url {
-            url: url.to_owned(),
+            url: postgres::redact(url),
         }),
     }
 }
 
 /// Opens the one-project store a URL names: `sqlite:PATH` (the file must exist unless
-/// `create`). The embedded mode's `.baton/baton.db`.
+/// `create`). The embedded mode's `.baton/baton.db`. A PostgreSQL database holds many
+/// projects, so it is opened with [`database`] and a project's name.
 pub async fn open(url: &str, busy_timeout: Duration, create: bool) -> Result<Arc<dyn Store>> {
     match url.split_once(':') {
         Some(("sqlite", path)) if !path.is_empty() => {
@@ -80,7 +90,7 @@ pub async fn open(url: &str, busy_timeout: Duration, create: bool) -> Result<Arc
             Ok(Arc::new(store))
         }
         _ => Err(StoreError::Url {
-            url: url.to_owned(),
+            url: postgres::redact(url),
         }),
     }
 }

@@ -6,7 +6,6 @@
 //! (`synchronous = FULL`), so an acknowledged write survives a crash. Readers use plain
 //! snapshots and never block writers.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -18,7 +17,7 @@ use baton_core::run::Run;
 use baton_core::state::ProjectState;
 use baton_core::{
     Change, DeliveryStatus, Draft, Envelope, Event, MessageType, Millis, Participant, Passname,
-    ProjectName, Recipient, Refusal, RequestStatus, Topic,
+    ProjectName, Refusal, RequestStatus,
 };
 use serde_json::{Map, Value};
 use sqlx::sqlite::{
@@ -31,6 +30,7 @@ mod keys;
 mod orders;
 mod runs;
 
+use crate::rows::{self, decode_cursor, depth_first, encode_cursor};
 use crate::{Backend, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, StoreError, Tx};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -435,8 +435,7 @@ async fn load_folded<T: serde::de::DeserializeOwned>(
         .bind(id)
         .fetch_optional(&mut *conn)
         .await?;
-    data.map(|d| serde_json::from_str(&d).map_err(|e| sqlx::Error::Decode(Box::new(e))))
-        .transpose()
+    data.as_deref().map(rows::folded).transpose()
 }
 
 async fn read_events(
@@ -444,59 +443,24 @@ async fn read_events(
     after: i64,
     limit: u32,
 ) -> sqlx::Result<Vec<Event>> {
-    let rows = sqlx::query(
+    let found = sqlx::query(
         "SELECT seq, id, at, actor, kind, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
     )
     .bind(after)
     .bind(limit)
     .fetch_all(&mut *conn)
     .await?;
-    decode_events(&rows)
+    rows::events(&found)
 }
 
 /// The project state: the fold of every `state.changed` event.
 async fn read_state(conn: &mut SqliteConnection) -> sqlx::Result<ProjectState> {
-    let rows = sqlx::query(
+    let found = sqlx::query(
         "SELECT seq, id, at, actor, kind, data FROM events WHERE kind = 'state.changed' ORDER BY seq",
     )
     .fetch_all(&mut *conn)
     .await?;
-    Ok(ProjectState::replay(&decode_events(&rows)?))
-}
-
-fn decode_events(rows: &[SqliteRow]) -> sqlx::Result<Vec<Event>> {
-    rows.iter()
-        .map(|row| {
-            let kind: String = row.try_get("kind")?;
-            let data: String = row.try_get("data")?;
-            let change = serde_json::from_str(&data)
-                .and_then(|data: Value| Change::from_parts(&kind, data))
-                .map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
-            Ok(Event {
-                seq: row.try_get("seq")?,
-                id: row.try_get("id")?,
-                at: row.try_get("at")?,
-                actor: row.try_get("actor")?,
-                change,
-            })
-        })
-        .collect()
-}
-
-fn participant_row(row: &SqliteRow) -> sqlx::Result<Participant> {
-    let name: String = row.try_get("name")?;
-    Ok(Participant {
-        name: Passname::try_from(name).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-        role: row.try_get("role")?,
-        added_at: row.try_get("added_at")?,
-    })
-}
-
-fn decode<T, E>(r: std::result::Result<T, E>) -> sqlx::Result<T>
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    r.map_err(|e| sqlx::Error::Decode(Box::new(e)))
+    Ok(ProjectState::replay(&rows::events(&found)?))
 }
 
 /// Loads the envelopes of `ids`, in the order given; unknown ids are skipped.
@@ -508,7 +472,7 @@ async fn load_envelopes(
         return Ok(Vec::new());
     }
     let list = serde_json::to_string(ids).expect("strings serialize");
-    let rows = sqlx::query(
+    let messages = sqlx::query(
         "SELECT m.id, m.from_name, m.type, m.topic, m.reply_to, m.depth, m.excerpt, m.size, \
                 m.hash, m.created_at, m.request_status, \
                 (SELECT count(*) FROM messages r WHERE r.reply_to = m.id) AS replies \
@@ -524,59 +488,7 @@ async fn load_envelopes(
     .bind(&list)
     .fetch_all(&mut *conn)
     .await?;
-    let mut to: HashMap<String, Vec<Recipient>> = HashMap::new();
-    for row in &recipients {
-        let status: String = row.try_get("status")?;
-        let name: String = row.try_get("participant")?;
-        to.entry(row.try_get("message_id")?)
-            .or_default()
-            .push(Recipient {
-                name: decode(Passname::try_from(name))?,
-                status: DeliveryStatus::parse(&status)
-                    .ok_or_else(|| sqlx::Error::Decode(format!("status {status:?}").into()))?,
-            });
-    }
-    let mut by_id = HashMap::new();
-    for row in &rows {
-        let id: String = row.try_get("id")?;
-        let kind: String = row.try_get("type")?;
-        let request_status: Option<String> = row.try_get("request_status")?;
-        let envelope = Envelope {
-            from: decode(Passname::try_from(row.try_get::<String, _>("from_name")?))?,
-            to: to.remove(&id).unwrap_or_default(),
-            kind: kind
-                .parse()
-                .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
-            topic: decode(Topic::try_from(row.try_get::<String, _>("topic")?))?,
-            reply_to: row.try_get("reply_to")?,
-            depth: row.try_get::<i64, _>("depth")? as u32,
-            excerpt: row.try_get("excerpt")?,
-            size: row.try_get::<i64, _>("size")? as u64,
-            hash: row.try_get("hash")?,
-            created_at: row.try_get("created_at")?,
-            request_status: request_status.as_deref().and_then(RequestStatus::parse),
-            replies: row.try_get::<i64, _>("replies")? as u32,
-            id: id.clone(),
-        };
-        by_id.insert(id, envelope);
-    }
-    Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
-}
-
-fn encode_cursor(seq: i64) -> String {
-    format!("c{seq:x}")
-}
-
-fn decode_cursor(cursor: &str) -> Result<i64> {
-    cursor
-        .strip_prefix('c')
-        .and_then(|hex| i64::from_str_radix(hex, 16).ok())
-        .ok_or_else(|| {
-            Refusal::Cursor {
-                cursor: cursor.to_owned(),
-            }
-            .into()
-        })
+    rows::envelopes(ids, &messages, &recipients)
 }
 
 #[async_trait]
@@ -589,12 +501,13 @@ impl Backend for SqliteStore {
     }
 
     async fn participants(&self) -> Result<Vec<Participant>> {
-        let rows = sqlx::query("SELECT name, role, added_at FROM participants ORDER BY name")
+        let found = sqlx::query("SELECT name, role, added_at FROM participants ORDER BY name")
             .fetch_all(&self.pool)
             .await
             .map_err(|e| self.err(e))?;
-        rows.iter()
-            .map(participant_row)
+        found
+            .iter()
+            .map(rows::participant)
             .collect::<sqlx::Result<_>>()
             .map_err(|e| self.err(e))
     }
@@ -771,9 +684,7 @@ impl Backend for SqliteStore {
         .fetch_one(&mut *conn)
         .await
         .map_err(|e| self.err(e))?;
-        let sent: baton_core::event::SentMessage = serde_json::from_str(&data)
-            .map_err(|e| StoreError::Engine(format!("message {id} is unreadable: {e}")))?;
-        Ok(Some((envelope, sent.payload)))
+        Ok(Some((envelope, rows::payload(id, &data)?)))
     }
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>> {
@@ -942,21 +853,7 @@ async fn priors(conn: &mut SqliteConnection, rows: &[SqliteRow]) -> sqlx::Result
                 .bind(&id)
                 .fetch_all(&mut *conn)
                 .await?;
-        let kind: String = row.try_get("type")?;
-        out.push(Prior {
-            hash: row.try_get("hash")?,
-            kind: kind
-                .parse()
-                .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
-            topic: decode(Topic::try_from(row.try_get::<String, _>("topic")?))?,
-            reply_to: row.try_get("reply_to")?,
-            idempotency_key: row.try_get("idempotency_key")?,
-            to: to
-                .into_iter()
-                .map(|n| decode(Passname::try_from(n)))
-                .collect::<sqlx::Result<_>>()?,
-            id,
-        });
+        out.push(rows::prior(row, to)?);
     }
     Ok(out)
 }
@@ -988,29 +885,5 @@ async fn fetch_participant(
         .bind(name)
         .fetch_optional(&mut *conn)
         .await?;
-    row.as_ref().map(participant_row).transpose()
-}
-
-/// Orders a thread's messages depth-first from the root, siblings oldest first.
-fn depth_first(flat: Vec<Envelope>, root: &str) -> Vec<Envelope> {
-    let mut children: HashMap<Option<String>, Vec<Envelope>> = HashMap::new();
-    for env in flat {
-        let parent = if env.id == root {
-            None
-        } else {
-            env.reply_to.clone()
-        };
-        children.entry(parent).or_default().push(env);
-    }
-    let mut out = Vec::new();
-    let mut stack: Vec<Envelope> = children.remove(&None).unwrap_or_default();
-    stack.reverse();
-    while let Some(env) = stack.pop() {
-        if let Some(mut kids) = children.remove(&Some(env.id.clone())) {
-            kids.reverse();
-            stack.extend(kids);
-        }
-        out.push(env);
-    }
-    out
+    row.as_ref().map(rows::participant).transpose()
 }

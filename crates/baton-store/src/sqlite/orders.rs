@@ -6,8 +6,9 @@ use baton_core::order::{self, Order, OrderChange};
 use sqlx::sqlite::{SqliteConnection, SqlitePool};
 use sqlx::{QueryBuilder, Sqlite};
 
-use super::{decode_events, load_folded};
+use super::load_folded;
 use crate::OrderQuery;
+use crate::rows;
 
 const CLOSED: &str = "('approved', 'declined', 'expired', 'cancelled')";
 
@@ -64,10 +65,8 @@ pub(super) async fn query(pool: &SqlitePool, query: &OrderQuery) -> sqlx::Result
         sql.push(" AND status NOT IN ").push(CLOSED);
     }
     sql.push(" ORDER BY log_seq");
-    let rows: Vec<String> = sql.build_query_scalar().fetch_all(pool).await?;
-    rows.iter()
-        .map(|d| serde_json::from_str(d).map_err(|e| sqlx::Error::Decode(Box::new(e))))
-        .collect()
+    let data: Vec<String> = sql.build_query_scalar().fetch_all(pool).await?;
+    data.iter().map(|d| rows::folded(d)).collect()
 }
 
 pub(super) async fn events_since(
@@ -75,7 +74,7 @@ pub(super) async fn events_since(
     id: &str,
     after_seq: i64,
 ) -> sqlx::Result<Vec<Event>> {
-    let rows = sqlx::query(
+    let found = sqlx::query(
         "SELECT seq, id, at, actor, kind, data FROM events \
          WHERE subject = ? AND kind = 'order.changed' AND json_extract(data, '$.seq') > ? \
          ORDER BY seq",
@@ -84,5 +83,5 @@ pub(super) async fn events_since(
     .bind(after_seq)
     .fetch_all(pool)
     .await?;
-    decode_events(&rows)
+    rows::events(&found)
 }

@@ -8,6 +8,7 @@ use sqlx::{QueryBuilder, Sqlite};
 
 use super::load_folded;
 use crate::RunQuery;
+use crate::rows;
 
 const LIVE: &str = "('registered', 'running', 'untracked')";
 
@@ -85,8 +86,6 @@ pub(super) async fn query(pool: &SqlitePool, query: &RunQuery) -> sqlx::Result<V
             .push(")");
     }
     sql.push(" ORDER BY seq");
-    let rows: Vec<String> = sql.build_query_scalar().fetch_all(pool).await?;
-    rows.iter()
-        .map(|d| serde_json::from_str(d).map_err(|e| sqlx::Error::Decode(Box::new(e))))
-        .collect()
+    let data: Vec<String> = sql.build_query_scalar().fetch_all(pool).await?;
+    data.iter().map(|d| rows::folded(d)).collect()
 }

@@ -1,0 +1,1174 @@
+//! The shared store: one PostgreSQL database (or one schema of it) holding many projects.
+//!
+//! Every table is keyed by project (`projects.id`). A writer begins a transaction, bounds
+//! its lock waits by the busy timeout (`SET LOCAL lock_timeout`) and locks its project's
+//! row first (`SELECT … FOR UPDATE`), so writers of one project queue as SQLite's
+//! `BEGIN IMMEDIATE` makes them, writers of different projects never wait for each other,
+//! and every check a write makes through its [`Tx`] sees everything committed before it.
+//! Each event takes the next `seq` from that locked row: per project, strictly increasing,
+//! gap-free for committed events. Lock timeouts, serialization failures and deadlocks are
+//! [`StoreError::Busy`], never an engine message. A read that makes more than one query
+//! runs in one read-only repeatable-read transaction, so it sees one snapshot.
+//!
+//! This module holds SQL and migrations only; it must never decide anything — every rule
+//! is in `baton_core`, called from [`crate::write`]. It uses only SQL that
+//! PostgreSQL-compatible distributed databases also have: no table inheritance, no
+//! extensions, no `LISTEN/NOTIFY`.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use baton_core::key::Key;
+use baton_core::message::Prior;
+use baton_core::order::Order;
+use baton_core::run::Run;
+use baton_core::state::ProjectState;
+use baton_core::{
+    Change, DeliveryStatus, Draft, Envelope, Event, MessageType, Millis, Participant, Passname,
+    ProjectName, Record, Refusal, RequestStatus,
+};
+use serde_json::{Map, Value};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
+use sqlx::{AssertSqlSafe, Connection, Postgres, QueryBuilder, Row, Transaction};
+
+mod keys;
+mod orders;
+mod runs;
+
+use crate::rows::{self, decode_cursor, depth_first, encode_cursor};
+use crate::{
+    Backend, Database, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Store,
+    StoreError, Tx,
+};
+
+/// Schema migrations, applied in order; the `migrations` table records which ran.
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/001_event_log.sql"),
+    include_str!("migrations/002_runs.sql"),
+    include_str!("migrations/003_orders.sql"),
+    include_str!("migrations/004_keys.sql"),
+];
+
+/// Connections one database keeps open, shared by all its projects.
+const MAX_CONNECTIONS: u32 = 8;
+
+/// A PostgreSQL database holding projects by name: `postgres://USER@HOST[:PORT]/DATABASE`,
+/// with `?schema=NAME` to keep Baton's tables in a schema of their own (created when
+/// missing). Any other query parameter is libpq's, as sqlx reads it.
+pub struct PostgresDatabase {
+    pool: PgPool,
+    busy_timeout: Duration,
+}
+
+/// One project's store in a [`PostgresDatabase`].
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+    project: i64,
+    name: ProjectName,
+    busy_timeout: Duration,
+}
+
+impl PostgresDatabase {
+    /// Connects and brings the schema up to date.
+    pub async fn connect(url: &str, busy_timeout: Duration) -> Result<Self> {
+        let (options, schema) = parse_url(url)?;
+        let place = place(&options, schema.as_deref());
+        let options = match &schema {
+            Some(schema) => options.options([("search_path", schema)]),
+            None => options,
+        };
+        // A connection of its own first, for the migrations: a server that cannot be
+        // reached says why at once, where a pool would retry until its timeout.
+        let mut conn =
+            PgConnection::connect_with(&options)
+                .await
+                .map_err(|e| StoreError::Unavailable {
+                    path: place.clone(),
+                    reason: match &e {
+                        sqlx::Error::Database(db) => db.message().to_owned(),
+                        other => other.to_string(),
+                    },
+                })?;
+        migrate(&mut conn, schema.as_deref(), &place, busy_timeout).await?;
+        conn.close().await.map_err(|e| classify(&e, busy_timeout))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(busy_timeout)
+            .connect_lazy_with(options);
+        Ok(Self { pool, busy_timeout })
+    }
+
+    /// Project `name`'s store; refused as not found when there is no such project.
+    pub async fn store(&self, name: &ProjectName) -> Result<PostgresStore> {
+        let id: Option<i64> = sqlx::query_scalar("SELECT id FROM projects WHERE name = $1")
+            .bind(name.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| classify(&e, self.busy_timeout))?;
+        let project = id.ok_or_else(|| Refusal::not_found(Record::Project, name.as_str()))?;
+        Ok(PostgresStore {
+            pool: self.pool.clone(),
+            project,
+            name: name.clone(),
+            busy_timeout: self.busy_timeout,
+        })
+    }
+}
+
+#[async_trait]
+impl Database for PostgresDatabase {
+    async fn project(&self, name: &ProjectName) -> Result<Arc<dyn Store>> {
+        Ok(Arc::new(self.store(name).await?))
+    }
+
+    async fn add_project(&self, name: &ProjectName) -> Result<bool> {
+        let created: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO projects (name, created_at) VALUES ($1, $2) \
+             ON CONFLICT (name) DO NOTHING RETURNING id",
+        )
+        .bind(name.as_str())
+        .bind(now())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| classify(&e, self.busy_timeout))?;
+        Ok(created.is_some())
+    }
+
+    async fn projects(&self) -> Result<Vec<ProjectName>> {
+        let names: Vec<String> = sqlx::query_scalar("SELECT name FROM projects")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| classify(&e, self.busy_timeout))?;
+        // Sorted here, byte-wise as SQLite's directory listing is, whatever the collation.
+        let mut names: Vec<ProjectName> = names
+            .into_iter()
+            .filter_map(|n| ProjectName::new(&n).ok())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+}
+
+/// Brings the schema up to date, in one transaction. Two processes migrating the same
+/// place at once queue on an advisory lock named after it; the later ones find the work
+/// done.
+async fn migrate(
+    conn: &mut PgConnection,
+    schema: Option<&str>,
+    place: &str,
+    busy_timeout: Duration,
+) -> Result<()> {
+    let err = |e: sqlx::Error| classify(&e, busy_timeout);
+    let latest = MIGRATIONS.len() as i64;
+    let mut tx = conn
+        .begin_with(AssertSqlSafe(begin_bounded(busy_timeout)))
+        .await
+        .map_err(err)?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(migration_lock(schema))
+        .execute(&mut *tx)
+        .await
+        .map_err(err)?;
+    if let Some(schema) = schema {
+        // A checked plain name (see `parse_url`); DDL takes no bound parameters.
+        let create = format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"");
+        sqlx::raw_sql(AssertSqlSafe(create))
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?;
+    }
+    sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS migrations \
+         (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
+    )
+    .execute(&mut *tx)
+    .await
+    .map_err(err)?;
+    let current: i64 = sqlx::query_scalar("SELECT coalesce(max(version), 0) FROM migrations")
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(err)?;
+    if current > latest {
+        return Err(StoreError::TooNew {
+            path: place.to_owned(),
+            found: current,
+            known: latest,
+        });
+    }
+    for (version, script) in (1_i64..).zip(MIGRATIONS).skip(current as usize) {
+        sqlx::raw_sql(*script)
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?;
+        sqlx::query("INSERT INTO migrations (version, applied_at) VALUES ($1, $2)")
+            .bind(version)
+            .bind(now())
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?;
+    }
+    tx.commit().await.map_err(err)
+}
+
+/// Splits Baton's own `schema` parameter off the URL; the rest is sqlx's to read.
+fn parse_url(url: &str) -> Result<(PgConnectOptions, Option<String>)> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut schema = None;
+    let mut rest = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.strip_prefix("schema=") {
+            Some(name) => schema = Some(name.to_owned()),
+            None => rest.push(pair),
+        }
+    }
+    let url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    let options: PgConnectOptions =
+        url.parse()
+            .map_err(|e: sqlx::Error| StoreError::Unavailable {
+                path: redact(base),
+                reason: e.to_string(),
+            })?;
+    if let Some(name) = &schema {
+        let plain = name.len() <= 63
+            && name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !plain {
+            return Err(StoreError::Unavailable {
+                path: redact(base),
+                reason: format!(
+                    "schema {name:?} is not a plain SQL name: use a-z, 0-9 and _, \
+                     starting with a letter or _, at most 63 characters"
+                ),
+            });
+        }
+    }
+    Ok((options, schema))
+}
+
+/// The URL with its password (if any) hidden, for messages.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rsplit_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            let user = user.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}{}", &rest[authority_end..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Where a database is, for messages: never its password.
+fn place(options: &PgConnectOptions, schema: Option<&str>) -> String {
+    let mut place = format!(
+        "postgres://{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or_default()
+    );
+    if let Some(schema) = schema {
+        place.push_str("?schema=");
+        place.push_str(schema);
+    }
+    place
+}
+
+/// The advisory lock that serializes migrations of one place (a schema, or the default
+/// search path): the first 8 bytes of a hash of its name.
+fn migration_lock(schema: Option<&str>) -> i64 {
+    let hash = blake3::hash(format!("baton migrations {}", schema.unwrap_or("")).as_bytes());
+    let bytes: [u8; 8] = hash.as_bytes()[..8].try_into().expect("8 bytes");
+    i64::from_le_bytes(bytes)
+}
+
+/// The statement that opens a write transaction: lock waits end at the busy timeout.
+/// `SET` takes no bound parameters; the value is a number computed here (at least 1 ms,
+/// because 0 would mean waiting forever).
+fn begin_bounded(busy_timeout: Duration) -> String {
+    let ms = busy_timeout.as_millis().max(1);
+    format!("BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {ms}")
+}
+
+/// Maps an engine error to what the user can act on: lock contention is `Busy`
+/// (retryable), never a raw "lock timeout" or "could not serialize".
+fn classify(e: &sqlx::Error, busy_timeout: Duration) -> StoreError {
+    let busy = StoreError::Busy {
+        timeout_ms: busy_timeout.as_millis() as u64,
+    };
+    match e {
+        sqlx::Error::PoolTimedOut => busy,
+        sqlx::Error::Database(db) => match db.code().as_deref() {
+            // lock_not_available (lock_timeout ran out), serialization_failure,
+            // deadlock_detected: another writer won; the same write may succeed again.
+            Some("55P03" | "40001" | "40P01") => busy,
+            _ => StoreError::Engine(db.message().to_owned()),
+        },
+        other => StoreError::Engine(other.to_string()),
+    }
+}
+
+/// The store's clock, for the bookkeeping rows (`projects`, `migrations`).
+fn now() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as Millis)
+        .unwrap_or(0)
+}
+
+impl PostgresStore {
+    /// The options the store connects with (its schema included): for tools and tests
+    /// that must reach under the store on a connection of their own.
+    pub fn connect_options(&self) -> PgConnectOptions {
+        (*self.pool.connect_options()).clone()
+    }
+
+    fn err(&self, e: sqlx::Error) -> StoreError {
+        classify(&e, self.busy_timeout)
+    }
+
+    /// Starts a write transaction holding the project's write lock, waiting at most the
+    /// busy timeout for it.
+    async fn write(&self) -> Result<Transaction<'static, Postgres>> {
+        let mut tx = self
+            .pool
+            .begin_with(AssertSqlSafe(begin_bounded(self.busy_timeout)))
+            .await
+            .map_err(|e| self.err(e))?;
+        let locked: Option<i64> =
+            sqlx::query_scalar("SELECT id FROM projects WHERE id = $1 FOR UPDATE")
+                .bind(self.project)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| self.err(e))?;
+        if locked.is_none() {
+            return Err(Refusal::not_found(Record::Project, self.name.as_str()).into());
+        }
+        Ok(tx)
+    }
+
+    /// Starts a read that sees one snapshot across its queries; end it with [`Self::done`].
+    async fn snapshot(&self) -> Result<Transaction<'static, Postgres>> {
+        self.pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    /// Ends a snapshot read, handing back what it read.
+    async fn done<T>(
+        &self,
+        tx: Transaction<'static, Postgres>,
+        read: sqlx::Result<T>,
+    ) -> Result<T> {
+        let value = read.map_err(|e| self.err(e))?;
+        tx.commit().await.map_err(|e| self.err(e))?;
+        Ok(value)
+    }
+
+    /// Drops every projection row of this project and rebuilds them by replaying its log,
+    /// in one transaction. The result must equal what the live writes produced.
+    pub async fn rebuild_projections(&self) -> Result<()> {
+        let mut tx = self.write().await?;
+        for table in [
+            "deliveries",
+            "messages",
+            "participants",
+            "runs",
+            "orders",
+            "keys",
+        ] {
+            let sql = format!("DELETE FROM {table} WHERE project = $1");
+            sqlx::query(AssertSqlSafe(sql))
+                .bind(self.project)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.err(e))?;
+        }
+        let mut after = 0;
+        loop {
+            let batch = read_events(&mut tx, self.project, after, 1000)
+                .await
+                .map_err(|e| self.err(e))?;
+            let Some(last) = batch.last() else { break };
+            after = last.seq;
+            for event in &batch {
+                project(&mut tx, self.project, event)
+                    .await
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().await.map_err(|e| self.err(e))
+    }
+
+    /// Every projection row as text, in a stable order, in the same format as
+    /// [`crate::SqliteStore::projection_dump`], so two stores can be compared.
+    pub async fn projection_dump(&self) -> Result<Vec<String>> {
+        // Ordered byte-wise (`COLLATE "C"`), as SQLite orders text.
+        let queries = [
+            "SELECT 'p|' || name || '|' || role || '|' || added_at FROM participants \
+             WHERE project = $1 ORDER BY name COLLATE \"C\"",
+            "SELECT 'm|' || id || '|' || seq || '|' || from_name || '|' || type || '|' || topic \
+             || '|' || coalesce(reply_to, '') || '|' || root_id || '|' || depth || '|' || excerpt \
+             || '|' || size || '|' || hash || '|' || coalesce(idempotency_key, '') || '|' \
+             || created_at || '|' || coalesce(request_status, '') FROM messages \
+             WHERE project = $1 ORDER BY id COLLATE \"C\"",
+            "SELECT 'd|' || message_id || '|' || participant || '|' || status || '|' || updated_at \
+             FROM deliveries WHERE project = $1 \
+             ORDER BY message_id COLLATE \"C\", participant COLLATE \"C\"",
+            "SELECT 'r|' || id || '|' || seq || '|' || status || '|' || coalesce(participant, '') \
+             || '|' || coalesce(host, '') || '|' || coalesce(ended_at::text, '') || '|' || data \
+             FROM runs WHERE project = $1 ORDER BY id COLLATE \"C\"",
+            "SELECT 'o|' || id || '|' || log_seq || '|' || seq || '|' || status || '|' || from_name \
+             || '|' || to_name || '|' || coalesce(escalate_to, '') || '|' || data \
+             FROM orders WHERE project = $1 ORDER BY id COLLATE \"C\"",
+            "SELECT 'k|' || id || '|' || seq || '|' || participant || '|' || data \
+             FROM keys WHERE project = $1 ORDER BY id COLLATE \"C\"",
+        ];
+        let mut tx = self.snapshot().await?;
+        let mut dump = Vec::new();
+        for q in queries {
+            let part: sqlx::Result<Vec<String>> = sqlx::query_scalar(q)
+                .bind(self.project)
+                .fetch_all(&mut *tx)
+                .await;
+            dump.extend(part.map_err(|e| self.err(e))?);
+        }
+        self.done(tx, Ok(dump)).await
+    }
+
+    /// Runs a query selecting message ids (`$1` the project, `$2` a participant) and loads
+    /// their envelopes, in that order, from one snapshot.
+    async fn list(&self, sql: &'static str, who: &Passname) -> Result<Vec<Envelope>> {
+        let mut tx = self.snapshot().await?;
+        let read = async {
+            let ids: Vec<String> = sqlx::query_scalar(sql)
+                .bind(self.project)
+                .bind(who.as_str())
+                .fetch_all(&mut *tx)
+                .await?;
+            load_envelopes(&mut tx, self.project, &ids).await
+        }
+        .await;
+        self.done(tx, read).await
+    }
+}
+
+/// Appends `event` to the project's log and applies it to the projections, inside the
+/// caller's transaction (which holds the project's row lock): what [`Tx::append`] does.
+async fn append(conn: &mut PgConnection, project_id: i64, new: NewEvent) -> sqlx::Result<Event> {
+    let seq: i64 = sqlx::query_scalar(
+        "WITH next AS (UPDATE projects SET last_seq = last_seq + 1 WHERE id = $1 \
+                       RETURNING last_seq) \
+         INSERT INTO events (project, seq, id, at, actor, kind, subject, data) \
+         SELECT $1, last_seq, $2, $3, $4, $5, $6, $7 FROM next RETURNING seq",
+    )
+    .bind(project_id)
+    .bind(&new.id)
+    .bind(new.at)
+    .bind(&new.actor)
+    .bind(new.change.kind())
+    .bind(new.change.subject())
+    .bind(new.change.data().to_string())
+    .fetch_one(&mut *conn)
+    .await?;
+    let event = Event {
+        seq,
+        id: new.id,
+        at: new.at,
+        actor: new.actor,
+        change: new.change,
+    };
+    project(conn, project_id, &event).await?;
+    Ok(event)
+}
+
+/// Applies one event to the project's projections. Used for live writes and for replay.
+async fn project(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::Result<()> {
+    match &event.change {
+        Change::ParticipantAdded { name, role } => {
+            sqlx::query(
+                "INSERT INTO participants (project, name, role, added_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (project, name) DO UPDATE SET role = excluded.role",
+            )
+            .bind(project)
+            .bind(name.as_str())
+            .bind(role)
+            .bind(event.at)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Change::MessageSent(m) => {
+            let (root, depth) = match &m.reply_to {
+                Some(parent) => {
+                    let row: Option<(String, i64)> = sqlx::query_as(
+                        "SELECT root_id, depth FROM messages WHERE project = $1 AND id = $2",
+                    )
+                    .bind(project)
+                    .bind(parent)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                    row.map(|(root, depth)| (root, depth + 1))
+                        .unwrap_or_else(|| (m.id.clone(), 0))
+                }
+                None => (m.id.clone(), 0),
+            };
+            let request_status =
+                (m.kind == MessageType::Request).then_some(RequestStatus::Open.as_str());
+            sqlx::query(
+                "INSERT INTO messages (project, id, seq, from_name, type, topic, reply_to, \
+                 root_id, depth, excerpt, size, hash, idempotency_key, created_at, request_status) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+            )
+            .bind(project)
+            .bind(&m.id)
+            .bind(event.seq)
+            .bind(m.from.as_str())
+            .bind(m.kind.as_str())
+            .bind(m.topic.as_str())
+            .bind(&m.reply_to)
+            .bind(root)
+            .bind(depth)
+            .bind(&m.excerpt)
+            .bind(m.size as i64)
+            .bind(&m.hash)
+            .bind(&m.idempotency_key)
+            .bind(event.at)
+            .bind(request_status)
+            .execute(&mut *conn)
+            .await?;
+            for (ordinal, to) in (0_i64..).zip(&m.to) {
+                sqlx::query(
+                    "INSERT INTO deliveries \
+                     (project, message_id, participant, ordinal, status, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(project)
+                .bind(&m.id)
+                .bind(to.as_str())
+                .bind(ordinal)
+                .bind(DeliveryStatus::Pending.as_str())
+                .bind(event.at)
+                .execute(&mut *conn)
+                .await?;
+            }
+        }
+        Change::DeliveryChanged {
+            message,
+            participant,
+            status,
+            ..
+        } => {
+            sqlx::query(
+                "UPDATE deliveries SET status = $1, updated_at = $2 \
+                 WHERE project = $3 AND message_id = $4 AND participant = $5",
+            )
+            .bind(status.as_str())
+            .bind(event.at)
+            .bind(project)
+            .bind(message)
+            .bind(participant.as_str())
+            .execute(&mut *conn)
+            .await?;
+        }
+        Change::RequestChanged { message, status } => {
+            sqlx::query("UPDATE messages SET request_status = $1 WHERE project = $2 AND id = $3")
+                .bind(status.as_str())
+                .bind(project)
+                .bind(message)
+                .execute(&mut *conn)
+                .await?;
+        }
+        // Project state is folded in memory from its events (`ProjectState::replay`).
+        Change::State(_) => {}
+        Change::Run(change) => runs::project(conn, project, event, change).await?,
+        Change::Order(change) => orders::project(conn, project, event, change).await?,
+        Change::Key(change) => keys::project(conn, project, event, change).await?,
+    }
+    Ok(())
+}
+
+/// A projection row kept as the JSON of its fold (runs, orders): `query` selects its `data`
+/// column by project (`$1`) and id (`$2`).
+async fn load_folded<T: serde::de::DeserializeOwned>(
+    conn: &mut PgConnection,
+    query: &'static str,
+    project: i64,
+    id: &str,
+) -> sqlx::Result<Option<T>> {
+    let data: Option<String> = sqlx::query_scalar(query)
+        .bind(project)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    data.as_deref().map(rows::folded).transpose()
+}
+
+async fn read_events(
+    conn: &mut PgConnection,
+    project: i64,
+    after: i64,
+    limit: i64,
+) -> sqlx::Result<Vec<Event>> {
+    let found = sqlx::query(
+        "SELECT seq, id, at, actor, kind, data FROM events \
+         WHERE project = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+    )
+    .bind(project)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows::events(&found)
+}
+
+/// The project state: the fold of every `state.changed` event.
+async fn read_state(conn: &mut PgConnection, project: i64) -> sqlx::Result<ProjectState> {
+    let found = sqlx::query(
+        "SELECT seq, id, at, actor, kind, data FROM events \
+         WHERE project = $1 AND kind = 'state.changed' ORDER BY seq",
+    )
+    .bind(project)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(ProjectState::replay(&rows::events(&found)?))
+}
+
+async fn fetch_participant(
+    conn: &mut PgConnection,
+    project: i64,
+    name: &str,
+) -> sqlx::Result<Option<Participant>> {
+    let row = sqlx::query(
+        "SELECT name, role, added_at FROM participants WHERE project = $1 AND name = $2",
+    )
+    .bind(project)
+    .bind(name)
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.as_ref().map(rows::participant).transpose()
+}
+
+/// Loads the envelopes of `ids`, in the order given; unknown ids are skipped.
+async fn load_envelopes(
+    conn: &mut PgConnection,
+    project: i64,
+    ids: &[String],
+) -> sqlx::Result<Vec<Envelope>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let messages = sqlx::query(
+        "SELECT m.id, m.from_name, m.type, m.topic, m.reply_to, m.depth, m.excerpt, m.size, \
+                m.hash, m.created_at, m.request_status, \
+                (SELECT count(*) FROM messages r \
+                 WHERE r.project = m.project AND r.reply_to = m.id) AS replies \
+         FROM messages m WHERE m.project = $1 AND m.id = ANY($2)",
+    )
+    .bind(project)
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    let recipients = sqlx::query(
+        "SELECT message_id, participant, status FROM deliveries \
+         WHERE project = $1 AND message_id = ANY($2) ORDER BY ordinal",
+    )
+    .bind(project)
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows::envelopes(ids, &messages, &recipients)
+}
+
+/// One message's envelope.
+async fn envelope(
+    conn: &mut PgConnection,
+    project: i64,
+    id: &str,
+) -> sqlx::Result<Option<Envelope>> {
+    Ok(load_envelopes(conn, project, &[id.to_owned()]).await?.pop())
+}
+
+/// Earlier messages as the duplicate rule compares them, with their recipients.
+async fn priors(
+    conn: &mut PgConnection,
+    project: i64,
+    found: &[PgRow],
+) -> sqlx::Result<Vec<Prior>> {
+    let mut out = Vec::with_capacity(found.len());
+    for row in found {
+        let id: String = row.try_get("id")?;
+        let to: Vec<String> = sqlx::query_scalar(
+            "SELECT participant FROM deliveries WHERE project = $1 AND message_id = $2",
+        )
+        .bind(project)
+        .bind(&id)
+        .fetch_all(&mut *conn)
+        .await?;
+        out.push(rows::prior(row, to)?);
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl Backend for PostgresStore {
+    async fn begin(&self) -> Result<Box<dyn Tx>> {
+        Ok(Box::new(PostgresTx {
+            tx: self.write().await?,
+            project: self.project,
+            busy_timeout: self.busy_timeout,
+        }))
+    }
+
+    async fn participants(&self) -> Result<Vec<Participant>> {
+        let found = sqlx::query(
+            "SELECT name, role, added_at FROM participants WHERE project = $1 \
+             ORDER BY name COLLATE \"C\"",
+        )
+        .bind(self.project)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        found
+            .iter()
+            .map(rows::participant)
+            .collect::<sqlx::Result<_>>()
+            .map_err(|e| self.err(e))
+    }
+
+    async fn participant(&self, name: &str) -> Result<Option<Participant>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        fetch_participant(&mut conn, self.project, name)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn inbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>> {
+        let sql = if all {
+            "SELECT m.id FROM deliveries d \
+             JOIN messages m ON m.project = d.project AND m.id = d.message_id \
+             WHERE d.project = $1 AND d.participant = $2 AND d.status != 'archived' \
+             ORDER BY m.seq"
+        } else {
+            "SELECT m.id FROM deliveries d \
+             JOIN messages m ON m.project = d.project AND m.id = d.message_id \
+             WHERE d.project = $1 AND d.participant = $2 \
+             AND d.status IN ('pending', 'delivered') ORDER BY m.seq"
+        };
+        self.list(sql, who).await
+    }
+
+    async fn owed(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
+        let mut tx = self.snapshot().await?;
+        let read = async {
+            let total: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM deliveries \
+                 WHERE project = $1 AND participant = $2 AND status IN ('pending', 'delivered')",
+            )
+            .bind(self.project)
+            .bind(who.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+            let ids: Vec<String> = sqlx::query_scalar(
+                "SELECT m.id FROM deliveries d \
+                 JOIN messages m ON m.project = d.project AND m.id = d.message_id \
+                 WHERE d.project = $1 AND d.participant = $2 \
+                 AND d.status IN ('pending', 'delivered') \
+                 ORDER BY m.type != 'request', m.seq LIMIT $3",
+            )
+            .bind(self.project)
+            .bind(who.as_str())
+            .bind(i64::from(limit))
+            .fetch_all(&mut *tx)
+            .await?;
+            let first = load_envelopes(&mut tx, self.project, &ids).await?;
+            Ok((first, total as u64))
+        }
+        .await;
+        self.done(tx, read).await
+    }
+
+    async fn outbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>> {
+        let sql = if all {
+            "SELECT id FROM messages \
+             WHERE project = $1 AND from_name = $2 AND type = 'request' ORDER BY seq"
+        } else {
+            "SELECT id FROM messages \
+             WHERE project = $1 AND from_name = $2 AND type = 'request' \
+             AND request_status != 'archived' ORDER BY seq"
+        };
+        self.list(sql, who).await
+    }
+
+    async fn thread(&self, id: &str) -> Result<Vec<Envelope>> {
+        let mut tx = self.snapshot().await?;
+        let read = async {
+            let root: Option<String> =
+                sqlx::query_scalar("SELECT root_id FROM messages WHERE project = $1 AND id = $2")
+                    .bind(self.project)
+                    .bind(id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            let Some(root) = root else {
+                return Ok(None);
+            };
+            let ids: Vec<String> = sqlx::query_scalar(
+                "SELECT id FROM messages WHERE project = $1 AND root_id = $2 ORDER BY seq",
+            )
+            .bind(self.project)
+            .bind(&root)
+            .fetch_all(&mut *tx)
+            .await?;
+            let flat = load_envelopes(&mut tx, self.project, &ids).await?;
+            Ok(Some(depth_first(flat, &root)))
+        }
+        .await;
+        self.done(tx, read)
+            .await?
+            .ok_or_else(|| Refusal::not_found(Record::Message, id).into())
+    }
+
+    async fn search(&self, caller: Option<&Passname>, q: &SearchQuery) -> Result<Page> {
+        let limit = q.limit.clamp(1, 100);
+        let mut sql = QueryBuilder::<Postgres>::new("SELECT m.seq, m.id FROM messages m");
+        if let Some(status) = q.status {
+            let caller = caller.ok_or(Refusal::StatusNeedsIdentity)?;
+            sql.push(
+                " JOIN deliveries mine ON mine.project = m.project \
+                 AND mine.message_id = m.id AND mine.participant = ",
+            )
+            .push_bind(caller.as_str().to_owned())
+            .push(" AND mine.status = ")
+            .push_bind(status.as_str());
+        }
+        sql.push(" WHERE m.project = ").push_bind(self.project);
+        if let Some(topic) = &q.topic {
+            sql.push(" AND m.topic = ").push_bind(topic.clone());
+        }
+        if let Some(kind) = q.kind {
+            sql.push(" AND m.type = ").push_bind(kind.as_str());
+        }
+        if let Some(from) = &q.from {
+            sql.push(" AND m.from_name = ").push_bind(from.clone());
+        }
+        if let Some(to) = &q.to {
+            sql.push(
+                " AND EXISTS (SELECT 1 FROM deliveries t WHERE t.project = m.project \
+                 AND t.message_id = m.id AND t.participant = ",
+            )
+            .push_bind(to.clone())
+            .push(")");
+        }
+        if let Some(since) = q.since {
+            sql.push(" AND m.created_at >= ").push_bind(since);
+        }
+        if let Some(until) = q.until {
+            sql.push(" AND m.created_at < ").push_bind(until);
+        }
+        if let Some(text) = q.text.as_deref().filter(|t| !t.is_empty()) {
+            // The stored event's text, ignoring ASCII case only, as on SQLite (`lower()`
+            // there folds ASCII alone).
+            sql.push(
+                " AND strpos(translate((SELECT e.data FROM events e \
+                 WHERE e.project = m.project AND e.seq = m.seq), \
+                 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'), ",
+            )
+            .push_bind(text.to_ascii_lowercase())
+            .push(") > 0");
+        }
+        if let Some(cursor) = &q.cursor {
+            sql.push(" AND m.seq < ").push_bind(decode_cursor(cursor)?);
+        }
+        sql.push(" ORDER BY m.seq DESC LIMIT ")
+            .push_bind(i64::from(limit) + 1);
+        let mut tx = self.snapshot().await?;
+        let read = async {
+            let found: Vec<(i64, String)> = sql.build_query_as().fetch_all(&mut *tx).await?;
+            let more = found.len() > limit as usize;
+            let found = &found[..found.len().min(limit as usize)];
+            let next = match (more, found.last()) {
+                (true, Some((seq, _))) => encode_cursor(*seq),
+                _ => String::new(),
+            };
+            let ids: Vec<String> = found.iter().map(|(_, id)| id.clone()).collect();
+            let items = load_envelopes(&mut tx, self.project, &ids).await?;
+            Ok(Page { items, next })
+        }
+        .await;
+        self.done(tx, read).await
+    }
+
+    async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        read_events(&mut conn, self.project, after_seq, i64::from(limit))
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn state(&self) -> Result<ProjectState> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        read_state(&mut conn, self.project)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>> {
+        sqlx::query_scalar(
+            "SELECT max(at) FROM events WHERE project = $1 AND subject = $2 AND seq > $3",
+        )
+        .bind(self.project)
+        .bind(subject)
+        .bind(after_seq)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| self.err(e))
+    }
+
+    async fn generation(&self) -> Result<i64> {
+        // The counter moves in the same transaction as the events it numbers.
+        sqlx::query_scalar("SELECT last_seq FROM projects WHERE id = $1")
+            .bind(self.project)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn message(&self, id: &str) -> Result<Option<(Envelope, Map<String, Value>)>> {
+        let mut tx = self.snapshot().await?;
+        let read = async {
+            let Some(envelope) = envelope(&mut tx, self.project, id).await? else {
+                return Ok(None);
+            };
+            let data: String = sqlx::query_scalar(
+                "SELECT e.data FROM events e \
+                 JOIN messages m ON m.project = e.project AND m.seq = e.seq \
+                 WHERE m.project = $1 AND m.id = $2",
+            )
+            .bind(self.project)
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+            Ok(Some((envelope, data)))
+        }
+        .await;
+        match self.done(tx, read).await? {
+            Some((envelope, data)) => Ok(Some((envelope, rows::payload(id, &data)?))),
+            None => Ok(None),
+        }
+    }
+
+    async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>> {
+        runs::query(&self.pool, self.project, query)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn order(&self, id: &str) -> Result<Option<Order>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        orders::load(&mut conn, self.project, id)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn orders(&self, query: &OrderQuery) -> Result<Vec<Order>> {
+        orders::query(&self.pool, self.project, query)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>> {
+        orders::events_since(&self.pool, self.project, id, after_seq)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn key(&self, id: &str) -> Result<Option<Key>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        keys::load(&mut conn, self.project, id)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn keys(&self) -> Result<Vec<Key>> {
+        keys::all(&self.pool, self.project)
+            .await
+            .map_err(|e| self.err(e))
+    }
+}
+
+/// A write transaction holding its project's row lock, committed by PostgreSQL's WAL.
+struct PostgresTx {
+    tx: Transaction<'static, Postgres>,
+    project: i64,
+    busy_timeout: Duration,
+}
+
+impl PostgresTx {
+    fn err(&self, e: sqlx::Error) -> StoreError {
+        classify(&e, self.busy_timeout)
+    }
+}
+
+#[async_trait]
+impl Tx for PostgresTx {
+    async fn append(&mut self, event: NewEvent) -> Result<Event> {
+        let result = append(&mut self.tx, self.project, event).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn participant(&mut self, name: &str) -> Result<Option<Participant>> {
+        let result = fetch_participant(&mut self.tx, self.project, name).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn envelope(&mut self, id: &str) -> Result<Option<Envelope>> {
+        let result = envelope(&mut self.tx, self.project, id).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn keyed(&mut self, from: &Passname, key: &str) -> Result<Option<Prior>> {
+        let found = sqlx::query(
+            "SELECT id, hash, type, topic, reply_to, idempotency_key FROM messages \
+             WHERE project = $1 AND from_name = $2 AND idempotency_key = $3",
+        )
+        .bind(self.project)
+        .bind(from.as_str())
+        .bind(key)
+        .fetch_all(&mut *self.tx)
+        .await;
+        let found = found.map_err(|e| self.err(e))?;
+        let priors = priors(&mut self.tx, self.project, &found).await;
+        Ok(priors.map_err(|e| self.err(e))?.pop())
+    }
+
+    async fn recent(
+        &mut self,
+        from: &Passname,
+        draft: &Draft,
+        since: Millis,
+    ) -> Result<Vec<Prior>> {
+        let found = sqlx::query(
+            "SELECT id, hash, type, topic, reply_to, idempotency_key FROM messages \
+             WHERE project = $1 AND from_name = $2 AND hash = $3 AND type = $4 AND topic = $5 \
+             AND reply_to IS NOT DISTINCT FROM $6 AND created_at >= $7 \
+             ORDER BY seq DESC LIMIT 20",
+        )
+        .bind(self.project)
+        .bind(from.as_str())
+        .bind(draft.payload.hash())
+        .bind(draft.kind.as_str())
+        .bind(draft.topic.as_str())
+        .bind(&draft.reply_to)
+        .bind(since)
+        .fetch_all(&mut *self.tx)
+        .await;
+        let found = found.map_err(|e| self.err(e))?;
+        let priors = priors(&mut self.tx, self.project, &found).await;
+        priors.map_err(|e| self.err(e))
+    }
+
+    async fn order(&mut self, id: &str) -> Result<Option<Order>> {
+        let result = orders::load(&mut self.tx, self.project, id).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn run(&mut self, id: &str) -> Result<Option<Run>> {
+        let result = runs::load(&mut self.tx, self.project, id).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn key(&mut self, id: &str) -> Result<Option<Key>> {
+        let result = keys::load(&mut self.tx, self.project, id).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn has_event(&mut self, id: &str) -> Result<bool> {
+        let found: sqlx::Result<Option<i32>> =
+            sqlx::query_scalar("SELECT 1 FROM events WHERE project = $1 AND id = $2")
+                .bind(self.project)
+                .bind(id)
+                .fetch_optional(&mut *self.tx)
+                .await;
+        Ok(found.map_err(|e| self.err(e))?.is_some())
+    }
+
+    async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool> {
+        let result = runs::other_live(&mut self.tx, self.project, participant, except).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn held(&mut self, participant: &str, since: Millis) -> Result<Vec<String>> {
+        let held = sqlx::query_scalar(
+            "SELECT message_id FROM deliveries WHERE project = $1 AND participant = $2 \
+             AND status = $3 AND updated_at >= $4 ORDER BY updated_at, message_id COLLATE \"C\"",
+        )
+        .bind(self.project)
+        .bind(participant)
+        .bind(DeliveryStatus::Delivered.as_str())
+        .bind(since)
+        .fetch_all(&mut *self.tx)
+        .await;
+        held.map_err(|e| self.err(e))
+    }
+
+    async fn state(&mut self) -> Result<ProjectState> {
+        let result = read_state(&mut self.tx, self.project).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn commit(self: Box<Self>) -> Result<()> {
+        let busy_timeout = self.busy_timeout;
+        self.tx
+            .commit()
+            .await
+            .map_err(|e| classify(&e, busy_timeout))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_url_keeps_its_libpq_parameters_and_names_a_plain_schema() {
+        let (options, schema) =
+            parse_url("postgres://baton@db.example:5433/shared?schema=team_a&sslmode=disable")
+                .unwrap();
+        assert_eq!(schema.as_deref(), Some("team_a"));
+        assert_eq!(
+            place(&options, schema.as_deref()),
+            "postgres://baton@db.example:5433/shared?schema=team_a"
+        );
+        for bad in ["Team", "1a", "a-b", "a;drop", ""] {
+            let err = parse_url(&format!("postgres://u@h/db?schema={bad}")).unwrap_err();
+            assert!(err.to_string().contains("plain SQL name"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn messages_never_show_a_password() {
+        assert_eq!(
+            redact("postgres://baton:s3cret@db:5432/x?schema=a"),
+            "postgres://baton:***@db:5432/x?schema=a"
+        );
+        assert_eq!(redact("postgres://baton@db/x"), "postgres://baton@db/x");
+        let (options, _) = parse_url("postgres://baton:s3cret@db/x").unwrap();
+        assert!(!place(&options, None).contains("s3cret"));
+    }
+
+    #[test]
+    fn lock_waits_are_bounded_and_never_unbounded() {
+        assert!(begin_bounded(Duration::from_millis(200)).ends_with("lock_timeout = 200"));
+        assert!(begin_bounded(Duration::ZERO).ends_with("lock_timeout = 1"));
+    }
+}

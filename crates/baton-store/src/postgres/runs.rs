@@ -1,0 +1,106 @@
+//! The run ledger in PostgreSQL: the `runs` projection, each row the fold of its run's
+//! `run.changed` events (`baton_core::run::fold`), kept whole as JSON, keyed by project.
+
+use baton_core::Event;
+use baton_core::run::{self, Run, RunChange};
+use sqlx::postgres::{PgConnection, PgPool};
+use sqlx::{Postgres, QueryBuilder};
+
+use super::load_folded;
+use crate::RunQuery;
+use crate::rows;
+
+const LIVE: &str = "('registered', 'running', 'untracked')";
+
+/// Applies one run event to the projection (live writes and replay alike).
+pub(super) async fn project(
+    conn: &mut PgConnection,
+    project: i64,
+    event: &Event,
+    change: &RunChange,
+) -> sqlx::Result<()> {
+    let Some(id) = change.run() else {
+        return Ok(());
+    };
+    let current = load(conn, project, id).await?;
+    if let Some(run) = run::fold(current, change, event.seq, event.at) {
+        save(conn, project, &run).await?;
+    }
+    Ok(())
+}
+
+pub(super) async fn load(
+    conn: &mut PgConnection,
+    project: i64,
+    id: &str,
+) -> sqlx::Result<Option<Run>> {
+    load_folded(
+        conn,
+        "SELECT data FROM runs WHERE project = $1 AND id = $2",
+        project,
+        id,
+    )
+    .await
+}
+
+async fn save(conn: &mut PgConnection, project: i64, run: &Run) -> sqlx::Result<()> {
+    let data = serde_json::to_string(run).expect("a run always serializes");
+    sqlx::query(
+        "INSERT INTO runs (project, id, seq, status, participant, host, ended_at, data) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+         ON CONFLICT (project, id) DO UPDATE SET status = excluded.status, \
+         participant = excluded.participant, host = excluded.host, \
+         ended_at = excluded.ended_at, data = excluded.data",
+    )
+    .bind(project)
+    .bind(&run.id)
+    .bind(run.seq)
+    .bind(run.status.as_str())
+    .bind(&run.participant)
+    .bind(&run.host)
+    .bind(run.ended_at)
+    .bind(data)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Whether `participant` has a registered or running run other than `except`.
+pub(super) async fn other_live(
+    conn: &mut PgConnection,
+    project: i64,
+    participant: &str,
+    except: &str,
+) -> sqlx::Result<bool> {
+    let found: Option<i32> = sqlx::query_scalar(
+        "SELECT 1 FROM runs WHERE project = $1 AND participant = $2 AND id != $3 \
+         AND status IN ('registered', 'running') LIMIT 1",
+    )
+    .bind(project)
+    .bind(participant)
+    .bind(except)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(found.is_some())
+}
+
+pub(super) async fn query(pool: &PgPool, project: i64, query: &RunQuery) -> sqlx::Result<Vec<Run>> {
+    let mut sql = QueryBuilder::<Postgres>::new("SELECT data FROM runs WHERE project = ");
+    sql.push_bind(project);
+    if let Some(id) = &query.id {
+        sql.push(" AND id = ").push_bind(id.clone());
+    }
+    if query.live {
+        sql.push(" AND status IN ").push(LIVE);
+    }
+    if let Some(since) = query.ended_since {
+        sql.push(" AND (status IN ")
+            .push(LIVE)
+            .push(" OR ended_at >= ")
+            .push_bind(since)
+            .push(")");
+    }
+    sql.push(" ORDER BY seq");
+    let data: Vec<String> = sql.build_query_scalar().fetch_all(pool).await?;
+    data.iter().map(|d| rows::folded(d)).collect()
+}

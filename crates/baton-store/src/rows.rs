@@ -1,0 +1,200 @@
+//! What a stored row becomes, for every backend: events, participants, envelopes, duplicate
+//! candidates and fold-backed records decoded from the columns both engines store alike,
+//! plus the read-side shaping that is not SQL (a thread's depth-first order, the search
+//! cursor). It never builds or runs a query: each backend writes its own SQL and hands the
+//! rows here, so a stored value is read back the same way whichever engine kept it.
+
+use std::collections::HashMap;
+
+use baton_core::message::Prior;
+use baton_core::{
+    Change, DeliveryStatus, Envelope, Event, Participant, Passname, Recipient, Refusal,
+    RequestStatus, Topic,
+};
+use serde_json::{Map, Value};
+use sqlx::{ColumnIndex, Decode, Row, Type};
+
+use crate::{Result, StoreError};
+
+/// A row's columns by name, as the two types Baton stores: text and 64-bit integers.
+pub(crate) trait Columns {
+    fn text(&self, column: &str) -> sqlx::Result<String>;
+    fn maybe_text(&self, column: &str) -> sqlx::Result<Option<String>>;
+    fn int(&self, column: &str) -> sqlx::Result<i64>;
+}
+
+impl<R> Columns for R
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    fn text(&self, column: &str) -> sqlx::Result<String> {
+        self.try_get(column)
+    }
+
+    fn maybe_text(&self, column: &str) -> sqlx::Result<Option<String>> {
+        self.try_get(column)
+    }
+
+    fn int(&self, column: &str) -> sqlx::Result<i64> {
+        self.try_get(column)
+    }
+}
+
+fn decode<T, E>(r: std::result::Result<T, E>) -> sqlx::Result<T>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    r.map_err(|e| sqlx::Error::Decode(Box::new(e)))
+}
+
+/// An event from `seq, id, at, actor, kind, data`.
+pub(crate) fn event(row: &impl Columns) -> sqlx::Result<Event> {
+    let kind = row.text("kind")?;
+    let data = row.text("data")?;
+    let change = decode(
+        serde_json::from_str(&data).and_then(|data: Value| Change::from_parts(&kind, data)),
+    )?;
+    Ok(Event {
+        seq: row.int("seq")?,
+        id: row.text("id")?,
+        at: row.int("at")?,
+        actor: row.text("actor")?,
+        change,
+    })
+}
+
+pub(crate) fn events<R: Columns>(rows: &[R]) -> sqlx::Result<Vec<Event>> {
+    rows.iter().map(event).collect()
+}
+
+/// A participant from `name, role, added_at`.
+pub(crate) fn participant(row: &impl Columns) -> sqlx::Result<Participant> {
+    Ok(Participant {
+        name: decode(Passname::try_from(row.text("name")?))?,
+        role: row.text("role")?,
+        added_at: row.int("added_at")?,
+    })
+}
+
+/// A record kept whole as the JSON of its fold (a run, an order).
+pub(crate) fn folded<T: serde::de::DeserializeOwned>(data: &str) -> sqlx::Result<T> {
+    decode(serde_json::from_str(data))
+}
+
+/// The envelopes of `ids`, in that order (unknown ids skipped), from the message rows
+/// (`id, from_name, type, topic, reply_to, depth, excerpt, size, hash, created_at,
+/// request_status, replies`) and their delivery rows (`message_id, participant, status`, in
+/// the order the recipients were addressed).
+pub(crate) fn envelopes<M: Columns, D: Columns>(
+    ids: &[String],
+    messages: &[M],
+    deliveries: &[D],
+) -> sqlx::Result<Vec<Envelope>> {
+    let mut to: HashMap<String, Vec<Recipient>> = HashMap::new();
+    for row in deliveries {
+        let status = row.text("status")?;
+        to.entry(row.text("message_id")?)
+            .or_default()
+            .push(Recipient {
+                name: decode(Passname::try_from(row.text("participant")?))?,
+                status: DeliveryStatus::parse(&status)
+                    .ok_or_else(|| sqlx::Error::Decode(format!("status {status:?}").into()))?,
+            });
+    }
+    let mut by_id = HashMap::new();
+    for row in messages {
+        let id = row.text("id")?;
+        let request_status = row.maybe_text("request_status")?;
+        let envelope = Envelope {
+            from: decode(Passname::try_from(row.text("from_name")?))?,
+            to: to.remove(&id).unwrap_or_default(),
+            kind: row
+                .text("type")?
+                .parse()
+                .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
+            topic: decode(Topic::try_from(row.text("topic")?))?,
+            reply_to: row.maybe_text("reply_to")?,
+            depth: row.int("depth")? as u32,
+            excerpt: row.text("excerpt")?,
+            size: row.int("size")? as u64,
+            hash: row.text("hash")?,
+            created_at: row.int("created_at")?,
+            request_status: request_status.as_deref().and_then(RequestStatus::parse),
+            replies: row.int("replies")? as u32,
+            id: id.clone(),
+        };
+        by_id.insert(id, envelope);
+    }
+    Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
+}
+
+/// An earlier message as the duplicate rule compares it, from `id, hash, type, topic,
+/// reply_to, idempotency_key` and its recipients.
+pub(crate) fn prior(row: &impl Columns, to: Vec<String>) -> sqlx::Result<Prior> {
+    Ok(Prior {
+        id: row.text("id")?,
+        hash: row.text("hash")?,
+        kind: row
+            .text("type")?
+            .parse()
+            .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
+        topic: decode(Topic::try_from(row.text("topic")?))?,
+        reply_to: row.maybe_text("reply_to")?,
+        idempotency_key: row.maybe_text("idempotency_key")?,
+        to: to
+            .into_iter()
+            .map(|n| decode(Passname::try_from(n)))
+            .collect::<sqlx::Result<_>>()?,
+    })
+}
+
+/// The payload of message `id`, from the data of its `message.sent` event.
+pub(crate) fn payload(id: &str, data: &str) -> Result<Map<String, Value>> {
+    let sent: baton_core::event::SentMessage = serde_json::from_str(data)
+        .map_err(|e| StoreError::Engine(format!("message {id} is unreadable: {e}")))?;
+    Ok(sent.payload)
+}
+
+/// Orders a thread's messages depth-first from the root, siblings oldest first.
+pub(crate) fn depth_first(flat: Vec<Envelope>, root: &str) -> Vec<Envelope> {
+    let mut children: HashMap<Option<String>, Vec<Envelope>> = HashMap::new();
+    for env in flat {
+        let parent = if env.id == root {
+            None
+        } else {
+            env.reply_to.clone()
+        };
+        children.entry(parent).or_default().push(env);
+    }
+    let mut out = Vec::new();
+    let mut stack: Vec<Envelope> = children.remove(&None).unwrap_or_default();
+    stack.reverse();
+    while let Some(env) = stack.pop() {
+        if let Some(mut kids) = children.remove(&Some(env.id.clone())) {
+            kids.reverse();
+            stack.extend(kids);
+        }
+        out.push(env);
+    }
+    out
+}
+
+/// The search cursor: the log position to continue before, opaque to callers.
+pub(crate) fn encode_cursor(seq: i64) -> String {
+    format!("c{seq:x}")
+}
+
+pub(crate) fn decode_cursor(cursor: &str) -> Result<i64> {
+    cursor
+        .strip_prefix('c')
+        .and_then(|hex| i64::from_str_radix(hex, 16).ok())
+        .ok_or_else(|| {
+            Refusal::Cursor {
+                cursor: cursor.to_owned(),
+            }
+            .into()
+        })
+}
