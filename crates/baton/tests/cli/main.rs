@@ -12,4 +12,5 @@ mod mcp;
 mod memory;
 mod orders;
 mod portable;
+mod race;
 mod server;

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::common::{Project, baton_exe, code, stderr};
 
 /// `baton --db URL [--project NAME] ARGS --json`, which must succeed.
-fn admin(url: &str, project: Option<&str>, args: &[&str]) -> Value {
+pub fn admin(url: &str, project: Option<&str>, args: &[&str]) -> Value {
     let mut cmd = Command::new(baton_exe());
     cmd.env_remove("BATON_PROJECT")
         .env_remove("BATON_AS")
@@ -103,9 +103,9 @@ fn keys_are_issued_listed_and_revoked_one_at_a_time_in_an_embedded_project() {
 }
 
 /// A `baton serve` process on an ephemeral port, killed on drop if still running.
-struct Serving {
-    child: Child,
-    base: String,
+pub struct Serving {
+    pub child: Child,
+    pub base: String,
 }
 
 impl Drop for Serving {
@@ -115,7 +115,7 @@ impl Drop for Serving {
     }
 }
 
-fn serve(url: &str) -> Serving {
+pub fn serve(url: &str) -> Serving {
     let mut child = Command::new(baton_exe())
         .args(["--db", url, "serve", "--bind", "127.0.0.1:0"])
         .stdin(Stdio::null())

@@ -1,0 +1,192 @@
+//! Several servers on one PostgreSQL behave as one (SPEC §3): two `baton serve` processes
+//! and eight clients race to accept, report on and approve the same orders. Each step
+//! happens exactly once, and no order's seq has a gap or a duplicate.
+//!
+//! Runs when `BATON_TEST_POSTGRES` names a PostgreSQL database (CI sets it); otherwise it
+//! says so and checks nothing (CI fails on that line).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+
+use crate::server::{admin, serve};
+
+const ORDERS: usize = 500;
+const CLIENTS: usize = 8;
+
+fn order(id: &str) -> Value {
+    json!({
+        "spec": "awl/work-order@0.1", "id": id, "created_at": "2025-01-01T00:00:00Z",
+        "from": "planner", "to": "impl-1",
+        "goal": "Keep the filters in the CSV export",
+        "criteria": [{"id": "c1", "text": "Filtered rows only"}],
+        "budget": {"usd": 2, "tool_calls": 20},
+        "deadline": "2999-01-01T00:00:00Z",
+        "tools": ["repo/*"],
+        "x-baton": {
+            "context": {"repository": "git@example.org:acme/shop.git", "base_revision": "abc123",
+                        "reproduction": "export with a filter", "expected": "only filtered rows"},
+            "scope": {"allowed": ["src/export.rs"], "excluded": ["migrations"]},
+            "execution": {"test_command": "sh -c true"},
+            "acceptance": {"owner": "planner"},
+            "stop_when": ["the fixture is missing"],
+            "decision": {"resume_at": "run the export test with a filter"}
+        }
+    })
+}
+
+fn report(id: &str) -> Value {
+    json!({
+        "spec": "awl/work-report@0.1", "order_id": id, "from": "impl-1", "status": "done",
+        "result": {"summary": "Filters kept"},
+        "evidence": [{"criterion": "c1", "type": "note", "note": "tested with a filter"}],
+        "cost": {"usd": 1, "tool_calls": 3},
+        "finished_at": "2025-01-01T01:00:00Z",
+        "tools_used": ["repo/read"],
+        "x-baton": {"evidence": {
+            "before": {"command": "sh -c true", "exit_code": 1, "output": "2 rows", "base_revision": "abc123"},
+            "change": [{"file": "src/export.rs", "reason": "apply the filters"}],
+            "after": {"command": "sh -c true", "exit_code": 0, "output": "1 row"},
+            "uncertainty": {"none": true},
+            "review": {"commit": "def456", "acceptance_owner": "planner"}
+        }}
+    })
+}
+
+fn post(agent: &ureq::Agent, url: &str, token: &str, body: Value) -> (u16, Value) {
+    let mut response = agent
+        .post(url)
+        .header("Authorization", &format!("Bearer {token}"))
+        .send_json(body)
+        .expect("the server answers");
+    let status = response.status().as_u16();
+    (
+        status,
+        response.body_mut().read_json().unwrap_or(Value::Null),
+    )
+}
+
+#[test]
+fn two_servers_on_one_postgresql_take_each_step_exactly_once() {
+    let Ok(base) = std::env::var("BATON_TEST_POSTGRES") else {
+        eprintln!("race: not run on PostgreSQL: BATON_TEST_POSTGRES is not set");
+        return;
+    };
+    let schema = format!("baton_race_{}", std::process::id());
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}schema={schema}");
+    admin(&url, None, &["project", "add", "shop"]);
+    admin(
+        &url,
+        Some("shop"),
+        &["agent", "add", "planner", "--role", "planner"],
+    );
+    admin(
+        &url,
+        Some("shop"),
+        &["agent", "add", "impl-1", "--role", "executor"],
+    );
+    let token = |who: &str| {
+        admin(
+            &url,
+            Some("shop"),
+            &["key", "issue", who, "--scope", "write"],
+        )["token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (planner, worker) = (token("planner"), token("impl-1"));
+    let servers = [serve(&url), serve(&url)];
+    let bases: Vec<String> = servers
+        .iter()
+        .map(|s| format!("{}/v1/projects/shop", s.base))
+        .collect();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    for i in 0..ORDERS {
+        let id = format!("wo_{i}");
+        let (status, body) = post(
+            &agent,
+            &format!("{}/orders", bases[i % 2]),
+            &planner,
+            json!({"document": order(&id)}),
+        );
+        assert_eq!(status, 200, "offer {id}: {body}");
+    }
+
+    // Each step, raced by every client at once, through both servers.
+    for (step, token, body) in [
+        ("accept", &worker, None),
+        ("report", &worker, Some(())),
+        ("approve", &planner, None),
+    ] {
+        let wins = Arc::new((0..ORDERS).map(|_| AtomicUsize::new(0)).collect::<Vec<_>>());
+        let threads: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let (bases, token, wins, agent) = (
+                    bases.clone(),
+                    token.clone(),
+                    Arc::clone(&wins),
+                    agent.clone(),
+                );
+                std::thread::spawn(move || {
+                    for k in 0..ORDERS {
+                        // Each client walks the orders from its own starting point.
+                        let i = (k + c * ORDERS / CLIENTS) % ORDERS;
+                        let id = format!("wo_{i}");
+                        let payload = match body {
+                            Some(()) => json!({"document": report(&id)}),
+                            None => json!({}),
+                        };
+                        let url = format!("{}/orders/{id}/{step}", bases[(c + k) % 2]);
+                        let (status, answer) = post(&agent, &url, &token, payload);
+                        match status {
+                            200 => {
+                                wins[i].fetch_add(1, Ordering::SeqCst);
+                            }
+                            // Lost the race: the order moved on, or the step no longer applies.
+                            409 | 422 => {}
+                            other => panic!("{step} {id}: {other} {answer}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        for (i, won) in wins.iter().enumerate() {
+            assert_eq!(
+                won.load(Ordering::SeqCst),
+                1,
+                "{step} wo_{i} won by how many"
+            );
+        }
+    }
+
+    // Every order's own steps: 1 offer, accept, start, report, approve — seq 1..=5, once each.
+    for i in 0..ORDERS {
+        let mut response = agent
+            .get(&format!("{}/orders/wo_{i}", bases[i % 2]))
+            .header("Authorization", &format!("Bearer {planner}"))
+            .call()
+            .unwrap();
+        let shown: Value = response.body_mut().read_json().unwrap();
+        let seqs: Vec<i64> = shown["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_i64().unwrap())
+            .collect();
+        assert_eq!(seqs, [1, 2, 3, 4, 5], "wo_{i}: {shown}");
+        assert_eq!(shown["order"]["status"], "approved");
+    }
+    drop(servers);
+    let _ = std::process::Command::new("psql")
+        .args([&base, "-c", &format!("DROP SCHEMA {schema} CASCADE")])
+        .output();
+}
