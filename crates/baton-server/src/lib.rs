@@ -40,8 +40,23 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for requests in flight (each is bounded in time anyway).
 pub const DRAIN: Duration = Duration::from_secs(30);
 /// Failed authentications one source may make in [`FAILURE_WINDOW`] before it is refused
-/// outright (429) until the window ends.
+/// outright (429) until the window ends (the default of [`Options::failure_limit`]).
 pub const FAILURE_LIMIT: u32 = 20;
+
+/// How a server behaves beyond its projects' settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Failed authentications per source and minute before it is refused outright.
+    pub failure_limit: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            failure_limit: FAILURE_LIMIT,
+        }
+    }
+}
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 
 /// The server's state: the database of projects, their settings, and each project's use
@@ -56,10 +71,19 @@ pub struct Server {
     /// Each project's handoff metrics, as of the last scrape.
     folds: tokio::sync::Mutex<HashMap<ProjectName, baton_core::metrics::Fold>>,
     traffic: std::sync::Mutex<metrics::Traffic>,
+    options: Options,
 }
 
 impl Server {
     pub fn new(database: Arc<dyn Database>, settings: Settings) -> Arc<Self> {
+        Self::with_options(database, settings, Options::default())
+    }
+
+    pub fn with_options(
+        database: Arc<dyn Database>,
+        settings: Settings,
+        options: Options,
+    ) -> Arc<Self> {
         Arc::new(Self {
             database,
             settings,
@@ -68,6 +92,7 @@ impl Server {
             failures: std::sync::Mutex::new(HashMap::new()),
             folds: tokio::sync::Mutex::new(HashMap::new()),
             traffic: std::sync::Mutex::new(metrics::Traffic::default()),
+            options,
         })
     }
 
@@ -104,7 +129,7 @@ impl Server {
         let Some(ip) = source else { return false };
         let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         failures.get(&ip).is_some_and(|(began, count)| {
-            *count >= FAILURE_LIMIT && began.elapsed() < FAILURE_WINDOW
+            *count >= self.options.failure_limit && began.elapsed() < FAILURE_WINDOW
         })
     }
 

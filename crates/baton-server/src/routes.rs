@@ -72,6 +72,42 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
     }
 }
 
+/// A query string that must fit its type; a mismatch is a JSON error naming it.
+pub struct Params<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> axum::extract::FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(value)| Self(value))
+            .map_err(|e| ApiError::bad_request(e.body_text()))
+    }
+}
+
+/// Path parameters; a mismatch is a JSON error.
+pub struct Segments<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> axum::extract::FromRequestParts<S>
+    for Segments<T>
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(value)| Self(value))
+            .map_err(|e| ApiError::bad_request(e.body_text()))
+    }
+}
+
 fn wait_for(seconds: Option<u32>) -> Result<Duration, ApiError> {
     let seconds = seconds.unwrap_or(DEFAULT_WAIT_SECONDS);
     if !(1..=MAX_WAIT_SECONDS).contains(&seconds) {
@@ -280,12 +316,12 @@ pub struct OrderStepBody {
 
 // ---- handlers -------------------------------------------------------------------------------
 
-async fn inbox(a: Authed, Query(q): Query<AllQuery>) -> Answer<Inbox> {
+async fn inbox(a: Authed, Params(q): Params<AllQuery>) -> Answer<Inbox> {
     let items = a.app.inbox(a.reader(), q.all).await?;
     Ok(Json(Inbox::new(a.reader(), &items)))
 }
 
-async fn outbox(a: Authed, Query(q): Query<AllQuery>) -> Answer<Outbox> {
+async fn outbox(a: Authed, Params(q): Params<AllQuery>) -> Answer<Outbox> {
     let items = a.app.outbox(a.reader(), q.all).await?;
     Ok(Json(Outbox::new(a.reader(), &items)))
 }
@@ -320,8 +356,8 @@ async fn send(a: Authed, Body(b): Body<SendBody>) -> Answer<Sent> {
 
 async fn show(
     a: Authed,
-    Path((_, id)): Path<(String, String)>,
-    Query(q): Query<ShowQuery>,
+    Segments((_, id)): Segments<(String, String)>,
+    Params(q): Params<ShowQuery>,
 ) -> Answer<Show> {
     // Reading delivers: a read key may look, but only a write key changes a status.
     let reader = a.caller.scope.allows(Scope::Write).then_some(a.reader());
@@ -332,7 +368,7 @@ async fn show(
     Ok(Json(Show::new(&shown, Some(a.reader()))))
 }
 
-async fn thread(a: Authed, Path((_, id)): Path<(String, String)>) -> Answer<Thread> {
+async fn thread(a: Authed, Segments((_, id)): Segments<(String, String)>) -> Answer<Thread> {
     let items = a.app.thread(&id).await?;
     Ok(Json(Thread {
         items: items
@@ -345,7 +381,7 @@ async fn thread(a: Authed, Path((_, id)): Path<(String, String)>) -> Answer<Thre
 
 async fn step(
     a: Authed,
-    Path((_, id, action)): Path<(String, String, String)>,
+    Segments((_, id, action)): Segments<(String, String, String)>,
     Body(b): Body<StepBody>,
 ) -> Answer<Step> {
     let me = a.may(Scope::Write, "change a message's status")?;
@@ -368,7 +404,7 @@ async fn step(
     ))
 }
 
-async fn search(a: Authed, Query(q): Query<SearchParams>) -> Answer<Search> {
+async fn search(a: Authed, Params(q): Params<SearchParams>) -> Answer<Search> {
     let now = a.app.now();
     let time = |field: &str, text: Option<String>| -> Result<Option<i64>, ApiError> {
         text.map(|t| {
@@ -457,7 +493,7 @@ async fn issue_key(a: Authed, Body(b): Body<KeyBody>) -> Answer<KeyIssued> {
     }))
 }
 
-async fn revoke_key(a: Authed, Path((_, id)): Path<(String, String)>) -> Answer<KeyRevoked> {
+async fn revoke_key(a: Authed, Segments((_, id)): Segments<(String, String)>) -> Answer<KeyRevoked> {
     let me = a.may(Scope::Admin, "revoke keys")?;
     let key = a.app.revoke_key(me.as_str(), &id).await?;
     Ok(Json(KeyRevoked {
@@ -490,7 +526,7 @@ async fn stream(a: Authed, Body(b): Body<StreamBody>) -> Answer<doc::Recorded> {
     record(&a, "baton/stream@1", &[op]).await
 }
 
-async fn stream_done(a: Authed, Path((_, name)): Path<(String, String)>) -> Answer<doc::Recorded> {
+async fn stream_done(a: Authed, Segments((_, name)): Segments<(String, String)>) -> Answer<doc::Recorded> {
     record(&a, "baton/stream@1", &[StateOp::StreamDone { name }]).await
 }
 
@@ -553,7 +589,7 @@ async fn session_end(a: Authed, Body(b): Body<Handover>) -> Answer<doc::Recorded
     record(&a, "baton/session-end@1", &ops).await
 }
 
-async fn resume(a: Authed, Query(q): Query<ResumeQuery>) -> Answer<Resume> {
+async fn resume(a: Authed, Params(q): Params<ResumeQuery>) -> Answer<Resume> {
     let max = q.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
     let r = a.app.resume(a.reader(), max).await?;
     Ok(Json(Resume::new(a.reader(), max, r)))
@@ -565,7 +601,7 @@ async fn alerts(a: Authed) -> Answer<Alerts> {
     }))
 }
 
-async fn ack_alert(a: Authed, Path((_, id)): Path<(String, String)>) -> Answer<AlertAcked> {
+async fn ack_alert(a: Authed, Segments((_, id)): Segments<(String, String)>) -> Answer<AlertAcked> {
     let me = a.may(Scope::Write, "acknowledge alerts")?;
     a.app
         .record(me.as_str(), &[StateOp::AlertAck { id: id.clone() }])
@@ -585,7 +621,7 @@ async fn write_receipt(a: Authed, Body(b): Body<ReceiptBody>) -> Answer<ReceiptW
     }))
 }
 
-async fn receipt(a: Authed, Path((_, step)): Path<(String, String)>) -> Answer<ReceiptShown> {
+async fn receipt(a: Authed, Segments((_, step)): Segments<(String, String)>) -> Answer<ReceiptShown> {
     Ok(Json(ReceiptShown {
         receipt: a.app.receipt(&step).await?,
     }))
@@ -593,8 +629,8 @@ async fn receipt(a: Authed, Path((_, step)): Path<(String, String)>) -> Answer<R
 
 async fn wait_receipt(
     a: Authed,
-    Path((_, step)): Path<(String, String)>,
-    Query(q): Query<WaitQuery>,
+    Segments((_, step)): Segments<(String, String)>,
+    Params(q): Params<WaitQuery>,
 ) -> Answer<ReceiptShown> {
     // A missed wait raises an alert: that is a write.
     let me = a.may(Scope::Write, "wait for a receipt")?;
@@ -612,7 +648,7 @@ async fn offer(a: Authed, Body(b): Body<OrderBody>) -> Answer<OrderStepped> {
     Ok(Json(OrderStepped::new(&written, a.app.now())))
 }
 
-async fn orders(a: Authed, Query(q): Query<AllQuery>) -> Answer<Orders> {
+async fn orders(a: Authed, Params(q): Params<AllQuery>) -> Answer<Orders> {
     let orders = a.app.orders(Some(a.reader()), q.all).await?;
     let now = a.app.now();
     Ok(Json(Orders {
@@ -620,14 +656,14 @@ async fn orders(a: Authed, Query(q): Query<AllQuery>) -> Answer<Orders> {
     }))
 }
 
-async fn order(a: Authed, Path((_, id)): Path<(String, String)>) -> Answer<OrderShown> {
+async fn order(a: Authed, Segments((_, id)): Segments<(String, String)>) -> Answer<OrderShown> {
     let view = a.app.order_view(&id).await?;
     Ok(Json(OrderShown::new(&view, a.app.now())))
 }
 
 async fn order_step(
     a: Authed,
-    Path((_, id, action)): Path<(String, String, String)>,
+    Segments((_, id, action)): Segments<(String, String, String)>,
     Body(b): Body<OrderStepBody>,
 ) -> Answer<OrderStepped> {
     let me = a.may(Scope::Write, "take order steps")?;
@@ -669,21 +705,21 @@ async fn order_step(
 
 async fn wait_order(
     a: Authed,
-    Path((_, id)): Path<(String, String)>,
-    Query(q): Query<OrderWaitQuery>,
+    Segments((_, id)): Segments<(String, String)>,
+    Params(q): Params<OrderWaitQuery>,
 ) -> Answer<OrderStepped> {
     let timeout = wait_for(q.timeout_seconds)?;
     let written = a.app.wait_order(&id, q.since, timeout).await?;
     Ok(Json(OrderStepped::new(&written, a.app.now())))
 }
 
-async fn news(a: Authed, Query(q): Query<NewsQuery>) -> Answer<doc::News> {
+async fn news(a: Authed, Params(q): Params<NewsQuery>) -> Answer<doc::News> {
     let timeout = wait_for(q.timeout_seconds)?;
     let news = a.app.wait_news(a.reader(), q.after, timeout).await?;
     Ok(Json((&news).into()))
 }
 
-async fn runs(a: Authed, Query(q): Query<AllQuery>) -> Answer<Runs> {
+async fn runs(a: Authed, Params(q): Params<AllQuery>) -> Answer<Runs> {
     let now = a.app.now();
     let query = RunQuery {
         ended_since: (!q.all).then_some(now - 3_600_000),

@@ -22,6 +22,10 @@ pub struct ServeArgs {
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:7878", value_name = "HOST:PORT")]
     pub bind: SocketAddr,
+    /// Failed authentications one address may make in a minute before it is refused
+    /// outright (429) for the rest of that minute.
+    #[arg(long, default_value_t = baton_server::FAILURE_LIMIT, value_name = "N")]
+    pub max_auth_failures: u32,
 }
 
 pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
@@ -44,7 +48,10 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
             _ = terminate.recv() => {}
         }
     };
-    let server = baton_server::Server::new(database, settings);
+    let options = baton_server::Options {
+        failure_limit: args.max_auth_failures,
+    };
+    let server = baton_server::Server::with_options(database, settings, options);
     // The address goes to stderr: stdout stays empty until the server has stopped.
     eprintln!("baton serve: listening on http://{bound}/v1 (API: http://{bound}/v1/openapi.json)");
     baton_server::serve(listener, baton_server::router(server), shutdown).await?;
