@@ -8,12 +8,12 @@ use baton_store::Store;
 
 use crate::Result;
 
-/// How often a wait looks at the store's generation (one cheap query); it reads more only
-/// when the generation moved. SQLite has no change notification to wait on.
-pub const POLL: Duration = Duration::from_millis(50);
+pub use baton_store::POLL;
 
-/// Runs `check` whenever the store's generation moves (and once at the start) until it
-/// yields a value or `timeout` passes; `None` at the deadline.
+/// Runs `check` at once and again whenever the store's generation moves, until it yields a
+/// value or `timeout` passes; `None` at the deadline. The store says when it moved
+/// ([`baton_store::Backend::changed`]): by looking every [`POLL`] on SQLite, by being
+/// told of each commit on PostgreSQL.
 pub async fn until<T, F, Fut>(
     store: &dyn Store,
     timeout: Duration,
@@ -24,19 +24,22 @@ where
     Fut: Future<Output = Result<Option<T>>>,
 {
     let deadline = Instant::now() + timeout;
-    let mut seen = -1;
+    // Read before checking: a commit that lands after the check moves it.
+    let mut seen = store.generation().await?;
+    if let Some(found) = check().await? {
+        return Ok(Some(found));
+    }
     loop {
-        let generation = store.generation().await?;
-        if generation != seen {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        let generation = store.changed(seen, left).await?;
+        if generation > seen {
             seen = generation;
             if let Some(found) = check().await? {
                 return Ok(Some(found));
             }
         }
-        let now = Instant::now();
-        if now >= deadline {
-            return Ok(None);
-        }
-        tokio::time::sleep(POLL.min(deadline - now)).await;
     }
 }

@@ -493,7 +493,10 @@ async fn issue_key(a: Authed, Body(b): Body<KeyBody>) -> Answer<KeyIssued> {
     }))
 }
 
-async fn revoke_key(a: Authed, Segments((_, id)): Segments<(String, String)>) -> Answer<KeyRevoked> {
+async fn revoke_key(
+    a: Authed,
+    Segments((_, id)): Segments<(String, String)>,
+) -> Answer<KeyRevoked> {
     let me = a.may(Scope::Admin, "revoke keys")?;
     let key = a.app.revoke_key(me.as_str(), &id).await?;
     Ok(Json(KeyRevoked {
@@ -526,7 +529,10 @@ async fn stream(a: Authed, Body(b): Body<StreamBody>) -> Answer<doc::Recorded> {
     record(&a, "baton/stream@1", &[op]).await
 }
 
-async fn stream_done(a: Authed, Segments((_, name)): Segments<(String, String)>) -> Answer<doc::Recorded> {
+async fn stream_done(
+    a: Authed,
+    Segments((_, name)): Segments<(String, String)>,
+) -> Answer<doc::Recorded> {
     record(&a, "baton/stream@1", &[StateOp::StreamDone { name }]).await
 }
 
@@ -621,7 +627,10 @@ async fn write_receipt(a: Authed, Body(b): Body<ReceiptBody>) -> Answer<ReceiptW
     }))
 }
 
-async fn receipt(a: Authed, Segments((_, step)): Segments<(String, String)>) -> Answer<ReceiptShown> {
+async fn receipt(
+    a: Authed,
+    Segments((_, step)): Segments<(String, String)>,
+) -> Answer<ReceiptShown> {
     Ok(Json(ReceiptShown {
         receipt: a.app.receipt(&step).await?,
     }))

@@ -43,6 +43,10 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// How long a writer waits for another writer before giving up with [`StoreError::Busy`].
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How often a backend that cannot be told of a commit looks at its generation while
+/// someone waits (one cheap query).
+pub const POLL: Duration = Duration::from_millis(50);
+
 /// A place that holds projects by name: a directory of SQLite files (one a project), or a
 /// PostgreSQL database (every table keyed by project). What `baton serve` and keyless
 /// administration (`baton --db URL …`) open.
@@ -166,6 +170,21 @@ pub trait Backend: Send + Sync {
     async fn keys(&self) -> Result<Vec<Key>>;
     /// The store's generation: the sequence number of its newest event (0 when empty).
     async fn generation(&self) -> Result<i64>;
+
+    /// Waits until the generation is past `seen`, or `timeout` passes; returns the
+    /// generation then. This looks every [`POLL`]; a backend that is told of commits
+    /// (PostgreSQL's `LISTEN/NOTIFY`) wakes when one lands instead.
+    async fn changed(&self, seen: i64, timeout: Duration) -> Result<i64> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let generation = self.generation().await?;
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if generation > seen || left.is_zero() {
+                return Ok(generation);
+            }
+            tokio::time::sleep(POLL.min(left)).await;
+        }
+    }
 }
 
 /// Every operation on a store: a backend's reads, and the writes [`write`] implements

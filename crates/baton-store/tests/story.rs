@@ -2584,6 +2584,28 @@ async fn a_key_is_issued_revoked_alone_and_never_holds_its_token(store: &dyn Sto
     );
 }
 
+/// Story 24: A wait for the store to move returns once another writer commits, with the
+/// generation it moved to; with nothing written it returns at its timeout, unmoved.
+async fn a_wait_wakes_when_another_writer_commits(store: &dyn Store) {
+    cast(store).await;
+    let seen = generation(store).await;
+    let idle = store
+        .changed(seen, Duration::from_millis(100))
+        .await
+        .unwrap();
+    assert_eq!(idle, seen, "nothing was written");
+    let started = std::time::Instant::now();
+    let (moved, id) = tokio::join!(store.changed(seen, Duration::from_secs(30)), async {
+        send(store, "planner", draft(&["exec-1"], Info, "t", "wake up")).await
+    });
+    let moved = moved.unwrap();
+    assert!(moved > seen, "{moved} after {seen}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "woken by the commit of {id}, not by the timeout"
+    );
+}
+
 /// Every story, on every backend: one list, so a new story runs everywhere or nowhere.
 macro_rules! every_backend {
     ($($module:ident: $backend:ty),* $(,)?) => {
@@ -2607,6 +2629,7 @@ macro_rules! every_backend {
                     an_offer_is_checked_and_orders_list_by_party,
                     an_imported_event_keeps_its_id_and_time,
                     a_key_is_issued_revoked_alone_and_never_holds_its_token,
+                    a_wait_wakes_when_another_writer_commits,
                     racing_writers_queue_and_the_log_has_no_gaps,
                     racing_order_steps_one_wins_the_others_find_it_moved,
                 ];

@@ -33,6 +33,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRo
 use sqlx::{AssertSqlSafe, Connection, Postgres, QueryBuilder, Row, Transaction};
 
 mod keys;
+mod notify;
 mod orders;
 mod runs;
 
@@ -59,6 +60,7 @@ const MAX_CONNECTIONS: u32 = 8;
 pub struct PostgresDatabase {
     pool: PgPool,
     busy_timeout: Duration,
+    notifier: Arc<notify::Notifier>,
 }
 
 /// One project's store in a [`PostgresDatabase`].
@@ -68,6 +70,7 @@ pub struct PostgresStore {
     project: i64,
     name: ProjectName,
     busy_timeout: Duration,
+    notifier: Arc<notify::Notifier>,
 }
 
 impl PostgresDatabase {
@@ -97,7 +100,11 @@ impl PostgresDatabase {
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(busy_timeout)
             .connect_lazy_with(options);
-        Ok(Self { pool, busy_timeout })
+        Ok(Self {
+            pool,
+            busy_timeout,
+            notifier: Arc::default(),
+        })
     }
 
     /// Project `name`'s store; refused as not found when there is no such project.
@@ -113,6 +120,7 @@ impl PostgresDatabase {
             project,
             name: name.clone(),
             busy_timeout: self.busy_timeout,
+            notifier: Arc::clone(&self.notifier),
         })
     }
 }
@@ -722,11 +730,24 @@ async fn priors(
 
 #[async_trait]
 impl Backend for PostgresStore {
+    async fn changed(&self, seen: i64, timeout: Duration) -> Result<i64> {
+        notify::changed(
+            &self.notifier,
+            &self.pool,
+            self.project,
+            seen,
+            timeout,
+            || self.generation(),
+        )
+        .await
+    }
+
     async fn begin(&self) -> Result<Box<dyn Tx>> {
         Ok(Box::new(PostgresTx {
             tx: self.write().await?,
             project: self.project,
             busy_timeout: self.busy_timeout,
+            appended: None,
         }))
     }
 
@@ -1011,6 +1032,8 @@ struct PostgresTx {
     tx: Transaction<'static, Postgres>,
     project: i64,
     busy_timeout: Duration,
+    /// The newest event appended, told to waiters when the transaction commits.
+    appended: Option<i64>,
 }
 
 impl PostgresTx {
@@ -1023,7 +1046,9 @@ impl PostgresTx {
 impl Tx for PostgresTx {
     async fn append(&mut self, event: NewEvent) -> Result<Event> {
         let result = append(&mut self.tx, self.project, event).await;
-        result.map_err(|e| self.err(e))
+        let event = result.map_err(|e| self.err(e))?;
+        self.appended = Some(event.seq);
+        Ok(event)
     }
 
     async fn participant(&mut self, name: &str) -> Result<Option<Participant>> {
@@ -1126,8 +1151,17 @@ impl Tx for PostgresTx {
         result.map_err(|e| self.err(e))
     }
 
-    async fn commit(self: Box<Self>) -> Result<()> {
+    async fn commit(mut self: Box<Self>) -> Result<()> {
         let busy_timeout = self.busy_timeout;
+        if let Some(seq) = self.appended {
+            // Delivered to listeners when, and only if, the transaction commits.
+            let told = sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(notify::CHANNEL)
+                .bind(format!("{}:{seq}", self.project))
+                .execute(&mut *self.tx)
+                .await;
+            told.map_err(|e| classify(&e, busy_timeout))?;
+        }
         self.tx
             .commit()
             .await
