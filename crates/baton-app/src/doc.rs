@@ -15,7 +15,7 @@ use baton_core::state::{
 };
 use baton_core::time::rfc3339;
 use baton_core::{
-    Change, DeliveryStatus, Envelope, Event, Millis, Participant, Passname, Recipient,
+    Change, DeliveryStatus, Envelope, Event, Millis, Participant, Passname, Power, Recipient,
     RequestStatus, Topic,
 };
 use baton_core::{MessageType, awl::Finding};
@@ -243,20 +243,81 @@ impl From<baton_store::Stepped> for Step {
 
 // ---- participants -------------------------------------------------------------------------
 
+/// A participant's authority: what it may do and where.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PolicyView {
+    /// Its powers: request, send, accept, approve, effects.
+    pub may: Vec<Power>,
+    /// The topics they reach (`billing`, `billing-*`); absent, every topic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topics: Option<Vec<String>>,
+    /// True when it is the role's default (it follows the role).
+    pub default: bool,
+}
+
+impl PolicyView {
+    pub fn of(p: &Participant) -> Self {
+        let policy = p.policy();
+        Self {
+            may: policy.may.iter().copied().collect(),
+            topics: policy
+                .topics
+                .map(|t| t.iter().map(|p| p.as_str().to_owned()).collect()),
+            default: p.policy.is_none(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct AgentAdded {
     pub name: Passname,
     pub role: String,
     /// False when it was registered already, with the same role.
     pub created: bool,
+    /// True when the policy given was set (it differed from the one held).
+    pub policy_set: bool,
+    pub policy: PolicyView,
 }
 doc!(AgentAdded, "baton/agent-add@1");
+
+impl AgentAdded {
+    pub fn new(added: &baton_store::Added) -> Self {
+        let p = &added.participant;
+        Self {
+            name: p.name.clone(),
+            role: p.role.clone(),
+            created: added.created,
+            policy_set: added.policy_set,
+            policy: PolicyView::of(p),
+        }
+    }
+}
+
+/// A participant's policy after a change.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AgentPolicy {
+    pub name: Passname,
+    pub role: String,
+    pub policy: PolicyView,
+}
+doc!(AgentPolicy, "baton/agent-policy@1");
+
+impl AgentPolicy {
+    pub fn new(p: &Participant) -> Self {
+        Self {
+            name: p.name.clone(),
+            role: p.role.clone(),
+            policy: PolicyView::of(p),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct AgentRow {
     pub name: Passname,
     pub role: String,
     pub added_at: String,
+    pub policy: PolicyView,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -274,6 +335,51 @@ impl Agents {
                     name: p.name.clone(),
                     role: p.role.clone(),
                     added_at: rfc3339(p.added_at),
+                    policy: PolicyView::of(p),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One action refused as beyond authority.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SecurityEventRow {
+    /// The event's place in the log: pass it as `before` for the page after this one.
+    pub seq: i64,
+    pub at: String,
+    pub participant: Passname,
+    /// What was tried: a power (`request`, `approve` …) or what a key's scope did not allow.
+    pub action: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    pub code: String,
+    pub reason: String,
+}
+
+/// The newest security events, newest first.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SecurityEvents {
+    pub items: Vec<SecurityEventRow>,
+}
+doc!(SecurityEvents, "baton/security-events@1");
+
+impl SecurityEvents {
+    pub fn new(events: &[Event]) -> Self {
+        Self {
+            items: events
+                .iter()
+                .filter_map(|e| match &e.change {
+                    Change::Denied(d) => Some(SecurityEventRow {
+                        seq: e.seq,
+                        at: rfc3339(e.at),
+                        participant: d.participant.clone(),
+                        action: d.action.clone(),
+                        topic: d.topic.as_ref().map(|t| t.to_string()),
+                        code: d.code.clone(),
+                        reason: d.reason.clone(),
+                    }),
+                    _ => None,
                 })
                 .collect(),
         }
@@ -975,6 +1081,8 @@ mod tests {
             schemars::schema_for!(Step),
             schemars::schema_for!(AgentAdded),
             schemars::schema_for!(Agents),
+            schemars::schema_for!(AgentPolicy),
+            schemars::schema_for!(SecurityEvents),
             schemars::schema_for!(Recorded),
             schemars::schema_for!(State),
             schemars::schema_for!(StateRendered),

@@ -9,6 +9,7 @@
 //! terminal itself, and an edge that needs more than parsing its input and rendering the
 //! result is missing a use case here.
 
+mod authority;
 pub mod doc;
 pub mod host;
 mod keys;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 use baton_core::Millis;
 use baton_store::{Store, StoreError};
 
+pub use authority::PolicyEdit;
 pub use host::{Clock, Files, Hashed, Host, PathClock, PathProblem, Processes};
 pub use keys::Caller;
 pub use ledger::{Pass, RunRow};

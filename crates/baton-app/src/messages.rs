@@ -7,7 +7,7 @@ use baton_core::{
     Draft, Envelope, Field, MessageType, Participant, Passname, Payload, Record, Refusal, Topic,
     Verb,
 };
-use baton_store::{Added, Fetched, Page, SearchQuery, Sent, Stepped, StoreError};
+use baton_store::{Fetched, Page, SearchQuery, Sent, Stepped, StoreError};
 use serde_json::{Map, Value};
 
 use crate::{App, Result};
@@ -81,14 +81,6 @@ impl App {
             }
             .into()),
         }
-    }
-
-    pub async fn add_participant(&self, actor: &str, name: &str, role: &str) -> Result<Added> {
-        let name = Passname::new(name).map_err(|error| Refusal::Name {
-            field: Field::Name,
-            error,
-        })?;
-        self.store().add_participant(actor, &name, role).await
     }
 
     pub async fn participants(&self) -> Result<Vec<Participant>> {

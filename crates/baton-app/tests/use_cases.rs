@@ -125,7 +125,9 @@ async fn fixture() -> Fixture {
         ("impl-1", "executor"),
         ("impl-2", "executor"),
     ] {
-        app.add_participant("@local", name, role).await.unwrap();
+        app.add_participant("@local", name, role, &Default::default())
+            .await
+            .unwrap();
     }
     Fixture { app, dir }
 }

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::authority::{Denied, Policy};
 use crate::delivery::{DeliveryStatus, RequestStatus};
 use crate::key::KeyChange;
 use crate::message::MessageType;
@@ -36,6 +37,15 @@ pub struct Event {
 pub enum Change {
     #[serde(rename = "participant.added")]
     ParticipantAdded { name: Passname, role: String },
+    /// A participant's authority policy was set (`None`: back to its role's default).
+    #[serde(rename = "participant.policy")]
+    PolicySet {
+        name: Passname,
+        policy: Option<Policy>,
+    },
+    /// An action beyond authority was refused: a security event.
+    #[serde(rename = "security.refused")]
+    Denied(Denied),
     #[serde(rename = "message.sent")]
     MessageSent(Box<SentMessage>),
     /// A recipient's status for one message changed.
@@ -73,6 +83,8 @@ impl Change {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::ParticipantAdded { .. } => "participant.added",
+            Self::PolicySet { .. } => "participant.policy",
+            Self::Denied(_) => "security.refused",
             Self::MessageSent(_) => "message.sent",
             Self::DeliveryChanged { .. } => "delivery.changed",
             Self::RequestChanged { .. } => "request.changed",
@@ -86,7 +98,8 @@ impl Change {
     /// The thing the event is about: a passname, a message, run or order id.
     pub fn subject(&self) -> &str {
         match self {
-            Self::ParticipantAdded { name, .. } => name.as_str(),
+            Self::ParticipantAdded { name, .. } | Self::PolicySet { name, .. } => name.as_str(),
+            Self::Denied(d) => d.participant.as_str(),
             Self::MessageSent(m) => &m.id,
             Self::DeliveryChanged { message, .. } | Self::RequestChanged { message, .. } => message,
             Self::State(change) => change.subject(),

@@ -7,6 +7,7 @@
 //! facts it needs as arguments, so it is tested as data. Storage lives in `baton-store`,
 //! the terminal in `baton`.
 
+pub mod authority;
 pub mod awl;
 pub mod delivery;
 pub mod event;
@@ -23,6 +24,7 @@ pub mod state;
 pub mod statefile;
 pub mod time;
 
+pub use authority::{Denied, Policy, Power};
 pub use delivery::{DeliveryAction, DeliveryStatus, RequestAction, RequestStatus, Verb};
 pub use event::{Change, Event};
 pub use message::{Draft, Envelope, MessageType, Payload, PayloadError, Recipient};

@@ -86,6 +86,8 @@ pub enum Field {
     /// The `to` of a Work Order document.
     OrderTo,
     Cursor,
+    /// A change to a participant's policy: its powers, its topics, or the role's default.
+    Policy,
 }
 
 impl Field {
@@ -118,6 +120,7 @@ impl Field {
             Self::Name => "name",
             Self::Actor => "as",
             Self::OrderTo => "to",
+            Self::Policy => "may",
             Self::Cursor => "cursor",
         }
     }
@@ -144,6 +147,7 @@ impl Field {
             Self::Note => "note",
             Self::Subject => "subject",
             Self::DependencyChange => "dependency change",
+            Self::Policy => "policy change",
             Self::Step => "step",
             Self::Artifact => "artifact",
             Self::Alert => "alert",
@@ -391,6 +395,12 @@ pub enum Refusal {
     /// A note's subject is a path outside the project.
     #[error("{subject:?} is outside the project ({root})")]
     Outside { subject: String, root: String },
+    #[error(
+        "topic pattern {pattern:?} is not valid: use a topic (billing), a prefix (billing-*) or * for every topic"
+    )]
+    TopicPattern { pattern: String },
+    #[error("unknown power {name:?}: use request, send, accept, approve, effects or none")]
+    PowerName { name: String },
     #[error("cursor {cursor:?} is not one this store issued")]
     Cursor { cursor: String },
     /// Filtering by "my status" without saying who I am.
@@ -429,6 +439,15 @@ pub enum Refusal {
     LogLine { line: usize, problem: String },
 
     // ---- forbidden ----
+    /// An action beyond the actor's authority policy.
+    #[error("{actor} ({role}) may not {} on topic {topic}: its policy allows {policy}", power.doing())]
+    Beyond {
+        actor: Passname,
+        role: String,
+        power: crate::authority::Power,
+        topic: crate::names::Topic,
+        policy: Box<crate::authority::Policy>,
+    },
     #[error("{who} is neither a recipient nor the sender of {id}")]
     NotAParty { who: Passname, id: String },
     /// The sender of a request tried a recipient's step.
@@ -511,6 +530,8 @@ impl Refusal {
             | Self::SelfSend { .. }
             | Self::Outside { .. }
             | Self::Cursor { .. }
+            | Self::TopicPattern { .. }
+            | Self::PowerName { .. }
             | Self::StatusNeedsIdentity
             | Self::Transition(_)
             | Self::NotARequest { .. }
@@ -523,7 +544,8 @@ impl Refusal {
             | Self::WrongDocument { .. }
             | Self::NotAnExit(_)
             | Self::LogLine { .. } => K::Invalid,
-            Self::NotAParty { .. }
+            Self::Beyond { .. }
+            | Self::NotAParty { .. }
             | Self::SenderSteps { .. }
             | Self::OrderRole { .. }
             | Self::OfferFrom { .. }

@@ -28,16 +28,19 @@ pub struct Authed {
 
 impl Authed {
     /// The acting participant, provided the key's scope allows `needed`.
-    pub fn may(&self, needed: Scope, action: &'static str) -> Result<&Passname, ApiError> {
+    pub async fn may(&self, needed: Scope, action: &'static str) -> Result<&Passname, ApiError> {
         if self.caller.scope.allows(needed) {
-            Ok(&self.caller.participant)
-        } else {
-            Err(Refusal::Scope {
-                scope: self.caller.scope,
-                action,
-            }
-            .into())
+            return Ok(&self.caller.participant);
         }
+        let refusal = Refusal::Scope {
+            scope: self.caller.scope,
+            action,
+        };
+        // Beyond the key's authority: a security event, like an action beyond a policy.
+        self.app
+            .record_refusal(&self.caller.participant, &refusal)
+            .await?;
+        Err(refusal.into())
     }
 
     /// The acting participant, for a read.

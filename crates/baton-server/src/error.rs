@@ -115,6 +115,10 @@ fn hint(r: &Refusal) -> Option<String> {
             "send `Authorization: Bearer TOKEN` with a key issued by `baton key issue`".into()
         }
         Refusal::Scope { .. } => "ask an administrator for a key of a wider scope".into(),
+        Refusal::Beyond { actor, .. } => format!(
+            "nothing changed and the attempt is recorded; an admin key can widen the policy: \
+             POST …/participants/{actor}/policy"
+        ),
         Refusal::ActorInRequest => "leave the actor out: the key says who is acting".into(),
         Refusal::Findings { .. } => "each finding names its rule and the path in `document`".into(),
         _ => return None,

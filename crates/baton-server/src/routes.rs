@@ -11,11 +11,11 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use baton_app::doc::{
-    self, AgentAdded, Agents, AlertAcked, Alerts, Inbox, KeyIssued, KeyRevoked, KeyRow, Keys,
-    MessageRow, OrderRow, OrderShown, OrderStepped, Orders, Outbox, ReceiptShown, ReceiptWritten,
-    Resume, RunDoc, Runs, Search, Sent, Show, State, Step, Thread,
+    self, AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Inbox, KeyIssued, KeyRevoked,
+    KeyRow, Keys, MessageRow, OrderRow, OrderShown, OrderStepped, Orders, Outbox, ReceiptShown,
+    ReceiptWritten, Resume, RunDoc, Runs, Search, SecurityEvents, Sent, Show, State, Step, Thread,
 };
-use baton_app::{Body as Payload, Layout, OrderStep, Outgoing};
+use baton_app::{Body as Payload, Layout, OrderStep, Outgoing, PolicyEdit};
 use baton_core::key::Scope;
 use baton_core::packet::DEFAULT_MAX_BYTES;
 use baton_core::state::StateOp;
@@ -188,6 +188,35 @@ pub struct SearchParams {
 pub struct ParticipantBody {
     pub name: String,
     pub role: String,
+    /// Its powers (request, send, accept, approve, effects; `none` for none); absent, its
+    /// role's.
+    #[serde(default)]
+    pub may: Option<Vec<String>>,
+    /// The topics they reach (`billing`, `billing-*`, `*`); absent, every topic.
+    #[serde(default)]
+    pub topics: Option<Vec<String>>,
+}
+
+/// A change to a participant's policy: each field given replaces the current one;
+/// `default` starts from the role's default (alone, it returns to it).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyBody {
+    #[serde(default)]
+    pub may: Option<Vec<String>>,
+    #[serde(default)]
+    pub topics: Option<Vec<String>>,
+    #[serde(default)]
+    pub default: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SecurityQuery {
+    /// Events before this seq (the `seq` of the last one of the previous page).
+    pub before: Option<i64>,
+    /// At most this many (1 to 500; 50 unless given).
+    pub limit: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -327,7 +356,7 @@ async fn outbox(a: Authed, Params(q): Params<AllQuery>) -> Answer<Outbox> {
 }
 
 async fn send(a: Authed, Body(b): Body<SendBody>) -> Answer<Sent> {
-    let me = a.may(Scope::Write, "send")?;
+    let me = a.may(Scope::Write, "send").await?;
     let body = match (b.body, b.payload) {
         (Some(text), None) => Payload::Text(text),
         (None, Some(object)) => Payload::Object(object),
@@ -384,7 +413,7 @@ async fn step(
     Segments((_, id, action)): Segments<(String, String, String)>,
     Body(b): Body<StepBody>,
 ) -> Answer<Step> {
-    let me = a.may(Scope::Write, "change a message's status")?;
+    let me = a.may(Scope::Write, "change a message's status").await?;
     let (verb, note) = match action.as_str() {
         "ack" => (Verb::Ack, None),
         "complete" => (Verb::Complete, b.note),
@@ -446,17 +475,45 @@ async fn participants(a: Authed) -> Answer<Agents> {
 }
 
 async fn add_participant(a: Authed, Body(b): Body<ParticipantBody>) -> Answer<AgentAdded> {
-    let me = a.may(Scope::Admin, "add participants")?;
-    let added = a.app.add_participant(me.as_str(), &b.name, &b.role).await?;
-    Ok(Json(AgentAdded {
-        name: added.participant.name,
-        role: added.participant.role,
-        created: added.created,
-    }))
+    let me = a.may(Scope::Admin, "add participants").await?;
+    let edit = PolicyEdit {
+        may: b.may,
+        topics: b.topics,
+        default: false,
+    };
+    let added = a
+        .app
+        .add_participant(me.as_str(), &b.name, &b.role, &edit)
+        .await?;
+    Ok(Json(AgentAdded::new(&added)))
+}
+
+async fn set_policy(
+    a: Authed,
+    Segments((_, name)): Segments<(String, String)>,
+    Body(b): Body<PolicyBody>,
+) -> Answer<AgentPolicy> {
+    let me = a.may(Scope::Admin, "change policies").await?;
+    let edit = PolicyEdit {
+        may: b.may,
+        topics: b.topics,
+        default: b.default,
+    };
+    let participant = a.app.set_policy(me.as_str(), &name, &edit).await?;
+    Ok(Json(AgentPolicy::new(&participant)))
+}
+
+async fn security_events(a: Authed, Params(q): Params<SecurityQuery>) -> Answer<SecurityEvents> {
+    a.may(Scope::Admin, "read security events").await?;
+    let events = a
+        .app
+        .security_events(q.before, q.limit.unwrap_or(50))
+        .await?;
+    Ok(Json(SecurityEvents::new(&events)))
 }
 
 async fn keys(a: Authed) -> Answer<Keys> {
-    a.may(Scope::Admin, "list keys")?;
+    a.may(Scope::Admin, "list keys").await?;
     let now = a.app.now();
     let items = a
         .app
@@ -469,7 +526,7 @@ async fn keys(a: Authed) -> Answer<Keys> {
 }
 
 async fn issue_key(a: Authed, Body(b): Body<KeyBody>) -> Answer<KeyIssued> {
-    let me = a.may(Scope::Admin, "issue keys")?;
+    let me = a.may(Scope::Admin, "issue keys").await?;
     let expires = b
         .expires
         .as_deref()
@@ -497,7 +554,7 @@ async fn revoke_key(
     a: Authed,
     Segments((_, id)): Segments<(String, String)>,
 ) -> Answer<KeyRevoked> {
-    let me = a.may(Scope::Admin, "revoke keys")?;
+    let me = a.may(Scope::Admin, "revoke keys").await?;
     let key = a.app.revoke_key(me.as_str(), &id).await?;
     Ok(Json(KeyRevoked {
         key: KeyRow::new(&key, a.app.now()),
@@ -512,7 +569,7 @@ async fn state(a: Authed) -> Answer<State> {
 
 /// Records state changes as the key's participant, answering as the CLI command `schema`.
 async fn record(a: &Authed, schema: &'static str, ops: &[StateOp]) -> Answer<doc::Recorded> {
-    let me = a.may(Scope::Write, "change the project state")?;
+    let me = a.may(Scope::Write, "change the project state").await?;
     let recorded = a.app.record(me.as_str(), ops).await?;
     Ok(Json(doc::Recorded::new(schema, &recorded)))
 }
@@ -555,7 +612,7 @@ async fn constrain(a: Authed, Body(b): Body<ConstrainBody>) -> Answer<doc::Recor
 }
 
 async fn note(a: Authed, Body(b): Body<NoteBody>) -> Answer<doc::Recorded> {
-    let me = a.may(Scope::Write, "write notes")?;
+    let me = a.may(Scope::Write, "write notes").await?;
     let recorded = a
         .app
         .note(me.as_str(), b.text, &b.subject, a.app.root())
@@ -608,7 +665,7 @@ async fn alerts(a: Authed) -> Answer<Alerts> {
 }
 
 async fn ack_alert(a: Authed, Segments((_, id)): Segments<(String, String)>) -> Answer<AlertAcked> {
-    let me = a.may(Scope::Write, "acknowledge alerts")?;
+    let me = a.may(Scope::Write, "acknowledge alerts").await?;
     a.app
         .record(me.as_str(), &[StateOp::AlertAck { id: id.clone() }])
         .await?;
@@ -616,7 +673,7 @@ async fn ack_alert(a: Authed, Segments((_, id)): Segments<(String, String)>) -> 
 }
 
 async fn write_receipt(a: Authed, Body(b): Body<ReceiptBody>) -> Answer<ReceiptWritten> {
-    let me = a.may(Scope::Write, "write receipts")?;
+    let me = a.may(Scope::Write, "write receipts").await?;
     let (receipt, event) = a
         .app
         .write_receipt(me.as_str(), a.app.root(), b.step, b.artifact, b.run)
@@ -642,14 +699,14 @@ async fn wait_receipt(
     Params(q): Params<WaitQuery>,
 ) -> Answer<ReceiptShown> {
     // A missed wait raises an alert: that is a write.
-    let me = a.may(Scope::Write, "wait for a receipt")?;
+    let me = a.may(Scope::Write, "wait for a receipt").await?;
     let timeout = wait_for(q.timeout_seconds)?;
     let receipt = a.app.wait_receipt(me.as_str(), &step, timeout).await?;
     Ok(Json(ReceiptShown { receipt }))
 }
 
 async fn offer(a: Authed, Body(b): Body<OrderBody>) -> Answer<OrderStepped> {
-    let me = a.may(Scope::Write, "offer orders")?;
+    let me = a.may(Scope::Write, "offer orders").await?;
     let written = a
         .app
         .offer(me, Value::Object(b.document), b.topic.as_deref())
@@ -675,7 +732,7 @@ async fn order_step(
     Segments((_, id, action)): Segments<(String, String, String)>,
     Body(b): Body<OrderStepBody>,
 ) -> Answer<OrderStepped> {
-    let me = a.may(Scope::Write, "take order steps")?;
+    let me = a.may(Scope::Write, "take order steps").await?;
     let missing = |what: &str| {
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -829,6 +886,20 @@ pub fn router(server: Arc<Server>) -> Router {
             "Register a participant",
             admin,
             add_participant,
+        )
+        .route::<Nothing, PolicyBody, AgentPolicy, _, _>(
+            Method::POST,
+            &p("/participants/{name}/policy"),
+            "Change a participant's authority policy",
+            admin,
+            set_policy,
+        )
+        .route::<SecurityQuery, Nothing, SecurityEvents, _, _>(
+            Method::GET,
+            &p("/security-events"),
+            "Actions refused as beyond authority, newest first",
+            admin,
+            security_events,
         )
         .route::<Nothing, Nothing, Keys, _, _>(
             Method::GET,

@@ -65,7 +65,9 @@ fn served() -> Served {
             db.add_project(&name).await.unwrap();
             let app = app(&db, project).await;
             for (who, role) in people {
-                app.add_participant("@local", who, role).await.unwrap();
+                app.add_participant("@local", who, role, &Default::default())
+                    .await
+                    .unwrap();
             }
         }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -406,6 +408,80 @@ fn a_key_decides_who_acts_and_what_it_may_do() {
     );
     let (status, _) = call("GET", &s.url("shop", "/inbox"), Some(&writer), None);
     assert_eq!(status, 200, "other keys keep working");
+}
+
+#[test]
+fn actions_beyond_authority_are_refused_and_listed_as_security_events() {
+    let s = served();
+    let reader = s.key("shop", "impl-1", Scope::Read);
+    let writer = s.key("shop", "impl-1", Scope::Write);
+    let admin = s.key("shop", "owner", Scope::Admin);
+    let ask =
+        |topic: &str| json!({"to": ["planner"], "type": "request", "topic": topic, "body": "x"});
+    let messages = s.url("shop", "/messages");
+    // Beyond the key's scope, and beyond the executor's default policy.
+    let (status, _) = call("POST", &messages, Some(&reader), Some(ask("billing")));
+    assert_eq!(status, 403);
+    let (status, body) = call("POST", &messages, Some(&writer), Some(ask("billing")));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("forbidden")),
+        "{body}"
+    );
+    let hint = body["error"]["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("/participants/impl-1/policy"), "{body}");
+
+    // Only an admin key reads them, newest first.
+    let events = s.url("shop", "/security-events");
+    let (status, _) = call("GET", &events, Some(&writer), None);
+    assert_eq!(status, 403);
+    let (status, listed) = call("GET", &events, Some(&admin), None);
+    assert_eq!(status, 200, "{listed}");
+    let actions: Vec<&str> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    // The writer's refused read of the list is itself recorded, newest.
+    assert_eq!(
+        actions,
+        ["read security events", "request", "send"],
+        "{listed}"
+    );
+
+    // An admin key widens the policy; then the request goes through.
+    let (status, set) = call(
+        "POST",
+        &s.url("shop", "/participants/impl-1/policy"),
+        Some(&admin),
+        Some(json!({"may": ["request", "send", "accept"], "topics": ["billing-*"]})),
+    );
+    assert_eq!(status, 200, "{set}");
+    assert_eq!(set["policy"]["topics"], json!(["billing-*"]));
+    let (status, _) = call("POST", &messages, Some(&writer), Some(ask("billing-api")));
+    assert_eq!(status, 200);
+    let (status, _) = call("POST", &messages, Some(&writer), Some(ask("docs")));
+    assert_eq!(status, 403);
+    // A write key cannot change its own policy.
+    let (status, _) = call(
+        "POST",
+        &s.url("shop", "/participants/impl-1/policy"),
+        Some(&writer),
+        Some(json!({"default": true})),
+    );
+    assert_eq!(status, 403);
+    let (status, bad) = call(
+        "POST",
+        &s.url("shop", "/participants/impl-1/policy"),
+        Some(&admin),
+        Some(json!({"may": ["deploy"]})),
+    );
+    assert_eq!(
+        (status, bad["error"]["code"].as_str()),
+        (422, Some("refused")),
+        "{bad}"
+    );
 }
 
 #[test]

@@ -35,7 +35,9 @@ use baton_core::message::Prior;
 use baton_core::order::{Order, OrderRequest};
 use baton_core::run::{Run, RunChange};
 use baton_core::state::{ProjectState, StateOp};
-use baton_core::{Draft, Event, Millis, Participant, Passname, Payload, ProjectName, Topic};
+use baton_core::{
+    Denied, Draft, Event, Millis, Participant, Passname, Payload, Policy, ProjectName, Topic,
+};
 use serde_json::{Map, Value};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -165,6 +167,14 @@ pub trait Backend: Send + Sync {
     async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>>;
     /// Events after `after_seq`, oldest first, at most `limit`.
     async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>>;
+    /// The newest `limit` events of `kind` (`security.refused`) before `before_seq`
+    /// (every one when `None`), newest first.
+    async fn events_of_kind(
+        &self,
+        kind: &str,
+        before_seq: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<Event>>;
     async fn key(&self, id: &str) -> Result<Option<Key>>;
     /// Every key ever issued (revoked ones too), oldest first.
     async fn keys(&self) -> Result<Vec<Key>>;
@@ -191,8 +201,26 @@ pub trait Backend: Send + Sync {
 /// once over its transactions. Each write is atomic.
 #[async_trait]
 pub trait Store: Backend {
-    /// Registers a participant. Adding the same name with the same role again is harmless.
-    async fn add_participant(&self, actor: &str, name: &Passname, role: &str) -> Result<Added>;
+    /// Registers a participant, with `policy` when one is given (else its role's
+    /// default). Adding the same name with the same role again is harmless; a policy given
+    /// again that differs is set.
+    async fn add_participant(
+        &self,
+        actor: &str,
+        name: &Passname,
+        role: &str,
+        policy: Option<Policy>,
+    ) -> Result<Added>;
+    /// Sets a participant's authority policy (`None`: back to its role's default).
+    async fn set_policy(
+        &self,
+        actor: &str,
+        name: &Passname,
+        policy: Option<Policy>,
+    ) -> Result<Participant>;
+    /// Records a security event: an action refused as beyond authority. The writes below
+    /// record their own; an edge records those it refuses itself (a key's scope).
+    async fn record_denied(&self, denied: Denied) -> Result<Event>;
     /// Stores a message from `from`, or returns the original when it is a duplicate: same
     /// idempotency key (forever), or same type, topic, payload, parent and recipients
     /// within `window_ms` milliseconds.
@@ -251,12 +279,31 @@ pub trait Store: Backend {
 
 #[async_trait]
 impl<B: Backend + ?Sized> Store for B {
-    async fn add_participant(&self, actor: &str, name: &Passname, role: &str) -> Result<Added> {
-        write::add_participant(self, actor, name, role).await
+    async fn add_participant(
+        &self,
+        actor: &str,
+        name: &Passname,
+        role: &str,
+        policy: Option<Policy>,
+    ) -> Result<Added> {
+        write::add_participant(self, actor, name, role, policy).await
+    }
+
+    async fn set_policy(
+        &self,
+        actor: &str,
+        name: &Passname,
+        policy: Option<Policy>,
+    ) -> Result<Participant> {
+        write::set_policy(self, actor, name, policy).await
+    }
+
+    async fn record_denied(&self, denied: Denied) -> Result<Event> {
+        write::record_denied(self, denied).await
     }
 
     async fn send(&self, from: &Passname, draft: Draft, window_ms: i64) -> Result<Sent> {
-        write::send(self, from, draft, window_ms).await
+        write::recorded(self, from, write::send(self, from, draft, window_ms).await).await
     }
 
     async fn fetch(&self, reader: Option<&Passname>, id: &str) -> Result<Fetched> {
@@ -270,7 +317,7 @@ impl<B: Backend + ?Sized> Store for B {
         verb: Verb,
         note: Option<&str>,
     ) -> Result<Stepped> {
-        write::step(self, who, id, verb, note).await
+        write::recorded(self, who, write::step(self, who, id, verb, note).await).await
     }
 
     async fn change_state(&self, actor: &str, ops: &[StateOp]) -> Result<Vec<Event>> {
@@ -291,7 +338,8 @@ impl<B: Backend + ?Sized> Store for B {
         topic: Topic,
         document: Payload,
     ) -> Result<OrderWritten> {
-        write::create_order(self, actor, topic, document).await
+        let written = write::create_order(self, actor, topic, document).await;
+        write::recorded(self, actor, written).await
     }
 
     async fn order_step(
@@ -301,7 +349,8 @@ impl<B: Backend + ?Sized> Store for B {
         expected_seq: i64,
         request: OrderRequest,
     ) -> Result<OrderWritten> {
-        write::order_step(self, actor, id, expected_seq, request).await
+        let written = write::order_step(self, actor, id, expected_seq, request).await;
+        write::recorded(self, actor, written).await
     }
 
     async fn append_events(&self, events: Vec<NewEvent>) -> Result<Vec<Event>> {

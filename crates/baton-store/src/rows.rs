@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use baton_core::message::Prior;
 use baton_core::{
-    Change, DeliveryStatus, Envelope, Event, Participant, Passname, Recipient, Refusal,
+    Change, DeliveryStatus, Envelope, Event, Participant, Passname, Policy, Recipient, Refusal,
     RequestStatus, Topic,
 };
 use serde_json::{Map, Value};
@@ -70,13 +70,23 @@ pub(crate) fn events<R: Columns>(rows: &[R]) -> sqlx::Result<Vec<Event>> {
     rows.iter().map(event).collect()
 }
 
-/// A participant from `name, role, added_at`.
+/// A participant from `name, role, added_at, policy`.
 pub(crate) fn participant(row: &impl Columns) -> sqlx::Result<Participant> {
+    let policy = match row.maybe_text("policy")? {
+        Some(json) => Some(decode(serde_json::from_str(&json))?),
+        None => None,
+    };
     Ok(Participant {
         name: decode(Passname::try_from(row.text("name")?))?,
         role: row.text("role")?,
         added_at: row.int("added_at")?,
+        policy,
     })
+}
+
+/// The stored form of a participant's policy (`None`: its role's default).
+pub(crate) fn policy_text(policy: Option<&Policy>) -> Option<String> {
+    policy.map(|p| serde_json::to_string(p).expect("a policy serializes"))
 }
 
 /// A record kept whole as the JSON of its fold (a run, an order).

@@ -37,6 +37,8 @@ pub struct Added {
     pub participant: Participant,
     /// False when the participant already existed with the same role.
     pub created: bool,
+    /// Whether a policy was set (the one given differed from the one it held).
+    pub policy_set: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

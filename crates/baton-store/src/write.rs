@@ -9,6 +9,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use baton_core::authority::{self, Denied, Policy, Power};
 use baton_core::key::{self, Key, KeyChange};
 use baton_core::message::{self, duplicate_of};
 use baton_core::order::{self, OrderChange, OrderRequest};
@@ -20,8 +21,8 @@ use baton_core::{
 };
 
 use crate::{
-    Added, Backend, Fetched, KeyIssue, NewEvent, OrderWritten, Reaped, Result, Sent, Stepped, Tx,
-    Verb,
+    Added, Backend, Fetched, KeyIssue, NewEvent, OrderWritten, Reaped, Result, Sent, Stepped,
+    StoreError, Tx, Verb,
 };
 
 /// The store's clock: when an event is committed.
@@ -32,9 +33,9 @@ fn now() -> Millis {
         .unwrap_or(0)
 }
 
-async fn require_participant(tx: &mut dyn Tx, name: &str) -> Result<()> {
+async fn registered(tx: &mut dyn Tx, name: &str) -> Result<Participant> {
     match tx.participant(name).await? {
-        Some(_) => Ok(()),
+        Some(p) => Ok(p),
         None => Err(Refusal::UnknownParticipant {
             name: name.to_owned(),
         }
@@ -42,35 +43,88 @@ async fn require_participant(tx: &mut dyn Tx, name: &str) -> Result<()> {
     }
 }
 
+async fn require_participant(tx: &mut dyn Tx, name: &str) -> Result<()> {
+    registered(tx, name).await.map(drop)
+}
+
+/// Whether `who` (registered) may use `power` on `topic`, asked before anything is
+/// appended: a refusal leaves the transaction empty.
+async fn authorize(tx: &mut dyn Tx, who: &str, power: Power, topic: &Topic) -> Result<()> {
+    let participant = registered(tx, who).await?;
+    Ok(authority::authorize(&participant, power, topic)?)
+}
+
+/// Passes `result` on; when it is a refusal that is a security event (an action beyond
+/// `who`'s authority), records that first, in a transaction of its own: the refused
+/// one has already been dropped, having written nothing.
+pub async fn recorded<B: Backend + ?Sized, T: Send>(
+    backend: &B,
+    who: &Passname,
+    result: Result<T>,
+) -> Result<T> {
+    if let Err(StoreError::Refused(refusal)) = &result
+        && let Some(denied) = authority::denied(who, refusal)
+    {
+        record_denied(backend, denied).await?;
+    }
+    result
+}
+
+pub async fn record_denied<B: Backend + ?Sized>(backend: &B, denied: Denied) -> Result<Event> {
+    let mut tx = backend.begin().await?;
+    let actor = denied.participant.to_string();
+    let event = tx
+        .append(NewEvent::new(&actor, Change::Denied(denied), now()))
+        .await?;
+    tx.commit().await?;
+    Ok(event)
+}
+
 pub async fn add_participant<B: Backend + ?Sized>(
     backend: &B,
     actor: &str,
     name: &Passname,
     role: &str,
+    policy: Option<Policy>,
 ) -> Result<Added> {
     let mut tx = backend.begin().await?;
     let existing = tx.participant(name.as_str()).await?;
-    let Some(change) = participant::plan_add(existing.as_ref(), name, role)? else {
-        let participant = existing.expect("a participant that is already registered");
-        return Ok(Added {
-            participant,
-            created: false,
-        });
-    };
+    let created = existing.is_none();
+    let changes = participant::plan_add(existing.as_ref(), name, role, policy)?;
+    let policy_set = changes
+        .iter()
+        .any(|c| matches!(c, Change::PolicySet { .. }));
     let at = now();
-    tx.append(NewEvent::new(actor, change, at)).await?;
+    for change in changes {
+        tx.append(NewEvent::new(actor, change, at)).await?;
+    }
+    let participant = registered(tx.as_mut(), name.as_str()).await?;
     tx.commit().await?;
     Ok(Added {
-        participant: Participant {
-            name: name.clone(),
-            role: role.trim().to_owned(),
-            added_at: at,
-        },
-        created: true,
+        participant,
+        created,
+        policy_set,
     })
 }
 
-/// The send path, inside the caller's transaction: checks the recipients and the parent,
+pub async fn set_policy<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &str,
+    name: &Passname,
+    policy: Option<Policy>,
+) -> Result<Participant> {
+    let mut tx = backend.begin().await?;
+    let existing = registered(tx.as_mut(), name.as_str()).await?;
+    if let Some(change) = authority::plan_policy(&existing, policy)? {
+        tx.append(NewEvent::new(actor, change, now())).await?;
+    }
+    let participant = registered(tx.as_mut(), name.as_str()).await?;
+    tx.commit().await?;
+    Ok(participant)
+}
+
+/// The send path, inside the caller's transaction: checks the sender's authority (but for
+/// a step's own reply, which the step's authority covers), the recipients and the parent,
 /// returns the original of a duplicate, else appends the message. `send`, a step's reply
 /// and an order's offer all come through here.
 async fn send_in(
@@ -79,9 +133,15 @@ async fn send_in(
     mut draft: Draft,
     window_ms: i64,
     at: Millis,
+    checked: bool,
 ) -> Result<(Sent, Option<Event>)> {
     message::address(from, &mut draft)?;
-    require_participant(tx, from.as_str()).await?;
+    if checked {
+        let power = authority::for_send(draft.kind);
+        authorize(tx, from.as_str(), power, &draft.topic).await?;
+    } else {
+        require_participant(tx, from.as_str()).await?;
+    }
     for to in &draft.to {
         require_participant(tx, to.as_str()).await?;
     }
@@ -133,7 +193,7 @@ pub async fn send<B: Backend + ?Sized>(
     window_ms: i64,
 ) -> Result<Sent> {
     let mut tx = backend.begin().await?;
-    let (sent, _) = send_in(tx.as_mut(), from, draft, window_ms, now()).await?;
+    let (sent, _) = send_in(tx.as_mut(), from, draft, window_ms, now(), true).await?;
     // A duplicate wrote nothing; committing it is harmless.
     tx.commit().await?;
     Ok(sent)
@@ -182,13 +242,17 @@ pub async fn step<B: Backend + ?Sized>(
         .envelope(id)
         .await?
         .ok_or_else(|| Refusal::not_found(Record::Message, id))?;
+    // The lifecycle first (who may take which step), then the policy.
     let plan = delivery::plan_step(&envelope, who, verb, note)?;
+    if let Some(power) = authority::for_step(&envelope, who, verb) {
+        authorize(tx.as_mut(), who.as_str(), power, &envelope.topic).await?;
+    }
     let at = now();
     tx.append(NewEvent::new(who.as_str(), plan.change, at))
         .await?;
     let mut stepped = plan.stepped;
     if let Some(reply) = plan.reply {
-        let (sent, _) = send_in(tx.as_mut(), who, reply, 0, at).await?;
+        let (sent, _) = send_in(tx.as_mut(), who, reply, 0, at, false).await?;
         stepped.reply = Some(sent.id);
     }
     tx.commit().await?;
@@ -307,7 +371,7 @@ pub async fn create_order<B: Backend + ?Sized>(
         idempotency_key: None,
     };
     // No duplicate window: the order id already makes a second offer a conflict.
-    let (sent, message) = send_in(tx.as_mut(), actor, draft, 0, at).await?;
+    let (sent, message) = send_in(tx.as_mut(), actor, draft, 0, at, true).await?;
     created.message = sent.id;
     let id = created.order.clone();
     let event = tx
@@ -334,8 +398,17 @@ pub async fn order_step<B: Backend + ?Sized>(
 ) -> Result<OrderWritten> {
     let mut tx = backend.begin().await?;
     let current = order::found(tx.order(id).await?, id)?;
+    let power = authority::for_order(&request);
     let at = now();
+    // The lifecycle first (who may take which step), then the policy.
     let steps = order::plan(&current, actor.as_str(), request, expected_seq, at)?;
+    if let Some(power) = power {
+        let carrier = tx
+            .envelope(&current.message)
+            .await?
+            .ok_or_else(|| Refusal::not_found(Record::Message, &current.message))?;
+        authorize(tx.as_mut(), actor.as_str(), power, &carrier.topic).await?;
+    }
     let mut events = Vec::new();
     for step in steps {
         let change = Change::Order(OrderChange::Stepped(Box::new(step)));

@@ -15,6 +15,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use baton_core::authority::{Denied, Policy, Power};
 use baton_core::delivery::{request_transition, transition};
 use baton_core::message::DEFAULT_PAYLOAD_CAP;
 use baton_core::order::{OrderChange, OrderRequest, OrderStatus};
@@ -316,16 +317,21 @@ fn draft(to: &[&str], kind: MessageType, topic: &str, body: &str) -> Draft {
     }
 }
 
-/// A planner, two executors and an observer who is party to nothing unless named.
+/// A planner, two executors and an observer who is party to nothing unless named, and
+/// may answer what is escalated to it.
 async fn cast(store: &dyn Store) {
-    for (who, role) in [
-        ("planner", "planner"),
-        ("exec-1", "executor"),
-        ("exec-2", "executor"),
-        ("observer", "observer"),
+    let answers = Policy {
+        may: [Power::Approve].into(),
+        topics: None,
+    };
+    for (who, role, policy) in [
+        ("planner", "planner", None),
+        ("exec-1", "executor", None),
+        ("exec-2", "executor", None),
+        ("observer", "observer", Some(answers)),
     ] {
         store
-            .add_participant("@local", &name(who), role)
+            .add_participant("@local", &name(who), role, policy)
             .await
             .expect("a new participant");
     }
@@ -481,14 +487,14 @@ fn search_for(filters: &[Filter<'_>]) -> (Option<Passname>, SearchQuery) {
 /// Story 1: Participants are registered once; messages name only registered participants.
 async fn participants_register_once_and_gate_every_message(store: &dyn Store) {
     let added = store
-        .add_participant("@local", &name("planner"), "planner")
+        .add_participant("@local", &name("planner"), "planner", None)
         .await
         .unwrap();
     assert!(added.created);
     assert_eq!(added.participant.name, name("planner"));
     assert_eq!(added.participant.role, "planner");
     store
-        .add_participant("@local", &name("exec-1"), "executor")
+        .add_participant("@local", &name("exec-1"), "executor", None)
         .await
         .unwrap();
 
@@ -515,7 +521,7 @@ async fn participants_register_once_and_gate_every_message(store: &dyn Store) {
     // Adding the same name with the same role again is harmless and writes nothing.
     let before = generation(store).await;
     let again = store
-        .add_participant("@local", &name("planner"), "planner")
+        .add_participant("@local", &name("planner"), "planner", None)
         .await
         .unwrap();
     assert!(!again.created);
@@ -526,7 +532,7 @@ async fn participants_register_once_and_gate_every_message(store: &dyn Store) {
     assert_variant!(
         refused(
             store,
-            store.add_participant("@local", &name("planner"), "executor")
+            store.add_participant("@local", &name("planner"), "executor", None)
         )
         .await,
         StoreError::Refused(Refusal::RoleTaken { .. })
@@ -1447,7 +1453,10 @@ async fn random_mix(store: &dyn Store, dice: &mut Dice, turns: usize) {
             _ => {
                 let who = name(dice.pick(&["planner", "late-1", "late-2"]));
                 let role = dice.pick(&["planner", "executor"]);
-                store.add_participant("@local", &who, role).await.map(drop)
+                store
+                    .add_participant("@local", &who, role, None)
+                    .await
+                    .map(drop)
             }
         };
         if let Err(e) = outcome {
@@ -2474,6 +2483,217 @@ async fn postgres_two_openers_migrate_one_schema_once() {
 
 /// Runs every story against `$backend`: `stores` take `&dyn Store`, `backends` take the
 /// backend itself; the delivery model is checked as a property test.
+/// Authority: what a role's default or a set policy does not allow is refused before
+/// anything is written, and the refusal alone is recorded, as a security event.
+async fn an_action_beyond_authority_is_refused_and_recorded(store: &dyn Store) {
+    cast(store).await;
+    let security = |events: Vec<baton_core::Event>| -> Vec<Denied> {
+        events
+            .into_iter()
+            .map(|e| match e.change {
+                Change::Denied(d) => d,
+                other => panic!("not a security event: {other:?}"),
+            })
+            .collect()
+    };
+    assert!(
+        store
+            .events_of_kind("security.refused", None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // An executor does not ask for work by default; the refusal writes one event, its own.
+    let before = generation(store).await;
+    let err = store
+        .send(
+            &name("exec-1"),
+            draft(&["planner"], Request, "lane", "ask 1"),
+            WINDOW,
+        )
+        .await
+        .expect_err("an executor's request");
+    assert_variant!(
+        err,
+        StoreError::Refused(Refusal::Beyond {
+            power: Power::Request,
+            ..
+        })
+    );
+    assert_eq!(
+        generation(store).await,
+        before + 1,
+        "only the security event"
+    );
+    let recorded = security(
+        store
+            .events_of_kind("security.refused", None, 10)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(
+        (
+            recorded[0].participant.as_str(),
+            recorded[0].action.as_str(),
+            recorded[0].code.as_str()
+        ),
+        ("exec-1", "request", "forbidden")
+    );
+    // Information it may send.
+    send(store, "exec-1", draft(&["planner"], Info, "lane", "ask 2")).await;
+
+    // A policy reaching some topics: requests there, and nowhere else.
+    let asks = Policy::for_role("executor").amend(
+        Some([Power::Send, Power::Request].into()),
+        Some(Policy::topics(&["billing-*"]).unwrap()),
+    );
+    let set = store
+        .set_policy("@local", &name("exec-1"), Some(asks.clone()))
+        .await
+        .unwrap();
+    assert_eq!(set.policy.as_ref(), Some(&asks));
+    let billing = draft(&["exec-2"], Request, "billing-api", "ask 3");
+    let id = send(store, "exec-1", billing).await;
+    let before = generation(store).await;
+    assert_variant!(
+        store
+            .send(
+                &name("exec-1"),
+                draft(&["exec-2"], Request, "lane", "ask 4"),
+                WINDOW
+            )
+            .await
+            .unwrap_err(),
+        StoreError::Refused(Refusal::Beyond { .. })
+    );
+    assert_eq!(generation(store).await, before + 1);
+    // It no longer takes on work: completing what it was sent is refused.
+    let to_it = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Request, "lane", "ask 5"),
+    )
+    .await;
+    store.fetch(Some(&name("exec-1")), &to_it).await.unwrap();
+    assert_variant!(
+        store
+            .step(&name("exec-1"), &to_it, Verb::Complete, None)
+            .await
+            .unwrap_err(),
+        StoreError::Refused(Refusal::Beyond {
+            power: Power::Accept,
+            ..
+        })
+    );
+    // Giving work back takes no power.
+    store
+        .step(
+            &name("exec-1"),
+            &to_it,
+            Verb::HandBack,
+            Some("not mine to take"),
+        )
+        .await
+        .unwrap();
+    // exec-2 completes what exec-1 asked of it.
+    store.fetch(Some(&name("exec-2")), &id).await.unwrap();
+    store
+        .step(&name("exec-2"), &id, Verb::Complete, None)
+        .await
+        .unwrap();
+
+    // Back to the role's default; setting it again changes nothing.
+    store
+        .set_policy("@local", &name("exec-1"), None)
+        .await
+        .unwrap();
+    let before = generation(store).await;
+    let reset = store
+        .set_policy("@local", &name("exec-1"), None)
+        .await
+        .unwrap();
+    assert_eq!((reset.policy, generation(store).await), (None, before));
+
+    // An order's sender answers with `approve`: a planner stripped of it cannot.
+    store
+        .create_order(
+            &name("planner"),
+            topic("csv"),
+            order_doc("wo_a", "planner", "exec-1", FAR),
+        )
+        .await
+        .unwrap();
+    for step in [
+        OrderRequest::Accept,
+        OrderRequest::Start,
+        report_of("exec-1", "done"),
+    ] {
+        let seq = store.order("wo_a").await.unwrap().unwrap().seq;
+        store
+            .order_step(&name("exec-1"), "wo_a", seq, step)
+            .await
+            .unwrap();
+    }
+    let asks_only = Policy::for_role("planner").amend(Some([Power::Request].into()), None);
+    store
+        .set_policy("@local", &name("planner"), Some(asks_only))
+        .await
+        .unwrap();
+    let seq = store.order("wo_a").await.unwrap().unwrap().seq;
+    let before = generation(store).await;
+    assert_variant!(
+        store
+            .order_step(&name("planner"), "wo_a", seq, OrderRequest::Approve)
+            .await
+            .unwrap_err(),
+        StoreError::Refused(Refusal::Beyond {
+            power: Power::Approve,
+            ..
+        })
+    );
+    assert_eq!(generation(store).await, before + 1);
+    assert_eq!(
+        store.order("wo_a").await.unwrap().unwrap().seq,
+        seq,
+        "the order did not move"
+    );
+
+    let all = security(
+        store
+            .events_of_kind("security.refused", None, 10)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(all.len(), 4, "newest first: {all:?}");
+    let actions: Vec<&str> = all.iter().map(|d| d.action.as_str()).collect();
+    assert_eq!(actions, ["approve", "accept", "request", "request"]);
+    let older = store
+        .events_of_kind(
+            "security.refused",
+            Some(
+                store
+                    .events_of_kind("security.refused", None, 1)
+                    .await
+                    .unwrap()[0]
+                    .seq,
+            ),
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(older.len(), 3, "a page before a seq");
+    // Only registered participants hold a policy.
+    assert_variant!(
+        store
+            .set_policy("@local", &name("ghost"), None)
+            .await
+            .unwrap_err(),
+        StoreError::Refused(Refusal::UnknownParticipant { .. })
+    );
+}
+
 macro_rules! stories {
     (
         $module:ident: $backend:ty;
@@ -2629,6 +2849,7 @@ macro_rules! every_backend {
                     an_offer_is_checked_and_orders_list_by_party,
                     an_imported_event_keeps_its_id_and_time,
                     a_key_is_issued_revoked_alone_and_never_holds_its_token,
+                    an_action_beyond_authority_is_refused_and_recorded,
                     a_wait_wakes_when_another_writer_commits,
                     racing_writers_queue_and_the_log_has_no_gaps,
                     racing_order_steps_one_wins_the_others_find_it_moved,

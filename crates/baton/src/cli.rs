@@ -53,6 +53,7 @@ pub enum Command {
     Agent(agent::AgentCommand),
     #[command(subcommand)]
     Key(key::KeyCommand),
+    SecurityEvents(agent::SecurityEventsArgs),
     #[command(subcommand)]
     Project(project_cmd::ProjectCommand),
     Send(send::SendArgs),

@@ -192,6 +192,7 @@ pub fn flag(field: Field) -> &'static str {
         Field::Role => "--role",
         Field::Actor => "--as",
         Field::Cursor => "--cursor",
+        Field::Policy => "--may, --topics or --default",
         // Positional arguments: named by what they are.
         other => other.noun(),
     }
@@ -317,6 +318,10 @@ pub fn refusal(r: &Refusal) -> String {
         Refusal::Moved { order, .. } => {
             format!("{r}; read it again (`baton order show {order}`) and decide anew")
         }
+        Refusal::Beyond { actor, power, .. } => format!(
+            "{r}. Nothing changed; the attempt is recorded (`baton security-events`). An owner can \
+             widen it: baton agent policy {actor} --may {power},…"
+        ),
         _ => r.to_string(),
     }
 }

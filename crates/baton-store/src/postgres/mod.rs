@@ -49,6 +49,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/002_runs.sql"),
     include_str!("migrations/003_orders.sql"),
     include_str!("migrations/004_keys.sql"),
+    include_str!("migrations/005_authority.sql"),
 ];
 
 /// Connections one database keeps open, shared by all its projects.
@@ -424,7 +425,8 @@ impl PostgresStore {
     pub async fn projection_dump(&self) -> Result<Vec<String>> {
         // Ordered byte-wise (`COLLATE "C"`), as SQLite orders text.
         let queries = [
-            "SELECT 'p|' || name || '|' || role || '|' || added_at FROM participants \
+            "SELECT 'p|' || name || '|' || role || '|' || added_at || '|' || coalesce(policy, '') \
+             FROM participants \
              WHERE project = $1 ORDER BY name COLLATE \"C\"",
             "SELECT 'm|' || id || '|' || seq || '|' || from_name || '|' || type || '|' || topic \
              || '|' || coalesce(reply_to, '') || '|' || root_id || '|' || depth || '|' || excerpt \
@@ -602,6 +604,16 @@ async fn project(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::
         Change::Run(change) => runs::project(conn, project, event, change).await?,
         Change::Order(change) => orders::project(conn, project, event, change).await?,
         Change::Key(change) => keys::project(conn, project, event, change).await?,
+        Change::PolicySet { name, policy } => {
+            sqlx::query("UPDATE participants SET policy = $1 WHERE project = $2 AND name = $3")
+                .bind(rows::policy_text(policy.as_ref()))
+                .bind(project)
+                .bind(name.as_str())
+                .execute(&mut *conn)
+                .await?;
+        }
+        // The log is the record of a refusal; nothing projects it.
+        Change::Denied(_) => {}
     }
     Ok(())
 }
@@ -658,7 +670,7 @@ async fn fetch_participant(
     name: &str,
 ) -> sqlx::Result<Option<Participant>> {
     let row = sqlx::query(
-        "SELECT name, role, added_at FROM participants WHERE project = $1 AND name = $2",
+        "SELECT name, role, added_at, policy FROM participants WHERE project = $1 AND name = $2",
     )
     .bind(project)
     .bind(name)
@@ -753,7 +765,7 @@ impl Backend for PostgresStore {
 
     async fn participants(&self) -> Result<Vec<Participant>> {
         let found = sqlx::query(
-            "SELECT name, role, added_at FROM participants WHERE project = $1 \
+            "SELECT name, role, added_at, policy FROM participants WHERE project = $1 \
              ORDER BY name COLLATE \"C\"",
         )
         .bind(self.project)
@@ -927,6 +939,26 @@ impl Backend for PostgresStore {
         }
         .await;
         self.done(tx, read).await
+    }
+
+    async fn events_of_kind(
+        &self,
+        kind: &str,
+        before_seq: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<Event>> {
+        let found = sqlx::query(
+            "SELECT seq, id, at, actor, kind, data FROM events \
+             WHERE project = $1 AND kind = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4",
+        )
+        .bind(self.project)
+        .bind(kind)
+        .bind(before_seq.unwrap_or(i64::MAX))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        rows::events(&found).map_err(|e| self.err(e))
     }
 
     async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>> {

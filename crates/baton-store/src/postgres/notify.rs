@@ -131,7 +131,7 @@ mod tests {
             .expect("a listening connection");
         for who in ["planner", "impl-1"] {
             store
-                .add_participant("@test", &Passname::new(who).unwrap(), "x")
+                .add_participant("@test", &Passname::new(who).unwrap(), "x", None)
                 .await
                 .unwrap();
         }

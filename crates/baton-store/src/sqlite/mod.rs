@@ -40,6 +40,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/003_runs.sql"),
     include_str!("migrations/004_orders.sql"),
     include_str!("migrations/005_keys.sql"),
+    include_str!("migrations/006_authority.sql"),
 ];
 
 #[derive(Debug, Clone)]
@@ -194,7 +195,8 @@ impl SqliteStore {
     /// Every projection row as text, in a stable order, for comparing two stores.
     pub async fn projection_dump(&self) -> Result<Vec<String>> {
         let queries = [
-            "SELECT 'p|' || name || '|' || role || '|' || added_at FROM participants ORDER BY name",
+            "SELECT 'p|' || name || '|' || role || '|' || added_at || '|' || coalesce(policy, '') \
+             FROM participants ORDER BY name",
             "SELECT 'm|' || id || '|' || seq || '|' || from_name || '|' || type || '|' || topic \
              || '|' || coalesce(reply_to, '') || '|' || root_id || '|' || depth || '|' || excerpt \
              || '|' || size || '|' || hash || '|' || coalesce(idempotency_key, '') || '|' \
@@ -420,6 +422,15 @@ async fn project(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()>
         Change::Run(change) => runs::project(conn, event, change).await?,
         Change::Order(change) => orders::project(conn, event, change).await?,
         Change::Key(change) => keys::project(conn, event, change).await?,
+        Change::PolicySet { name, policy } => {
+            sqlx::query("UPDATE participants SET policy = ? WHERE name = ?")
+                .bind(rows::policy_text(policy.as_ref()))
+                .bind(name.as_str())
+                .execute(&mut *conn)
+                .await?;
+        }
+        // The log is the record of a refusal; nothing projects it.
+        Change::Denied(_) => {}
     }
     Ok(())
 }
@@ -501,10 +512,11 @@ impl Backend for SqliteStore {
     }
 
     async fn participants(&self) -> Result<Vec<Participant>> {
-        let found = sqlx::query("SELECT name, role, added_at FROM participants ORDER BY name")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
+        let found =
+            sqlx::query("SELECT name, role, added_at, policy FROM participants ORDER BY name")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.err(e))?;
         found
             .iter()
             .map(rows::participant)
@@ -642,6 +654,25 @@ impl Backend for SqliteStore {
             .await
             .map_err(|e| self.err(e))?;
         Ok(Page { items, next })
+    }
+
+    async fn events_of_kind(
+        &self,
+        kind: &str,
+        before_seq: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<Event>> {
+        let found = sqlx::query(
+            "SELECT seq, id, at, actor, kind, data FROM events \
+             WHERE kind = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+        )
+        .bind(kind)
+        .bind(before_seq.unwrap_or(i64::MAX))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        rows::events(&found).map_err(|e| self.err(e))
     }
 
     async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>> {
@@ -881,7 +912,7 @@ async fn fetch_participant(
     conn: &mut SqliteConnection,
     name: &str,
 ) -> sqlx::Result<Option<Participant>> {
-    let row = sqlx::query("SELECT name, role, added_at FROM participants WHERE name = ?")
+    let row = sqlx::query("SELECT name, role, added_at, policy FROM participants WHERE name = ?")
         .bind(name)
         .fetch_optional(&mut *conn)
         .await?;

@@ -1,36 +1,111 @@
-//! `baton agent add|list`: the project's participants.
+//! `baton agent add|list|policy` and `baton security-events`: the project's participants,
+//! their authority, and what was refused as beyond it.
 
-use baton_app::doc::{AgentAdded, Agents};
+use baton_app::PolicyEdit;
+use baton_app::doc::{AgentAdded, AgentPolicy, Agents, PolicyView, SecurityEvents};
 use clap::{Args, Subcommand};
 
 use crate::commands::Context;
 use crate::error::CommandResult;
 use crate::output::{Output, table, timestamp};
 
-/// Register and list participants.
+/// Register and list participants, and set what each may do.
 #[derive(Subcommand, Debug)]
 pub enum AgentCommand {
     Add(AddArgs),
     List(ListArgs),
+    Policy(PolicyArgs),
+}
+
+/// What a participant may do, by name (comma-separated or repeated).
+#[derive(Args, Debug, Default)]
+pub struct PolicyFlags {
+    /// Its powers: request, send, accept, approve, effects (`none` for none).
+    #[arg(long, value_delimiter = ',', value_name = "POWERS")]
+    pub may: Option<Vec<String>>,
+    /// The topics they reach: a topic, a prefix such as `billing-*`, or `*` for every topic.
+    #[arg(long, value_delimiter = ',', value_name = "TOPICS")]
+    pub topics: Option<Vec<String>>,
 }
 
 /// Register a participant under a passname.
 ///
 /// A passname is a lowercase slug ([a-z0-9][a-z0-9-]{0,63}). Roles: planner, executor,
-/// reviewer, owner, observer, or another word. Adding the same name and role again is
-/// harmless; the same name with another role is refused (exit 6).
+/// reviewer, owner, observer, or another word. Each role holds the least it needs unless
+/// --may or --topics say otherwise: an owner everything; a planner request, send, accept,
+/// approve; a reviewer send, accept, approve; an executor (and any other role) send,
+/// accept; an observer nothing. Adding the same name and role again is harmless; the same
+/// name with another role is refused (exit 6).
 #[derive(Args, Debug)]
-#[command(after_help = "Example:\n  baton agent add impl-1 --role executor")]
+#[command(after_help = "Examples:\n  baton agent add impl-1 --role executor\n  \
+                  baton agent add billing-bot --role executor --may send,accept,request --topics 'billing-*'")]
 pub struct AddArgs {
     pub name: String,
     #[arg(long)]
     pub role: String,
+    #[command(flatten)]
+    pub policy: PolicyFlags,
 }
 
-/// List the registered participants.
+/// List the registered participants and what each may do.
 #[derive(Args, Debug)]
 #[command(after_help = "Example:\n  baton agent list --json")]
 pub struct ListArgs {}
+
+/// Change what a participant may do: --may and --topics replace its powers or topics;
+/// --default starts from its role's default instead (alone, it returns to the default).
+///
+/// An action beyond a participant's policy is refused (exit 5), changes nothing, and is
+/// recorded as a security event (`baton security-events`).
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  baton agent policy impl-1 --may send,accept,request --topics 'billing-*'\n  \
+                  baton agent policy impl-1 --default"
+)]
+pub struct PolicyArgs {
+    pub name: String,
+    #[command(flatten)]
+    pub policy: PolicyFlags,
+    /// Start from the role's default policy.
+    #[arg(long)]
+    pub default: bool,
+}
+
+/// List actions refused as beyond authority (a policy, a key's scope), newest first.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  baton security-events\n  baton security-events --before 812 --json"
+)]
+pub struct SecurityEventsArgs {
+    /// At most this many (1 to 500).
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    /// Only events before this seq (the last seq of the previous page).
+    #[arg(long, value_name = "SEQ")]
+    pub before: Option<i64>,
+}
+
+fn edit(flags: PolicyFlags, default: bool) -> PolicyEdit {
+    PolicyEdit {
+        may: flags.may,
+        topics: flags.topics,
+        default,
+    }
+}
+
+/// `send, accept on billing-*`, for a table cell.
+fn described(p: &PolicyView) -> String {
+    let may: Vec<String> = p.may.iter().map(|p| p.to_string()).collect();
+    let may = if may.is_empty() {
+        "nothing".to_owned()
+    } else {
+        may.join(",")
+    };
+    match &p.topics {
+        Some(t) => format!("{may} on {}", t.join(",")),
+        None => may,
+    }
+}
 
 pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
     match cmd {
@@ -38,36 +113,93 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
             let actor = ctx.actor().await?;
             let added = ctx
                 .app
-                .add_participant(&actor, &args.name, &args.role)
+                .add_participant(&actor, &args.name, &args.role, &edit(args.policy, false))
                 .await?;
-            let p = &added.participant;
-            let human = if added.created {
-                format!("Added {} ({})", p.name, p.role)
-            } else {
-                format!(
+            let doc = AgentAdded::new(&added);
+            let may = described(&doc.policy);
+            let human = match (added.created, added.policy_set) {
+                (true, _) => format!("Added {} ({}): may {may}", doc.name, doc.role),
+                (false, true) => format!(
+                    "{} is already registered ({}); its policy is now: {may}",
+                    doc.name, doc.role
+                ),
+                (false, false) => format!(
                     "{} is already registered ({}); nothing changed",
-                    p.name, p.role
-                )
-            };
-            let doc = AgentAdded {
-                name: p.name.clone(),
-                role: p.role.clone(),
-                created: added.created,
+                    doc.name, doc.role
+                ),
             };
             Ok(Output::of(&doc, human))
         }
         AgentCommand::List(_) => {
             let all = ctx.app.participants().await?;
+            let doc = Agents::new(&all);
             let rows: Vec<Vec<String>> = all
                 .iter()
-                .map(|p| vec![p.name.to_string(), p.role.clone(), timestamp(p.added_at)])
+                .zip(&doc.items)
+                .map(|(p, row)| {
+                    let mut may = described(&row.policy);
+                    if !row.policy.default {
+                        may.push_str(" (set)");
+                    }
+                    vec![
+                        p.name.to_string(),
+                        p.role.clone(),
+                        may,
+                        timestamp(p.added_at),
+                    ]
+                })
                 .collect();
             let human = if all.is_empty() {
                 "No participants yet: baton agent add NAME --role ROLE".to_owned()
             } else {
-                table(&["NAME", "ROLE", "ADDED"], &rows)
+                table(&["NAME", "ROLE", "MAY", "ADDED"], &rows)
             };
-            Ok(Output::of(&Agents::new(&all), human))
+            Ok(Output::of(&doc, human))
+        }
+        AgentCommand::Policy(args) => {
+            let actor = ctx.actor().await?;
+            let p = ctx
+                .app
+                .set_policy(&actor, &args.name, &edit(args.policy, args.default))
+                .await?;
+            let doc = AgentPolicy::new(&p);
+            let human = format!(
+                "{} ({}) may {}{}",
+                doc.name,
+                doc.role,
+                described(&doc.policy),
+                if doc.policy.default {
+                    " (its role's default)"
+                } else {
+                    ""
+                }
+            );
+            Ok(Output::of(&doc, human))
         }
     }
+}
+
+pub async fn security_events(ctx: &Context, args: SecurityEventsArgs) -> CommandResult<Output> {
+    let events = ctx.app.security_events(args.before, args.limit).await?;
+    let doc = SecurityEvents::new(&events);
+    let rows: Vec<Vec<String>> = doc
+        .items
+        .iter()
+        .map(|e| {
+            vec![
+                e.seq.to_string(),
+                e.at.clone(),
+                e.participant.to_string(),
+                e.action.clone(),
+                e.topic.clone().unwrap_or_else(|| "-".into()),
+                e.reason.clone(),
+            ]
+        })
+        .collect();
+    let human = if rows.is_empty() {
+        "No security events: nothing was refused as beyond authority".to_owned()
+    } else {
+        table(&["SEQ", "AT", "WHO", "TRIED", "TOPIC", "WHY"], &rows)
+    };
+    Ok(Output::of(&doc, human))
 }

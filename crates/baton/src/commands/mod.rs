@@ -41,6 +41,9 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Init(args) => init::run(g, args).await,
         Command::Agent(cmd) => agent::run(&Context::open(g).await?, cmd).await,
         Command::Key(cmd) => key::run(&Context::open(g).await?, cmd).await,
+        Command::SecurityEvents(args) => {
+            agent::security_events(&Context::open(g).await?, args).await
+        }
         Command::Project(cmd) => project_cmd::run(g, cmd).await,
         Command::Send(args) => send::run(&Context::open(g).await?, args).await,
         Command::Inbox(args) => messages::inbox(&Context::open(g).await?, args).await,

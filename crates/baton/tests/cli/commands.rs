@@ -149,6 +149,139 @@ fn passnames_follow_the_slug_rule() {
 }
 
 #[test]
+fn a_policy_bounds_what_a_participant_may_do_and_each_refusal_is_recorded() {
+    let p = Project::new(&[
+        ("planner", "planner"),
+        ("impl-1", "executor"),
+        ("watch", "observer"),
+    ]);
+    let ask = |who: &str, topic: &str| {
+        p.run(
+            Some(who),
+            &[
+                "send", "--to", "planner", "--type", "request", "--topic", topic, "--body", "x",
+            ],
+        )
+    };
+    // By default an executor takes on work but does not ask for it.
+    let out = ask("impl-1", "billing");
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    for words in [
+        "impl-1 (executor) may not send requests",
+        "its policy allows send, accept on every topic",
+        "baton agent policy impl-1 --may request",
+    ] {
+        assert!(stderr(&out).contains(words), "{words}: {}", stderr(&out));
+    }
+    assert_eq!(message_count(&p), 0, "nothing was sent");
+    // An observer sends nothing at all.
+    let out = p.run(
+        Some("watch"),
+        &["send", "--to", "planner", "--topic", "t", "--body", "hi"],
+    );
+    assert_eq!(code(&out), 5);
+
+    let events = p.json(None, &["security-events"]);
+    let items = events["items"].as_array().unwrap();
+    assert_eq!(events["schema"], "baton/security-events@1");
+    assert_eq!(items.len(), 2, "{events}");
+    assert_eq!(
+        (
+            &items[1]["participant"],
+            &items[1]["action"],
+            &items[1]["topic"]
+        ),
+        (&"impl-1".into(), &"request".into(), &"billing".into())
+    );
+    assert_eq!(items[0]["participant"], "watch", "newest first");
+    let page = p.json(
+        None,
+        &["security-events", "--before", &items[0]["seq"].to_string()],
+    );
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert!(p.ok(None, &["security-events"]).contains("impl-1"));
+
+    // Widened to requests on billing topics, and nowhere else.
+    let set = p.json(
+        None,
+        &[
+            "agent",
+            "policy",
+            "impl-1",
+            "--may",
+            "send,accept,request",
+            "--topics",
+            "billing-*",
+        ],
+    );
+    assert_eq!(set["schema"], "baton/agent-policy@1");
+    assert_eq!(
+        set["policy"]["may"],
+        serde_json::json!(["request", "send", "accept"])
+    );
+    assert_eq!(set["policy"]["topics"], serde_json::json!(["billing-*"]));
+    assert_eq!(set["policy"]["default"], false);
+    assert_eq!(code(&ask("impl-1", "billing-api")), 0);
+    assert_eq!(code(&ask("impl-1", "docs")), 5);
+    assert!(
+        p.ok(None, &["agent", "list"])
+            .contains("request,send,accept on billing-* (set)")
+    );
+    // Narrowing only the topics keeps the powers; --default returns to the role's.
+    let set = p.json(None, &["agent", "policy", "impl-1", "--topics", "docs"]);
+    assert_eq!(
+        set["policy"]["may"],
+        serde_json::json!(["request", "send", "accept"])
+    );
+    assert_eq!(code(&ask("impl-1", "docs")), 0);
+    let reset = p.json(None, &["agent", "policy", "impl-1", "--default"]);
+    assert_eq!(reset["policy"]["default"], true);
+    assert_eq!(code(&ask("impl-1", "docs")), 5);
+
+    // A participant added with a policy holds it from the start.
+    let added = p.json(
+        None,
+        &[
+            "agent",
+            "add",
+            "bot",
+            "--role",
+            "executor",
+            "--may",
+            "request,send",
+            "--topics",
+            "ops",
+        ],
+    );
+    assert_eq!(
+        (added["created"].as_bool(), added["policy_set"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert_eq!(code(&ask("bot", "ops")), 0);
+
+    // Bad input is refused by name, and changes nothing.
+    for (args, words) in [
+        (
+            vec!["agent", "policy", "impl-1", "--may", "deploy"],
+            "unknown power \"deploy\"",
+        ),
+        (
+            vec!["agent", "policy", "impl-1", "--topics", "Bad*"],
+            "topic pattern \"Bad*\"",
+        ),
+        (
+            vec!["agent", "policy", "impl-1"],
+            "--may, --topics or --default",
+        ),
+        (vec!["agent", "policy", "ghost", "--default"], "ghost"),
+    ] {
+        let out = p.run(None, &args);
+        assert_ne!(code(&out), 0, "{args:?}");
+        assert!(stderr(&out).contains(words), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
 fn an_unknown_identity_is_refused_and_writes_nothing() {
     let p = Project::new(TEAM);
     let out = p.run(

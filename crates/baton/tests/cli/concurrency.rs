@@ -117,6 +117,13 @@ fn eight_processes_sending_and_completing_lose_nothing() {
     let names: Vec<String> = (0..PARTICIPANTS).map(name).collect();
     let roles: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "executor")).collect();
     let project = Project::new(&roles);
+    // Peers in a ring ask each other for work: each may send requests.
+    for n in &names {
+        project.ok(
+            None,
+            &["agent", "policy", n, "--may", "request,send,accept"],
+        );
+    }
 
     let transcripts: Vec<Transcript> = thread::scope(|s| {
         let sessions: Vec<_> = (0..PARTICIPANTS)
