@@ -23,6 +23,7 @@ pub mod recall;
 mod receipts;
 pub mod settings;
 mod wait;
+mod webhooks;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -41,6 +42,7 @@ pub use orders::{OrderStep, OrderView, newest_report};
 pub use receipts::{Verdict, Verified};
 pub use settings::Settings;
 pub use wait::POLL;
+pub use webhooks::{Attempt, Delivery, Poster};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 

@@ -13,6 +13,7 @@ use crate::order::OrderChange;
 use crate::run::RunChange;
 use crate::state::StateChange;
 use crate::time::Millis;
+use crate::webhook::WebhookChange;
 
 /// The actor recorded for changes made by the local operator without an identity
 /// (`baton init`, `baton agent add`).
@@ -77,6 +78,9 @@ pub enum Change {
     /// A key was issued or revoked.
     #[serde(rename = "key.changed")]
     Key(KeyChange),
+    /// A participant's webhook was set or removed.
+    #[serde(rename = "webhook.changed")]
+    Webhook(WebhookChange),
 }
 
 impl Change {
@@ -92,6 +96,7 @@ impl Change {
             Self::Run(_) => "run.changed",
             Self::Order(_) => "order.changed",
             Self::Key(_) => "key.changed",
+            Self::Webhook(_) => "webhook.changed",
         }
     }
 
@@ -106,6 +111,7 @@ impl Change {
             Self::Run(change) => change.subject(),
             Self::Order(change) => change.order(),
             Self::Key(change) => change.key(),
+            Self::Webhook(change) => change.participant().as_str(),
         }
     }
 

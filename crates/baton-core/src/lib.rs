@@ -23,6 +23,7 @@ pub mod run;
 pub mod state;
 pub mod statefile;
 pub mod time;
+pub mod webhook;
 
 pub use authority::{Denied, Policy, Power};
 pub use delivery::{DeliveryAction, DeliveryStatus, RequestAction, RequestStatus, Verb};

@@ -401,6 +401,8 @@ pub enum Refusal {
     TopicPattern { pattern: String },
     #[error("unknown power {name:?}: use request, send, accept, approve, effects or none")]
     PowerName { name: String },
+    #[error("webhook URL {url:?} is refused: {why}")]
+    WebhookUrl { url: String, why: String },
     #[error("cursor {cursor:?} is not one this store issued")]
     Cursor { cursor: String },
     /// Filtering by "my status" without saying who I am.
@@ -532,6 +534,7 @@ impl Refusal {
             | Self::Cursor { .. }
             | Self::TopicPattern { .. }
             | Self::PowerName { .. }
+            | Self::WebhookUrl { .. }
             | Self::StatusNeedsIdentity
             | Self::Transition(_)
             | Self::NotARequest { .. }

@@ -13,6 +13,7 @@ mod error;
 mod host;
 mod metrics;
 mod routes;
+mod webhooks;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -34,6 +35,7 @@ use tower::ServiceExt;
 
 pub use error::{ApiError, ErrorBody};
 pub use host::server as host;
+pub use webhooks::{HttpPoster, POST_TIMEOUT};
 
 /// How long a client may take to send its request headers before it is cut off.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -48,12 +50,15 @@ pub const FAILURE_LIMIT: u32 = 20;
 pub struct Options {
     /// Failed authentications per source and minute before it is refused outright.
     pub failure_limit: u32,
+    /// How often webhook delivery looks for due webhooks.
+    pub webhook_tick: Duration,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Self {
             failure_limit: FAILURE_LIMIT,
+            webhook_tick: Duration::from_millis(500),
         }
     }
 }
@@ -137,6 +142,13 @@ impl Server {
     fn duplicate(&self, project: &ProjectName) {
         let mut traffic = self.traffic.lock().unwrap_or_else(|e| e.into_inner());
         *traffic.duplicates.entry(project.to_string()).or_default() += 1;
+    }
+
+    /// Delivers webhooks for every project until dropped (abort it at shutdown), with
+    /// `poster` as the HTTP client.
+    pub async fn deliver_webhooks(self: Arc<Self>, poster: Arc<dyn baton_app::Poster>) {
+        let tick = self.options.webhook_tick;
+        webhooks::deliver(self, poster, tick).await;
     }
 
     /// How many requests failed to authenticate since the server started.

@@ -14,6 +14,7 @@ use baton_app::doc::{
     self, AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Inbox, KeyIssued, KeyRevoked,
     KeyRow, Keys, MessageRow, OrderRow, OrderShown, OrderStepped, Orders, Outbox, ReceiptShown,
     ReceiptWritten, Resume, RunDoc, Runs, Search, SecurityEvents, Sent, Show, State, Step, Thread,
+    WebhookSet, Webhooks,
 };
 use baton_app::{Body as Payload, Layout, OrderStep, Outgoing, PolicyEdit};
 use baton_core::key::Scope;
@@ -208,6 +209,14 @@ pub struct PolicyBody {
     pub topics: Option<Vec<String>>,
     #[serde(default)]
     pub default: bool,
+}
+
+/// A participant's webhook: a URL (http or https) to set, with a new secret; `null` to
+/// remove it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookBody {
+    pub url: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -501,6 +510,24 @@ async fn set_policy(
     };
     let participant = a.app.set_policy(me.as_str(), &name, &edit).await?;
     Ok(Json(AgentPolicy::new(&participant)))
+}
+
+async fn set_webhook(
+    a: Authed,
+    Segments((_, name)): Segments<(String, String)>,
+    Body(b): Body<WebhookBody>,
+) -> Answer<WebhookSet> {
+    let me = a.may(Scope::Admin, "set webhooks").await?;
+    Ok(Json(
+        a.app
+            .set_webhook(me.as_str(), &name, b.url.as_deref())
+            .await?,
+    ))
+}
+
+async fn webhooks(a: Authed) -> Answer<Webhooks> {
+    a.may(Scope::Admin, "list webhooks").await?;
+    Ok(Json(Webhooks::new(&a.app.webhooks().await?)))
 }
 
 async fn security_events(a: Authed, Params(q): Params<SecurityQuery>) -> Answer<SecurityEvents> {
@@ -893,6 +920,20 @@ pub fn router(server: Arc<Server>) -> Router {
             "Change a participant's authority policy",
             admin,
             set_policy,
+        )
+        .route::<Nothing, WebhookBody, WebhookSet, _, _>(
+            Method::POST,
+            &p("/participants/{name}/webhook"),
+            "Set (with a new signing secret, in this answer only) or remove a webhook",
+            admin,
+            set_webhook,
+        )
+        .route::<Nothing, Nothing, Webhooks, _, _>(
+            Method::GET,
+            &p("/webhooks"),
+            "The webhooks and where each one's delivery stands",
+            admin,
+            webhooks,
         )
         .route::<SecurityQuery, Nothing, SecurityEvents, _, _>(
             Method::GET,

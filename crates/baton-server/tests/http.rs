@@ -75,11 +75,15 @@ fn served() -> Served {
     });
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = baton_server::Server::new(
+    let server = baton_server::Server::with_options(
         Arc::clone(&db),
         Settings {
             payload_cap: 4096,
             ..Settings::default()
+        },
+        baton_server::Options {
+            webhook_tick: Duration::from_millis(50),
+            ..baton_server::Options::default()
         },
     );
     let rt = Arc::clone(&runtime);
@@ -88,9 +92,12 @@ fn served() -> Served {
             let shutdown = async move {
                 let _ = stopped.await;
             };
+            let poster = Arc::new(baton_server::HttpPoster::default());
+            let webhooks = tokio::spawn(Arc::clone(&server).deliver_webhooks(poster));
             baton_server::serve(listener, baton_server::router(server), shutdown)
                 .await
                 .unwrap();
+            webhooks.abort();
         });
     });
     Served {
@@ -720,4 +727,152 @@ fn metrics_are_prometheus_text_from_the_log_and_the_traffic() {
         text.contains("baton_created_to_delivered_seconds_count{project=\"shop\"} 1"),
         "{text}"
     );
+}
+
+/// One POST a webhook endpoint received: its headers (lowercased names) and body.
+#[derive(Debug, Clone)]
+struct Received {
+    headers: std::collections::HashMap<String, String>,
+    body: Vec<u8>,
+}
+
+/// A webhook endpoint on a loopback port that answers each POST with the next status of
+/// `statuses` (the last one repeated) and keeps what it received.
+fn endpoint(statuses: Vec<u16>) -> (String, Arc<std::sync::Mutex<Vec<Received>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let received = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = Arc::clone(&received);
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut headers = std::collections::HashMap::new();
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            loop {
+                line.clear();
+                reader.read_line(&mut line).unwrap();
+                let Some((name, value)) = line.trim_end().split_once(':') else {
+                    break;
+                };
+                headers.insert(name.to_lowercase(), value.trim().to_owned());
+            }
+            let length: usize = headers["content-length"].parse().unwrap();
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            kept.lock().unwrap().push(Received { headers, body });
+            let status = statuses[n.min(statuses.len() - 1)];
+            let answer =
+                format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    (url, received)
+}
+
+#[test]
+fn a_webhook_is_told_metadata_only_signed_and_again_after_a_failure() {
+    let s = served();
+    let admin = s.key("shop", "owner", Scope::Admin);
+    let planner = s.key("shop", "planner", Scope::Write);
+    let (url, received) = endpoint(vec![500, 200]);
+    let (status, set) = call(
+        "POST",
+        &s.url("shop", "/participants/impl-1/webhook"),
+        Some(&admin),
+        Some(json!({"url": url})),
+    );
+    assert_eq!(status, 200, "{set}");
+    let secret = set["secret"].as_str().expect("the secret, once").to_owned();
+    assert!(secret.starts_with("whsec_"));
+    let (_, listed) = call("GET", &s.url("shop", "/webhooks"), Some(&admin), None);
+    assert!(
+        !listed.to_string().contains(&secret),
+        "a list never shows the secret"
+    );
+
+    let (status, sent) = call(
+        "POST",
+        &s.url("shop", "/messages"),
+        Some(&planner),
+        Some(json!({"to": ["impl-1"], "type": "request", "topic": "csv",
+                    "body": "PAYLOAD-WORDS-NOT-FOR-WEBHOOKS"})),
+    );
+    assert_eq!(status, 200, "{sent}");
+    let id = sent["id"].as_str().unwrap();
+
+    // Told twice: the 500 is retried after its backoff (one second).
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while received.lock().unwrap().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "not retried in time");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let posts = received.lock().unwrap().clone();
+    for post in &posts {
+        let text = String::from_utf8(post.body.clone()).unwrap();
+        assert!(!text.contains("PAYLOAD-WORDS"), "never the payload: {text}");
+        assert!(
+            !text.contains(&planner) && !text.contains(&secret),
+            "never a token or secret"
+        );
+        let timestamp: i64 = post.headers["x-baton-timestamp"].parse().unwrap();
+        assert_eq!(
+            post.headers["x-baton-signature"],
+            baton_core::webhook::signature(&secret, timestamp, &post.body)
+        );
+        let body: Value = serde_json::from_slice(&post.body).unwrap();
+        assert_eq!(body["schema"], "baton/webhook@1");
+        assert_eq!(
+            (body["project"].as_str(), body["participant"].as_str()),
+            (Some("shop"), Some("impl-1"))
+        );
+        let told = &body["events"][0];
+        assert_eq!(
+            (
+                told["kind"].as_str(),
+                told["subject"].as_str(),
+                told["topic"].as_str(),
+                told["from"].as_str()
+            ),
+            (Some("message.sent"), Some(id), Some("csv"), Some("planner"))
+        );
+        assert_eq!(told["to"], json!(["impl-1"]));
+    }
+    let first: Value = serde_json::from_slice(&posts[0].body).unwrap();
+    let second: Value = serde_json::from_slice(&posts[1].body).unwrap();
+    assert_eq!(
+        first["events"], second["events"],
+        "at least once: the same events again"
+    );
+    assert_ne!(first["delivery"], second["delivery"]);
+
+    // Settled: the cursor moved past the message, no failures left.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, listed) = call("GET", &s.url("shop", "/webhooks"), Some(&admin), None);
+        let row = &listed["items"][0];
+        if row["failures"] == 0 && row["delivered_at"].is_string() {
+            assert!(row["last_error"].is_null(), "{row}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never settled: {listed}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // What impl-1 does itself is not told to it; nothing more arrives.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(received.lock().unwrap().len(), 2);
+
+    // Removing it answers without a URL.
+    let (status, removed) = call(
+        "POST",
+        &s.url("shop", "/participants/impl-1/webhook"),
+        Some(&admin),
+        Some(json!({"url": null})),
+    );
+    assert_eq!((status, removed.get("url")), (200, None), "{removed}");
 }

@@ -35,6 +35,7 @@ use baton_core::message::Prior;
 use baton_core::order::{Order, OrderRequest};
 use baton_core::run::{Run, RunChange};
 use baton_core::state::{ProjectState, StateOp};
+use baton_core::webhook::Webhook;
 use baton_core::{
     Denied, Draft, Event, Millis, Participant, Passname, Payload, Policy, ProjectName, Topic,
 };
@@ -118,6 +119,7 @@ pub trait Tx: Send {
     async fn order(&mut self, id: &str) -> Result<Option<Order>>;
     async fn run(&mut self, id: &str) -> Result<Option<Run>>;
     async fn key(&mut self, id: &str) -> Result<Option<Key>>;
+    async fn webhook(&mut self, participant: &str) -> Result<Option<Webhook>>;
     /// Whether the log holds an event with this id.
     async fn has_event(&mut self, id: &str) -> Result<bool>;
     /// Whether `participant` has a registered or running run other than `except`.
@@ -178,6 +180,16 @@ pub trait Backend: Send + Sync {
     async fn key(&self, id: &str) -> Result<Option<Key>>;
     /// Every key ever issued (revoked ones too), oldest first.
     async fn keys(&self) -> Result<Vec<Key>>;
+    async fn webhook(&self, participant: &str) -> Result<Option<Webhook>>;
+    /// Every webhook, by participant.
+    async fn webhooks(&self) -> Result<Vec<Webhook>>;
+    /// Leases until `lease_until` the webhook due first (`next_at` reached, no live lease)
+    /// that the log has moved past; `None` when none is. Servers sharing a database never
+    /// hold the same one.
+    async fn claim_webhook(&self, now: Millis, lease_until: Millis) -> Result<Option<Webhook>>;
+    /// Records how a claimed delivery went and ends the lease (nothing when the webhook was
+    /// set anew or removed since the claim).
+    async fn settle_webhook(&self, hook: &Webhook, settled: Settled) -> Result<()>;
     /// The store's generation: the sequence number of its newest event (0 when empty).
     async fn generation(&self) -> Result<i64>;
 
@@ -275,6 +287,15 @@ pub trait Store: Backend {
     async fn issue_key(&self, actor: &str, issue: KeyIssue) -> Result<Key>;
     /// Revokes key `id` alone; revoking it again changes nothing.
     async fn revoke_key(&self, actor: &str, id: &str) -> Result<Key>;
+    /// Sets `participant`'s webhook to `url` with `secret`, or removes it (`url` `None`);
+    /// returns the webhook now.
+    async fn set_webhook(
+        &self,
+        actor: &str,
+        participant: &Passname,
+        url: Option<&str>,
+        secret: String,
+    ) -> Result<Option<Webhook>>;
 }
 
 #[async_trait]
@@ -363,5 +384,15 @@ impl<B: Backend + ?Sized> Store for B {
 
     async fn revoke_key(&self, actor: &str, id: &str) -> Result<Key> {
         write::revoke_key(self, actor, id).await
+    }
+
+    async fn set_webhook(
+        &self,
+        actor: &str,
+        participant: &Passname,
+        url: Option<&str>,
+        secret: String,
+    ) -> Result<Option<Webhook>> {
+        write::set_webhook(self, actor, participant, url, secret).await
     }
 }

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use baton_core::message::Prior;
+use baton_core::webhook::Webhook;
 use baton_core::{
     Change, DeliveryStatus, Envelope, Event, Participant, Passname, Policy, Recipient, Refusal,
     RequestStatus, Topic,
@@ -21,6 +22,7 @@ pub(crate) trait Columns {
     fn text(&self, column: &str) -> sqlx::Result<String>;
     fn maybe_text(&self, column: &str) -> sqlx::Result<Option<String>>;
     fn int(&self, column: &str) -> sqlx::Result<i64>;
+    fn maybe_int(&self, column: &str) -> sqlx::Result<Option<i64>>;
 }
 
 impl<R> Columns for R
@@ -39,6 +41,10 @@ where
     }
 
     fn int(&self, column: &str) -> sqlx::Result<i64> {
+        self.try_get(column)
+    }
+
+    fn maybe_int(&self, column: &str) -> sqlx::Result<Option<i64>> {
         self.try_get(column)
     }
 }
@@ -81,6 +87,25 @@ pub(crate) fn participant(row: &impl Columns) -> sqlx::Result<Participant> {
         role: row.text("role")?,
         added_at: row.int("added_at")?,
         policy,
+    })
+}
+
+/// The columns a webhook is read from.
+pub(crate) const WEBHOOK_COLUMNS: &str =
+    "participant, url, secret, set_seq, cursor, failures, next_at, last_error, delivered_at";
+
+/// A webhook from [`WEBHOOK_COLUMNS`].
+pub(crate) fn webhook(row: &impl Columns) -> sqlx::Result<Webhook> {
+    Ok(Webhook {
+        participant: decode(Passname::try_from(row.text("participant")?))?,
+        url: row.text("url")?,
+        secret: row.text("secret")?,
+        set_seq: row.int("set_seq")?,
+        cursor: row.int("cursor")?,
+        failures: u32::try_from(row.int("failures")?).unwrap_or(u32::MAX),
+        next_at: row.int("next_at")?,
+        last_error: row.maybe_text("last_error")?,
+        delivered_at: row.maybe_int("delivered_at")?,
     })
 }
 

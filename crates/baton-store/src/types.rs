@@ -32,6 +32,21 @@ impl NewEvent {
     }
 }
 
+/// How a claimed webhook delivery went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    /// The endpoint took what was pending up to `cursor`.
+    Told { cursor: i64, at: Millis },
+    /// Nothing up to `cursor` concerned the participant: nothing was sent.
+    Passed { cursor: i64 },
+    /// The endpoint failed (`failures` in a row now); try again at `next_at`.
+    Failed {
+        failures: u32,
+        next_at: Millis,
+        error: String,
+    },
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Added {
     pub participant: Participant,

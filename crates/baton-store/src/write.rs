@@ -15,6 +15,7 @@ use baton_core::message::{self, duplicate_of};
 use baton_core::order::{self, OrderChange, OrderRequest};
 use baton_core::run::{self, RunChange};
 use baton_core::state::StateOp;
+use baton_core::webhook::{self, Webhook};
 use baton_core::{
     Change, DeliveryStatus, Draft, Event, Millis, Participant, Passname, Payload, Record, Refusal,
     Topic, delivery, participant,
@@ -465,6 +466,31 @@ pub async fn revoke_key<B: Backend + ?Sized>(backend: &B, actor: &str, id: &str)
         .ok_or_else(|| Refusal::not_found(Record::Key, id))?;
     tx.commit().await?;
     Ok(revoked)
+}
+
+pub async fn set_webhook<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &str,
+    participant: &Passname,
+    url: Option<&str>,
+    secret: String,
+) -> Result<Option<Webhook>> {
+    let mut tx = backend.begin().await?;
+    require_participant(tx.as_mut(), participant.as_str()).await?;
+    let current = tx.webhook(participant.as_str()).await?;
+    let planned = webhook::plan(
+        current.as_ref().map(|w| w.url.as_str()),
+        participant,
+        url,
+        || secret,
+    )?;
+    if let Some(change) = planned {
+        tx.append(NewEvent::new(actor, Change::Webhook(change), now()))
+            .await?;
+    }
+    let now_set = tx.webhook(participant.as_str()).await?;
+    tx.commit().await?;
+    Ok(now_set)
 }
 
 /// Appends events that already have an id and a time, in order, skipping those whose id

@@ -36,12 +36,14 @@ mod keys;
 mod notify;
 mod orders;
 mod runs;
+mod webhooks;
 
 use crate::rows::{self, decode_cursor, depth_first, encode_cursor};
 use crate::{
-    Backend, Database, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Store,
+    Backend, Database, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Settled, Store,
     StoreError, Tx,
 };
+use baton_core::webhook::Webhook;
 
 /// Schema migrations, applied in order; the `migrations` table records which ran.
 const MIGRATIONS: &[&str] = &[
@@ -50,6 +52,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/003_orders.sql"),
     include_str!("migrations/004_keys.sql"),
     include_str!("migrations/005_authority.sql"),
+    include_str!("migrations/006_webhooks.sql"),
 ];
 
 /// Connections one database keeps open, shared by all its projects.
@@ -396,6 +399,7 @@ impl PostgresStore {
             "runs",
             "orders",
             "keys",
+            "webhooks",
         ] {
             let sql = format!("DELETE FROM {table} WHERE project = $1");
             sqlx::query(AssertSqlSafe(sql))
@@ -444,6 +448,8 @@ impl PostgresStore {
              FROM orders WHERE project = $1 ORDER BY id COLLATE \"C\"",
             "SELECT 'k|' || id || '|' || seq || '|' || participant || '|' || data \
              FROM keys WHERE project = $1 ORDER BY id COLLATE \"C\"",
+            "SELECT 'w|' || participant || '|' || url || '|' || set_seq \
+             FROM webhooks WHERE project = $1 ORDER BY participant COLLATE \"C\"",
         ];
         let mut tx = self.snapshot().await?;
         let mut dump = Vec::new();
@@ -604,6 +610,7 @@ async fn project(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::
         Change::Run(change) => runs::project(conn, project, event, change).await?,
         Change::Order(change) => orders::project(conn, project, event, change).await?,
         Change::Key(change) => keys::project(conn, project, event, change).await?,
+        Change::Webhook(change) => webhooks::project(conn, project, event, change).await?,
         Change::PolicySet { name, policy } => {
             sqlx::query("UPDATE participants SET policy = $1 WHERE project = $2 AND name = $3")
                 .bind(rows::policy_text(policy.as_ref()))
@@ -1057,6 +1064,31 @@ impl Backend for PostgresStore {
             .await
             .map_err(|e| self.err(e))
     }
+
+    async fn webhook(&self, participant: &str) -> Result<Option<Webhook>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        webhooks::load(&mut conn, self.project, participant)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn webhooks(&self) -> Result<Vec<Webhook>> {
+        webhooks::all(&self.pool, self.project)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn claim_webhook(&self, now: Millis, lease_until: Millis) -> Result<Option<Webhook>> {
+        webhooks::claim(&self.pool, self.project, now, lease_until)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn settle_webhook(&self, hook: &Webhook, settled: Settled) -> Result<()> {
+        webhooks::settle(&self.pool, self.project, hook, &settled)
+            .await
+            .map_err(|e| self.err(e))
+    }
 }
 
 /// A write transaction holding its project's row lock, committed by PostgreSQL's WAL.
@@ -1146,6 +1178,11 @@ impl Tx for PostgresTx {
 
     async fn key(&mut self, id: &str) -> Result<Option<Key>> {
         let result = keys::load(&mut self.tx, self.project, id).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn webhook(&mut self, participant: &str) -> Result<Option<Webhook>> {
+        let result = webhooks::load(&mut self.tx, self.project, participant).await;
         result.map_err(|e| self.err(e))
     }
 

@@ -29,9 +29,13 @@ use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
 mod keys;
 mod orders;
 mod runs;
+mod webhooks;
 
 use crate::rows::{self, decode_cursor, depth_first, encode_cursor};
-use crate::{Backend, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, StoreError, Tx};
+use crate::{
+    Backend, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Settled, StoreError, Tx,
+};
+use baton_core::webhook::Webhook;
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
 const MIGRATIONS: &[&str] = &[
@@ -41,6 +45,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/004_orders.sql"),
     include_str!("migrations/005_keys.sql"),
     include_str!("migrations/006_authority.sql"),
+    include_str!("migrations/007_webhooks.sql"),
 ];
 
 #[derive(Debug, Clone)]
@@ -171,6 +176,7 @@ impl SqliteStore {
             "runs",
             "orders",
             "keys",
+            "webhooks",
         ] {
             let sql = format!("DELETE FROM {table}");
             sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -211,6 +217,8 @@ impl SqliteStore {
              FROM orders ORDER BY id",
             "SELECT 'k|' || id || '|' || seq || '|' || participant || '|' || data \
              FROM keys ORDER BY id",
+            "SELECT 'w|' || participant || '|' || url || '|' || set_seq \
+             FROM webhooks ORDER BY participant",
         ];
         let mut rows = Vec::new();
         for q in queries {
@@ -422,6 +430,7 @@ async fn project(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()>
         Change::Run(change) => runs::project(conn, event, change).await?,
         Change::Order(change) => orders::project(conn, event, change).await?,
         Change::Key(change) => keys::project(conn, event, change).await?,
+        Change::Webhook(change) => webhooks::project(conn, event, change).await?,
         Change::PolicySet { name, policy } => {
             sqlx::query("UPDATE participants SET policy = ? WHERE name = ?")
                 .bind(rows::policy_text(policy.as_ref()))
@@ -749,6 +758,29 @@ impl Backend for SqliteStore {
     async fn keys(&self) -> Result<Vec<Key>> {
         keys::all(&self.pool).await.map_err(|e| self.err(e))
     }
+
+    async fn webhook(&self, participant: &str) -> Result<Option<Webhook>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        webhooks::load(&mut conn, participant)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn webhooks(&self) -> Result<Vec<Webhook>> {
+        webhooks::all(&self.pool).await.map_err(|e| self.err(e))
+    }
+
+    async fn claim_webhook(&self, now: Millis, lease_until: Millis) -> Result<Option<Webhook>> {
+        webhooks::claim(&self.pool, now, lease_until)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn settle_webhook(&self, hook: &Webhook, settled: Settled) -> Result<()> {
+        webhooks::settle(&self.pool, hook, &settled)
+            .await
+            .map_err(|e| self.err(e))
+    }
 }
 
 /// A write transaction on the SQLite file: `BEGIN IMMEDIATE`, committed with an fsync.
@@ -830,6 +862,11 @@ impl Tx for SqliteTx {
 
     async fn key(&mut self, id: &str) -> Result<Option<Key>> {
         let result = keys::load(&mut self.tx, id).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn webhook(&mut self, participant: &str) -> Result<Option<Webhook>> {
+        let result = webhooks::load(&mut self.tx, participant).await;
         result.map_err(|e| self.err(e))
     }
 

@@ -2,7 +2,7 @@
 //! their authority, and what was refused as beyond it.
 
 use baton_app::PolicyEdit;
-use baton_app::doc::{AgentAdded, AgentPolicy, Agents, PolicyView, SecurityEvents};
+use baton_app::doc::{AgentAdded, AgentPolicy, Agents, PolicyView, SecurityEvents, Webhooks};
 use clap::{Args, Subcommand};
 
 use crate::commands::Context;
@@ -15,6 +15,8 @@ pub enum AgentCommand {
     Add(AddArgs),
     List(ListArgs),
     Policy(PolicyArgs),
+    Webhook(WebhookArgs),
+    Webhooks(WebhooksArgs),
 }
 
 /// What a participant may do, by name (comma-separated or repeated).
@@ -70,6 +72,31 @@ pub struct PolicyArgs {
     #[arg(long)]
     pub default: bool,
 }
+
+/// Tell a participant's URL of what concerns it: `baton serve` POSTs event metadata
+/// (kind, id, topic, from, to, time — never a payload) as `baton/webhook@1`, at least
+/// once, retried with backoff (1 s doubling to 10 min), signed with HMAC-SHA256 in
+/// `x-baton-signature: sha256=HEX` over `TIMESTAMP.BODY` (`x-baton-timestamp`). The
+/// secret is printed once. Setting a URL again issues a new secret.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  baton agent webhook impl-1 --url https://hooks.example.com/baton\n  \
+                  baton agent webhook impl-1 --off"
+)]
+pub struct WebhookArgs {
+    pub name: String,
+    /// The endpoint (http:// or https://).
+    #[arg(long, required_unless_present = "off", conflicts_with = "off")]
+    pub url: Option<String>,
+    /// Remove the webhook.
+    #[arg(long)]
+    pub off: bool,
+}
+
+/// List the webhooks and where each one's delivery stands (never their secrets).
+#[derive(Args, Debug)]
+#[command(after_help = "Example:\n  baton agent webhooks --json")]
+pub struct WebhooksArgs {}
 
 /// List actions refused as beyond authority (a policy, a key's scope), newest first.
 #[derive(Args, Debug)]
@@ -174,6 +201,48 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
                     ""
                 }
             );
+            Ok(Output::of(&doc, human))
+        }
+        AgentCommand::Webhook(args) => {
+            let actor = ctx.actor().await?;
+            let url = if args.off { None } else { args.url.as_deref() };
+            let doc = ctx.app.set_webhook(&actor, &args.name, url).await?;
+            let human = match (&doc.url, &doc.secret) {
+                (Some(url), Some(secret)) => format!(
+                    "{} is told at {url}.\nSigning secret (shown once): {secret}",
+                    doc.participant
+                ),
+                _ => format!("{} has no webhook", doc.participant),
+            };
+            Ok(Output::of(&doc, human))
+        }
+        AgentCommand::Webhooks(_) => {
+            let doc = Webhooks::new(&ctx.app.webhooks().await?);
+            let rows: Vec<Vec<String>> = doc
+                .items
+                .iter()
+                .map(|w| {
+                    vec![
+                        w.participant.to_string(),
+                        w.url.clone(),
+                        w.cursor.to_string(),
+                        match (&w.last_error, &w.next_attempt_at) {
+                            (Some(e), Some(at)) => {
+                                format!("{} failed ({e}); next {at}", w.failures)
+                            }
+                            _ => w
+                                .delivered_at
+                                .as_ref()
+                                .map_or_else(|| "-".to_owned(), |at| format!("told {at}")),
+                        },
+                    ]
+                })
+                .collect();
+            let human = if rows.is_empty() {
+                "No webhooks: baton agent webhook NAME --url URL".to_owned()
+            } else {
+                table(&["NAME", "URL", "CURSOR", "LAST"], &rows)
+            };
             Ok(Output::of(&doc, human))
         }
     }

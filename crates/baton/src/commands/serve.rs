@@ -15,6 +15,7 @@ use crate::output::Output;
 /// Every request carries `Authorization: Bearer TOKEN` (`baton key issue`); the key names
 /// the participant. The API is described at /v1/openapi.json. Binds loopback unless told
 /// otherwise. On SIGINT or SIGTERM it stops accepting and lets requests in flight finish.
+/// It also delivers the projects' webhooks (`baton agent webhook`).
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  baton --db sqlite:/srv/baton serve\n  \
                   baton --db postgres://baton@db.internal/baton serve --bind 0.0.0.0:7878")]
@@ -50,11 +51,17 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
     };
     let options = baton_server::Options {
         failure_limit: args.max_auth_failures,
+        ..baton_server::Options::default()
     };
     let server = baton_server::Server::with_options(database, settings, options);
+    let poster = std::sync::Arc::new(baton_server::HttpPoster::default());
+    let webhooks = tokio::spawn(std::sync::Arc::clone(&server).deliver_webhooks(poster));
     // The address goes to stderr: stdout stays empty until the server has stopped.
     eprintln!("baton serve: listening on http://{bound}/v1 (API: http://{bound}/v1/openapi.json)");
-    baton_server::serve(listener, baton_server::router(server), shutdown).await?;
+    let served = baton_server::serve(listener, baton_server::router(server), shutdown).await;
+    // A delivery cut short here is retried (by this or another server) when its lease ends.
+    webhooks.abort();
+    served?;
     eprintln!("baton serve: stopped");
     Ok(Output::nothing())
 }

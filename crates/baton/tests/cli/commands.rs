@@ -282,6 +282,60 @@ fn a_policy_bounds_what_a_participant_may_do_and_each_refusal_is_recorded() {
 }
 
 #[test]
+fn a_webhook_is_set_with_a_secret_shown_once_and_removed() {
+    let p = Project::new(TEAM);
+    let set = p.json(
+        None,
+        &[
+            "agent",
+            "webhook",
+            "impl-1",
+            "--url",
+            "https://hooks.example.com/baton",
+        ],
+    );
+    assert_eq!(set["schema"], "baton/webhook-set@1");
+    let secret = set["secret"].as_str().unwrap().to_owned();
+    assert_eq!(secret.len(), "whsec_".len() + 64);
+    let listed = p.json(None, &["agent", "webhooks"]);
+    assert_eq!(listed["items"][0]["url"], "https://hooks.example.com/baton");
+    assert!(!listed.to_string().contains(&secret));
+    assert!(!p.ok(None, &["agent", "webhooks"]).contains(&secret));
+    // Set again: a new secret.
+    let again = p.json(
+        None,
+        &[
+            "agent",
+            "webhook",
+            "impl-1",
+            "--url",
+            "http://127.0.0.1:9/x",
+        ],
+    );
+    assert_ne!(again["secret"], set["secret"]);
+    for (args, want) in [
+        (
+            vec!["agent", "webhook", "impl-1", "--url", "file:///etc/passwd"],
+            3,
+        ),
+        (vec!["agent", "webhook", "ghost", "--url", "http://h/"], 4),
+        (vec!["agent", "webhook", "impl-1"], 2),
+    ] {
+        let out = p.run(None, &args);
+        assert_eq!(code(&out), want, "{args:?}: {}", stderr(&out));
+    }
+    let off = p.json(None, &["agent", "webhook", "impl-1", "--off"]);
+    assert!(
+        off.get("url").is_none() && off.get("secret").is_none(),
+        "{off}"
+    );
+    assert_eq!(
+        p.json(None, &["agent", "webhooks"])["items"],
+        serde_json::json!([])
+    );
+}
+
+#[test]
 fn an_unknown_identity_is_refused_and_writes_nothing() {
     let p = Project::new(TEAM);
     let out = p.run(

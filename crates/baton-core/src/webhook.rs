@@ -1,0 +1,218 @@
+//! Webhooks (issue 10): a participant's URL told of what concerns it — event metadata
+//! only, never a payload — at least once, signed, retried with backoff.
+//!
+//! The log is the outbox: a webhook keeps a cursor into it, and what concerns its
+//! participant after the cursor is pending. Configuring one is an event
+//! (`webhook.changed`); delivering is the server's bookkeeping beside the log. This
+//! module holds the rules: which URLs are accepted, how a body is signed, how long to
+//! wait after a failure, and what a notification may carry.
+
+use serde::{Deserialize, Serialize};
+
+use crate::names::Passname;
+use crate::refusal::Refusal;
+use crate::time::Millis;
+
+/// Longest URL accepted, in bytes.
+pub const MAX_URL_BYTES: usize = 2048;
+/// Longest wait between attempts after repeated failures.
+pub const MAX_BACKOFF_MS: Millis = 10 * 60 * 1000;
+/// Header carrying `sha256=HEX`, the HMAC-SHA256 of `TIMESTAMP.BODY` under the secret.
+pub const SIGNATURE_HEADER: &str = "x-baton-signature";
+/// Header carrying the signing time (Unix seconds), part of what is signed.
+pub const TIMESTAMP_HEADER: &str = "x-baton-timestamp";
+
+/// A change to a participant's webhook, as recorded in the log (`webhook.changed`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "what", rename_all = "snake_case")]
+pub enum WebhookChange {
+    Set {
+        participant: Passname,
+        url: String,
+        /// The signing secret (hex). The log holds the payloads too: the secret is no
+        /// more exposed than what it protects.
+        secret: String,
+    },
+    Removed {
+        participant: Passname,
+    },
+}
+
+impl WebhookChange {
+    pub fn participant(&self) -> &Passname {
+        match self {
+            Self::Set { participant, .. } | Self::Removed { participant } => participant,
+        }
+    }
+}
+
+/// A participant's webhook: its configuration (from the log) and where its delivery
+/// stands (the server's bookkeeping).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Webhook {
+    pub participant: Passname,
+    pub url: String,
+    pub secret: String,
+    /// The event that set it.
+    pub set_seq: i64,
+    /// Everything up to this seq was told (or did not concern it).
+    pub cursor: i64,
+    /// Failed attempts in a row.
+    pub failures: u32,
+    /// Not before this time is it tried again.
+    pub next_at: Millis,
+    pub last_error: Option<String>,
+    pub delivered_at: Option<Millis>,
+}
+
+/// A webhook URL: `http` or `https` with a host, no credentials, at most
+/// [`MAX_URL_BYTES`].
+pub fn check_url(url: &str) -> Result<String, Refusal> {
+    let url = url.trim();
+    let refuse = |why: &str| Refusal::WebhookUrl {
+        url: url.chars().take(200).collect(),
+        why: why.to_owned(),
+    };
+    if url.len() > MAX_URL_BYTES {
+        return Err(refuse("it is longer than 2048 bytes"));
+    }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(refuse("it has no scheme: use http:// or https://"));
+    };
+    if !matches!(scheme, "http" | "https") {
+        return Err(refuse("use http:// or https://"));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
+        return Err(refuse("credentials in the URL would be stored and shown"));
+    }
+    let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+    if host.is_empty() || url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(refuse(
+            "it has no host, or holds spaces or control characters",
+        ));
+    }
+    Ok(url.to_owned())
+}
+
+/// Setting `url` (with a new `secret`) or removing (`None`) `participant`'s webhook, given
+/// its current URL: the change to append, or `None` when there is nothing to change.
+pub fn plan(
+    current: Option<&str>,
+    participant: &Passname,
+    url: Option<&str>,
+    secret: impl FnOnce() -> String,
+) -> Result<Option<WebhookChange>, Refusal> {
+    match url {
+        Some(url) => Ok(Some(WebhookChange::Set {
+            participant: participant.clone(),
+            url: check_url(url)?,
+            secret: secret(),
+        })),
+        None if current.is_some() => Ok(Some(WebhookChange::Removed {
+            participant: participant.clone(),
+        })),
+        None => Ok(None),
+    }
+}
+
+/// How long to wait before attempt `failures + 1`: one second doubled per failure, at most
+/// [`MAX_BACKOFF_MS`].
+pub fn backoff(failures: u32) -> Millis {
+    let doubled = 1000i64.saturating_mul(1i64 << failures.min(20));
+    doubled.min(MAX_BACKOFF_MS)
+}
+
+/// The signature header's value for `body` sent at `timestamp` (Unix seconds).
+pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
+    use hmac::{KeyInit, Mac};
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes())
+        .expect("HMAC takes a key of any length");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    let digest = mac.finalize().into_bytes();
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+/// One event as a webhook tells it: what happened and between whom, never the content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Notice {
+    pub seq: i64,
+    pub id: String,
+    pub kind: String,
+    /// The message, order or other record the event is about.
+    pub subject: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub to: Vec<String>,
+    pub at: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_signature_is_hmac_sha256_of_the_timestamp_dot_body() {
+        // As Python's `hmac.new(b"key", b'1700000000.{"a":1}', hashlib.sha256)` computes it.
+        assert_eq!(
+            signature("key", 1_700_000_000, br#"{"a":1}"#),
+            "sha256=a438e398bfafc57e4396bb7fc2304422f0f768e965d073ca313cb52e22e6ad03"
+        );
+        assert_ne!(
+            signature("key", 1_700_000_001, br#"{"a":1}"#),
+            signature("key", 1_700_000_000, br#"{"a":1}"#),
+            "the time is signed"
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_from_a_second_to_ten_minutes() {
+        let waits: Vec<Millis> = [0, 1, 2, 9, 10, 40].into_iter().map(backoff).collect();
+        assert_eq!(waits, [1000, 2000, 4000, 512_000, 600_000, 600_000]);
+    }
+
+    #[test]
+    fn only_plain_http_urls_with_a_host_are_accepted() {
+        for ok in [
+            "http://127.0.0.1:9000/hook",
+            "https://hooks.example.com/x?y=1",
+        ] {
+            assert_eq!(check_url(ok).as_deref(), Ok(ok));
+        }
+        let long = format!("https://e.com/{}", "a".repeat(MAX_URL_BYTES));
+        for bad in [
+            "ftp://e.com/",
+            "e.com/hook",
+            "https://user:pw@e.com/",
+            "https:///nohost",
+            "https://e.com/a b",
+            "https://e.com/\u{7}",
+            long.as_str(),
+        ] {
+            assert!(
+                matches!(check_url(bad), Err(Refusal::WebhookUrl { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn removing_a_webhook_that_is_not_there_changes_nothing() {
+        let who = Passname::new("impl-1").unwrap();
+        assert_eq!(plan(None, &who, None, String::new), Ok(None));
+        assert!(matches!(
+            plan(Some("http://h/"), &who, None, String::new),
+            Ok(Some(WebhookChange::Removed { .. }))
+        ));
+        assert!(matches!(
+            plan(None, &who, Some("http://h/"), || "s".into()),
+            Ok(Some(WebhookChange::Set { secret, .. })) if secret == "s"
+        ));
+    }
+}

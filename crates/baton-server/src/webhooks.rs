@@ -1,0 +1,80 @@
+//! Webhook delivery: a loop beside the HTTP listener that runs delivery rounds
+//! ([`baton_app::App::deliver_webhooks`]) over every project, and the HTTP client that
+//! POSTs (ureq, on a blocking thread, bounded in time). Servers sharing a database share
+//! the work through the store's claims.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use baton_app::Poster;
+
+use crate::Server;
+
+/// How long one POST may take, connection to last byte.
+pub const POST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many webhooks one round serves per project before the next project's turn.
+const PER_ROUND: usize = 16;
+
+/// POSTs with ureq: plain HTTP and HTTPS (rustls, Mozilla's roots built in), no redirects
+/// followed, at most [`POST_TIMEOUT`].
+pub struct HttpPoster {
+    agent: ureq::Agent,
+}
+
+impl Default for HttpPoster {
+    fn default() -> Self {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(POST_TIMEOUT))
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        Self { agent }
+    }
+}
+
+#[async_trait]
+impl Poster for HttpPoster {
+    async fn post(
+        &self,
+        url: &str,
+        headers: Vec<(&'static str, String)>,
+        body: Vec<u8>,
+    ) -> Result<u16, String> {
+        let agent = self.agent.clone();
+        let url = url.to_owned();
+        let posted = tokio::task::spawn_blocking(move || {
+            let mut request = agent.post(&url);
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            request
+                .send(&body[..])
+                .map(|response| response.status().as_u16())
+                .map_err(|e| e.to_string())
+        })
+        .await;
+        posted.unwrap_or_else(|e| Err(format!("the delivery thread failed: {e}")))
+    }
+}
+
+/// Runs delivery rounds over every project every `tick` until dropped (the caller aborts
+/// it at shutdown; a delivery cut short is retried when its lease ends).
+pub async fn deliver(server: Arc<Server>, poster: Arc<dyn Poster>, tick: Duration) {
+    loop {
+        if let Err(e) = round(&server, poster.as_ref()).await {
+            eprintln!("baton serve: webhook delivery: {e}");
+        }
+        tokio::time::sleep(tick).await;
+    }
+}
+
+async fn round(server: &Server, poster: &dyn Poster) -> baton_store::Result<()> {
+    for project in server.database.projects().await? {
+        let app = server.app(&project).await?;
+        app.deliver_webhooks(&project, poster, PER_ROUND).await?;
+    }
+    Ok(())
+}
