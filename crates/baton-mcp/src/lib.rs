@@ -28,6 +28,49 @@ pub enum ServeError {
     Run(String),
 }
 
+/// An MCP response over HTTP.
+pub type HttpResponse =
+    http::Response<http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>>;
+
+/// Serves one HTTP request of MCP's Streamable HTTP transport as `me`, statelessly: each
+/// POST is answered by a tool server made for it (no session to keep, so any server
+/// behind a load balancer can answer any request), in JSON when the answer is one
+/// message. With `read_only` (a read key) only the read-only tools are listed and
+/// callable. The caller has authenticated the request; `Host` is not checked here, since
+/// the key, not the address, proves who asks.
+pub async fn serve_http<B>(
+    app: App,
+    me: Passname,
+    read_only: bool,
+    request: http::Request<B>,
+) -> HttpResponse
+where
+    B: http_body::Body + Send + 'static,
+    B::Error: std::fmt::Display,
+    B::Data: Send + 'static,
+{
+    use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let tools = if read_only {
+        BatonTools::read_only(app, me)
+    } else {
+        BatonTools::new(app, me)
+    };
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .disable_allowed_hosts();
+    let service = StreamableHttpService::new(
+        move || Ok(tools.clone()),
+        std::sync::Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    service.handle(request).await
+}
+
 /// Serves the tools on stdin/stdout as `me` until the client closes stdin.
 pub async fn serve_stdio(app: App, me: Passname) -> Result<(), ServeError> {
     let running = BatonTools::new(app, me)

@@ -81,6 +81,20 @@ impl BatonTools {
         }
     }
 
+    /// Only the tools that change nothing (annotated read-only): what a read key may call.
+    pub fn read_only(app: App, me: Passname) -> Self {
+        let mut tools = Self::new(app, me);
+        tools.tool_router.map.retain(|_, route| {
+            route
+                .attr
+                .annotations
+                .as_ref()
+                .and_then(|a| a.read_only_hint)
+                == Some(true)
+        });
+        tools
+    }
+
     /// The tools, their schemas compacted (see [`compact`]).
     pub fn router() -> ToolRouter<Self> {
         let mut router = Self::tool_router();

@@ -530,6 +530,16 @@ async fn webhooks(a: Authed) -> Answer<Webhooks> {
     Ok(Json(Webhooks::new(&a.app.webhooks().await?)))
 }
 
+/// MCP over Streamable HTTP: the tools of `baton mcp`, as the key's participant (a read
+/// key gets the read-only ones).
+async fn mcp(a: Authed, request: axum::extract::Request) -> axum::response::Response {
+    let read_only = !a.caller.scope.allows(Scope::Write);
+    let me = a.caller.participant.clone();
+    baton_mcp::serve_http(a.app, me, read_only, request)
+        .await
+        .map(axum::body::Body::new)
+}
+
 async fn security_events(a: Authed, Params(q): Params<SecurityQuery>) -> Answer<SecurityEvents> {
     a.may(Scope::Admin, "read security events").await?;
     let events = a
@@ -1119,6 +1129,13 @@ pub fn router(server: Arc<Server>) -> Router {
         .saturating_mul(2)
         .saturating_add(64 * 1024);
     routes
+        .route(
+            &p("/mcp"),
+            axum::routing::any(mcp).layer(tower_http::timeout::TimeoutLayer::with_status_code(
+                StatusCode::SERVICE_UNAVAILABLE,
+                std::time::Duration::from_secs(310),
+            )),
+        )
         .route("/metrics", get(crate::metrics::endpoint))
         .route(
             "/v1/openapi.json",

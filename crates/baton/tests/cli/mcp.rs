@@ -130,6 +130,52 @@ fn client(script: &str) -> String {
 }
 
 #[test]
+fn mcp_over_streamable_http_serves_the_same_tools_as_the_keys_participant() {
+    use crate::server::{admin, serve};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("projects").display());
+    admin(&url, None, &["project", "add", "shop"]);
+    for (who, role) in TEAM {
+        admin(&url, Some("shop"), &["agent", "add", who, "--role", role]);
+    }
+    let token = |who: &str, scope: &str| -> String {
+        admin(&url, Some("shop"), &["key", "issue", who, "--scope", scope])["token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (planner, executor, reader) = (
+        token("planner", "write"),
+        token("impl-1", "write"),
+        token("impl-1", "read"),
+    );
+    let serving = serve(&url);
+    let out = Command::new(python())
+        .arg("-B")
+        .arg(scripts().join("http_client.py"))
+        .arg(format!("{}/v1/projects/shop/mcp", serving.base))
+        .args([&planner, &executor, &reader])
+        .current_dir(scripts())
+        .output()
+        .expect("run python");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "http_client.py failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        "http: 20 tools listed",
+        "http: full round ok",
+        "http: a read key is offered 6 read-only tools",
+        "http: a bad key is refused with 401",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+}
+
+#[test]
 fn mcp_full_round_through_the_python_sdk_on_2025_11_25() {
     let out = client("sdk_client.py");
     for line in [
