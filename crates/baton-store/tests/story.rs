@@ -138,6 +138,46 @@ impl Backend for Sqlite {
     }
 }
 
+/// The embedded store with group commit, as a server opens it: concurrent writers share
+/// one transaction and one fsync.
+struct Grouped(Sqlite);
+
+impl Backend for Grouped {
+    type Lock = SqliteConnection;
+
+    async fn fresh(busy_timeout: Duration) -> Self {
+        let Sqlite { store, _dir } = Sqlite::fresh(busy_timeout).await;
+        Self(Sqlite {
+            store: store.grouped(),
+            _dir,
+        })
+    }
+
+    fn store(&self) -> &dyn Store {
+        self.0.store()
+    }
+
+    async fn rebuild_projections(&self) {
+        self.0.rebuild_projections().await;
+    }
+
+    async fn projection_dump(&self) -> Vec<String> {
+        self.0.projection_dump().await
+    }
+
+    async fn behind_the_back(&self, sql: &'static str) -> Result<u64, String> {
+        self.0.behind_the_back(sql).await
+    }
+
+    async fn hold_write_lock(&self) -> SqliteConnection {
+        self.0.hold_write_lock().await
+    }
+
+    async fn release(conn: SqliteConnection) {
+        Sqlite::release(conn).await;
+    }
+}
+
 /// The variable that names the PostgreSQL database the stories may use.
 const POSTGRES_URL: &str = "BATON_TEST_POSTGRES";
 
@@ -3033,4 +3073,4 @@ macro_rules! every_backend {
     };
 }
 
-every_backend!(sqlite: Sqlite, postgres: Postgres);
+every_backend!(sqlite: Sqlite, grouped: Grouped, postgres: Postgres);

@@ -7,6 +7,7 @@
 //! snapshots and never block writers.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -26,6 +27,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
 
+mod group;
 mod keys;
 mod orders;
 mod runs;
@@ -48,11 +50,22 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/007_webhooks.sql"),
 ];
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
     path: PathBuf,
     busy_timeout: Duration,
+    /// With group commit, the writers' shared transaction ([`group`]).
+    group: Option<Arc<group::Group>>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .field("grouped", &self.group.is_some())
+            .finish()
+    }
 }
 
 impl SqliteStore {
@@ -95,6 +108,7 @@ impl SqliteStore {
             pool,
             path: path.to_owned(),
             busy_timeout,
+            group: None,
         };
         store.migrate().await?;
         Ok(store)
@@ -102,6 +116,26 @@ impl SqliteStore {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// With group commit, how many transactions the group has committed (one fsync
+    /// each); `None` without it.
+    pub async fn commits(&self) -> Option<u64> {
+        match &self.group {
+            Some(group) => Some(group.commits().await),
+            None => None,
+        }
+    }
+
+    /// This store with group commit: concurrent writers in this process share one
+    /// transaction and one fsync, each acknowledged only after it (see [`group`]). For a
+    /// server, where many clients write at once; a one-shot command gains nothing.
+    pub fn grouped(mut self) -> Self {
+        self.group = Some(Arc::new(group::Group::new(
+            self.pool.clone(),
+            self.busy_timeout,
+        )));
+        self
     }
 
     /// Brings the schema up to date. Safe when several processes open a new store at once:
@@ -263,8 +297,9 @@ impl crate::Database for SqliteDirectory {
         if !file.exists() {
             return Err(Refusal::not_found(baton_core::Record::Project, name.as_str()).into());
         }
+        // A server's project: many clients write at once, so writers share commits.
         Ok(std::sync::Arc::new(
-            SqliteStore::open(&file, self.busy_timeout).await?,
+            SqliteStore::open(&file, self.busy_timeout).await?.grouped(),
         ))
     }
 
@@ -514,8 +549,12 @@ async fn load_envelopes(
 #[async_trait]
 impl Backend for SqliteStore {
     async fn begin(&self) -> Result<Box<dyn Tx>> {
+        let handle = match &self.group {
+            Some(group) => Handle::Member(group.begin().await?),
+            None => Handle::Own(self.write().await?),
+        };
         Ok(Box::new(SqliteTx {
-            tx: self.write().await?,
+            handle,
             busy_timeout: self.busy_timeout,
         }))
     }
@@ -783,32 +822,45 @@ impl Backend for SqliteStore {
     }
 }
 
-/// A write transaction on the SQLite file: `BEGIN IMMEDIATE`, committed with an fsync.
+/// A write transaction on the SQLite file: its own `BEGIN IMMEDIATE`, committed with an
+/// fsync; or, in a grouped store, a member of the group's transaction.
 struct SqliteTx {
-    tx: Transaction<'static, Sqlite>,
+    handle: Handle,
     busy_timeout: Duration,
+}
+
+enum Handle {
+    Own(Transaction<'static, Sqlite>),
+    Member(group::Member),
 }
 
 impl SqliteTx {
     fn err(&self, e: sqlx::Error) -> StoreError {
         classify(&e, self.busy_timeout)
     }
+
+    fn conn(&mut self) -> &mut SqliteConnection {
+        match &mut self.handle {
+            Handle::Own(tx) => tx,
+            Handle::Member(member) => member.conn(),
+        }
+    }
 }
 
 #[async_trait]
 impl Tx for SqliteTx {
     async fn append(&mut self, event: NewEvent) -> Result<Event> {
-        let result = append(&mut self.tx, event).await;
+        let result = append(self.conn(), event).await;
         result.map_err(|e| self.err(e))
     }
 
     async fn participant(&mut self, name: &str) -> Result<Option<Participant>> {
-        let result = fetch_participant(&mut self.tx, name).await;
+        let result = fetch_participant(self.conn(), name).await;
         result.map_err(|e| self.err(e))
     }
 
     async fn envelope(&mut self, id: &str) -> Result<Option<Envelope>> {
-        let result = envelope(&mut self.tx, id).await;
+        let result = envelope(self.conn(), id).await;
         result.map_err(|e| self.err(e))
     }
 
@@ -819,10 +871,10 @@ impl Tx for SqliteTx {
         )
         .bind(from.as_str())
         .bind(key)
-        .fetch_all(&mut *self.tx)
+        .fetch_all(self.conn())
         .await;
         let rows = rows.map_err(|e| self.err(e))?;
-        let priors = priors(&mut self.tx, &rows).await;
+        let priors = priors(self.conn(), &rows).await;
         Ok(priors.map_err(|e| self.err(e))?.pop())
     }
 
@@ -843,30 +895,30 @@ impl Tx for SqliteTx {
         .bind(draft.topic.as_str())
         .bind(&draft.reply_to)
         .bind(since)
-        .fetch_all(&mut *self.tx)
+        .fetch_all(self.conn())
         .await;
         let rows = rows.map_err(|e| self.err(e))?;
-        let priors = priors(&mut self.tx, &rows).await;
+        let priors = priors(self.conn(), &rows).await;
         priors.map_err(|e| self.err(e))
     }
 
     async fn order(&mut self, id: &str) -> Result<Option<Order>> {
-        let result = orders::load(&mut self.tx, id).await;
+        let result = orders::load(self.conn(), id).await;
         result.map_err(|e| self.err(e))
     }
 
     async fn run(&mut self, id: &str) -> Result<Option<Run>> {
-        let result = runs::load(&mut self.tx, id).await;
+        let result = runs::load(self.conn(), id).await;
         result.map_err(|e| self.err(e))
     }
 
     async fn key(&mut self, id: &str) -> Result<Option<Key>> {
-        let result = keys::load(&mut self.tx, id).await;
+        let result = keys::load(self.conn(), id).await;
         result.map_err(|e| self.err(e))
     }
 
     async fn webhook(&mut self, participant: &str) -> Result<Option<Webhook>> {
-        let result = webhooks::load(&mut self.tx, participant).await;
+        let result = webhooks::load(self.conn(), participant).await;
         result.map_err(|e| self.err(e))
     }
 
@@ -874,13 +926,13 @@ impl Tx for SqliteTx {
         let found: sqlx::Result<Option<i64>> =
             sqlx::query_scalar("SELECT 1 FROM events WHERE id = ?")
                 .bind(id)
-                .fetch_optional(&mut *self.tx)
+                .fetch_optional(self.conn())
                 .await;
         Ok(found.map_err(|e| self.err(e))?.is_some())
     }
 
     async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool> {
-        let result = runs::other_live(&mut self.tx, participant, except).await;
+        let result = runs::other_live(self.conn(), participant, except).await;
         result.map_err(|e| self.err(e))
     }
 
@@ -892,22 +944,22 @@ impl Tx for SqliteTx {
         .bind(participant)
         .bind(DeliveryStatus::Delivered.as_str())
         .bind(since)
-        .fetch_all(&mut *self.tx)
+        .fetch_all(self.conn())
         .await;
         held.map_err(|e| self.err(e))
     }
 
     async fn state(&mut self) -> Result<ProjectState> {
-        let result = read_state(&mut self.tx).await;
+        let result = read_state(self.conn()).await;
         result.map_err(|e| self.err(e))
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
         let busy_timeout = self.busy_timeout;
-        self.tx
-            .commit()
-            .await
-            .map_err(|e| classify(&e, busy_timeout))
+        match self.handle {
+            Handle::Own(tx) => tx.commit().await.map_err(|e| classify(&e, busy_timeout)),
+            Handle::Member(member) => member.commit(busy_timeout).await,
+        }
     }
 }
 

@@ -1,0 +1,280 @@
+//! `cargo bench -p baton-server --bench http`: durable sends per second over HTTP, with 1,
+//! 4 and 16 concurrent clients, beside the disk's limit for one writer measured in the
+//! same run.
+//!
+//! The floor is a bare `sqlite3` process inserting one row per transaction into a WAL
+//! database with `synchronous = FULL` — one fsync per row, what a writer that commits
+//! alone cannot beat. Each client is a thread with its own keep-alive connection sending
+//! `info` messages to one recipient (`POST /v1/projects/shop/messages`); a send is timed
+//! from request to answer, and the answer comes only after the commit. Backends: SQLite
+//! with group commit (what `baton serve` opens), SQLite with one commit per write (for
+//! comparison), and PostgreSQL when `BATON_TEST_POSTGRES` names a database (a fresh
+//! schema, dropped after). It prints a table and asserts nothing about time. Run without
+//! `--bench` (as `cargo test --benches` does) it only checks that it works, briefly.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use baton_app::{App, Settings};
+use baton_core::ProjectName;
+use baton_core::key::Scope;
+use baton_store::{Database, SqliteStore, Store};
+
+const CLIENTS: [usize; 3] = [1, 4, 16];
+
+struct Scale {
+    /// Sends per run (split among the clients).
+    sends: usize,
+    /// Rows the floor inserts.
+    floor_rows: usize,
+}
+
+const FULL: Scale = Scale {
+    sends: 1600,
+    floor_rows: 1000,
+};
+const SMOKE: Scale = Scale {
+    sends: 32,
+    floor_rows: 20,
+};
+
+/// A directory of SQLite projects opened without group commit: every write its own
+/// transaction and fsync.
+struct Ungrouped {
+    dir: std::path::PathBuf,
+}
+
+#[async_trait]
+impl Database for Ungrouped {
+    async fn project(&self, name: &ProjectName) -> baton_store::Result<Arc<dyn Store>> {
+        let file = self.dir.join(format!("{name}.db"));
+        Ok(Arc::new(
+            SqliteStore::open(&file, Duration::from_secs(5)).await?,
+        ))
+    }
+
+    async fn add_project(&self, name: &ProjectName) -> baton_store::Result<bool> {
+        let file = self.dir.join(format!("{name}.db"));
+        SqliteStore::create(&file, Duration::from_secs(5)).await?;
+        Ok(true)
+    }
+
+    async fn projects(&self) -> baton_store::Result<Vec<ProjectName>> {
+        Ok(vec![ProjectName::new("shop").expect("a project name")])
+    }
+}
+
+fn main() {
+    let scale = if std::env::args().any(|a| a == "--bench") {
+        FULL
+    } else {
+        SMOKE
+    };
+    let runtime = Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime"),
+    );
+    let dir = tempfile::tempdir().expect("a temporary directory");
+
+    let floor = floor(dir.path(), scale.floor_rows);
+    println!(
+        "HTTP send bench · {} sends a run · floor: sqlite3 {} one-row transactions \
+         (WAL, synchronous=FULL): {:.0} rows/s ({:.2} ms a row)",
+        scale.sends,
+        scale.floor_rows,
+        floor,
+        1000.0 / floor
+    );
+    println!(
+        "{:<34} {:>7} {:>9} {:>8} {:>8} {:>9}",
+        "backend", "clients", "sends/s", "p50 ms", "p99 ms", "× floor"
+    );
+
+    let mut backends: Vec<(String, Arc<dyn Database>, Option<String>)> = Vec::new();
+    let grouped_dir = dir.path().join("grouped");
+    let grouped = runtime.block_on(baton_store::database(
+        &format!("sqlite:{}", grouped_dir.display()),
+        Duration::from_secs(5),
+    ));
+    backends.push((
+        "SQLite, group commit".into(),
+        grouped.expect("a SQLite directory"),
+        None,
+    ));
+    let single_dir = dir.path().join("single");
+    std::fs::create_dir_all(&single_dir).expect("a directory");
+    backends.push((
+        "SQLite, one commit per write".into(),
+        Arc::new(Ungrouped { dir: single_dir }),
+        None,
+    ));
+    if let Ok(base) = std::env::var("BATON_TEST_POSTGRES") {
+        let schema = format!(
+            "baton_bench_{}",
+            ulid::Ulid::generate().to_string().to_lowercase()
+        );
+        let separator = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{separator}schema={schema}");
+        let db = runtime
+            .block_on(baton_store::database(&url, Duration::from_secs(5)))
+            .expect("the PostgreSQL database");
+        backends.push(("PostgreSQL".into(), db, Some(schema)));
+    } else {
+        println!("(PostgreSQL not measured: BATON_TEST_POSTGRES is not set)");
+    }
+
+    for (name, db, schema) in &backends {
+        for clients in CLIENTS {
+            let (rate, p50, p99) = run(&runtime, Arc::clone(db), clients, scale.sends);
+            println!(
+                "{name:<34} {clients:>7} {rate:>9.0} {p50:>8.2} {p99:>8.2} {:>9.1}",
+                rate / floor
+            );
+        }
+        if let Some(schema) = schema {
+            drop_schema(&runtime, schema);
+        }
+    }
+}
+
+/// Rows per second a bare `sqlite3` process commits, one row per transaction.
+fn floor(dir: &std::path::Path, rows: usize) -> f64 {
+    let file = dir.join("floor.db");
+    let mut script = String::from(
+        "PRAGMA journal_mode=WAL;\nPRAGMA synchronous=FULL;\n\
+         CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n",
+    );
+    for n in 0..rows {
+        script.push_str(&format!(
+            "INSERT INTO t (body) VALUES ('floor row {n}: the export keeps its filters');\n"
+        ));
+    }
+    let started = Instant::now();
+    let mut child = Command::new("sqlite3")
+        .arg(&file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("the sqlite3 program (apt-get install sqlite3)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(script.as_bytes())
+        .expect("the script");
+    let status = child.wait().expect("sqlite3 ran");
+    assert!(status.success(), "sqlite3 failed");
+    rows as f64 / started.elapsed().as_secs_f64()
+}
+
+/// A server over `db` with project `shop`; `sends` sends from `clients` threads. Returns
+/// sends per second and the median and 99th percentile latency in milliseconds.
+fn run(
+    runtime: &Arc<tokio::runtime::Runtime>,
+    db: Arc<dyn Database>,
+    clients: usize,
+    sends: usize,
+) -> (f64, f64, f64) {
+    let project = ProjectName::new("shop").expect("a project name");
+    let (listener, token) = runtime.block_on(async {
+        db.add_project(&project).await.expect("a project");
+        let store = db.project(&project).await.expect("the project");
+        let app = App::new(store, Settings::default(), baton_server::host());
+        for (who, role) in [("planner", "planner"), ("impl-1", "executor")] {
+            app.add_participant("@bench", who, role, &Default::default())
+                .await
+                .expect("a participant");
+        }
+        let (_, token) = app
+            .issue_key("@bench", "planner", Scope::Write, None)
+            .await
+            .expect("a key");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        (listener, token)
+    });
+    let base = format!(
+        "http://{}/v1/projects/shop/messages",
+        listener.local_addr().expect("an address")
+    );
+    let server = baton_server::Server::new(db, Settings::default());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = runtime.spawn(baton_server::serve(
+        listener,
+        baton_server::router(server),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+
+    let per_client = sends / clients;
+    let started = Instant::now();
+    let mut latencies: Vec<Duration> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..clients)
+            .map(|c| {
+                let (base, token) = (&base, &token);
+                s.spawn(move || {
+                    let agent = ureq::Agent::config_builder().build().new_agent();
+                    let mut times = Vec::with_capacity(per_client);
+                    for n in 0..per_client {
+                        let body = serde_json::json!({
+                            "to": ["impl-1"], "type": "info", "topic": "bench",
+                            "body": format!("client {c} send {n}: the export keeps its filters"),
+                        });
+                        let sent = Instant::now();
+                        let answer = agent
+                            .post(base)
+                            .header("authorization", format!("Bearer {token}"))
+                            .send_json(&body)
+                            .expect("a send");
+                        assert_eq!(answer.status(), 200);
+                        times.push(sent.elapsed());
+                    }
+                    times
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|t| t.join().expect("a client"))
+            .collect()
+    });
+    let elapsed = started.elapsed();
+    let _ = stop.send(());
+    let _ = runtime.block_on(serving);
+    latencies.sort();
+    let at = |q: f64| {
+        let i = ((latencies.len() as f64 - 1.0) * q).round() as usize;
+        latencies[i].as_secs_f64() * 1000.0
+    };
+    (
+        latencies.len() as f64 / elapsed.as_secs_f64(),
+        at(0.50),
+        at(0.99),
+    )
+}
+
+/// Drops the bench's PostgreSQL schema.
+fn drop_schema(runtime: &tokio::runtime::Runtime, schema: &str) {
+    let Ok(base) = std::env::var("BATON_TEST_POSTGRES") else {
+        return;
+    };
+    runtime.block_on(async {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&base)
+            .await
+            .expect("a connection");
+        let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut conn)
+            .await
+            .expect("the schema dropped");
+    });
+}
