@@ -6,6 +6,9 @@
 //! Unknown stays unknown: a value that does not apply is `null`, never a default. Field
 //! order is the printed order.
 
+use baton_core::negotiation::{
+    Choices, Ended, Negotiation, Resolution, Status as NegotiationStatus,
+};
 use baton_core::order::{Order, OrderChange, OrderStatus, allowed};
 use baton_core::packet::Shown as SectionShown;
 use baton_core::run::{Health, Progress, RunStatus};
@@ -924,6 +927,150 @@ impl From<&crate::News> for News {
     }
 }
 
+// ---- negotiations -------------------------------------------------------------------------
+
+/// One offer of a negotiation's trail: who proposed which outcome, and each party's answer.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OfferRow {
+    pub round: u32,
+    /// A party's passname, or `@mediator`.
+    pub proposer: String,
+    /// Issue → option.
+    pub outcome: Map<String, Value>,
+    /// Party → `accept`, `reject` or `veto`, in passname order.
+    pub answers: Map<String, Value>,
+}
+
+/// A veto used in the trail: who vetoed which partial outcome (never why).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct VetoRow {
+    pub party: String,
+    /// Issue → option.
+    pub vetoed: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct NegotiationParty {
+    pub name: Passname,
+    /// Whether its position is in (never what it holds).
+    pub submitted: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct NegotiationIssue {
+    pub name: String,
+    pub options: Vec<String>,
+}
+
+/// A negotiation as anyone may read it: the spec's public part, who has submitted, the
+/// trail and the result. Never a weight, a utility or a floor.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct NegotiationShown {
+    pub id: String,
+    /// `open` (waiting for positions), `agreement` or `walk_away`.
+    pub result: NegotiationStatus,
+    /// The agreed outcome, issue → option; null unless agreed.
+    pub outcome: Option<Map<String, Value>>,
+    /// On a walk-away: the issues the offers could not agree on.
+    pub unsettled: Vec<String>,
+    /// On a walk-away: who vetoed what.
+    pub vetoes: Vec<VetoRow>,
+    /// On a walk-away: `no_zone` (no feasible outcome meets every floor and veto) or
+    /// `round_limit` (the limit came first); null otherwise.
+    pub ended: Option<Ended>,
+    pub trail: Vec<OfferRow>,
+    pub parties: Vec<NegotiationParty>,
+    pub issues: Vec<NegotiationIssue>,
+    /// The round limit.
+    pub rounds: u32,
+    pub opened_at: String,
+    pub settled_at: Option<String>,
+}
+doc!(NegotiationShown, "baton/negotiation@1");
+
+fn choices_map(choices: &Choices) -> Map<String, Value> {
+    choices
+        .0
+        .iter()
+        .map(|(issue, option)| (issue.clone(), Value::from(option.as_str())))
+        .collect()
+}
+
+impl NegotiationShown {
+    pub fn new(n: &Negotiation) -> Self {
+        let settlement = n.settlement.as_ref();
+        let (outcome, unsettled, vetoes, ended) = match settlement.map(|s| &s.resolution) {
+            Some(Resolution::Agreement { outcome }) => {
+                (Some(choices_map(outcome)), Vec::new(), Vec::new(), None)
+            }
+            Some(Resolution::WalkAway {
+                ended,
+                unsettled,
+                vetoes,
+            }) => (
+                None,
+                unsettled.clone(),
+                vetoes
+                    .iter()
+                    .map(|v| VetoRow {
+                        party: v.party.clone(),
+                        vetoed: choices_map(&v.vetoed),
+                    })
+                    .collect(),
+                Some(*ended),
+            ),
+            None => (None, Vec::new(), Vec::new(), None),
+        };
+        let trail = settlement
+            .map(|s| {
+                s.trail
+                    .iter()
+                    .map(|o| OfferRow {
+                        round: o.round,
+                        proposer: o.proposer.clone(),
+                        outcome: choices_map(&o.outcome),
+                        answers: o
+                            .answers
+                            .iter()
+                            .map(|(party, a)| (party.clone(), Value::from(a.as_str())))
+                            .collect(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self {
+            id: n.id().to_owned(),
+            result: n.status(),
+            outcome,
+            unsettled,
+            vetoes,
+            ended,
+            trail,
+            parties: n
+                .spec
+                .parties
+                .iter()
+                .map(|p| NegotiationParty {
+                    name: p.name.clone(),
+                    submitted: n.has_submitted(p.name.as_str()),
+                })
+                .collect(),
+            issues: n
+                .spec
+                .issues
+                .iter()
+                .map(|i| NegotiationIssue {
+                    name: i.name.clone(),
+                    options: i.options.clone(),
+                })
+                .collect(),
+            rounds: n.spec.rounds,
+            opened_at: rfc3339(n.opened_at),
+            settled_at: n.settled_at.map(rfc3339),
+        }
+    }
+}
+
 /// What `baton import` did.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ImportDone {
@@ -1156,6 +1303,7 @@ mod tests {
             schemars::schema_for!(OrderStepped),
             schemars::schema_for!(Orders),
             schemars::schema_for!(OrderShown),
+            schemars::schema_for!(NegotiationShown),
             schemars::schema_for!(HandoffCheck),
             schemars::schema_for!(HandoffTemplate),
             schemars::schema_for!(HandoffRender),
@@ -1175,6 +1323,33 @@ mod tests {
             let value = schema.as_value();
             assert_eq!(value["type"], "object", "{value}");
             assert!(value.get("properties").is_some(), "{value}");
+        }
+        // A negotiation's schema has the result a person reads, and no field for a
+        // weight, a utility or a floor.
+        let negotiation = schemars::schema_for!(NegotiationShown);
+        let fields = &negotiation.as_value()["properties"];
+        for field in ["result", "outcome", "trail", "unsettled", "vetoes"] {
+            assert!(fields.get(field).is_some(), "negotiation lacks {field}");
+        }
+        fn field_names(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Object(map) => {
+                    if let Some(Value::Object(props)) = map.get("properties") {
+                        out.extend(props.keys().cloned());
+                    }
+                    map.values().for_each(|v| field_names(v, out));
+                }
+                Value::Array(items) => items.iter().for_each(|v| field_names(v, out)),
+                _ => {}
+            }
+        }
+        let mut names = Vec::new();
+        field_names(negotiation.as_value(), &mut names);
+        assert!(names.contains(&"answers".to_owned()), "{names:?}");
+        for name in &names {
+            for private in ["weight", "utilit", "floor", "position"] {
+                assert!(!name.contains(private), "negotiation schema has {name}");
+            }
         }
         // The shown message's flattened row is part of its schema.
         let show = schemars::schema_for!(Show);

@@ -2,8 +2,9 @@
 //!
 //! A use case composes store calls into what a user asked for — a send with its reply
 //! defaults and payload cap, a capped show, an order offered after its documents were
-//! checked, a wait that fails loud at its deadline, the resume packet, a reaper pass — and
-//! returns typed values ([`doc`] holds the documents the edges print). The rules are
+//! checked, a wait that fails loud at its deadline, the resume packet, a reaper pass, a
+//! negotiation settled once its last position is in — and returns typed values ([`doc`]
+//! holds the documents the edges print). The rules are
 //! `baton_core`'s; the storage is a [`Store`]; the machine (git, files, processes, the
 //! clock) is a [`Host`]. This crate never reads files, environment variables or the
 //! terminal itself, and an edge that needs more than parsing its input and rendering the
@@ -16,6 +17,7 @@ mod keys;
 mod ledger;
 mod memory;
 mod messages;
+mod negotiation;
 mod news;
 mod orders;
 pub mod portable;

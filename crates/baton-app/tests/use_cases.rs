@@ -13,6 +13,9 @@ use baton_app::{
     Processes, Settings,
 };
 use baton_core::awl::{ContractMode, NoEnvironment};
+use baton_core::negotiation::{
+    Ended, Input, NegotiationChange, Problem, Range, Resolution, Status,
+};
 use baton_core::run::{ProcessRef, Registration, RunChange, RunStatus};
 use baton_core::state::Subject;
 use baton_core::{Field, MessageType, Millis, Passname, Record, Refusal, RefusalKind};
@@ -581,4 +584,238 @@ async fn the_reaper_loses_a_run_whose_wrapper_died_and_records_unseen_agents_onc
         2,
         "lost and resurfaced"
     );
+}
+
+// ---- negotiations -------------------------------------------------------------------------
+
+fn negotiation_spec(id: &str) -> String {
+    json!({
+        "id": id, "rounds": 50,
+        "issues": [{"name": "db", "options": ["sqlite", "postgres"]},
+                   {"name": "deploy", "options": ["single", "multi-region"]}],
+        "constraints": [{"db": "sqlite", "deploy": "multi-region"}],
+        "parties": [{"name": "planner", "position": "planner.json"},
+                    {"name": "impl-1", "position": "impl-1.json"}]
+    })
+    .to_string()
+}
+
+fn planner_position() -> String {
+    json!({"weights": {"db": 0.7, "deploy": 0.3},
+           "utilities": {"db": {"sqlite": 1, "postgres": 0.2},
+                         "deploy": {"single": 1, "multi-region": 0}},
+           "floor": 0.5})
+    .to_string()
+}
+
+fn executor_position(floor: f64) -> String {
+    json!({"weights": {"db": 0.5, "deploy": 0.5},
+           "utilities": {"db": {"sqlite": 0.6, "postgres": 1},
+                         "deploy": {"single": 1, "multi-region": 0.8}},
+           "floor": floor, "veto": [{"deploy": "multi-region"}]})
+    .to_string()
+}
+
+/// The `settled` events in the log: the engine's result is recorded exactly once.
+async fn settlements(f: &Fixture, id: &str) -> usize {
+    let store = SqliteStore::open(&f.dir.path().join("baton.db"), Duration::from_secs(5))
+        .await
+        .unwrap();
+    baton_store::Backend::events(&store, 0, u32::MAX)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            matches!(
+                &e.change,
+                baton_core::Change::Negotiation(NegotiationChange::Settled { negotiation, .. })
+                    if negotiation == id
+            )
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn a_negotiation_settles_once_when_its_last_party_submits() {
+    let f = fixture().await;
+    let opened = f
+        .app
+        .open_negotiation("@local", &negotiation_spec("db-choice"))
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), Status::Open);
+    assert_eq!(opened.waiting_for(), [&me("planner"), &me("impl-1")]);
+
+    let before = f.app.generation().await.unwrap();
+    let half = f
+        .app
+        .submit_position(&me("impl-1"), "db-choice", &executor_position(0.7))
+        .await
+        .unwrap();
+    assert_eq!(half.status(), Status::Open);
+    assert_eq!(half.waiting_for(), [&me("planner")]);
+    assert_eq!(f.app.generation().await.unwrap(), before + 1);
+    assert_eq!(settlements(&f, "db-choice").await, 0);
+
+    // The last submission and the settlement are one write.
+    let settled = f
+        .app
+        .submit_position(&me("planner"), "db-choice", &planner_position())
+        .await
+        .unwrap();
+    assert_eq!(f.app.generation().await.unwrap(), before + 3);
+    assert_eq!(settled.status(), Status::Agreement);
+    assert_eq!(f.app.negotiation("db-choice").await.unwrap(), settled);
+    let s = settled.settlement.as_ref().unwrap();
+    assert_eq!(
+        s.resolution,
+        Resolution::Agreement {
+            outcome: s.trail.last().unwrap().outcome.clone()
+        }
+    );
+    assert_eq!(
+        s.trail.last().unwrap().outcome.text(),
+        "db=sqlite deploy=single"
+    );
+    assert_eq!(settlements(&f, "db-choice").await, 1);
+
+    // Nothing more counts: a second submission is refused and nothing is settled again.
+    let r = refused(
+        &f.app,
+        f.app
+            .submit_position(&me("impl-1"), "db-choice", &executor_position(0.7)),
+    )
+    .await;
+    assert_eq!(
+        r,
+        Refusal::NegotiationSettled {
+            id: "db-choice".into()
+        }
+    );
+    assert_eq!(settlements(&f, "db-choice").await, 1);
+}
+
+#[tokio::test]
+async fn a_submission_that_cannot_count_is_refused_and_writes_nothing() {
+    let f = fixture().await;
+    f.app
+        .open_negotiation("@local", &negotiation_spec("db-choice"))
+        .await
+        .unwrap();
+    f.app
+        .submit_position(&me("impl-1"), "db-choice", &executor_position(0.7))
+        .await
+        .unwrap();
+    let cases: Vec<(&str, &str, String, RefusalKind)> = vec![
+        (
+            "nothing-here",
+            "planner",
+            planner_position(),
+            RefusalKind::NotFound,
+        ),
+        (
+            "db-choice",
+            "impl-2",
+            planner_position(),
+            RefusalKind::Forbidden,
+        ),
+        (
+            "db-choice",
+            "impl-1",
+            executor_position(0.7),
+            RefusalKind::Conflict,
+        ),
+        (
+            "db-choice",
+            "planner",
+            "{\"weights\":".into(),
+            RefusalKind::Invalid,
+        ),
+        (
+            "db-choice",
+            "planner",
+            "x".repeat(5000),
+            RefusalKind::Invalid,
+        ),
+    ];
+    for (id, party, position, kind) in cases {
+        let r = refused(&f.app, f.app.submit_position(&me(party), id, &position)).await;
+        assert_eq!(r.kind(), kind, "{r}");
+    }
+    // A malformed position names the path of its first problem, never its values.
+    let bad = json!({"weights": {"db": 0.7, "deploy": 0.3},
+                     "utilities": {"db": {"sqlite": 1.25}, "deploy": {"single": 1}},
+                     "floor": 0.5})
+    .to_string();
+    let r = refused(
+        &f.app,
+        f.app.submit_position(&me("planner"), "db-choice", &bad),
+    )
+    .await;
+    let Refusal::NegotiationInput {
+        input,
+        path,
+        problem,
+    } = &r
+    else {
+        panic!("{r:?}");
+    };
+    assert_eq!(
+        input,
+        &Input::Position {
+            party: "planner".into()
+        }
+    );
+    assert_eq!(path, "$.utilities.db.sqlite");
+    assert_eq!(problem, &Problem::OutOfRange(Range::Utility));
+    assert!(!r.to_string().contains("1.25"), "{r}");
+    // Opening the same id twice is a conflict.
+    let r = refused(
+        &f.app,
+        f.app
+            .open_negotiation("@local", &negotiation_spec("db-choice")),
+    )
+    .await;
+    assert_eq!(r.kind(), RefusalKind::Conflict);
+}
+
+#[tokio::test]
+async fn negotiating_in_one_go_stores_everything_or_nothing() {
+    let f = fixture().await;
+    let spec = negotiation_spec("in-one-go");
+    let files = f.app.position_files(&spec).unwrap();
+    assert_eq!(files[0], (me("planner"), "planner.json".to_owned()));
+
+    // One malformed position: not even the opening is stored.
+    let positions = vec![
+        (me("planner"), planner_position()),
+        (
+            me("impl-1"),
+            "{\"weights\": {\"db\": \"heavy\"}}".to_owned(),
+        ),
+    ];
+    let r = refused(&f.app, f.app.negotiate("@local", &spec, &positions)).await;
+    assert!(
+        matches!(&r, Refusal::NegotiationInput { path, .. } if path == "$.weights.db"),
+        "{r:?}"
+    );
+    let r = refused(&f.app, f.app.negotiation("in-one-go")).await;
+    assert_eq!(r.kind(), RefusalKind::NotFound);
+
+    // A floor nobody can meet with the veto in place: a walk-away, recorded once.
+    let positions = vec![
+        (me("planner"), planner_position()),
+        (me("impl-1"), executor_position(0.9)),
+    ];
+    let n = f.app.negotiate("@local", &spec, &positions).await.unwrap();
+    assert_eq!(n.status(), Status::WalkAway);
+    let Some(Resolution::WalkAway {
+        ended, unsettled, ..
+    }) = n.settlement.as_ref().map(|s| &s.resolution)
+    else {
+        panic!("{n:?}");
+    };
+    assert_eq!(*ended, Ended::NoZone);
+    assert_eq!(unsettled, &["db"]);
+    assert_eq!(settlements(&f, "in-one-go").await, 1);
 }

@@ -9,6 +9,7 @@ use crate::delivery::{DeliveryStatus, RequestStatus};
 use crate::key::KeyChange;
 use crate::message::MessageType;
 use crate::names::{Passname, Topic};
+use crate::negotiation::NegotiationChange;
 use crate::order::OrderChange;
 use crate::run::RunChange;
 use crate::state::StateChange;
@@ -81,6 +82,9 @@ pub enum Change {
     /// A participant's webhook was set or removed.
     #[serde(rename = "webhook.changed")]
     Webhook(WebhookChange),
+    /// A negotiation was opened, a party submitted its position, or the engine settled it.
+    #[serde(rename = "negotiation.changed")]
+    Negotiation(NegotiationChange),
 }
 
 impl Change {
@@ -97,10 +101,11 @@ impl Change {
             Self::Order(_) => "order.changed",
             Self::Key(_) => "key.changed",
             Self::Webhook(_) => "webhook.changed",
+            Self::Negotiation(_) => "negotiation.changed",
         }
     }
 
-    /// The thing the event is about: a passname, a message, run or order id.
+    /// The thing the event is about: a passname, a message, run, order or negotiation id.
     pub fn subject(&self) -> &str {
         match self {
             Self::ParticipantAdded { name, .. } | Self::PolicySet { name, .. } => name.as_str(),
@@ -112,6 +117,7 @@ impl Change {
             Self::Order(change) => change.order(),
             Self::Key(change) => change.key(),
             Self::Webhook(change) => change.participant().as_str(),
+            Self::Negotiation(change) => change.negotiation(),
         }
     }
 

@@ -1,7 +1,7 @@
 //! Baton's pure domain: names, message envelopes, the lifecycles (deliveries, orders,
 //! runs) and their planners — a request and the facts it depends on in, the events to
 //! append (or a [`Refusal`], as data) out — the project state, and the events that record
-//! every change.
+//! every change, and the negotiation engine.
 //!
 //! This crate does no I/O, reads no clock and spawns nothing: every function takes the
 //! facts it needs as arguments, so it is tested as data. Storage lives in `baton-store`,
@@ -15,6 +15,7 @@ pub mod key;
 pub mod message;
 pub mod metrics;
 pub mod names;
+pub mod negotiation;
 pub mod order;
 pub mod packet;
 pub mod participant;

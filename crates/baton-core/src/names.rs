@@ -14,7 +14,7 @@ pub struct NameError {
     pub value: String,
 }
 
-fn check_slug(what: &'static str, value: &str) -> Result<(), NameError> {
+pub(crate) fn check_slug(what: &'static str, value: &str) -> Result<(), NameError> {
     let bytes = value.as_bytes();
     let first_ok = bytes
         .first()

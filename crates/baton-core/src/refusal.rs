@@ -16,6 +16,7 @@ use crate::awl::{Finding, FindingKind};
 use crate::delivery::{DeliveryAction, RequestAction};
 use crate::message::{MessageType, PayloadError};
 use crate::names::{NameError, Passname};
+use crate::negotiation::{Input, Problem};
 use crate::order::OrderAction;
 use crate::run::RunStatus;
 
@@ -179,6 +180,7 @@ pub enum Record {
     Project,
     /// A key, by its id.
     Key,
+    Negotiation,
 }
 
 impl Record {
@@ -193,6 +195,7 @@ impl Record {
             Self::Receipt => "receipt for step",
             Self::Project => "project",
             Self::Key => "key",
+            Self::Negotiation => "negotiation",
         }
     }
 }
@@ -439,6 +442,16 @@ pub enum Refusal {
     /// A line of a portable log that is not an event.
     #[error("line {line} is not an event: {problem}")]
     LogLine { line: usize, problem: String },
+    /// A negotiation spec or position that does not hold: the JSON path of the first
+    /// problem, and what it is (never the value: a position is private).
+    #[error("{input}: {path}: {problem}")]
+    NegotiationInput {
+        input: Input,
+        path: String,
+        problem: Problem,
+    },
+    #[error("negotiation {id} is settled: nothing more can be submitted")]
+    NegotiationSettled { id: String },
 
     // ---- forbidden ----
     /// An action beyond the actor's authority policy.
@@ -483,6 +496,12 @@ pub enum Refusal {
         scope: crate::key::Scope,
         action: &'static str,
     },
+    #[error("{party} is not a party to negotiation {id} (its parties: {})", parties.join(", "))]
+    NotANegotiator {
+        id: String,
+        party: String,
+        parties: Vec<String>,
+    },
     /// An actor named in a request: on a server the actor comes only from the key.
     #[error("the acting participant comes from the key, never from the request")]
     ActorInRequest,
@@ -505,6 +524,10 @@ pub enum Refusal {
     },
     #[error("run {id} already exists")]
     RunExists { id: String },
+    #[error("negotiation {id} already exists: give a new negotiation a new id")]
+    NegotiationExists { id: String },
+    #[error("{party} already submitted its position to negotiation {id}")]
+    PositionSubmitted { id: String, party: String },
     #[error("run {run} is {status}: it cannot record {what}")]
     RunStatus {
         run: String,
@@ -546,7 +569,9 @@ impl Refusal {
             | Self::Findings { .. }
             | Self::WrongDocument { .. }
             | Self::NotAnExit(_)
-            | Self::LogLine { .. } => K::Invalid,
+            | Self::LogLine { .. }
+            | Self::NegotiationInput { .. }
+            | Self::NegotiationSettled { .. } => K::Invalid,
             Self::Beyond { .. }
             | Self::NotAParty { .. }
             | Self::SenderSteps { .. }
@@ -554,6 +579,7 @@ impl Refusal {
             | Self::OfferFrom { .. }
             | Self::ReportFrom { .. }
             | Self::Scope { .. }
+            | Self::NotANegotiator { .. }
             | Self::ActorInRequest => K::Forbidden,
             Self::Unauthenticated => K::Unauthenticated,
             Self::RoleTaken { .. }
@@ -561,6 +587,8 @@ impl Refusal {
             | Self::OrderExists { .. }
             | Self::Moved { .. }
             | Self::RunExists { .. }
+            | Self::NegotiationExists { .. }
+            | Self::PositionSubmitted { .. }
             | Self::RunStatus { .. } => K::Conflict,
         }
     }

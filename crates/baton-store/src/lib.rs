@@ -3,7 +3,7 @@
 //! Three traits, one per job:
 //! - [`Tx`], a write transaction: append an event (which updates the projections), and
 //!   read the facts a rule needs (a participant, an envelope, earlier messages, an order,
-//!   a run, the project state). A backend implements it in its own SQL.
+//!   a run, the project state, a negotiation). A backend implements it in its own SQL.
 //! - [`Backend`]: open a [`Tx`], and the reads the edges list and show. Also SQL only.
 //! - [`Store`]: every write, implemented once in [`write`] for every backend: it gathers
 //!   facts through a [`Tx`], asks the core's planners what to append, appends it and
@@ -32,6 +32,7 @@ pub use types::*;
 use async_trait::async_trait;
 use baton_core::key::Key;
 use baton_core::message::Prior;
+use baton_core::negotiation::Negotiation;
 use baton_core::order::{Order, OrderRequest};
 use baton_core::run::{Run, RunChange};
 use baton_core::state::{ProjectState, StateOp};
@@ -129,6 +130,8 @@ pub trait Tx: Send {
     async fn held(&mut self, participant: &str, since: Millis) -> Result<Vec<String>>;
     /// The project state: the fold of every `state.changed` event.
     async fn state(&mut self) -> Result<ProjectState>;
+    /// Negotiation `id`: the fold of its `negotiation.changed` events (subject `id`).
+    async fn negotiation(&mut self, id: &str) -> Result<Option<Negotiation>>;
     async fn commit(self: Box<Self>) -> Result<()>;
 }
 
@@ -190,6 +193,8 @@ pub trait Backend: Send + Sync {
     /// Records how a claimed delivery went and ends the lease (nothing when the webhook was
     /// set anew or removed since the claim).
     async fn settle_webhook(&self, hook: &Webhook, settled: Settled) -> Result<()>;
+    /// Negotiation `id`: the fold of its `negotiation.changed` events (subject `id`).
+    async fn negotiation(&self, id: &str) -> Result<Option<Negotiation>>;
     /// The store's generation: the sequence number of its newest event (0 when empty).
     async fn generation(&self) -> Result<i64>;
 
@@ -296,6 +301,27 @@ pub trait Store: Backend {
         url: Option<&str>,
         secret: String,
     ) -> Result<Option<Webhook>>;
+    /// Opens the negotiation `spec` (JSON, checked by the core); refused when its id is
+    /// taken.
+    async fn open_negotiation(&self, actor: &str, spec: &Value) -> Result<Negotiation>;
+    /// Records `party`'s `position` (JSON, checked against the spec) in negotiation `id`;
+    /// the last party's submission also runs the engine and records the settlement, in
+    /// the same transaction, so it is recorded exactly once.
+    async fn submit_position(
+        &self,
+        actor: &str,
+        id: &str,
+        party: &Passname,
+        position: &Value,
+    ) -> Result<Negotiation>;
+    /// Opens `spec` and submits every party's position, settling it, in one transaction:
+    /// a refusal of any of them stores nothing.
+    async fn negotiate(
+        &self,
+        actor: &str,
+        spec: &Value,
+        positions: &[(Passname, Value)],
+    ) -> Result<Negotiation>;
 }
 
 #[async_trait]
@@ -394,5 +420,28 @@ impl<B: Backend + ?Sized> Store for B {
         secret: String,
     ) -> Result<Option<Webhook>> {
         write::set_webhook(self, actor, participant, url, secret).await
+    }
+
+    async fn open_negotiation(&self, actor: &str, spec: &Value) -> Result<Negotiation> {
+        write::open_negotiation(self, actor, spec).await
+    }
+
+    async fn submit_position(
+        &self,
+        actor: &str,
+        id: &str,
+        party: &Passname,
+        position: &Value,
+    ) -> Result<Negotiation> {
+        write::submit_position(self, actor, id, party, position).await
+    }
+
+    async fn negotiate(
+        &self,
+        actor: &str,
+        spec: &Value,
+        positions: &[(Passname, Value)],
+    ) -> Result<Negotiation> {
+        write::negotiate(self, actor, spec, positions).await
     }
 }

@@ -3,7 +3,8 @@
 //! Each function opens a transaction, reads the facts the core's planners need, asks them
 //! what to append (or why not), appends it and commits. The rules — who may send to whom,
 //! what repeats an earlier send, which step is legal and what reply it posts, how an order
-//! and its request move together, what the reaper resurfaces — are `baton_core`'s; this
+//! and its request move together, what the reaper resurfaces, how a negotiation settles —
+//! are `baton_core`'s; this
 //! module only gathers facts and stores outcomes. A refusal returns before anything is
 //! appended, and a transaction dropped without its commit writes nothing.
 
@@ -12,6 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use baton_core::authority::{self, Denied, Policy, Power};
 use baton_core::key::{self, Key, KeyChange};
 use baton_core::message::{self, duplicate_of};
+use baton_core::negotiation::{self, Negotiation, Spec};
 use baton_core::order::{self, OrderChange, OrderRequest};
 use baton_core::run::{self, RunChange};
 use baton_core::state::StateOp;
@@ -510,4 +512,82 @@ pub async fn append_events<B: Backend + ?Sized>(
     }
     tx.commit().await?;
     Ok(written)
+}
+
+/// Opens negotiation `spec` inside the caller's transaction.
+async fn open_in(
+    tx: &mut dyn Tx,
+    actor: &str,
+    spec: &serde_json::Value,
+    at: Millis,
+) -> Result<Negotiation> {
+    let spec = Spec::from_value(spec)?;
+    let id = spec.id.clone();
+    let existing = tx.negotiation(&id).await?;
+    let change = negotiation::plan_open(existing.as_ref(), spec)?;
+    let event = tx.append(NewEvent::new(actor, change, at)).await?;
+    Ok(Negotiation::fold(None, &event).expect("an opened negotiation folds"))
+}
+
+/// Records a submission (and, when it is the last, the settlement) on `current`, inside the
+/// caller's transaction; returns the negotiation after it.
+async fn submit_in(
+    tx: &mut dyn Tx,
+    actor: &str,
+    current: Option<Negotiation>,
+    id: &str,
+    party: &Passname,
+    position: &serde_json::Value,
+    at: Millis,
+) -> Result<Negotiation> {
+    let changes = negotiation::plan_submit(current.as_ref(), id, party, position)?;
+    let mut folded = current;
+    for change in changes {
+        let event = tx.append(NewEvent::new(actor, change, at)).await?;
+        folded = Negotiation::fold(folded, &event);
+    }
+    Ok(folded.expect("a submission folds onto its negotiation"))
+}
+
+pub async fn open_negotiation<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &str,
+    spec: &serde_json::Value,
+) -> Result<Negotiation> {
+    let mut tx = backend.begin().await?;
+    let opened = open_in(tx.as_mut(), actor, spec, now()).await?;
+    tx.commit().await?;
+    Ok(opened)
+}
+
+pub async fn submit_position<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &str,
+    id: &str,
+    party: &Passname,
+    position: &serde_json::Value,
+) -> Result<Negotiation> {
+    let mut tx = backend.begin().await?;
+    // Read under the write lock: two last submissions cannot both settle it.
+    let current = tx.negotiation(id).await?;
+    let after = submit_in(tx.as_mut(), actor, current, id, party, position, now()).await?;
+    tx.commit().await?;
+    Ok(after)
+}
+
+pub async fn negotiate<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &str,
+    spec: &serde_json::Value,
+    positions: &[(Passname, serde_json::Value)],
+) -> Result<Negotiation> {
+    let mut tx = backend.begin().await?;
+    let at = now();
+    let mut current = open_in(tx.as_mut(), actor, spec, at).await?;
+    let id = current.id().to_owned();
+    for (party, position) in positions {
+        current = submit_in(tx.as_mut(), actor, Some(current), &id, party, position, at).await?;
+    }
+    tx.commit().await?;
+    Ok(current)
 }

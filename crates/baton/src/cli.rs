@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    agent, demo, handoff, hook, init, key, mcp, messages, order, portable, project_cmd, reap,
-    receipt, resume, run, runs, search, send, serve, state, step, wait,
+    agent, demo, handoff, hook, init, key, mcp, messages, negotiate, order, portable, project_cmd,
+    reap, receipt, resume, run, runs, search, send, serve, state, step, wait,
 };
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
@@ -98,5 +98,6 @@ pub enum Command {
     Evidence(handoff::EvidenceCommand),
     #[command(subcommand)]
     Order(order::OrderCommand),
+    Negotiate(negotiate::NegotiateArgs),
     Demo(demo::DemoArgs),
 }

@@ -249,6 +249,9 @@ pub fn refusal(r: &Refusal) -> String {
             Record::Project => format!(
                 "no project {id:?} in this store: add it with `baton --db URL project add {id}`"
             ),
+            Record::Negotiation => format!(
+                "no negotiation {id} in this project: open it with `baton negotiate open SPEC.json`"
+            ),
         },
         Refusal::UnknownParticipant { name } | Refusal::NoRecipient { name, .. } => format!(
             "unknown participant {name:?}: register it with `baton agent add {name} --role ROLE`"
@@ -321,6 +324,24 @@ pub fn refusal(r: &Refusal) -> String {
         Refusal::Beyond { actor, power, .. } => format!(
             "{r}. Nothing changed; the attempt is recorded (`baton security-events`). An owner can \
              widen it: baton agent policy {actor} --may {power},…"
+        ),
+        Refusal::NegotiationInput { .. } => {
+            format!("{r}; nothing was stored: fix it and run again")
+        }
+        Refusal::NotANegotiator { id, party, parties } => format!(
+            "--as {party} is not a party to negotiation {id}: its parties are {}",
+            parties.join(", ")
+        ),
+        Refusal::PositionSubmitted { id, party } => format!(
+            "{party} already submitted its position to negotiation {id}; a position counts \
+             once (see `baton negotiate show {id}`)"
+        ),
+        Refusal::NegotiationSettled { id } => format!(
+            "negotiation {id} is settled: nothing more can be submitted (see `baton negotiate show {id}`)"
+        ),
+        Refusal::NegotiationExists { id } => format!(
+            "negotiation {id} already exists (see `baton negotiate show {id}`): give a new \
+             negotiation a new id"
         ),
         _ => r.to_string(),
     }

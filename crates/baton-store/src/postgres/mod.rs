@@ -43,6 +43,7 @@ use crate::{
     Backend, Database, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Settled, Store,
     StoreError, Tx,
 };
+use baton_core::negotiation::Negotiation;
 use baton_core::webhook::Webhook;
 
 /// Schema migrations, applied in order; the `migrations` table records which ran.
@@ -621,6 +622,8 @@ async fn project(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::
         }
         // The log is the record of a refusal; nothing projects it.
         Change::Denied(_) => {}
+        // A negotiation is folded in memory from its events (`Negotiation::replay`).
+        Change::Negotiation(_) => {}
     }
     Ok(())
 }
@@ -657,6 +660,23 @@ async fn read_events(
     .fetch_all(&mut *conn)
     .await?;
     rows::events(&found)
+}
+
+/// Negotiation `id`: the fold of its events, found by the subject index.
+async fn read_negotiation(
+    conn: &mut PgConnection,
+    project: i64,
+    id: &str,
+) -> sqlx::Result<Option<Negotiation>> {
+    let found = sqlx::query(
+        "SELECT seq, id, at, actor, kind, data FROM events \
+         WHERE project = $1 AND subject = $2 AND kind = 'negotiation.changed' ORDER BY seq",
+    )
+    .bind(project)
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Negotiation::replay(&rows::events(&found)?))
 }
 
 /// The project state: the fold of every `state.changed` event.
@@ -1072,6 +1092,13 @@ impl Backend for PostgresStore {
             .map_err(|e| self.err(e))
     }
 
+    async fn negotiation(&self, id: &str) -> Result<Option<Negotiation>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        read_negotiation(&mut conn, self.project, id)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
     async fn webhooks(&self) -> Result<Vec<Webhook>> {
         webhooks::all(&self.pool, self.project)
             .await
@@ -1183,6 +1210,11 @@ impl Tx for PostgresTx {
 
     async fn webhook(&mut self, participant: &str) -> Result<Option<Webhook>> {
         let result = webhooks::load(&mut self.tx, self.project, participant).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn negotiation(&mut self, id: &str) -> Result<Option<Negotiation>> {
+        let result = read_negotiation(&mut self.tx, self.project, id).await;
         result.map_err(|e| self.err(e))
     }
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_core::key::Key;
 use baton_core::message::Prior;
+use baton_core::negotiation::Negotiation;
 use baton_core::order::Order;
 use baton_core::run::Run;
 use baton_core::state::ProjectState;
@@ -475,6 +476,8 @@ async fn project(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()>
         }
         // The log is the record of a refusal; nothing projects it.
         Change::Denied(_) => {}
+        // A negotiation is folded in memory from its events (`Negotiation::replay`).
+        Change::Negotiation(_) => {}
     }
     Ok(())
 }
@@ -516,6 +519,21 @@ async fn read_state(conn: &mut SqliteConnection) -> sqlx::Result<ProjectState> {
     .fetch_all(&mut *conn)
     .await?;
     Ok(ProjectState::replay(&rows::events(&found)?))
+}
+
+/// Negotiation `id`: the fold of its events, found by the subject index.
+async fn read_negotiation(
+    conn: &mut SqliteConnection,
+    id: &str,
+) -> sqlx::Result<Option<Negotiation>> {
+    let found = sqlx::query(
+        "SELECT seq, id, at, actor, kind, data FROM events \
+         WHERE subject = ? AND kind = 'negotiation.changed' ORDER BY seq",
+    )
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Negotiation::replay(&rows::events(&found)?))
 }
 
 /// Loads the envelopes of `ids`, in the order given; unknown ids are skipped.
@@ -820,6 +838,13 @@ impl Backend for SqliteStore {
             .await
             .map_err(|e| self.err(e))
     }
+
+    async fn negotiation(&self, id: &str) -> Result<Option<Negotiation>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        read_negotiation(&mut conn, id)
+            .await
+            .map_err(|e| self.err(e))
+    }
 }
 
 /// A write transaction on the SQLite file: its own `BEGIN IMMEDIATE`, committed with an
@@ -951,6 +976,11 @@ impl Tx for SqliteTx {
 
     async fn state(&mut self) -> Result<ProjectState> {
         let result = read_state(self.conn()).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn negotiation(&mut self, id: &str) -> Result<Option<Negotiation>> {
+        let result = read_negotiation(self.conn(), id).await;
         result.map_err(|e| self.err(e))
     }
 

@@ -10,6 +10,7 @@ pub mod init;
 pub mod key;
 pub mod mcp;
 pub mod messages;
+pub mod negotiate;
 pub mod order;
 pub mod portable;
 pub mod project_cmd;
@@ -79,6 +80,7 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Handoff(cmd) => handoff::handoff(g, cmd).await,
         Command::Evidence(cmd) => handoff::evidence(&Context::open(g).await?, cmd, g.json).await,
         Command::Order(cmd) => order::run(&Context::open(g).await?, cmd).await,
+        Command::Negotiate(args) => negotiate::run(&Context::open(g).await?, args).await,
         Command::Demo(args) => demo::run(g, args).await,
     }
 }

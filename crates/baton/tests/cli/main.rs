@@ -10,6 +10,7 @@ mod crash;
 mod ledger;
 mod mcp;
 mod memory;
+mod negotiate;
 mod orders;
 mod portable;
 mod race;
