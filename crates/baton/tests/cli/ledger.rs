@@ -644,7 +644,7 @@ fn hooks_exit_0_print_nothing_and_tie_the_session_to_the_run() {
     assert!(out.stdout.is_empty(), "the hook printed {:?}", out.stdout);
     assert_eq!(run_with(&project, "hook claude")["session"], "s-42");
 
-    // Only SessionStart and PreCompact with --inject print, and only the packet.
+    // Only SessionStart (and UserPromptSubmit) with --inject print, and only the packet.
     let packet = hook(
         &project,
         Some("impl-1"),
@@ -655,7 +655,8 @@ fn hooks_exit_0_print_nothing_and_tie_the_session_to_the_run() {
     let text = String::from_utf8(packet.stdout).unwrap();
     assert!(text.starts_with("# Resume: impl-1"), "{text}");
     for args in [
-        &["claude", "UserPromptSubmit", "--inject"][..],
+        &["claude", "PreCompact", "--inject"][..],
+        &["claude", "Stop", "--inject"],
         &["codex", "SessionStart"],
     ] {
         let out = hook(&project, Some("impl-1"), args, b"{}");
