@@ -130,39 +130,49 @@ fn hook_call(project: &Project, fixture: &Fixture, inject: bool) -> std::process
 fn agents_every_hook_event_exits_0_prints_by_the_rules_and_stores_session_and_tool() {
     let project = Project::new(&[(ME, "executor")]);
     let mut seen = 0;
+    let mut failed = Vec::new();
     for dir in ["claude/hooks", "codex/hooks"] {
         for path in fixtures(dir) {
             let fixture = Fixture::read(&path);
-            let args: Vec<&str> = fixture.want("args").split_whitespace().collect();
-            for inject in [true, false] {
-                let out = hook_call(&project, &fixture, inject);
-                let name = &fixture.name;
-                assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
-                let stdout = String::from_utf8(out.stdout).unwrap();
-                if inject && fixture.want("prints") == "packet" {
-                    assert!(
-                        stdout.starts_with(&format!("# Resume: {ME}")),
-                        "{name} printed {stdout:?}"
-                    );
-                } else {
-                    assert_eq!(stdout, "", "{name} (inject {inject}) printed");
+            let outcome = std::panic::catch_unwind(|| {
+                let mut seen = 0;
+                let args: Vec<&str> = fixture.want("args").split_whitespace().collect();
+                for inject in [true, false] {
+                    let out = hook_call(&project, &fixture, inject);
+                    let name = &fixture.name;
+                    assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
+                    let stdout = String::from_utf8(out.stdout).unwrap();
+                    if inject && fixture.want("prints") == "packet" {
+                        assert!(
+                            stdout.starts_with(&format!("# Resume: {ME}")),
+                            "{name} printed {stdout:?}"
+                        );
+                    } else {
+                        assert_eq!(stdout, "", "{name} (inject {inject}) printed");
+                    }
+                    let stored = events(&project).pop().unwrap();
+                    assert_eq!(stored["kind"], "run.changed", "{name}: {stored}");
+                    let data = &stored["data"];
+                    assert_eq!(data["what"], "hook", "{name}: {stored}");
+                    assert_eq!(data["agent"], args[0], "{name}: {stored}");
+                    assert_eq!(data["event"], args[1], "{name}: {stored}");
+                    assert_eq!(data["session"], fixture.want("session"), "{name}: {stored}");
+                    match fixture.want("tool") {
+                        "-" => assert!(data.get("tool").is_none(), "{name}: {stored}"),
+                        tool => assert_eq!(data["tool"], tool, "{name}: {stored}"),
+                    }
+                    assert_eq!(stored["actor"], ME, "{name}: {stored}");
+                    seen += 1;
                 }
-                let stored = events(&project).pop().unwrap();
-                assert_eq!(stored["kind"], "run.changed", "{name}: {stored}");
-                let data = &stored["data"];
-                assert_eq!(data["what"], "hook", "{name}: {stored}");
-                assert_eq!(data["agent"], args[0], "{name}: {stored}");
-                assert_eq!(data["event"], args[1], "{name}: {stored}");
-                assert_eq!(data["session"], fixture.want("session"), "{name}: {stored}");
-                match fixture.want("tool") {
-                    "-" => assert!(data.get("tool").is_none(), "{name}: {stored}"),
-                    tool => assert_eq!(data["tool"], tool, "{name}: {stored}"),
-                }
-                assert_eq!(stored["actor"], ME, "{name}: {stored}");
-                seen += 1;
+                seen
+            });
+            match outcome {
+                Ok(n) => seen += n,
+                Err(_) => failed.push(fixture.name.clone()),
             }
         }
     }
+    assert!(failed.is_empty(), "fixtures that failed: {failed:#?}");
     assert_eq!(seen, 2 * (12 + 8), "a fixture went missing");
 }
 
@@ -228,62 +238,69 @@ fn path_with(dir: &Path) -> String {
 fn agents_stream_outputs_record_what_this_run_spent() {
     let shims = stand_ins();
     let mut seen = 0;
+    let mut failed = Vec::new();
     for dir in ["claude/stream", "codex/stream"] {
         for path in fixtures(dir) {
             let fixture = Fixture::read(&path);
-            let name = &fixture.name;
-            let project = Project::new(&[(ME, "executor")]);
-            let mut args: Vec<String> = vec!["run".into()];
-            if let Some(budget) = fixture.get("budget") {
-                args.extend(["--budget-tokens".into(), budget.into()]);
-            }
-            if let Some(steps) = fixture.get("steps") {
-                args.extend(["--steps".into(), steps.into()]);
-            }
-            args.push("--".into());
-            args.extend(fixture.want("command").split_whitespace().map(String::from));
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let out = project
-                .cmd(Some(ME), &args)
-                .env("PATH", path_with(shims.path()))
-                .env("BATON_FIXTURE", &path)
-                .env("BATON_FIXTURE_EXIT", fixture.want("exit"))
-                .stdin(Stdio::null())
-                .output()
-                .unwrap();
-            let expect_exit: i32 = fixture.want("expect-exit").parse().unwrap();
-            assert_eq!(code(&out), expect_exit, "{name}: {}", stderr(&out));
-            assert_eq!(
-                String::from_utf8(out.stdout).unwrap(),
-                fixture.body,
-                "{name}: the agent's stdout was changed"
-            );
-            let runs = project.json(None, &["runs", "--all"]);
-            let run = &runs["items"][0];
-            assert_eq!(
-                run["status"],
-                fixture.get("status").unwrap_or("done"),
-                "{name}: {run}"
-            );
-            match fixture.want("tokens") {
-                "unknown" => assert!(run["tokens"].is_null(), "{name}: {run}"),
-                want => {
-                    let got = format!(
-                        "input={} cached={} output={}",
-                        run["tokens"]["input"],
-                        run["tokens"]["cached_input"],
-                        run["tokens"]["output"]
-                    );
-                    assert_eq!(got, want, "{name}: {run}");
+            let outcome = std::panic::catch_unwind(|| {
+                let name = &fixture.name;
+                let project = Project::new(&[(ME, "executor")]);
+                let mut args: Vec<String> = vec!["run".into()];
+                if let Some(budget) = fixture.get("budget") {
+                    args.extend(["--budget-tokens".into(), budget.into()]);
                 }
+                if let Some(steps) = fixture.get("steps") {
+                    args.extend(["--steps".into(), steps.into()]);
+                }
+                args.push("--".into());
+                args.extend(fixture.want("command").split_whitespace().map(String::from));
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let out = project
+                    .cmd(Some(ME), &args)
+                    .env("PATH", path_with(shims.path()))
+                    .env("BATON_FIXTURE", &path)
+                    .env("BATON_FIXTURE_EXIT", fixture.want("exit"))
+                    .stdin(Stdio::null())
+                    .output()
+                    .unwrap();
+                let expect_exit: i32 = fixture.want("expect-exit").parse().unwrap();
+                assert_eq!(code(&out), expect_exit, "{name}: {}", stderr(&out));
+                assert_eq!(
+                    String::from_utf8(out.stdout).unwrap(),
+                    fixture.body,
+                    "{name}: the agent's stdout was changed"
+                );
+                let runs = project.json(None, &["runs", "--all"]);
+                let run = &runs["items"][0];
+                assert_eq!(
+                    run["status"],
+                    fixture.get("status").unwrap_or("done"),
+                    "{name}: {run}"
+                );
+                match fixture.want("tokens") {
+                    "unknown" => assert!(run["tokens"].is_null(), "{name}: {run}"),
+                    want => {
+                        let got = format!(
+                            "input={} cached={} output={}",
+                            run["tokens"]["input"],
+                            run["tokens"]["cached_input"],
+                            run["tokens"]["output"]
+                        );
+                        assert_eq!(got, want, "{name}: {run}");
+                    }
+                }
+                if let Some(progress) = fixture.get("progress") {
+                    let got = format!("{}/{}", run["progress"]["done"], run["progress"]["total"]);
+                    assert_eq!(got, progress, "{name}: {run}");
+                }
+            });
+            match outcome {
+                Ok(()) => seen += 1,
+                Err(_) => failed.push(fixture.name.clone()),
             }
-            if let Some(progress) = fixture.get("progress") {
-                let got = format!("{}/{}", run["progress"]["done"], run["progress"]["total"]);
-                assert_eq!(got, progress, "{name}: {run}");
-            }
-            seen += 1;
         }
     }
+    assert!(failed.is_empty(), "fixtures that failed: {failed:#?}");
     assert_eq!(seen, 12, "a fixture went missing");
 }
 
