@@ -89,7 +89,20 @@ fn events(project: &Project) -> Vec<Value> {
         .collect()
 }
 
+/// One hook call as the agent makes it. A hook drops its event rather than overrun its
+/// 150 ms budget (and says so on stderr); on a loaded machine that can happen, and it is
+/// not what these tests check, so a dropped call is made again.
 fn hook_call(project: &Project, fixture: &Fixture, inject: bool) -> std::process::Output {
+    for _ in 0..20 {
+        let out = hook_once(project, fixture, inject);
+        if !stderr(&out).contains("event dropped") {
+            return out;
+        }
+    }
+    panic!("{}: every call dropped its event", fixture.name)
+}
+
+fn hook_once(project: &Project, fixture: &Fixture, inject: bool) -> std::process::Output {
     let mut args: Vec<&str> = vec!["hook"];
     args.extend(
         fixture
