@@ -1193,6 +1193,10 @@ pub struct Init {
     /// `created`, `updated` or `unchanged`.
     pub gitignore: String,
     pub agents: Vec<Written>,
+    /// What the configured agents require once, by hand (approving the MCP server,
+    /// trusting the project and its hooks, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<String>,
 }
 doc!(Init, "baton/init@1");
 

@@ -90,7 +90,8 @@ impl App {
     }
 
     /// Records an agent hook's call, as `me` when `me` is registered; with `inject`
-    /// (on `SessionStart` and `PreCompact`) returns `me`'s resume packet for the agent.
+    /// (where the agent reads a hook's stdout: [`baton_core::run::hook_injects`]) returns
+    /// `me`'s resume packet for the agent.
     pub async fn hook(
         &self,
         me: Option<&str>,
@@ -108,7 +109,7 @@ impl App {
         let actor = me
             .as_ref()
             .map_or(baton_core::event::LOCAL_OPERATOR, Passname::as_str);
-        let wants_packet = inject && matches!(call.event.as_str(), "SessionStart" | "PreCompact");
+        let wants_packet = inject && baton_core::run::hook_injects(&call.event);
         self.record_run(actor, &[RunChange::Hook(call)]).await?;
         match me.filter(|_| wants_packet) {
             Some(me) => Ok(Some(self.resume(&me, DEFAULT_MAX_BYTES).await?.packet.text)),

@@ -134,6 +134,16 @@ impl TokenUsage {
         }
     }
 
+    /// What `self` holds beyond `before`, field by field (never below zero).
+    fn minus(self, before: Self) -> Self {
+        let minus = |a: Option<u64>, b: Option<u64>| a.map(|a| a.saturating_sub(b.unwrap_or(0)));
+        Self {
+            input: minus(self.input, before.input),
+            cached_input: minus(self.cached_input, before.cached_input),
+            output: minus(self.output, before.output),
+        }
+    }
+
     fn max(self, other: Self) -> Self {
         let max = |a: Option<u64>, b: Option<u64>| a.max(b);
         Self {
@@ -169,23 +179,98 @@ pub fn parse_progress(line: &str, declared: Option<u64>) -> Option<Progress> {
 /// The longest line [`OutputParser`] reads; longer ones pass through unread.
 pub const MAX_PARSED_LINE: usize = 16 * 1024 * 1024;
 
+/// What the command line says about the Codex thread a run works on: `codex exec …`
+/// starts a new one (its prior total is zero), `codex exec resume …` continues one whose
+/// prior total the `exec --json` stream does not state. Anything else is unknown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CodexThread {
+    New,
+    Resumed,
+    #[default]
+    Unknown,
+}
+
+/// Reads [`CodexThread`] from the command `baton run` starts. Only a direct `codex exec`
+/// (or its alias `codex e`) is known; a script that calls Codex is not.
+pub fn codex_thread(command: &[String]) -> CodexThread {
+    let Some(program) = command.first() else {
+        return CodexThread::Unknown;
+    };
+    if program.rsplit('/').next() != Some("codex") {
+        return CodexThread::Unknown;
+    }
+    let Some(exec) = command[1..].iter().position(|a| a == "exec" || a == "e") else {
+        return CodexThread::Unknown;
+    };
+    if command[exec + 2..].iter().any(|a| a == "resume") {
+        CodexThread::Resumed
+    } else {
+        CodexThread::New
+    }
+}
+
 /// Reads an agent's output line by line: progress from `PROGRESS` lines (plain, or in the
-/// text of Claude Code and Codex JSON events), token usage from their JSON events.
+/// text of Claude Code and Codex JSON events), token usage from their JSON events. The
+/// usage reported is what this run spent, never a thread's history.
 ///
 /// Claude Code (`--output-format stream-json`) repeats one API response's `usage` on every
 /// content block of that response (same `message.id`), so usage is kept per message id
-/// (largest value of each field) and summed; the `result` event's cumulative `usage` is
-/// taken where it is larger. Codex (`exec --json`) reports the thread's cumulative usage
-/// on `turn.completed` (older versions: `token_count` events with `total_token_usage`);
-/// the newest is kept, and an all-zero report — what Codex prints when it has none — is
-/// ignored.
+/// (largest value of each field) and summed, subagents' messages included. A `result`
+/// event may restate figures cumulative over the process (several of them with
+/// `--input-format stream-json`), so results are never summed: the largest one is taken
+/// where it is larger than the messages' sum.
+///
+/// Codex (`exec --json`) reports the thread's cumulative usage on `turn.completed` (older
+/// versions: `token_count` events with `total_token_usage` and `last_token_usage`). A
+/// thread's spend is its newest total less its prior total: zero for a new thread, the
+/// total before the first turn when a `token_count` event states it, and otherwise the
+/// first total seen — so the first turn of a resumed thread is unknown, not guessed, and
+/// a thread that reported only that one total reports nothing. An all-zero report —
+/// what Codex prints when it has none — is ignored.
 #[derive(Debug, Clone, Default)]
 pub struct OutputParser {
     declared_steps: Option<u64>,
     claude_messages: BTreeMap<String, TokenUsage>,
     claude_anonymous: TokenUsage,
-    claude_results: TokenUsage,
-    codex_total: Option<TokenUsage>,
+    claude_result: TokenUsage,
+    /// What the command line says about the first Codex thread.
+    codex_first: CodexThread,
+    codex_threads: Vec<CodexAccount>,
+}
+
+/// One Codex thread's totals as this run saw them.
+#[derive(Debug, Clone, Default)]
+struct CodexAccount {
+    thread: Option<String>,
+    /// The thread's total before this run, when known.
+    prior: Option<TokenUsage>,
+    first: Option<TokenUsage>,
+    latest: Option<TokenUsage>,
+}
+
+impl CodexAccount {
+    /// What this run added to the thread, when that can be told.
+    fn spent(&self) -> Option<TokenUsage> {
+        let latest = self.latest?;
+        match self.prior {
+            Some(prior) => Some(latest.minus(prior)),
+            None => {
+                let first = self.first?;
+                (latest != first).then(|| latest.minus(first))
+            }
+        }
+    }
+
+    fn total(&mut self, total: TokenUsage, last: Option<TokenUsage>) {
+        if self.first.is_none() {
+            self.first = Some(total);
+            // The stream says what the thread held before this turn.
+            if let Some(last) = last {
+                self.prior = Some(total.minus(last));
+            }
+        }
+        self.latest = Some(total);
+    }
 }
 
 /// What one line told.
@@ -204,15 +289,47 @@ impl OutputParser {
         }
     }
 
-    /// Token usage reported so far; `None` when nothing reported any.
+    /// A parser for the output of `command` (see [`codex_thread`]).
+    pub fn for_command(declared_steps: Option<u64>, command: &[String]) -> Self {
+        Self {
+            codex_first: codex_thread(command),
+            ..Self::new(declared_steps)
+        }
+    }
+
+    /// Token usage this run spent so far; `None` when nothing reported any.
     pub fn usage(&self) -> Option<TokenUsage> {
         let claude = self
             .claude_messages
             .values()
             .fold(self.claude_anonymous, |sum, u| sum.plus(*u))
-            .max(self.claude_results);
-        let total = claude.plus(self.codex_total.unwrap_or_default());
+            .max(self.claude_result);
+        let total = self
+            .codex_threads
+            .iter()
+            .filter_map(CodexAccount::spent)
+            .fold(claude, TokenUsage::plus);
         (!total.is_empty()).then_some(total)
+    }
+
+    /// The Codex thread totals are read into: the newest, or a first one.
+    fn codex_thread(&mut self) -> &mut CodexAccount {
+        if self.codex_threads.is_empty() {
+            self.start_codex_thread(None);
+        }
+        self.codex_threads.last_mut().expect("one thread")
+    }
+
+    fn start_codex_thread(&mut self, thread: Option<String>) {
+        let prior = match (self.codex_threads.is_empty(), self.codex_first) {
+            (true, CodexThread::New) => Some(TokenUsage::default()),
+            _ => None,
+        };
+        self.codex_threads.push(CodexAccount {
+            thread,
+            prior,
+            ..CodexAccount::default()
+        });
     }
 
     pub fn line(&mut self, line: &str) -> Parsed {
@@ -246,7 +363,8 @@ impl OutputParser {
     fn read_event<'a>(&mut self, v: &'a Value) -> Vec<&'a str> {
         let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
         match kind {
-            // Claude Code: one assistant message (or one content block of it).
+            // Claude Code: one assistant message (or one content block of it), a
+            // subagent's included.
             "assistant" => {
                 let Some(message) = v.get("message") else {
                     return Vec::new();
@@ -269,17 +387,38 @@ impl OutputParser {
                     .filter_map(|block| block.get("text").and_then(Value::as_str))
                     .collect()
             }
-            // Claude Code: the end of one query, with its cumulative usage.
+            // Claude Code: the end of one query; its usage may be cumulative.
             "result" => {
                 if let Some(usage) = v.get("usage").and_then(claude_usage) {
-                    self.claude_results = self.claude_results.plus(usage);
+                    self.claude_result = self.claude_result.max(usage);
+                }
+                Vec::new()
+            }
+            // Codex `exec --json`: a thread begins (new or resumed: the event is the same).
+            "thread.started" => {
+                let id = v
+                    .get("thread_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let same = self
+                    .codex_threads
+                    .last()
+                    .is_some_and(|t| t.thread.is_some() && t.thread == id);
+                let unnamed = self
+                    .codex_threads
+                    .last()
+                    .is_some_and(|t| t.thread.is_none() && t.first.is_none());
+                if unnamed {
+                    self.codex_thread().thread = id;
+                } else if !same {
+                    self.start_codex_thread(id);
                 }
                 Vec::new()
             }
             // Codex `exec --json`: the thread's cumulative usage.
             "turn.completed" => {
                 if let Some(usage) = v.get("usage").and_then(codex_usage) {
-                    self.codex_total = Some(usage);
+                    self.codex_thread().total(usage, None);
                 }
                 Vec::new()
             }
@@ -297,16 +436,16 @@ impl OutputParser {
             }
             _ => {
                 // Older Codex `--json` (`{"msg": {"type": "token_count", ...}}`) and its
-                // session files (`{"payload": {"type": "token_count", ...}}`).
+                // session files (`{"payload": {"type": "token_count", ...}}`): the
+                // thread's total and the last turn's part of it.
                 let inner = v.get("msg").or_else(|| v.get("payload"));
-                if let Some(inner) = inner
-                    && inner.get("type").and_then(Value::as_str) == Some("token_count")
-                    && let Some(usage) = inner
-                        .get("info")
-                        .and_then(|i| i.get("total_token_usage"))
-                        .and_then(codex_usage)
+                if let Some(info) = inner
+                    .filter(|i| i.get("type").and_then(Value::as_str) == Some("token_count"))
+                    .and_then(|i| i.get("info"))
+                    && let Some(total) = info.get("total_token_usage").and_then(codex_usage)
                 {
-                    self.codex_total = Some(usage);
+                    let last = info.get("last_token_usage").and_then(codex_usage);
+                    self.codex_thread().total(total, last);
                 }
                 Vec::new()
             }
@@ -403,6 +542,13 @@ pub struct HookCall {
     pub session: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+}
+
+/// Whether the agents read a hook's stdout into the model's context for `event`: Claude
+/// Code and Codex do for `SessionStart` (which also fires after a compaction, with
+/// `source: compact`) and `UserPromptSubmit`; elsewhere stdout is not context.
+pub fn hook_injects(event: &str) -> bool {
+    matches!(event, "SessionStart" | "UserPromptSubmit")
 }
 
 /// A fact about a run, as recorded in the log.
@@ -898,9 +1044,74 @@ mod tests {
         assert_eq!(usage.output, Some(420));
     }
 
+    fn command(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn the_command_line_says_whether_a_codex_thread_is_new() {
+        let cases = [
+            ("codex exec --json fix-it", CodexThread::New),
+            ("/usr/local/bin/codex e --json fix-it", CodexThread::New),
+            (
+                "codex -m o4 exec --json resume 0199a213 more",
+                CodexThread::Resumed,
+            ),
+            ("codex exec resume --last --json", CodexThread::Resumed),
+            ("codex fix-it", CodexThread::Unknown),
+            ("sh -c codex-exec", CodexThread::Unknown),
+            ("claude -p hi", CodexThread::Unknown),
+        ];
+        for (line, want) in cases {
+            assert_eq!(codex_thread(&command(line)), want, "{line}");
+        }
+        assert_eq!(codex_thread(&[]), CodexThread::Unknown);
+    }
+
+    #[test]
+    fn a_resumed_codex_thread_counts_only_what_this_run_added() {
+        let total = |i: u64, o: u64| {
+            format!(
+                r#"{{"type":"turn.completed","usage":{{"input_tokens":{i},"cached_input_tokens":0,"output_tokens":{o}}}}}"#
+            )
+        };
+        let started = r#"{"type":"thread.started","thread_id":"t-1"}"#;
+        // Resumed: the first total holds the history, so alone it tells nothing.
+        let mut resumed = OutputParser::for_command(None, &command("codex exec resume t-1 go"));
+        resumed.line(started);
+        assert_eq!(resumed.line(&total(50_000, 2_000)).tokens, None);
+        assert_eq!(resumed.usage(), None, "unknown, not the thread's history");
+        let next = resumed.line(&total(53_000, 2_100)).tokens.unwrap();
+        assert_eq!((next.input, next.output), (Some(3_000), Some(100)));
+        // New: the first total is this run's.
+        let mut new = OutputParser::for_command(None, &command("codex exec go"));
+        new.line(started);
+        let first = new.line(&total(1_000, 10)).tokens.unwrap();
+        assert_eq!((first.input, first.output), (Some(1_000), Some(10)));
+        // A second thread in the same run is accounted apart, its first total unknown.
+        new.line(r#"{"type":"thread.started","thread_id":"t-2"}"#);
+        assert_eq!(new.line(&total(90_000, 900)).tokens, None);
+        let both = new.line(&total(90_500, 950)).tokens.unwrap();
+        assert_eq!((both.input, both.output), (Some(1_500), Some(60)));
+    }
+
+    #[test]
+    fn several_claude_results_are_not_summed() {
+        let result = |i: u64, o: u64| {
+            format!(
+                r#"{{"type":"result","subtype":"success","usage":{{"input_tokens":{i},"output_tokens":{o}}}}}"#
+            )
+        };
+        let mut parser = OutputParser::new(None);
+        parser.line(&result(100, 10));
+        parser.line(&result(250, 30));
+        let usage = parser.usage().unwrap();
+        assert_eq!((usage.input, usage.output), (Some(250), Some(30)));
+    }
+
     #[test]
     fn codex_usage_is_the_threads_cumulative_total() {
-        let mut parser = OutputParser::new(Some(4));
+        let mut parser = OutputParser::for_command(Some(4), &command("codex exec --json go"));
         let parsed = feed(&mut parser, CODEX);
         let usage = parser.usage().unwrap();
         assert_eq!(usage.input, Some(26_549));
@@ -940,9 +1151,10 @@ mod tests {
     #[test]
     fn older_codex_token_count_events_are_read() {
         let mut parser = OutputParser::new(None);
-        let line = r#"{"id":"0","msg":{"type":"token_count","info":{"total_token_usage":{"input_tokens":100,"cached_input_tokens":40,"output_tokens":7,"reasoning_output_tokens":3,"total_tokens":107}}}}"#;
+        // The stream states the prior total (total less the last turn): 80 in, 5 out.
+        let line = r#"{"id":"0","msg":{"type":"token_count","info":{"total_token_usage":{"input_tokens":100,"cached_input_tokens":40,"output_tokens":7,"reasoning_output_tokens":3,"total_tokens":107},"last_token_usage":{"input_tokens":20,"cached_input_tokens":10,"output_tokens":2,"total_tokens":22}}}}"#;
         let parsed = parser.line(line);
-        assert_eq!(parsed.tokens.and_then(|t| t.total()), Some(107));
+        assert_eq!(parsed.tokens.and_then(|t| t.total()), Some(22));
     }
 
     #[test]

@@ -1,20 +1,24 @@
 //! `baton hook claude|codex EVENT`: what an agent's lifecycle hook calls. It appends one
 //! event tied to the session and, when known, the run, and must never slow the agent
 //! down or break it: it waits at most 25 ms for the store, spends at most 150 ms in all,
-//! always exits 0 and prints nothing on stdout — except the resume packet for
-//! `SessionStart` and `PreCompact` with `--inject`.
+//! always exits 0 and prints nothing on stdout — except the resume packet with `--inject`
+//! where the agent reads a hook's stdout into its context (`SessionStart`,
+//! `UserPromptSubmit`). The payload is read as it streams in, keeping only the session
+//! and the tool, so its size does not matter.
 //!
 //! This module also writes the agents' configuration for `baton init --claude|--codex`:
 //! the hooks, the MCP server, and a marked section in AGENTS.md (and CLAUDE.md), merged
 //! into what is there and never clobbering it.
 
-use std::io::Read;
+use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use baton_app::doc::{self, Written};
 use baton_core::run::HookCall;
 use clap::{Args, ValueEnum};
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value, json};
 
 use crate::cli::GlobalArgs;
@@ -42,8 +46,10 @@ impl Agent {
 /// Reads the hook's JSON on stdin (or as the last argument, as Codex's `notify` passes it)
 /// and appends an event tied to the session and, when BATON_RUN is set, the run. Waits at
 /// most 25 ms for the store and 150 ms in all; on timeout the event is dropped with one
-/// line on stderr. Prints nothing, except that SessionStart and PreCompact with --inject
-/// print the resume packet of BATON_AS (or --as) for the agent's context.
+/// line on stderr. Prints nothing, except that --inject prints the resume packet of
+/// BATON_AS (or --as) where the agent adds a hook's output to its context: SessionStart
+/// (also after a compaction) and UserPromptSubmit. Elsewhere --inject is accepted and
+/// prints nothing.
 #[derive(Args, Debug)]
 #[command(
     after_help = "Examples (normally written by `baton init --claude|--codex`):\n  \
@@ -54,7 +60,7 @@ pub struct HookArgs {
     /// The hook event: SessionStart, UserPromptSubmit, PreToolUse, PostToolUse,
     /// SubagentStart, SubagentStop, PreCompact, Stop, SessionEnd, …
     pub event: String,
-    /// For SessionStart and PreCompact: print the resume packet.
+    /// Print the resume packet (SessionStart and UserPromptSubmit only; elsewhere nothing).
     #[arg(long)]
     pub inject: bool,
     /// The hook's JSON, when it comes as an argument instead of on stdin.
@@ -64,16 +70,14 @@ pub struct HookArgs {
 /// The whole budget of one hook call, and the part of it spent waiting for the store.
 pub const TOTAL_BUDGET: Duration = Duration::from_millis(150);
 pub const STORE_WAIT: Duration = Duration::from_millis(25);
-/// The most hook input read; the agents' payloads are far smaller.
-const MAX_INPUT: u64 = 1024 * 1024;
+/// How long the payload is read at most, so the store still has its part of the budget.
+const PAYLOAD_WAIT: Duration = Duration::from_millis(100);
 /// Longest session id, tool name or event name recorded.
 const MAX_FIELD: usize = 128;
 
 /// Never fails: whatever goes wrong is one line on stderr and exit 0.
 pub async fn run(g: &GlobalArgs, args: HookArgs) -> CommandResult<Output> {
-    let started = Instant::now();
-    let deadline = started + TOTAL_BUDGET;
-    let text = match tokio::time::timeout(TOTAL_BUDGET, record(g, &args, deadline)).await {
+    let text = match tokio::time::timeout(TOTAL_BUDGET, record(g, &args)).await {
         Ok(Ok(text)) => text,
         Ok(Err(e)) => {
             eprintln!("baton hook: event dropped: {e}");
@@ -91,37 +95,100 @@ pub async fn run(g: &GlobalArgs, args: HookArgs) -> CommandResult<Output> {
     Ok(Output::of(&doc::Hook { text }, human))
 }
 
-/// A short printable field from the payload, or nothing.
-fn field(v: &Value, keys: &[&str]) -> Option<String> {
-    keys.iter()
-        .find_map(|k| v.get(k).and_then(Value::as_str))
+/// A short printable field, or nothing.
+fn short(value: Option<&Value>) -> Option<String> {
+    value
+        .and_then(Value::as_str)
         .map(str::trim)
         .filter(|s| !s.is_empty() && s.len() <= MAX_FIELD && !s.contains(char::is_control))
         .map(str::to_owned)
 }
 
-/// Reads the payload within what is left of the budget. Stdin is read on a thread so an
-/// agent that never closes it cannot hold the hook.
-async fn payload(args: &HookArgs, deadline: Instant) -> Option<Value> {
-    let raw = match &args.payload {
-        Some(p) => p.clone(),
-        None => {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            std::thread::spawn(move || {
-                let mut text = String::new();
-                let _ = std::io::stdin().take(MAX_INPUT).read_to_string(&mut text);
-                let _ = tx.send(text);
-            });
-            let left = deadline.saturating_duration_since(Instant::now());
-            tokio::time::timeout(left, rx).await.ok()?.ok()?
-        }
-    };
-    serde_json::from_str::<Value>(&raw)
-        .ok()
-        .filter(Value::is_object)
+/// What Baton keeps of a hook payload: its top-level session and tool fields as they were
+/// read. Claude Code and Codex hooks say `session_id`; Codex's notify says `thread-id`.
+#[derive(Debug, Clone, Default)]
+struct Found {
+    session_id: Option<String>,
+    thread_id: Option<String>,
+    tool: Option<String>,
 }
 
-async fn record(g: &GlobalArgs, args: &HookArgs, deadline: Instant) -> CommandResult<String> {
+impl Found {
+    fn session(&self) -> Option<String> {
+        self.session_id.clone().or_else(|| self.thread_id.clone())
+    }
+}
+
+/// Reads a payload object's top-level keys as they stream past, storing the wanted ones
+/// into the shared [`Found`] at once and skipping every other value without keeping it:
+/// a payload cut short, or too big to finish within the budget, keeps what came first.
+struct Fields<'a>(&'a Mutex<Found>);
+
+impl<'de> DeserializeSeed<'de> for Fields<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Fields<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a hook payload object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            let wanted = matches!(
+                key.as_str(),
+                "session_id" | "thread-id" | "thread_id" | "tool_name"
+            );
+            if !wanted {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let value = short(Some(&map.next_value::<Value>()?));
+            let mut found = self.0.lock().expect("not poisoned");
+            let slot = match key.as_str() {
+                "session_id" => &mut found.session_id,
+                "tool_name" => &mut found.tool,
+                _ => &mut found.thread_id,
+            };
+            if slot.is_none() {
+                *slot = value;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads the payload for at most [`PAYLOAD_WAIT`]. Stdin is read on a thread so an agent
+/// that never closes it, or a payload of any size, cannot hold the hook.
+async fn payload(args: &HookArgs) -> Found {
+    let found = Arc::new(Mutex::new(Found::default()));
+    match &args.payload {
+        Some(raw) => {
+            let mut de = serde_json::Deserializer::from_str(raw);
+            let _ = Fields(&found).deserialize(&mut de);
+        }
+        None => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let shared = Arc::clone(&found);
+            std::thread::spawn(move || {
+                let stdin = std::io::stdin().lock();
+                let mut de = serde_json::Deserializer::from_reader(stdin);
+                let _ = Fields(&shared).deserialize(&mut de);
+                let _ = tx.send(());
+            });
+            let _ = tokio::time::timeout(PAYLOAD_WAIT, rx).await;
+        }
+    }
+    found.lock().expect("not poisoned").clone()
+}
+
+async fn record(g: &GlobalArgs, args: &HookArgs) -> CommandResult<String> {
     let event = args.event.trim();
     if event.is_empty()
         || event.len() > MAX_FIELD
@@ -133,8 +200,7 @@ async fn record(g: &GlobalArgs, args: &HookArgs, deadline: Instant) -> CommandRe
             "{event:?} is not a hook event name"
         )));
     }
-    let input = payload(args, deadline).await;
-    let input = input.as_ref().unwrap_or(&Value::Null);
+    let found = payload(args).await;
     let project = Project::locate(g.project.as_deref())?;
     let app = project.app_with(STORE_WAIT).await?;
     let run = std::env::var("BATON_RUN")
@@ -144,9 +210,8 @@ async fn record(g: &GlobalArgs, args: &HookArgs, deadline: Instant) -> CommandRe
         run,
         agent: args.agent.as_str().to_owned(),
         event: event.to_owned(),
-        // Claude Code and Codex hooks say `session_id`; Codex's notify says `thread-id`.
-        session: field(input, &["session_id", "thread-id", "thread_id"]),
-        tool: field(input, &["tool_name"]),
+        session: found.session(),
+        tool: found.tool,
     };
     let packet = app.hook(g.as_name.as_deref(), call, args.inject).await?;
     Ok(packet.unwrap_or_default())
@@ -156,7 +221,9 @@ async fn record(g: &GlobalArgs, args: &HookArgs, deadline: Instant) -> CommandRe
 // `baton init --claude | --codex`
 // ---------------------------------------------------------------------------------------
 
-/// The Claude Code hook events Baton listens to; `true` where it injects the packet.
+/// The Claude Code hook events Baton listens to; `true` where it injects the packet. Only
+/// SessionStart does: it also fires after a compaction (`source: compact`), which is when
+/// the packet is needed again, and PreCompact's stdout is not added to the context.
 const CLAUDE_EVENTS: [(&str, bool); 9] = [
     ("SessionStart", true),
     ("UserPromptSubmit", false),
@@ -164,7 +231,7 @@ const CLAUDE_EVENTS: [(&str, bool); 9] = [
     ("PostToolUse", false),
     ("SubagentStart", false),
     ("SubagentStop", false),
-    ("PreCompact", true),
+    ("PreCompact", false),
     ("Stop", false),
     ("SessionEnd", false),
 ];
@@ -342,8 +409,13 @@ fn mcp_server() -> Value {
     json!({ "command": "baton", "args": ["mcp"] })
 }
 
-/// `.codex/config.toml`: the MCP server (replacing only `[mcp_servers.baton]`) and the
-/// hooks feature flag when it is not set either way.
+/// What Codex forwards to `baton mcp` by name: Codex starts a stdio MCP server with a
+/// short whitelist of the environment (HOME, PATH, USER, …) plus what its entry names.
+pub const CODEX_FORWARDED: [&str; 3] = ["BATON_AS", "BATON_PROJECT", "BATON_RUN"];
+
+/// `.codex/config.toml`: Baton's keys of `[mcp_servers.baton]` (other keys of that table
+/// are kept), and `[features] hooks = true` only when neither `hooks` nor the deprecated
+/// `codex_hooks` is set: a user's choice either way stands.
 fn edit_codex_config(path: &Path) -> CommandResult<Written> {
     let existing = read_optional(path)?;
     let mut doc: toml_edit::DocumentMut =
@@ -354,6 +426,13 @@ fn edit_codex_config(path: &Path) -> CommandResult<Written> {
                 path.display()
             ))
         })?;
+    let not_a_table = |what: &str| {
+        CommandError::refused(format!(
+            "{}: {what} is not a table; fix it, then run `baton init --codex` again \
+             (nothing was changed)",
+            path.display()
+        ))
+    };
     let servers = doc
         .entry("mcp_servers")
         .or_insert_with(|| {
@@ -362,26 +441,94 @@ fn edit_codex_config(path: &Path) -> CommandResult<Written> {
             toml_edit::Item::Table(t)
         })
         .as_table_mut()
-        .ok_or_else(|| {
-            CommandError::refused(format!("{}: mcp_servers is not a table", path.display()))
-        })?;
-    let mut baton = toml_edit::Table::new();
-    baton["command"] = toml_edit::value("baton");
-    let mut args = toml_edit::Array::new();
-    args.push("mcp");
-    baton["args"] = toml_edit::value(args);
-    servers.insert("baton", toml_edit::Item::Table(baton));
+        .ok_or_else(|| not_a_table("mcp_servers"))?;
+    let baton = servers
+        .entry("baton")
+        .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()))
+        .as_table_mut()
+        .ok_or_else(|| not_a_table("mcp_servers.baton"))?;
+    if baton.get("command").and_then(toml_edit::Item::as_str) != Some("baton") {
+        baton["command"] = toml_edit::value("baton");
+    }
+    let args_ok = baton
+        .get("args")
+        .and_then(toml_edit::Item::as_array)
+        .is_some_and(|a| a.len() == 1 && a.get(0).and_then(|v| v.as_str()) == Some("mcp"));
+    if !args_ok {
+        let mut args = toml_edit::Array::new();
+        args.push("mcp");
+        baton["args"] = toml_edit::value(args);
+    }
+    // The names the user listed stay; Baton's are added when missing.
+    let mut names: Vec<String> = baton
+        .get("env_vars")
+        .and_then(toml_edit::Item::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let before = names.len();
+    for name in CODEX_FORWARDED {
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+        }
+    }
+    if names.len() != before || baton.get("env_vars").is_none() {
+        baton["env_vars"] = toml_edit::value(
+            names
+                .iter()
+                .map(String::as_str)
+                .collect::<toml_edit::Array>(),
+        );
+    }
     let features = doc
         .entry("features")
         .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()))
         .as_table_mut()
-        .ok_or_else(|| {
-            CommandError::refused(format!("{}: features is not a table", path.display()))
-        })?;
-    if !features.contains_key("codex_hooks") {
-        features["codex_hooks"] = toml_edit::value(true);
+        .ok_or_else(|| not_a_table("features"))?;
+    if !features.contains_key("hooks") && !features.contains_key("codex_hooks") {
+        features["hooks"] = toml_edit::value(true);
     }
     write_if_changed(path, existing.as_deref(), &doc.to_string())
+}
+
+/// The steps the agents require once, by hand, before what `baton init` wrote takes
+/// effect. Printed after every `baton init --claude|--codex`.
+pub fn one_time_steps(claude: bool, codex: bool) -> Vec<String> {
+    let mut steps = Vec::new();
+    if claude {
+        steps.push(
+            "Claude Code: start `claude` here once, interactively, and approve the project MCP \
+             server `baton` from .mcp.json (check with /mcp); hooks in .claude/settings.json \
+             apply from the next session."
+                .to_owned(),
+        );
+        steps.push(
+            "Claude Code: start it with BATON_AS=NAME (or through `baton --as NAME run -- claude …`) \
+             so the hooks and `baton mcp` know who is acting."
+                .to_owned(),
+        );
+    }
+    if codex {
+        steps.push(
+            "Codex: trust this project when Codex asks (it reads .codex/ only in trusted \
+             projects), then review and approve Baton's hooks with /hooks."
+                .to_owned(),
+        );
+        steps.push(format!(
+            "Codex: start it with BATON_AS=NAME (or through `baton --as NAME run -- codex …`); \
+             the MCP entry forwards {} by name.",
+            CODEX_FORWARDED.join(", ")
+        ));
+        steps.push(
+            "Codex: `notify` is read only from ~/.codex/config.toml; to record each finished \
+             turn, add there: notify = [\"baton\", \"hook\", \"codex\", \"agent-turn-complete\"]"
+                .to_owned(),
+        );
+    }
+    steps
 }
 
 /// Writes the agents' configuration into the checkout at `root`.

@@ -21,7 +21,9 @@ use crate::project::{CONFIG_FILE, DB_FILE, DEFAULT_CONFIG, DIR, Project};
 /// With --claude or --codex it also writes that agent's hook and MCP server configuration
 /// (`.claude/settings.json` and `.mcp.json`; `.codex/hooks.json` and `.codex/config.toml`)
 /// and a marked Baton section in AGENTS.md (and CLAUDE.md). Running it again updates
-/// Baton's own entries and section only; everything else in those files is kept.
+/// Baton's own entries and section only; everything else in those files is kept. It then
+/// prints the steps each agent requires once, by hand (approving the MCP server, trusting
+/// the project and its hooks, where Codex reads `notify`).
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  cd my-repo && baton init\n  baton init --claude --codex")]
 pub struct InitArgs {
@@ -74,6 +76,13 @@ pub async fn run(g: &GlobalArgs, args: InitArgs) -> CommandResult<Output> {
     for w in &agents {
         human.push_str(&format!("\n{} {}", w.result, w.path));
     }
+    let steps = crate::commands::hook::one_time_steps(args.claude, args.codex);
+    if !steps.is_empty() {
+        human.push_str("\nOnce, by hand:");
+        for step in &steps {
+            human.push_str(&format!("\n  - {step}"));
+        }
+    }
     if !existed {
         human.push_str("\nNext: baton agent add NAME --role ROLE");
     }
@@ -82,6 +91,7 @@ pub async fn run(g: &GlobalArgs, args: InitArgs) -> CommandResult<Output> {
         created: !existed,
         gitignore: gitignore.to_owned(),
         agents,
+        steps,
     };
     Ok(Output::of(&doc, human))
 }

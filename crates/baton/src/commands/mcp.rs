@@ -15,6 +15,10 @@ use crate::output::Output;
 /// window come from .baton/config.toml, as for `baton send`. Note subjects and receipt
 /// artifacts are paths from the project root. The resume packet is a tool, a prompt and
 /// the resource baton://resume. It serves until the client closes stdin.
+///
+/// Codex starts stdio servers with only a whitelist of the environment (HOME, PATH, USER,
+/// LANG, TERM, TMPDIR, …) plus the names the entry lists in `env_vars`; the entry
+/// `baton init --codex` writes forwards BATON_AS, BATON_PROJECT and BATON_RUN.
 #[derive(Args, Debug)]
 #[command(after_help = "Example (an MCP client's server entry):\n  \
                         {\"command\": \"baton\", \"args\": [\"--as\", \"impl-1\", \"mcp\"]}")]
@@ -27,7 +31,13 @@ pub async fn run(g: &GlobalArgs, _args: McpArgs) -> CommandResult<Output> {
         ));
     }
     let ctx = Context::open(g).await?;
-    let me = ctx.me().await?;
+    // An MCP client starts the server with the environment it chooses: Codex passes only
+    // a whitelist plus the names its entry forwards, so say where the identity comes from.
+    let Some(me) = ctx.maybe_me().await? else {
+        return Err(CommandError::usage(
+            "who is acting? `baton mcp` needs --as NAME in the server's args or BATON_AS in              its environment; Codex passes BATON_AS only when the server entry forwards it              (`env_vars`, written by `baton init --codex`), Claude Code passes the environment              `claude` was started with",
+        ));
+    };
     eprintln!(
         "baton mcp: serving {} as {me} on stdio",
         ctx.project.root.display()

@@ -34,7 +34,8 @@ use crate::output::{Output, now};
 ///
 /// The row is committed before the command is spawned. Its stdout and stderr pass through
 /// unchanged while `PROGRESS n/total` lines (or `PROGRESS n` with --steps) and token usage
-/// (Claude Code `--output-format stream-json`, Codex `exec --json`) are read from them.
+/// (Claude Code `--output-format stream-json`, Codex `exec --json`) are read from them:
+/// what this run spent, not the history of a resumed session or thread.
 /// SIGINT, SIGTERM and SIGHUP are forwarded to the command's process group. The command
 /// sees BATON_RUN (this run's id), BATON_PROJECT and, with --as, BATON_AS.
 ///
@@ -232,9 +233,12 @@ pub async fn run(ctx: &Context, args: RunArgs) -> CommandResult<Output> {
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
     let tx = seen_tx.clone();
-    let steps = args.steps;
-    std::thread::spawn(move || pump(stdout, std::io::stdout(), steps, true, tx));
-    std::thread::spawn(move || pump(stderr, std::io::stderr(), steps, false, seen_tx));
+    // Token usage is read from stdout only; what the command line says about a Codex
+    // thread decides what its first total counts for.
+    let out_parser = OutputParser::for_command(args.steps, &args.command);
+    let err_parser = OutputParser::new(args.steps);
+    std::thread::spawn(move || pump(stdout, std::io::stdout(), out_parser, true, tx));
+    std::thread::spawn(move || pump(stderr, std::io::stderr(), err_parser, false, seen_tx));
     let (exit_tx, mut exited) = tokio::sync::oneshot::channel::<std::io::Result<ExitStatus>>();
     std::thread::spawn(move || {
         let _ = exit_tx.send(child.wait());
@@ -373,11 +377,10 @@ fn forward(group: Pid, sig: Signal) -> Signal {
 fn pump(
     mut from: impl Read,
     mut to: impl Write,
-    steps: Option<u64>,
+    mut parser: OutputParser,
     tokens: bool,
     tx: mpsc::UnboundedSender<Seen>,
 ) {
-    let mut parser = OutputParser::new(steps);
     let mut line: Vec<u8> = Vec::new();
     let mut too_long = false;
     let mut buf = vec![0u8; 64 * 1024];

@@ -271,20 +271,27 @@ wait"#,
 }
 
 /// An agent that prints a recorded stream and then blocks, as a live agent would.
-fn streaming_agent(dir: &Path, sample: &str) -> PathBuf {
-    script(dir, "stream.sh", &format!("cat '{sample}'\nread line"))
+/// A stand-in named like the agent (`stream/claude`, `stream/codex`) that prints `sample`
+/// and then waits on stdin.
+fn streaming_agent(dir: &Path, name: &str, sample: &str) -> PathBuf {
+    let dir = dir.join("stream");
+    std::fs::create_dir_all(&dir).unwrap();
+    script(&dir, name, &format!("cat '{sample}'\nread line"))
 }
 
 #[test]
 fn over_its_token_budget_the_agent_is_stopped_and_baton_exits_125() {
-    for (sample, total) in [(CLAUDE_SAMPLE, 32_432), (CODEX_SAMPLE, 28_139)] {
+    // Codex started as `codex exec`: a new thread, so its first total is this run's.
+    let cases = [
+        ("claude", &["-p", "go"][..], CLAUDE_SAMPLE, 32_432),
+        ("codex", &["exec", "--json", "go"], CODEX_SAMPLE, 28_139),
+    ];
+    for (name, args, sample, total) in cases {
         let project = Project::new(&[]);
-        let agent = streaming_agent(project.path(), sample);
-        let mut child = spawn_run(
-            &project,
-            None,
-            &["--budget-tokens", "1000", "--", agent.to_str().unwrap()],
-        );
+        let agent = streaming_agent(project.path(), name, sample);
+        let mut all = vec!["--budget-tokens", "1000", "--", agent.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let mut child = spawn_run(&project, None, &all);
         // Held open: the agent would wait on it forever; only the budget ends it.
         let stdin = child.stdin.take();
         let out = finish(child);
@@ -296,7 +303,7 @@ fn over_its_token_budget_the_agent_is_stopped_and_baton_exits_125() {
             "{sample}: the stream passes through unchanged"
         );
         assert!(stderr(&out).contains("budget"), "{}", stderr(&out));
-        let row = run_with(&project, "stream.sh");
+        let row = run_with(&project, "stream/");
         assert_eq!(row["status"], "failed", "{row}");
         assert!(
             row["reason"].as_str().unwrap().starts_with("budget"),
@@ -644,7 +651,7 @@ fn hooks_exit_0_print_nothing_and_tie_the_session_to_the_run() {
     assert!(out.stdout.is_empty(), "the hook printed {:?}", out.stdout);
     assert_eq!(run_with(&project, "hook claude")["session"], "s-42");
 
-    // Only SessionStart and PreCompact with --inject print, and only the packet.
+    // Only SessionStart (and UserPromptSubmit) with --inject print, and only the packet.
     let packet = hook(
         &project,
         Some("impl-1"),
@@ -655,7 +662,8 @@ fn hooks_exit_0_print_nothing_and_tie_the_session_to_the_run() {
     let text = String::from_utf8(packet.stdout).unwrap();
     assert!(text.starts_with("# Resume: impl-1"), "{text}");
     for args in [
-        &["claude", "UserPromptSubmit", "--inject"][..],
+        &["claude", "PreCompact", "--inject"][..],
+        &["claude", "Stop", "--inject"],
         &["codex", "SessionStart"],
     ] {
         let out = hook(&project, Some("impl-1"), args, b"{}");

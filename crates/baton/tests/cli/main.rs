@@ -3,6 +3,7 @@
 
 mod common;
 
+mod agents;
 mod awl_conformance;
 mod commands;
 mod concurrency;
