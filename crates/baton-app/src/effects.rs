@@ -65,11 +65,6 @@ impl App {
         self.store().gateway_call(me, id, gate, call).await
     }
 
-    /// Order `id`'s effects.
-    pub async fn effects(&self, id: &str) -> Result<Effects> {
-        Ok(self.store().effects(id).await?)
-    }
-
     /// Approves order `id` as `me` and runs what it holds (with `chosen`, only those), once
     /// and in order, through `runner`; a failed or uncertain effect stops the sequence.
     /// On an order approved already, goes on with the effects that never started.
@@ -149,9 +144,8 @@ impl App {
                 Err(why) => (false, json!({ "error": why })),
             },
         };
-        Ok(self
-            .store()
+        self.store()
             .finish_effect(me, id, &e.reference, ok, result)
-            .await?)
+            .await
     }
 }

@@ -91,7 +91,8 @@ impl Gate {
         )
     }
 
-    fn stages(&self, tool: &str) -> bool {
+    /// Whether a call to `tool` is held until approval.
+    pub fn stages(&self, tool: &str) -> bool {
         tool_allowed(
             tool,
             &self.staged.iter().map(String::as_str).collect::<Vec<_>>(),
@@ -231,11 +232,13 @@ impl Effects {
 
     pub fn apply(&mut self, change: &EffectChange) {
         let status = |effects: &mut Self, reference: &str, status: EffectStatus| {
-            effects
+            if let Some(e) = effects
                 .effects
                 .iter_mut()
                 .find(|e| e.reference == reference)
-                .map(|e| e.status = status);
+            {
+                e.status = status;
+            }
         };
         match change {
             EffectChange::Forwarded { reference, .. } => {

@@ -201,6 +201,25 @@ pub async fn serve_gateway(
         .map_err(|e| ServeError::Start(format!("the upstream server listed no tools: {e}")))?
         .into_iter()
         .filter(|t| gate.lists(&format!("{server}/{}", t.name)))
+        .map(|mut t| {
+            // A held call answers with a placeholder, not the upstream's output: its
+            // output schema would not hold, so a staged tool lists none, and says why.
+            if gate.stages(&format!("{server}/{}", t.name)) {
+                t.output_schema = None;
+                let said = t.description.as_deref().unwrap_or("").to_owned();
+                t.description = Some(
+                    format!(
+                        "{said} (Staged by the order: a call is held, not run, and answers \
+                         `pending:{server}/{}#N`; it runs when the report is approved.)",
+                        t.name
+                    )
+                    .trim_start()
+                    .to_owned()
+                    .into(),
+                );
+            }
+            t
+        })
         .collect();
     let gateway = Gateway {
         app,

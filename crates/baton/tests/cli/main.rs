@@ -7,6 +7,7 @@ mod awl_conformance;
 mod commands;
 mod concurrency;
 mod crash;
+mod gateway;
 mod ledger;
 mod mcp;
 mod memory;
