@@ -12,6 +12,7 @@
 
 mod authority;
 pub mod doc;
+mod effects;
 pub mod host;
 mod keys;
 mod ledger;
@@ -34,13 +35,15 @@ use baton_core::Millis;
 use baton_store::{Store, StoreError};
 
 pub use authority::PolicyEdit;
+pub use baton_core::order::newest_report;
+pub use effects::{Approval, ToolRunner};
 pub use host::{Clock, Files, Hashed, Host, PathClock, PathProblem, Processes};
 pub use keys::Caller;
 pub use ledger::{Pass, RunRow};
 pub use memory::{Imported, Recorded};
 pub use messages::{Body, Layout, Outgoing, Shown};
 pub use news::News;
-pub use orders::{OrderStep, OrderView, newest_report};
+pub use orders::{OrderStep, OrderView};
 pub use receipts::{Verdict, Verified};
 pub use settings::Settings;
 pub use wait::POLL;

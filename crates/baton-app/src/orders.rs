@@ -7,9 +7,9 @@ use std::time::Duration;
 use baton_core::awl::{
     DocumentKind, Environment, Finding, has_invalid, order_findings, report_findings,
 };
-use baton_core::order::{self, Order, OrderAction, OrderChange, OrderRequest};
+use baton_core::order::{self, Order, OrderAction, OrderRequest, newest_report};
 use baton_core::refusal::Document;
-use baton_core::{Change, Event, Field, Passname, Payload, Refusal, Topic};
+use baton_core::{Event, Field, Passname, Payload, Refusal, Topic};
 use baton_store::{OrderQuery, OrderWritten};
 use serde_json::{Map, Value};
 
@@ -36,14 +36,8 @@ pub struct OrderView {
     pub document: Map<String, Value>,
     pub events: Vec<Event>,
     pub report: Option<Value>,
-}
-
-/// The newest report among `events`.
-pub fn newest_report(events: &[Event]) -> Option<Value> {
-    events.iter().rev().find_map(|e| match &e.change {
-        Change::Order(OrderChange::Stepped(s)) => s.report.clone(),
-        _ => None,
-    })
+    /// What the gateway forwarded and held for it.
+    pub effects: baton_core::effect::Effects,
 }
 
 impl App {
@@ -159,7 +153,13 @@ impl App {
             OrderStep::Start => OrderRequest::Start,
             OrderStep::Report { document } => self.report(me, &order, document).await?,
             OrderStep::Answer { text } => OrderRequest::Answer { text },
-            OrderStep::Approve => OrderRequest::Approve,
+            OrderStep::Approve => {
+                // Approval reconciles and runs staged effects: one path for every edge.
+                let approval = self.approve(me, id, expect_seq, None, None).await?;
+                return Ok(approval
+                    .written
+                    .expect("an approval without a runner records a step"));
+            }
             OrderStep::Rework { reason } => OrderRequest::Rework { reason },
             OrderStep::Cancel { reason } => OrderRequest::Cancel { reason },
         };
@@ -168,7 +168,7 @@ impl App {
     }
 
     /// The order's document: the payload of the request that carried it.
-    async fn order_document(&self, order: &Order) -> Result<Map<String, Value>> {
+    pub(crate) async fn order_document(&self, order: &Order) -> Result<Map<String, Value>> {
         let (_, payload) = self
             .store()
             .message(&order.message)
@@ -183,11 +183,13 @@ impl App {
         let document = self.order_document(&order).await?;
         let events = self.store().order_events_since(id, 0).await?;
         let report = newest_report(&events);
+        let effects = self.store().effects(id).await?;
         Ok(OrderView {
             order,
             document,
             events,
             report,
+            effects,
         })
     }
 

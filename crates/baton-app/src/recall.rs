@@ -167,6 +167,27 @@ pub(crate) async fn resume(
             )
         })
         .collect();
+    // Orders I gave whose report is in, with what their approval would run.
+    let mut awaiting = Vec::new();
+    let mine = store
+        .orders(&baton_store::OrderQuery {
+            party: Some(me.to_string()),
+            closed: false,
+        })
+        .await?;
+    for order in mine.iter().filter(|o| {
+        o.from == me.as_str() && o.status_at(now) == baton_core::order::OrderStatus::Submitted
+    }) {
+        let held = store.effects(&order.id).await?.awaiting();
+        if held > 0 {
+            awaiting.push(format!(
+                "order {} ({}): {held} staged effect{} await approval — approving runs them",
+                order.id,
+                order.goal,
+                if held == 1 { "" } else { "s" }
+            ));
+        }
+    }
     let stale: Vec<String> = notes_freshness(store, clock, &state, NOTES_EXAMINED)
         .await?
         .iter()
@@ -217,6 +238,13 @@ pub(crate) async fn resume(
             items: waiting,
             more: "baton outbox",
             empty: Some("nothing"),
+        },
+        Section {
+            title: "Effects awaiting my approval",
+            unlisted: 0,
+            items: awaiting,
+            more: "baton order show ID",
+            empty: None,
         },
         Section {
             title: "Open alerts",

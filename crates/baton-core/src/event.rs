@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::authority::{Denied, Policy};
 use crate::delivery::{DeliveryStatus, RequestStatus};
+use crate::effect::EffectChange;
 use crate::key::KeyChange;
 use crate::message::MessageType;
 use crate::names::{Passname, Topic};
@@ -85,6 +86,10 @@ pub enum Change {
     /// A negotiation was opened, a party submitted its position, or the engine settled it.
     #[serde(rename = "negotiation.changed")]
     Negotiation(NegotiationChange),
+    /// The gateway forwarded, held or refused a call on an order, or a held call was
+    /// dropped, started or finished.
+    #[serde(rename = "effect.changed")]
+    Effect(EffectChange),
 }
 
 impl Change {
@@ -102,6 +107,7 @@ impl Change {
             Self::Key(_) => "key.changed",
             Self::Webhook(_) => "webhook.changed",
             Self::Negotiation(_) => "negotiation.changed",
+            Self::Effect(_) => crate::effect::KIND,
         }
     }
 
@@ -118,6 +124,7 @@ impl Change {
             Self::Key(change) => change.key(),
             Self::Webhook(change) => change.participant().as_str(),
             Self::Negotiation(change) => change.negotiation(),
+            Self::Effect(change) => change.order(),
         }
     }
 

@@ -10,6 +10,7 @@
 pub mod authority;
 pub mod awl;
 pub mod delivery;
+pub mod effect;
 pub mod event;
 pub mod key;
 pub mod message;

@@ -456,6 +456,14 @@ pub fn fold(
     }
 }
 
+/// The newest Work Report among an order's events.
+pub fn newest_report(events: &[crate::Event]) -> Option<Value> {
+    events.iter().rev().find_map(|e| match &e.change {
+        Change::Order(OrderChange::Stepped(s)) => s.report.clone(),
+        _ => None,
+    })
+}
+
 // ---- planning a step ----------------------------------------------------------------------
 
 /// What a participant asks to do to an order.

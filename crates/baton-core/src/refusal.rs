@@ -505,6 +505,36 @@ pub enum Refusal {
     /// An actor named in a request: on a server the actor comes only from the key.
     #[error("the acting participant comes from the key, never from the request")]
     ActorInRequest,
+    /// A gateway works for the order's worker only.
+    #[error(
+        "{actor} is not the worker of order {order} ({worker} is): a gateway acts for the worker"
+    )]
+    NotTheWorker {
+        order: String,
+        actor: String,
+        worker: String,
+    },
+
+    // ---- staged effects ----
+    #[error("order {order} is {status}: a gateway serves an accepted or working order")]
+    GatewayClosed {
+        order: String,
+        status: crate::order::OrderStatus,
+    },
+    #[error(
+        "the report's effects differ from what the gateway held on order {order}, so nothing ran: {}",
+        mismatches.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    EffectsDiffer {
+        order: String,
+        mismatches: Vec<crate::effect::Mismatch>,
+    },
+    #[error("order {order} holds no effect {reference} awaiting approval")]
+    NoEffect { order: String, reference: String },
+    #[error(
+        "order {order} holds {count} staged effect(s): approving runs them, which needs the upstream server here"
+    )]
+    EffectsNeedRunner { order: String, count: usize },
 
     // ---- conflicts ----
     #[error("participant {name} already exists with role {role:?}")]
@@ -528,6 +558,13 @@ pub enum Refusal {
     NegotiationExists { id: String },
     #[error("{party} already submitted its position to negotiation {id}")]
     PositionSubmitted { id: String, party: String },
+    /// An effect may start only once, when held on an approved order.
+    #[error("effect {reference} of order {order} is {}: it does not run again", status.map_or("not held", |s| s.as_str()))]
+    EffectNotHeld {
+        order: String,
+        reference: String,
+        status: Option<crate::effect::EffectStatus>,
+    },
     #[error("run {run} is {status}: it cannot record {what}")]
     RunStatus {
         run: String,
@@ -546,7 +583,8 @@ impl Refusal {
             | Self::NoArtifact { .. }
             | Self::NoSubject { .. }
             | Self::NoReceipt { .. }
-            | Self::NoStep { .. } => K::NotFound,
+            | Self::NoStep { .. }
+            | Self::NoEffect { .. } => K::NotFound,
             Self::Missing(_)
             | Self::TooLong { .. }
             | Self::Name { .. }
@@ -571,7 +609,10 @@ impl Refusal {
             | Self::NotAnExit(_)
             | Self::LogLine { .. }
             | Self::NegotiationInput { .. }
-            | Self::NegotiationSettled { .. } => K::Invalid,
+            | Self::NegotiationSettled { .. }
+            | Self::GatewayClosed { .. }
+            | Self::EffectsDiffer { .. }
+            | Self::EffectsNeedRunner { .. } => K::Invalid,
             Self::Beyond { .. }
             | Self::NotAParty { .. }
             | Self::SenderSteps { .. }
@@ -580,7 +621,8 @@ impl Refusal {
             | Self::ReportFrom { .. }
             | Self::Scope { .. }
             | Self::NotANegotiator { .. }
-            | Self::ActorInRequest => K::Forbidden,
+            | Self::ActorInRequest
+            | Self::NotTheWorker { .. } => K::Forbidden,
             Self::Unauthenticated => K::Unauthenticated,
             Self::RoleTaken { .. }
             | Self::KeyReused { .. }
@@ -589,7 +631,8 @@ impl Refusal {
             | Self::RunExists { .. }
             | Self::NegotiationExists { .. }
             | Self::PositionSubmitted { .. }
-            | Self::RunStatus { .. } => K::Conflict,
+            | Self::RunStatus { .. }
+            | Self::EffectNotHeld { .. } => K::Conflict,
         }
     }
 

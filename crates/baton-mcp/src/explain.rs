@@ -169,6 +169,10 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
         Refusal::KeyReused { .. } => {
             format!("{r}; use a new `idempotency_key` for a new message")
         }
+        Refusal::EffectsNeedRunner { .. } => format!(
+            "{r}; this tool does not start servers: approve with `baton order approve` where \
+             the upstream server runs"
+        ),
         _ => r.to_string(),
     }
 }

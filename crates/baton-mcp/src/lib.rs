@@ -9,6 +9,7 @@
 //! stdout itself: on stdio, stdout carries the protocol and nothing else.
 
 mod explain;
+mod gateway;
 mod tools;
 mod wire;
 
@@ -16,6 +17,7 @@ use baton_app::App;
 use baton_core::Passname;
 use rmcp::ServiceExt;
 
+pub use gateway::{Upstream, serve_gateway};
 pub use tools::BatonTools;
 
 /// Why the server stopped other than by its client closing stdin.
@@ -26,6 +28,9 @@ pub enum ServeError {
     Start(String),
     #[error("the MCP session failed: {0}")]
     Run(String),
+    /// The use case refused (the gateway's order is not the caller's to work on).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// An MCP response over HTTP.

@@ -120,6 +120,9 @@ fn hint(r: &Refusal) -> Option<String> {
              POST …/participants/{actor}/policy"
         ),
         Refusal::ActorInRequest => "leave the actor out: the key says who is acting".into(),
+        Refusal::EffectsNeedRunner { .. } => "the server starts no upstream servers: approve \
+             with `baton order approve ID` where the upstream server runs"
+            .into(),
         Refusal::Findings { .. } => "each finding names its rule and the path in `document`".into(),
         _ => return None,
     })

@@ -30,6 +30,7 @@ pub use sqlite::SqliteStore;
 pub use types::*;
 
 use async_trait::async_trait;
+use baton_core::effect::{self, Call, Decision, Effects, Gate};
 use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::negotiation::Negotiation;
@@ -132,6 +133,12 @@ pub trait Tx: Send {
     async fn state(&mut self) -> Result<ProjectState>;
     /// Negotiation `id`: the fold of its `negotiation.changed` events (subject `id`).
     async fn negotiation(&mut self, id: &str) -> Result<Option<Negotiation>>;
+    /// The events of `kind` about `subject`, oldest first.
+    async fn events_about(&mut self, subject: &str, kind: &str) -> Result<Vec<Event>>;
+    /// Order `id`'s staged effects: the fold of its `effect.changed` events.
+    async fn effects(&mut self, id: &str) -> Result<Effects> {
+        Ok(Effects::replay(&self.events_about(id, effect::KIND).await?))
+    }
     async fn commit(self: Box<Self>) -> Result<()>;
 }
 
@@ -195,6 +202,12 @@ pub trait Backend: Send + Sync {
     async fn settle_webhook(&self, hook: &Webhook, settled: Settled) -> Result<()>;
     /// Negotiation `id`: the fold of its `negotiation.changed` events (subject `id`).
     async fn negotiation(&self, id: &str) -> Result<Option<Negotiation>>;
+    /// The events of `kind` about `subject`, oldest first.
+    async fn events_about(&self, subject: &str, kind: &str) -> Result<Vec<Event>>;
+    /// Order `id`'s staged effects: the fold of its `effect.changed` events.
+    async fn effects(&self, id: &str) -> Result<Effects> {
+        Ok(Effects::replay(&self.events_about(id, effect::KIND).await?))
+    }
     /// The store's generation: the sequence number of its newest event (0 when empty).
     async fn generation(&self) -> Result<i64>;
 
@@ -283,6 +296,38 @@ pub trait Store: Backend {
         expected_seq: i64,
         request: OrderRequest,
     ) -> Result<OrderWritten>;
+    /// Approves the order as `actor` at `expected_seq`, provided the newest report's
+    /// `effects` match what the gateway held; with `chosen`, the held effects left out are
+    /// dropped.
+    async fn approve(
+        &self,
+        actor: &Passname,
+        id: &str,
+        expected_seq: i64,
+        chosen: Option<&[String]>,
+    ) -> Result<OrderWritten>;
+    /// The gateway's call `call` on order `id` by `actor`: forwarded (recorded as
+    /// evidence), held or refused (recorded with why). Refused outright, nothing
+    /// recorded, when `actor` is not the order's worker or the order is not accepted or
+    /// working.
+    async fn gateway_call(
+        &self,
+        actor: &Passname,
+        id: &str,
+        gate: &Gate,
+        call: Call,
+    ) -> Result<Decision>;
+    /// Marks the held effect `reference` of approved order `id` as started (once).
+    async fn start_effect(&self, actor: &Passname, id: &str, reference: &str) -> Result<Effects>;
+    /// Records how the started effect `reference` ended.
+    async fn finish_effect(
+        &self,
+        actor: &Passname,
+        id: &str,
+        reference: &str,
+        ok: bool,
+        result: Value,
+    ) -> Result<Effects>;
     /// Appends events that already have an id and a time (an imported log), in order, in
     /// one transaction, skipping those whose id the log holds already; returns those
     /// written.
@@ -398,6 +443,42 @@ impl<B: Backend + ?Sized> Store for B {
     ) -> Result<OrderWritten> {
         let written = write::order_step(self, actor, id, expected_seq, request).await;
         write::recorded(self, actor, written).await
+    }
+
+    async fn approve(
+        &self,
+        actor: &Passname,
+        id: &str,
+        expected_seq: i64,
+        chosen: Option<&[String]>,
+    ) -> Result<OrderWritten> {
+        let written = write::approve(self, actor, id, expected_seq, chosen).await;
+        write::recorded(self, actor, written).await
+    }
+
+    async fn gateway_call(
+        &self,
+        actor: &Passname,
+        id: &str,
+        gate: &Gate,
+        call: Call,
+    ) -> Result<Decision> {
+        write::gateway_call(self, actor, id, gate, call).await
+    }
+
+    async fn start_effect(&self, actor: &Passname, id: &str, reference: &str) -> Result<Effects> {
+        write::start_effect(self, actor, id, reference).await
+    }
+
+    async fn finish_effect(
+        &self,
+        actor: &Passname,
+        id: &str,
+        reference: &str,
+        ok: bool,
+        result: Value,
+    ) -> Result<Effects> {
+        write::finish_effect(self, actor, id, reference, ok, result).await
     }
 
     async fn append_events(&self, events: Vec<NewEvent>) -> Result<Vec<Event>> {

@@ -11,6 +11,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use baton_core::authority::{self, Denied, Policy, Power};
+use baton_core::effect::{self, Call, Decision, Effects, Gate};
 use baton_core::key::{self, Key, KeyChange};
 use baton_core::message::{self, duplicate_of};
 use baton_core::negotiation::{self, Negotiation, Spec};
@@ -399,23 +400,77 @@ pub async fn order_step<B: Backend + ?Sized>(
     expected_seq: i64,
     request: OrderRequest,
 ) -> Result<OrderWritten> {
+    approve_or_step(backend, actor, id, expected_seq, request, None).await
+}
+
+/// Approves order `id`: the newest report's `effects` must match what the gateway held,
+/// and with `chosen` only those effects stay (the rest are dropped); running them is the
+/// caller's next step ([`start_effect`], [`finish_effect`]).
+pub async fn approve<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &Passname,
+    id: &str,
+    expected_seq: i64,
+    chosen: Option<&[String]>,
+) -> Result<OrderWritten> {
+    approve_or_step(
+        backend,
+        actor,
+        id,
+        expected_seq,
+        OrderRequest::Approve,
+        chosen,
+    )
+    .await
+}
+
+async fn approve_or_step<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &Passname,
+    id: &str,
+    expected_seq: i64,
+    request: OrderRequest,
+    chosen: Option<&[String]>,
+) -> Result<OrderWritten> {
     let mut tx = backend.begin().await?;
     let current = order::found(tx.order(id).await?, id)?;
-    let power = authority::for_order(&request);
+    let mut powers: Vec<Power> = authority::for_order(&request).into_iter().collect();
+    let approving = request == OrderRequest::Approve;
     let at = now();
-    // The lifecycle first (who may take which step), then the policy.
+    // The lifecycle first (who may take which step), then the effects, then the policy.
     let steps = order::plan(&current, actor.as_str(), request, expected_seq, at)?;
-    if let Some(power) = power {
+    let effects = tx.effects(id).await?;
+    let mut follow = Vec::new();
+    if approving {
+        let history = tx.events_about(id, "order.changed").await?;
+        let reported = order::newest_report(&history)
+            .and_then(|r| r.get("effects").and_then(|e| e.as_array()).cloned())
+            .unwrap_or_default();
+        follow.extend(effect::plan_approval(id, &reported, &effects, chosen)?);
+        if effects.awaiting() > 0 {
+            powers.push(Power::Effects);
+        }
+    } else if let Some(step) = steps.iter().find(|s| effect::drops_on(s.action)) {
+        let why = format!("order {id} {}", step.status.as_str());
+        follow.extend(effect::plan_drop(id, &effects, &why));
+    }
+    if !powers.is_empty() {
         let carrier = tx
             .envelope(&current.message)
             .await?
             .ok_or_else(|| Refusal::not_found(Record::Message, &current.message))?;
-        authorize(tx.as_mut(), actor.as_str(), power, &carrier.topic).await?;
+        for power in powers {
+            authorize(tx.as_mut(), actor.as_str(), power, &carrier.topic).await?;
+        }
     }
     let mut events = Vec::new();
     for step in steps {
         let change = Change::Order(OrderChange::Stepped(Box::new(step)));
         events.push(tx.append(NewEvent::new(actor.as_str(), change, at)).await?);
+    }
+    for change in follow {
+        tx.append(NewEvent::new(actor.as_str(), Change::Effect(change), at))
+            .await?;
     }
     let order = order::found(tx.order(id).await?, id)?;
     // The request that carried the order follows it; `events` stays the order's own.
@@ -428,6 +483,64 @@ pub async fn order_step<B: Backend + ?Sized>(
     }
     tx.commit().await?;
     Ok(OrderWritten { order, events })
+}
+
+/// What the gateway does with `call` on order `id` by `actor`, recorded before it is
+/// answered: a forwarded call as evidence, a staged one as held, a refused one with why.
+pub async fn gateway_call<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &Passname,
+    id: &str,
+    gate: &Gate,
+    call: Call,
+) -> Result<Decision> {
+    let mut tx = backend.begin().await?;
+    let order = order::found(tx.order(id).await?, id)?;
+    let effects = tx.effects(id).await?;
+    let at = now();
+    let (change, decision) = effect::plan_call(gate, &order, &effects, actor.as_str(), call, at)?;
+    tx.append(NewEvent::new(actor.as_str(), Change::Effect(change), at))
+        .await?;
+    tx.commit().await?;
+    Ok(decision)
+}
+
+/// Records that the approved effect `reference` of order `id` is about to run: once. A
+/// crash after this commit leaves it uncertain, never run twice.
+pub async fn start_effect<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &Passname,
+    id: &str,
+    reference: &str,
+) -> Result<Effects> {
+    let mut tx = backend.begin().await?;
+    let order = order::found(tx.order(id).await?, id)?;
+    let mut effects = tx.effects(id).await?;
+    let change = effect::plan_start(&order, &effects, reference)?;
+    effects.apply(&change);
+    tx.append(NewEvent::new(actor.as_str(), Change::Effect(change), now()))
+        .await?;
+    tx.commit().await?;
+    Ok(effects)
+}
+
+/// Records how the started effect `reference` of order `id` ended.
+pub async fn finish_effect<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &Passname,
+    id: &str,
+    reference: &str,
+    ok: bool,
+    result: serde_json::Value,
+) -> Result<Effects> {
+    let mut tx = backend.begin().await?;
+    let mut effects = tx.effects(id).await?;
+    let change = effect::plan_finish(id, &effects, reference, ok, result)?;
+    effects.apply(&change);
+    tx.append(NewEvent::new(actor.as_str(), Change::Effect(change), now()))
+        .await?;
+    tx.commit().await?;
+    Ok(effects)
 }
 
 pub async fn issue_key<B: Backend + ?Sized>(

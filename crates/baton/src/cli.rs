@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    agent, demo, handoff, hook, init, key, mcp, messages, negotiate, order, portable, project_cmd,
-    reap, receipt, resume, run, runs, search, send, serve, state, step, wait,
+    agent, demo, gateway, handoff, hook, init, key, mcp, messages, negotiate, order, portable,
+    project_cmd, reap, receipt, resume, run, runs, search, send, serve, state, step, wait,
 };
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
@@ -85,6 +85,7 @@ pub enum Command {
     Receipt(receipt::ReceiptCommand),
     Alerts(receipt::AlertsArgs),
     Mcp(mcp::McpArgs),
+    Gateway(gateway::GatewayArgs),
     Serve(serve::ServeArgs),
     Export(portable::ExportArgs),
     Import(portable::ImportArgs),

@@ -343,6 +343,13 @@ pub fn refusal(r: &Refusal) -> String {
             "negotiation {id} already exists (see `baton negotiate show {id}`): give a new \
              negotiation a new id"
         ),
+        Refusal::EffectsDiffer { order, .. } => format!(
+            "{r}. The worker's report must list exactly what its gateway held (see `baton \
+             order show {order}`): rework the order so it reports again"
+        ),
+        Refusal::NoEffect { order, .. } => {
+            format!("{r}: `baton order show {order}` lists its effects")
+        }
         _ => r.to_string(),
     }
 }

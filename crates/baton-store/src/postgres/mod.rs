@@ -623,7 +623,7 @@ async fn project(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::
         // The log is the record of a refusal; nothing projects it.
         Change::Denied(_) => {}
         // A negotiation is folded in memory from its events (`Negotiation::replay`).
-        Change::Negotiation(_) => {}
+        Change::Negotiation(_) | Change::Effect(_) => {}
     }
     Ok(())
 }
@@ -668,15 +668,28 @@ async fn read_negotiation(
     project: i64,
     id: &str,
 ) -> sqlx::Result<Option<Negotiation>> {
+    Ok(Negotiation::replay(
+        &read_about(conn, project, id, "negotiation.changed").await?,
+    ))
+}
+
+/// The events of `kind` about `subject`, oldest first.
+async fn read_about(
+    conn: &mut PgConnection,
+    project: i64,
+    subject: &str,
+    kind: &str,
+) -> sqlx::Result<Vec<Event>> {
     let found = sqlx::query(
         "SELECT seq, id, at, actor, kind, data FROM events \
-         WHERE project = $1 AND subject = $2 AND kind = 'negotiation.changed' ORDER BY seq",
+         WHERE project = $1 AND subject = $2 AND kind = $3 ORDER BY seq",
     )
     .bind(project)
-    .bind(id)
+    .bind(subject)
+    .bind(kind)
     .fetch_all(&mut *conn)
     .await?;
-    Ok(Negotiation::replay(&rows::events(&found)?))
+    rows::events(&found)
 }
 
 /// The project state: the fold of every `state.changed` event.
@@ -1099,6 +1112,13 @@ impl Backend for PostgresStore {
             .map_err(|e| self.err(e))
     }
 
+    async fn events_about(&self, subject: &str, kind: &str) -> Result<Vec<Event>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        read_about(&mut conn, self.project, subject, kind)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
     async fn webhooks(&self) -> Result<Vec<Webhook>> {
         webhooks::all(&self.pool, self.project)
             .await
@@ -1215,6 +1235,11 @@ impl Tx for PostgresTx {
 
     async fn negotiation(&mut self, id: &str) -> Result<Option<Negotiation>> {
         let result = read_negotiation(&mut self.tx, self.project, id).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn events_about(&mut self, subject: &str, kind: &str) -> Result<Vec<Event>> {
+        let result = read_about(&mut self.tx, self.project, subject, kind).await;
         result.map_err(|e| self.err(e))
     }
 

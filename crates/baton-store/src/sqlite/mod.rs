@@ -477,7 +477,7 @@ async fn project(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()>
         // The log is the record of a refusal; nothing projects it.
         Change::Denied(_) => {}
         // A negotiation is folded in memory from its events (`Negotiation::replay`).
-        Change::Negotiation(_) => {}
+        Change::Negotiation(_) | Change::Effect(_) => {}
     }
     Ok(())
 }
@@ -526,14 +526,26 @@ async fn read_negotiation(
     conn: &mut SqliteConnection,
     id: &str,
 ) -> sqlx::Result<Option<Negotiation>> {
+    Ok(Negotiation::replay(
+        &read_about(conn, id, "negotiation.changed").await?,
+    ))
+}
+
+/// The events of `kind` about `subject`, oldest first, found by the subject index.
+async fn read_about(
+    conn: &mut SqliteConnection,
+    subject: &str,
+    kind: &str,
+) -> sqlx::Result<Vec<Event>> {
     let found = sqlx::query(
         "SELECT seq, id, at, actor, kind, data FROM events \
-         WHERE subject = ? AND kind = 'negotiation.changed' ORDER BY seq",
+         WHERE subject = ? AND kind = ? ORDER BY seq",
     )
-    .bind(id)
+    .bind(subject)
+    .bind(kind)
     .fetch_all(&mut *conn)
     .await?;
-    Ok(Negotiation::replay(&rows::events(&found)?))
+    rows::events(&found)
 }
 
 /// Loads the envelopes of `ids`, in the order given; unknown ids are skipped.
@@ -845,6 +857,13 @@ impl Backend for SqliteStore {
             .await
             .map_err(|e| self.err(e))
     }
+
+    async fn events_about(&self, subject: &str, kind: &str) -> Result<Vec<Event>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        read_about(&mut conn, subject, kind)
+            .await
+            .map_err(|e| self.err(e))
+    }
 }
 
 /// A write transaction on the SQLite file: its own `BEGIN IMMEDIATE`, committed with an
@@ -981,6 +1000,11 @@ impl Tx for SqliteTx {
 
     async fn negotiation(&mut self, id: &str) -> Result<Option<Negotiation>> {
         let result = read_negotiation(self.conn(), id).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn events_about(&mut self, subject: &str, kind: &str) -> Result<Vec<Event>> {
+        let result = read_about(self.conn(), subject, kind).await;
         result.map_err(|e| self.err(e))
     }
 

@@ -4,6 +4,7 @@
 pub mod admission;
 pub mod agent;
 pub mod demo;
+pub mod gateway;
 pub mod handoff;
 pub mod hook;
 pub mod init;
@@ -70,6 +71,7 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Receipt(cmd) => receipt::receipt(&Context::open(g).await?, cmd).await,
         Command::Alerts(args) => receipt::alerts(&Context::open(g).await?, args).await,
         Command::Mcp(args) => mcp::run(g, args).await,
+        Command::Gateway(args) => gateway::run(g, args).await,
         Command::Serve(args) => serve::run(g, args).await,
         Command::Export(args) => portable::export(&Context::open(g).await?, args).await,
         Command::Import(args) => portable::import(&Context::open(g).await?, args).await,

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use baton_app::OrderStep;
-use baton_app::doc::{OrderRow, OrderShown, OrderStepped, Orders, order_step_of};
+use baton_app::doc::{Approved, OrderRow, OrderShown, OrderStepped, Orders, order_step_of};
 use baton_core::awl::{Finding, FindingKind};
 use baton_core::order::allowed;
 use baton_core::refusal::Document;
@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::commands::Context;
 use crate::commands::handoff::read_document;
-use crate::error::{CommandError, CommandResult, refusal as explain};
+use crate::error::{CommandError, CommandResult, ErrorKind, refusal as explain};
 use crate::output::{Output, now, table, timestamp};
 use crate::project::parse_duration;
 
@@ -64,9 +64,22 @@ pub enum OrderCommand {
         after_help = "Example:\n  baton --as planner order answer wo_42 --text 'Keep UTC timestamps'"
     )]
     Answer(AnswerArgs),
-    /// Approve a submitted order (its `from` only).
-    #[command(after_help = "Example:\n  baton --as planner order approve wo_42")]
-    Approve(StepArgs),
+    /// Approve a submitted order (its `from` only) and run its staged effects: approve
+    /// means ship.
+    ///
+    /// First the newest report's `effects` are reconciled with what `baton gateway` held
+    /// (same refs, tools and arguments, same order): on any difference nothing runs and
+    /// the approval is refused, listing them (exit 3). Then each held call runs once, in
+    /// order, through the upstream server command the gateway used; a `{"$ref": REF,
+    /// "pointer": P}` in its arguments is filled from the earlier effect's result (the
+    /// MCP `CallToolResult`, e.g. `/structuredContent/id`). With --effects only those run
+    /// and the rest are dropped. A failed effect stops the sequence (exit 1; what ran,
+    /// failed and did not run is listed and recorded). An effect that started with no
+    /// recorded end is `uncertain` and never runs again by itself. Approving an approved
+    /// order again goes on with effects that never started.
+    #[command(after_help = "Examples:\n  baton --as planner order approve wo_42\n  \
+                            baton --as planner order approve wo_42 --effects 'github/create_issue#1'")]
+    Approve(ApproveArgs),
     /// Send a submitted order back to work with a reason (its `from` only).
     #[command(
         after_help = "Example:\n  baton --as planner order rework wo_42 --reason 'the header row is missing'"
@@ -114,6 +127,15 @@ pub struct StepArgs {
     /// Default: the seq read just before the step.
     #[arg(long, value_name = "SEQ")]
     pub expect_seq: Option<i64>,
+}
+
+#[derive(Args, Debug)]
+pub struct ApproveArgs {
+    #[command(flatten)]
+    pub step: StepArgs,
+    /// Run only these held effects (`SERVER/TOOL#N`, repeatable); the others are dropped.
+    #[arg(long, value_name = "REF", num_args = 1..)]
+    pub effects: Option<Vec<String>>,
 }
 
 #[derive(Args, Debug)]
@@ -175,7 +197,7 @@ pub async fn run(ctx: &Context, cmd: OrderCommand) -> CommandResult<Output> {
         OrderCommand::Start(a) => step(ctx, a, OrderStep::Start).await,
         OrderCommand::Report(a) => report(ctx, a).await,
         OrderCommand::Answer(a) => step(ctx, a.step, OrderStep::Answer { text: a.text }).await,
-        OrderCommand::Approve(a) => step(ctx, a, OrderStep::Approve).await,
+        OrderCommand::Approve(a) => approve(ctx, a).await,
         OrderCommand::Rework(a) => step(ctx, a.step, OrderStep::Rework { reason: a.reason }).await,
         OrderCommand::Cancel(a) => step(ctx, a.step, OrderStep::Cancel { reason: a.reason }).await,
         OrderCommand::Wait(args) => wait(ctx, args).await,
@@ -309,7 +331,34 @@ async fn show(ctx: &Context, id: &str) -> CommandResult<Output> {
         &["SEQ", "STEP", "STATUS", "BY", "AT", "NOTE"],
         &rows,
     ));
-    Ok(Output::of(&OrderShown::new(&view, at), human))
+    let shown = OrderShown::new(&view, at);
+    if !shown.effects.is_empty() {
+        let rows: Vec<Vec<String>> = shown
+            .effects
+            .iter()
+            .map(|e| {
+                vec![
+                    e.reference.clone(),
+                    e.status.to_string(),
+                    Value::Object(e.arguments.clone()).to_string(),
+                    e.result_bytes.map_or("-".into(), |b| b.to_string()),
+                    e.error.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        human.push_str("\n\nEffects (held by the gateway; approval runs them):\n");
+        human.push_str(&table(
+            &["REF", "STATUS", "ARGUMENTS", "RESULT BYTES", "ERROR"],
+            &rows,
+        ));
+    }
+    if !shown.tool_calls.is_empty() {
+        human.push_str(&format!(
+            "\n\nTool calls forwarded: {}",
+            shown.tool_calls.join(", ")
+        ));
+    }
+    Ok(Output::of(&shown, human))
 }
 
 // ---- steps --------------------------------------------------------------------------------
@@ -356,6 +405,52 @@ fn stepped(written: &OrderWritten) -> Output {
         })
         .collect();
     Output::of(&OrderStepped::new(written, now()), lines.join("\n"))
+}
+
+async fn approve(ctx: &Context, args: ApproveArgs) -> CommandResult<Output> {
+    let me = ctx.me().await?;
+    let upstream = baton_mcp::Upstream::default();
+    let approval = ctx
+        .app
+        .approve(
+            &me,
+            &args.step.id,
+            args.step.expect_seq,
+            args.effects.as_deref(),
+            Some(&upstream),
+        )
+        .await?;
+    let order = ctx.app.load_order(&args.step.id).await?;
+    let mut lines: Vec<String> = match &approval.written {
+        Some(written) => vec![stepped(written).human],
+        None => vec![format!(
+            "{}: approved already; going on with its effects",
+            order.id
+        )],
+    };
+    for e in &approval.effects.effects {
+        lines.push(format!("  {} {} {}", e.reference, e.status, effect_note(e)));
+    }
+    let doc = Approved::new(&order, &approval, now());
+    let out = Output::of(&doc, lines.join("\n"));
+    Ok(match &approval.stopped {
+        Some(e) => out
+            .with_note(format!(
+                "stopped at {} ({}): the effects after it did not run; see `baton order show {}`",
+                e.reference, e.status, order.id
+            ))
+            .with_exit(ErrorKind::Failed),
+        None => out,
+    })
+}
+
+/// What an effect's line says after its status.
+fn effect_note(e: &baton_core::effect::Effect) -> String {
+    match (&e.result, e.status) {
+        (Some(r), baton_core::effect::EffectStatus::Failed) => baton_core::effect::failure(r),
+        (Some(r), _) => format!("({} bytes)", baton_core::effect::size(r)),
+        (None, _) => String::new(),
+    }
 }
 
 // ---- wait ---------------------------------------------------------------------------------

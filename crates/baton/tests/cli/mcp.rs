@@ -25,7 +25,7 @@ const MCP_VERSION: &str = "2.3.0";
 
 const TEAM: &[(&str, &str)] = &[("planner", "planner"), ("impl-1", "executor")];
 
-fn scripts() -> PathBuf {
+pub(crate) fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
 }
 
@@ -99,7 +99,7 @@ fn make_venv() -> Result<PathBuf, String> {
 }
 
 /// The venv's python, made once per test run.
-fn python() -> &'static Path {
+pub(crate) fn python() -> &'static Path {
     static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     match PYTHON.get_or_init(make_venv) {
         Ok(python) => python,
