@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::authority::{Denied, Policy};
 use crate::delivery::{DeliveryStatus, RequestStatus};
+use crate::gate::GateChange;
 use crate::key::KeyChange;
 use crate::message::MessageType;
 use crate::names::{Passname, Topic};
@@ -85,6 +86,10 @@ pub enum Change {
     /// A negotiation was opened, a party submitted its position, or the engine settled it.
     #[serde(rename = "negotiation.changed")]
     Negotiation(NegotiationChange),
+    /// The review gate and the human queue: a verdict, a round's conclusion, a need for a
+    /// person, an acknowledged queue item.
+    #[serde(rename = "gate.changed")]
+    Gate(GateChange),
 }
 
 impl Change {
@@ -102,6 +107,7 @@ impl Change {
             Self::Key(_) => "key.changed",
             Self::Webhook(_) => "webhook.changed",
             Self::Negotiation(_) => "negotiation.changed",
+            Self::Gate(_) => "gate.changed",
         }
     }
 
@@ -118,6 +124,7 @@ impl Change {
             Self::Key(change) => change.key(),
             Self::Webhook(change) => change.participant().as_str(),
             Self::Negotiation(change) => change.negotiation(),
+            Self::Gate(change) => change.subject(),
         }
     }
 

@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
     agent, demo, handoff, hook, init, key, mcp, messages, negotiate, order, portable, project_cmd,
-    reap, receipt, resume, run, runs, search, send, serve, state, step, wait,
+    reap, receipt, resume, review, run, runs, search, send, serve, state, step, wait,
 };
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
@@ -99,5 +99,6 @@ pub enum Command {
     #[command(subcommand)]
     Order(order::OrderCommand),
     Negotiate(negotiate::NegotiateArgs),
+    Review(review::ReviewArgs),
     Demo(demo::DemoArgs),
 }

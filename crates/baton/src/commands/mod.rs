@@ -17,6 +17,7 @@ pub mod project_cmd;
 pub mod reap;
 pub mod receipt;
 pub mod resume;
+pub mod review;
 pub mod run;
 pub mod runs;
 pub mod search;
@@ -81,6 +82,7 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Evidence(cmd) => handoff::evidence(&Context::open(g).await?, cmd, g.json).await,
         Command::Order(cmd) => order::run(&Context::open(g).await?, cmd).await,
         Command::Negotiate(args) => negotiate::run(&Context::open(g).await?, args).await,
+        Command::Review(args) => review::run(&Context::open(g).await?, args).await,
         Command::Demo(args) => demo::run(g, args).await,
     }
 }

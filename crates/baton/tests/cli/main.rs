@@ -14,4 +14,5 @@ mod negotiate;
 mod orders;
 mod portable;
 mod race;
+mod review;
 mod server;
