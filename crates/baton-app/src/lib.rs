@@ -21,6 +21,7 @@ mod negotiation;
 mod news;
 mod orders;
 pub mod portable;
+mod queue;
 pub mod recall;
 mod receipts;
 mod review;

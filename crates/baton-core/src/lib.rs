@@ -20,6 +20,7 @@ pub mod negotiation;
 pub mod order;
 pub mod packet;
 pub mod participant;
+pub mod queue;
 pub mod refusal;
 pub mod run;
 pub mod state;

@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
     agent, demo, handoff, hook, init, key, mcp, messages, negotiate, order, portable, project_cmd,
-    reap, receipt, resume, review, run, runs, search, send, serve, state, step, wait,
+    queue, reap, receipt, resume, review, run, runs, search, send, serve, state, step, wait,
 };
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
@@ -100,5 +100,7 @@ pub enum Command {
     Order(order::OrderCommand),
     Negotiate(negotiate::NegotiateArgs),
     Review(review::ReviewArgs),
+    Queue(queue::QueueArgs),
+    Need(queue::NeedArgs),
     Demo(demo::DemoArgs),
 }

@@ -14,6 +14,7 @@ pub mod negotiate;
 pub mod order;
 pub mod portable;
 pub mod project_cmd;
+pub mod queue;
 pub mod reap;
 pub mod receipt;
 pub mod resume;
@@ -83,6 +84,8 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Order(cmd) => order::run(&Context::open(g).await?, cmd).await,
         Command::Negotiate(args) => negotiate::run(&Context::open(g).await?, args).await,
         Command::Review(args) => review::run(&Context::open(g).await?, args).await,
+        Command::Queue(args) => queue::queue(&Context::open(g).await?, args).await,
+        Command::Need(args) => queue::need(&Context::open(g).await?, args).await,
         Command::Demo(args) => demo::run(g, args).await,
     }
 }
