@@ -9,6 +9,7 @@
 //! stdout itself: on stdio, stdout carries the protocol and nothing else.
 
 mod explain;
+mod profile;
 mod tools;
 mod wire;
 
@@ -16,6 +17,7 @@ use baton_app::App;
 use baton_core::Passname;
 use rmcp::ServiceExt;
 
+pub use profile::{ALL_TOOLS, PROFILE_BUDGET, Profile};
 pub use tools::BatonTools;
 
 /// Why the server stopped other than by its client closing stdin.
@@ -71,9 +73,9 @@ where
     service.handle(request).await
 }
 
-/// Serves the tools on stdin/stdout as `me` until the client closes stdin.
-pub async fn serve_stdio(app: App, me: Passname) -> Result<(), ServeError> {
-    let running = BatonTools::new(app, me)
+/// Serves `profile`'s tools on stdin/stdout as `me` until the client closes stdin.
+pub async fn serve_stdio(app: App, me: Passname, profile: Profile) -> Result<(), ServeError> {
+    let running = BatonTools::with_profile(app, me, profile)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| ServeError::Start(e.to_string()))?;

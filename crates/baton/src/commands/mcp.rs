@@ -1,5 +1,6 @@
 //! `baton mcp`: serve the project's inbox and memory to an agent as an MCP server on stdio.
 
+use baton_mcp::Profile;
 use clap::Args;
 
 use crate::cli::GlobalArgs;
@@ -18,9 +19,15 @@ use crate::output::Output;
 #[derive(Args, Debug)]
 #[command(after_help = "Example (an MCP client's server entry):\n  \
                         {\"command\": \"baton\", \"args\": [\"--as\", \"impl-1\", \"mcp\"]}")]
-pub struct McpArgs {}
+pub struct McpArgs {
+    /// The tools offered: executor, planner, reviewer, owner (each under 8 KB of
+    /// `tools/list`), or all. Default: the participant's role's profile (all for a role
+    /// without one). A tool outside the profile is refused naming a profile that has it.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
+}
 
-pub async fn run(g: &GlobalArgs, _args: McpArgs) -> CommandResult<Output> {
+pub async fn run(g: &GlobalArgs, args: McpArgs) -> CommandResult<Output> {
     if g.json {
         return Err(CommandError::usage(
             "--json does not apply to `baton mcp`: its stdout carries the MCP protocol only",
@@ -28,11 +35,27 @@ pub async fn run(g: &GlobalArgs, _args: McpArgs) -> CommandResult<Output> {
     }
     let ctx = Context::open(g).await?;
     let me = ctx.me().await?;
+    let profile = match &args.profile {
+        Some(p) => Profile::parse(p).ok_or_else(|| {
+            CommandError::usage(format!(
+                "--profile {p:?}: use executor, planner, reviewer, owner or all"
+            ))
+        })?,
+        None => {
+            let participants = ctx.app.participants().await?;
+            let role = participants
+                .iter()
+                .find(|p| p.name == me)
+                .map_or("", |p| p.role.as_str());
+            Profile::for_role(role)
+        }
+    };
     eprintln!(
-        "baton mcp: serving {} as {me} on stdio",
-        ctx.project.root.display()
+        "baton mcp: serving {} as {me} on stdio (profile {})",
+        ctx.project.root.display(),
+        profile.as_str()
     );
-    baton_mcp::serve_stdio(ctx.app, me)
+    baton_mcp::serve_stdio(ctx.app, me, profile)
         .await
         .map_err(|e| CommandError::failed(e.to_string()))?;
     // Nothing more goes to stdout: the session is over and the client may still read it.
