@@ -1372,6 +1372,13 @@ pub struct QueueNoted {
 }
 doc!(QueueNoted, "baton/queue-noted@1");
 
+/// `baton record`: each worker's track record, computed from the log.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TrackRecords {
+    pub items: Vec<baton_core::record::TrackRecord>,
+}
+doc!(TrackRecords, "baton/record@1");
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,6 +43,7 @@ pub use memory::{Imported, Recorded};
 pub use messages::{Body, Layout, Outgoing, Shown};
 pub use news::News;
 pub use orders::{OrderStep, OrderView, newest_report};
+pub use queue::MAX_NEED_BYTES;
 pub use receipts::{Verdict, Verified};
 pub use review::{ReviewDone, ReviewStart, Reviewed};
 pub use settings::Settings;

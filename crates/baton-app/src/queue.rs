@@ -240,3 +240,72 @@ impl App {
         Ok(events.remove(0))
     }
 }
+
+impl App {
+    /// Every worker's track record (or just `worker`'s), computed from the log.
+    pub async fn track_records(
+        &self,
+        worker: Option<&str>,
+    ) -> Result<Vec<baton_core::record::TrackRecord>> {
+        use baton_core::order::{OrderAction, OrderChange};
+        use baton_core::record::{OrderFacts, RunFacts, track_records};
+        let now = self.now();
+        let mut orders = Vec::new();
+        for o in self.orders(None, true).await? {
+            let events = self.store().order_events_since(&o.id, 0).await?;
+            let mut reworks = 0;
+            let mut usd = 0.0;
+            for e in &events {
+                if let Change::Order(OrderChange::Stepped(s)) = &e.change {
+                    reworks += u32::from(s.action == OrderAction::Rework);
+                    usd += s
+                        .report
+                        .as_ref()
+                        .and_then(|r| r.pointer("/cost/usd"))
+                        .and_then(serde_json::Value::as_f64)
+                        .unwrap_or(0.0);
+                }
+            }
+            orders.push(OrderFacts {
+                worker: o.to.clone(),
+                approved: o.status == OrderStatus::Approved,
+                expired: o.status_at(now) == OrderStatus::Expired,
+                reworks,
+                usd,
+            });
+        }
+        let runs: Vec<RunFacts> = self
+            .store()
+            .runs(&RunQuery {
+                ended_since: Some(0),
+                ..RunQuery::default()
+            })
+            .await?
+            .into_iter()
+            .filter_map(|r| {
+                Some(RunFacts {
+                    worker: r.participant.clone()?,
+                    failed: matches!(r.status, RunStatus::Failed | RunStatus::Lost),
+                    tokens: r.tokens.as_ref().and_then(|t| t.total()),
+                })
+            })
+            .collect();
+        let invalid: Vec<String> = self
+            .gate_events()
+            .await?
+            .iter()
+            .filter_map(|e| match &e.change {
+                Change::Gate(GateChange::Reviewed {
+                    reviewer,
+                    verdict: baton_core::gate::Verdict::Invalid { .. },
+                    ..
+                }) => Some(reviewer.clone()),
+                _ => None,
+            })
+            .collect();
+        Ok(track_records(&orders, &runs, &invalid)
+            .into_iter()
+            .filter(|r| worker.is_none_or(|w| r.worker == w))
+            .collect())
+    }
+}

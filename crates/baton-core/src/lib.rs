@@ -21,6 +21,7 @@ pub mod order;
 pub mod packet;
 pub mod participant;
 pub mod queue;
+pub mod record;
 pub mod refusal;
 pub mod run;
 pub mod state;

@@ -102,5 +102,6 @@ pub enum Command {
     Review(review::ReviewArgs),
     Queue(queue::QueueArgs),
     Need(queue::NeedArgs),
+    Record(queue::RecordArgs),
     Demo(demo::DemoArgs),
 }

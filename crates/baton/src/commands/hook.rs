@@ -140,6 +140,27 @@ async fn record(g: &GlobalArgs, args: &HookArgs, deadline: Instant) -> CommandRe
     let run = std::env::var("BATON_RUN")
         .ok()
         .filter(|r| !r.is_empty() && r.len() <= MAX_FIELD);
+    // A session that asks for a person (Claude Code's `Notification`: a permission
+    // prompt, or idle waiting for input) raises a need in the human queue.
+    let need = (event == "Notification")
+        .then(|| input.get("message").and_then(Value::as_str))
+        .flatten()
+        .map(|m| baton_core::packet::clip(m.trim(), baton_app::MAX_NEED_BYTES - 64))
+        .filter(|m| !m.is_empty());
+    if let Some(text) = need {
+        let actor = g
+            .as_name
+            .clone()
+            .unwrap_or_else(|| baton_core::event::LOCAL_OPERATOR.to_owned());
+        app.raise_need(
+            &actor,
+            &format!("{} session: {text}", args.agent.as_str()),
+            None,
+            baton_core::gate::NeedSource::Session,
+            run.clone(),
+        )
+        .await?;
+    }
     let call = HookCall {
         run,
         agent: args.agent.as_str().to_owned(),

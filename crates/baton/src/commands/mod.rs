@@ -86,6 +86,7 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Review(args) => review::run(&Context::open(g).await?, args).await,
         Command::Queue(args) => queue::queue(&Context::open(g).await?, args).await,
         Command::Need(args) => queue::need(&Context::open(g).await?, args).await,
+        Command::Record(args) => queue::record(&Context::open(g).await?, args).await,
         Command::Demo(args) => demo::run(g, args).await,
     }
 }

@@ -1,14 +1,14 @@
 //! `baton queue` and `baton need`: the human queue (SPEC §7) at the command line — the
 //! lanes computed by the app, a need raised by hand, an item acknowledged.
 
-use baton_app::doc::{Queue, QueueNoted};
+use baton_app::doc::{Queue, QueueNoted, TrackRecords};
 use baton_core::gate::NeedSource;
 use baton_core::queue::Lane;
 use clap::{Args, Subcommand};
 
 use crate::commands::Context;
 use crate::error::{CommandError, CommandResult};
-use crate::output::{Output, timestamp};
+use crate::output::{Output, table, timestamp};
 
 /// Show what needs a person, computed from the log: failed runs (last 2 h), unresolved
 /// reviews, needs raised by hand or by agent sessions, requests past their service target,
@@ -111,4 +111,54 @@ pub async fn need(ctx: &Context, args: NeedArgs) -> CommandResult<Output> {
         .await?;
     let human = format!("{item}: raised (see `baton queue --lane needs`)");
     Ok(Output::of(&QueueNoted { item, seq: None }, human))
+}
+
+/// Show each worker's track record, computed from the log: orders, first-time approvals
+/// (approved without a rework), rework rounds, failed or lost runs, expiries, INVALID
+/// verdicts (a reviewer command is a worker too), and budget spent (tokens from runs, USD
+/// from reports).
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  baton record\n  baton --json record impl-1")]
+pub struct RecordArgs {
+    /// Only this worker.
+    pub worker: Option<String>,
+}
+
+pub async fn record(ctx: &Context, args: RecordArgs) -> CommandResult<Output> {
+    let items = ctx.app.track_records(args.worker.as_deref()).await?;
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|r| {
+            vec![
+                r.worker.clone(),
+                r.orders.to_string(),
+                r.first_time_approvals.to_string(),
+                r.rework_rounds.to_string(),
+                r.failures.to_string(),
+                r.expiries.to_string(),
+                r.invalid_verdicts.to_string(),
+                r.tokens.to_string(),
+                format!("{:.2}", r.usd),
+            ]
+        })
+        .collect();
+    let human = if items.is_empty() {
+        "No track record yet.".to_owned()
+    } else {
+        table(
+            &[
+                "WORKER",
+                "ORDERS",
+                "FIRST-TIME",
+                "REWORKS",
+                "FAILURES",
+                "EXPIRIES",
+                "INVALID",
+                "TOKENS",
+                "USD",
+            ],
+            &rows,
+        )
+    };
+    Ok(Output::of(&TrackRecords { items }, human))
 }

@@ -208,3 +208,38 @@ fn a_lane_shows_five_newest_first_and_counts_the_rest() {
     assert_eq!(held, 2);
     let _: Value = p.json(None, &["queue"]);
 }
+
+#[test]
+fn a_need_raised_by_an_agent_session_through_its_hook_is_in_the_needs_lane() {
+    use std::io::Write;
+    let p = Project::new(TEAM);
+    let mut child = p
+        .cmd(Some("impl-1"), &["hook", "claude", "Notification"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            br#"{"session_id": "s1", "message": "Claude needs your permission to use Bash"}"#,
+        )
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0);
+    let q = p.json(None, &["queue", "--lane", "needs"]);
+    let item = &q["lanes"][0]["items"][0];
+    assert_eq!(item["source"], "need_by_session", "{q}");
+    assert!(
+        item["text"]
+            .as_str()
+            .unwrap()
+            .contains("Claude needs your permission to use Bash"),
+        "{q}"
+    );
+    // Other hook events raise nothing.
+    p.ok(Some("impl-1"), &["hook", "claude", "Stop", "{}"]);
+    assert_eq!(lane(&p, "needs").0.len(), 1);
+}

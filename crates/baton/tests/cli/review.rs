@@ -205,3 +205,34 @@ fn an_order_not_submitted_is_refused_before_any_reviewer_runs() {
     let runs = p.json(None, &["runs", "--all"]);
     assert_eq!(runs["items"].as_array().unwrap().len(), 0);
 }
+
+#[test]
+fn the_track_record_counts_first_time_approvals_reworks_and_invalid_verdicts() {
+    let p = submitted();
+    let fix = reviewer(&p, "fix.sh", "1. add a test");
+    let prose = reviewer(&p, "prose.sh", "fine by me");
+    review(&p, &[&fix]);
+    report(&p);
+    review(&p, &[&prose]);
+    p.ok(Some("planner"), &["order", "approve", "wo_1"]);
+    let records = p.json(None, &["record"]);
+    let by = |w: &str| {
+        records["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["worker"] == w)
+            .unwrap_or_else(|| panic!("no record for {w}: {records}"))
+            .clone()
+    };
+    let worker = by("impl-1");
+    assert_eq!(worker["orders"], 1);
+    assert_eq!(worker["rework_rounds"], 1);
+    assert_eq!(worker["first_time_approvals"], 0, "reworked first");
+    assert_eq!(worker["usd"], 2.0);
+    assert_eq!(by(&prose)["invalid_verdicts"], 1);
+    // A reviewer that kept to the grammar has nothing to count.
+    assert!(!records.to_string().contains("fix.sh"), "{records}");
+    let one = p.json(None, &["record", "impl-1"]);
+    assert_eq!(one["items"].as_array().unwrap().len(), 1);
+}
