@@ -1434,6 +1434,11 @@ mod tests {
             schemars::schema_for!(ProjectAdded),
             schemars::schema_for!(Projects),
             schemars::schema_for!(Error),
+            schemars::schema_for!(ReviewPacket),
+            schemars::schema_for!(Review),
+            schemars::schema_for!(Queue),
+            schemars::schema_for!(QueueNoted),
+            schemars::schema_for!(TrackRecords),
         ];
         for schema in schemas {
             let value = schema.as_value();
