@@ -236,3 +236,58 @@ fn the_track_record_counts_first_time_approvals_reworks_and_invalid_verdicts() {
     let one = p.json(None, &["record", "impl-1"]);
     assert_eq!(one["items"].as_array().unwrap().len(), 1);
 }
+
+/// Runs git in `dir`, insisting on success; returns trimmed stdout.
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+#[test]
+fn the_packet_carries_the_task_local_diff_between_the_orders_base_and_the_reports_commit() {
+    let p = Project::new(TEAM);
+    let dir = p.path();
+    git(dir, &["init", "-q"]);
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/export.rs"), "fn export() {}\n").unwrap();
+    std::fs::write(dir.join("untouched.rs"), "fn other() {}\n").unwrap();
+    git(dir, &["add", "src", "untouched.rs"]);
+    git(dir, &["commit", "-qm", "base"]);
+    let base = git(dir, &["rev-parse", "HEAD"]);
+    std::fs::write(dir.join("src/export.rs"), "fn export() { filter(); }\n").unwrap();
+    git(dir, &["commit", "-qam", "keep the filters"]);
+    let head = git(dir, &["rev-parse", "HEAD"]);
+    // A change after the report's commit is not the task's.
+    std::fs::write(dir.join("untouched.rs"), "fn later() {}\n").unwrap();
+    git(dir, &["commit", "-qam", "later"]);
+
+    let mut o = order("wo_1");
+    o["x-baton"]["context"]["base_revision"] = base.clone().into();
+    p.ok(
+        Some("planner"),
+        &["order", "create", &json_file(&p, "o.json", &o)],
+    );
+    p.ok(Some("impl-1"), &["order", "accept", "wo_1"]);
+    let mut r = report_doc("wo_1", "impl-1", 1);
+    r["x-baton"]["evidence"]["before"]["base_revision"] = base.clone().into();
+    r["x-baton"]["evidence"]["review"]["commit"] = head.clone().into();
+    p.ok(
+        Some("impl-1"),
+        &["order", "report", "wo_1", &json_file(&p, "r.json", &r)],
+    );
+    let doc = p.json(Some("planner"), &["review", "wo_1", "--packet-only"]);
+    let packet = doc["packet"].as_str().unwrap();
+    assert_eq!(doc["diff"], "whole");
+    assert!(
+        packet.contains(&format!("## Diff {base}..{head}")),
+        "{packet}"
+    );
+    assert!(packet.contains("+fn export() { filter(); }"), "{packet}");
+    assert!(!packet.contains("fn later()"), "{packet}");
+}
