@@ -52,7 +52,8 @@ impl Agent {
 pub struct HookArgs {
     pub agent: Agent,
     /// The hook event: SessionStart, UserPromptSubmit, PreToolUse, PostToolUse,
-    /// SubagentStart, SubagentStop, PreCompact, Stop, SessionEnd, …
+    /// SubagentStart, SubagentStop, PreCompact, Stop, SessionEnd, Notification (raises a
+    /// need in `baton queue` with its message), …
     pub event: String,
     /// For SessionStart and PreCompact: print the resume packet.
     #[arg(long)]
@@ -178,7 +179,7 @@ async fn record(g: &GlobalArgs, args: &HookArgs, deadline: Instant) -> CommandRe
 // ---------------------------------------------------------------------------------------
 
 /// The Claude Code hook events Baton listens to; `true` where it injects the packet.
-const CLAUDE_EVENTS: [(&str, bool); 9] = [
+const CLAUDE_EVENTS: [(&str, bool); 10] = [
     ("SessionStart", true),
     ("UserPromptSubmit", false),
     ("PreToolUse", false),
@@ -188,6 +189,8 @@ const CLAUDE_EVENTS: [(&str, bool); 9] = [
     ("PreCompact", true),
     ("Stop", false),
     ("SessionEnd", false),
+    // A permission prompt or an idle session waiting for input: a need in `baton queue`.
+    ("Notification", false),
 ];
 const CODEX_EVENTS: [(&str, bool); 5] = [
     ("SessionStart", true),
