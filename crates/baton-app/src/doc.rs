@@ -1342,6 +1342,122 @@ impl<T: Doc> ErasedDoc for T {
     }
 }
 
+// ---- the review gate ----------------------------------------------------------------------
+
+/// `baton review --packet-only`: the packet a reviewer would read, and its size.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReviewPacket {
+    pub order: String,
+    pub round: u32,
+    /// Where the packet was written (a reviewer reads it on stdin and finds the path in
+    /// `BATON_PACKET`).
+    pub path: String,
+    pub bytes: usize,
+    pub max_bytes: usize,
+    /// How much of the diff fitted.
+    pub diff: baton_core::gate::DiffKept,
+    pub test_lines_dropped: usize,
+    pub packet: String,
+}
+doc!(ReviewPacket, "baton/review-packet@1");
+
+/// One reviewer's verdict in a round.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReviewerVerdict {
+    pub reviewer: String,
+    /// The ledger row that ran the reviewer; `null` when it could not start.
+    pub run: Option<String>,
+    #[serde(flatten)]
+    pub verdict: baton_core::gate::Verdict,
+}
+
+/// `baton review`: what the round concluded.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Review {
+    pub order: String,
+    pub round: u32,
+    pub outcome: baton_core::gate::Outcome,
+    /// The reviewers gave different verdicts.
+    pub disagreement: bool,
+    /// The rework reason sent to the worker (a first-round FIX), else `null`.
+    pub rework: Option<String>,
+    /// The order lands in the human queue (`baton queue`).
+    pub queued: bool,
+    pub verdicts: Vec<ReviewerVerdict>,
+}
+doc!(Review, "baton/review@1");
+
+// ---- the human queue ----------------------------------------------------------------------
+
+/// One item of the human queue.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct QueueItem {
+    /// What `baton queue ack` takes.
+    pub id: String,
+    pub source: baton_core::queue::Source,
+    pub order: Option<String>,
+    pub text: String,
+    /// When its newest signal happened.
+    pub at: String,
+    pub label: Option<String>,
+}
+
+/// One lane: at most five items, newest signal first, and how many were held back.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct QueueLane {
+    pub lane: baton_core::queue::Lane,
+    pub items: Vec<QueueItem>,
+    pub held_back: usize,
+}
+
+/// `baton queue`: what needs a person, computed from the log.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Queue {
+    pub lanes: Vec<QueueLane>,
+}
+doc!(Queue, "baton/queue@1");
+
+impl Queue {
+    pub fn new(lanes: &[baton_core::queue::LaneShown]) -> Self {
+        Self {
+            lanes: lanes
+                .iter()
+                .map(|l| QueueLane {
+                    lane: l.lane,
+                    held_back: l.held_back,
+                    items: l
+                        .items
+                        .iter()
+                        .map(|i| QueueItem {
+                            id: i.id.clone(),
+                            source: i.source,
+                            order: i.order.clone(),
+                            text: i.text.clone(),
+                            at: rfc3339(i.at),
+                            label: i.label.clone(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `baton need` and `baton queue ack`: the queue item written or acknowledged.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct QueueNoted {
+    pub item: String,
+    pub seq: Option<i64>,
+}
+doc!(QueueNoted, "baton/queue-noted@1");
+
+/// `baton record`: each worker's track record, computed from the log.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TrackRecords {
+    pub items: Vec<baton_core::record::TrackRecord>,
+}
+doc!(TrackRecords, "baton/record@1");
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1397,6 +1513,11 @@ mod tests {
             schemars::schema_for!(ProjectAdded),
             schemars::schema_for!(Projects),
             schemars::schema_for!(Error),
+            schemars::schema_for!(ReviewPacket),
+            schemars::schema_for!(Review),
+            schemars::schema_for!(Queue),
+            schemars::schema_for!(QueueNoted),
+            schemars::schema_for!(TrackRecords),
         ];
         for schema in schemas {
             let value = schema.as_value();

@@ -54,6 +54,9 @@ pub struct Settings {
     pub slots: u32,
     /// Whether orders and reports must carry the `x-baton` contract.
     pub contract: ContractMode,
+    /// How long a request on a topic may stay open before it reaches the human queue
+    /// (`[queue.targets]`, e.g. `review = "4h"`).
+    pub service_targets: std::collections::BTreeMap<String, Duration>,
 }
 
 impl Default for Settings {
@@ -67,6 +70,7 @@ impl Default for Settings {
             stalled_after: Duration::from_secs(600),
             slots: 2,
             contract: ContractMode::Required,
+            service_targets: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -82,6 +86,15 @@ struct RawConfig {
     runs: RawRuns,
     #[serde(default)]
     orders: RawOrders,
+    #[serde(default)]
+    queue: RawQueue,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawQueue {
+    #[serde(default)]
+    targets: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -152,6 +165,10 @@ impl Settings {
             settings.contract = ContractMode::parse(&c).ok_or_else(|| {
                 format!("orders.contract: {c:?} must be \"required\" or \"optional\"")
             })?;
+        }
+        for (topic, d) in raw.queue.targets {
+            let target = parse_duration(&format!("queue.targets.{topic}"), &d)?;
+            settings.service_targets.insert(topic, target);
         }
         Ok(settings)
     }

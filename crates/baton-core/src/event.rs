@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use crate::authority::{Denied, Policy};
 use crate::delivery::{DeliveryStatus, RequestStatus};
 use crate::effect::EffectChange;
+use crate::gate::GateChange;
 use crate::key::KeyChange;
 use crate::message::MessageType;
 use crate::names::{Passname, Topic};
@@ -90,6 +91,10 @@ pub enum Change {
     /// dropped, started or finished.
     #[serde(rename = "effect.changed")]
     Effect(EffectChange),
+    /// The review gate and the human queue: a verdict, a round's conclusion, a need for a
+    /// person, an acknowledged queue item.
+    #[serde(rename = "gate.changed")]
+    Gate(GateChange),
 }
 
 impl Change {
@@ -108,6 +113,7 @@ impl Change {
             Self::Webhook(_) => "webhook.changed",
             Self::Negotiation(_) => "negotiation.changed",
             Self::Effect(_) => crate::effect::KIND,
+            Self::Gate(_) => "gate.changed",
         }
     }
 
@@ -125,6 +131,7 @@ impl Change {
             Self::Webhook(change) => change.participant().as_str(),
             Self::Negotiation(change) => change.negotiation(),
             Self::Effect(change) => change.order(),
+            Self::Gate(change) => change.subject(),
         }
     }
 

@@ -10,6 +10,7 @@
 
 mod explain;
 mod gateway;
+mod profile;
 mod tools;
 mod wire;
 
@@ -18,6 +19,7 @@ use baton_core::Passname;
 use rmcp::ServiceExt;
 
 pub use gateway::{Upstream, serve_gateway};
+pub use profile::{ALL_TOOLS, PROFILE_BUDGET, Profile};
 pub use tools::BatonTools;
 
 /// Why the server stopped other than by its client closing stdin.
@@ -76,9 +78,9 @@ where
     service.handle(request).await
 }
 
-/// Serves the tools on stdin/stdout as `me` until the client closes stdin.
-pub async fn serve_stdio(app: App, me: Passname) -> Result<(), ServeError> {
-    let running = BatonTools::new(app, me)
+/// Serves `profile`'s tools on stdin/stdout as `me` until the client closes stdin.
+pub async fn serve_stdio(app: App, me: Passname, profile: Profile) -> Result<(), ServeError> {
+    let running = BatonTools::with_profile(app, me, profile)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| ServeError::Start(e.to_string()))?;

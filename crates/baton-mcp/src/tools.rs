@@ -31,6 +31,7 @@ use rmcp::{ErrorData, Json, RoleServer, ServerHandler, tool, tool_handler, tool_
 use serde_json::{Map, Value};
 
 use crate::explain::explain;
+use crate::profile::Profile;
 use crate::wire::*;
 
 /// The resume packet as a resource.
@@ -42,6 +43,8 @@ pub struct BatonTools {
     me: Passname,
     instructions: String,
     tool_router: ToolRouter<Self>,
+    /// The profile served; `None` when the tools were narrowed otherwise (a read key).
+    profile: Option<Profile>,
 }
 
 impl BatonTools {
@@ -78,7 +81,19 @@ impl BatonTools {
             me,
             instructions,
             tool_router: Self::router(),
+            profile: None,
         }
+    }
+
+    /// Only `profile`'s tools: a tool outside it is refused naming a profile that has it.
+    pub fn with_profile(app: App, me: Passname, profile: Profile) -> Self {
+        let mut tools = Self::new(app, me);
+        tools
+            .tool_router
+            .map
+            .retain(|name, _| profile.has(name.as_ref()));
+        tools.profile = Some(profile);
+        tools
     }
 
     /// Only the tools that change nothing (annotated read-only): what a read key may call.
@@ -658,6 +673,55 @@ impl BatonTools {
     }
 
     #[tool(
+        description = "Raise a need for a person (the human queue), optionally on an order.",
+        annotations(
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn need(
+        &self,
+        Parameters(input): Parameters<NeedInput>,
+    ) -> Result<Json<NoNulls<baton_app::doc::QueueNoted>>, String> {
+        let input = input?;
+        let item = self
+            .app
+            .raise_need(
+                self.me.as_str(),
+                &input.text,
+                input.order.as_deref(),
+                baton_core::gate::NeedSource::Session,
+                None,
+            )
+            .await
+            .map_err(|e| explain(input.order.as_deref().unwrap_or(""), e))?;
+        Ok(Json(NoNulls(baton_app::doc::QueueNoted {
+            item,
+            seq: None,
+        })))
+    }
+
+    #[tool(
+        description = "What needs a person: four lanes, five items each, newest first.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn queue(
+        &self,
+        Parameters(input): Parameters<QueueInput>,
+    ) -> Result<Json<QueueView>, String> {
+        let input = input?;
+        let lane = match input.lane.as_deref() {
+            Some(l) => Some(baton_core::queue::Lane::parse(l).ok_or_else(|| {
+                format!("`lane`: {l:?} is not a lane: use failures, reviews, needs or approvals")
+            })?),
+            None => None,
+        };
+        let lanes = self.app.queue(lane).await.map_err(|e| explain("", e))?;
+        Ok(Json(QueueView::of(&lanes)))
+    }
+
+    #[tool(
         description = "A Work Order and its steps; or wait for steps after since.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
@@ -698,6 +762,30 @@ fn unreadable(e: StoreError) -> ErrorData {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for BatonTools {
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        if let Some(profile) = self.profile
+            && !profile.has(&name)
+            && let Some(holder) = Profile::holding(&name)
+        {
+            let text = format!(
+                "`{name}` is not in the {} profile this server offers; `baton mcp --profile {}` has it",
+                profile.as_str(),
+                holder.as_str()
+            );
+            return Ok(
+                rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(text)])
+                    .into(),
+            );
+        }
+        let context = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        self.tool_router.call(context).await
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
@@ -819,8 +907,7 @@ impl ServerHandler for BatonTools {
 mod tests {
     use super::*;
 
-    /// The byte budget of the whole `tools/list` result (SPEC §8: an agent's context cost).
-    const TOOLS_LIST_BUDGET: usize = 12 * 1024;
+    use crate::profile::PROFILE_BUDGET;
 
     fn described(tools: &[rmcp::model::Tool], name: &str, words: &str) {
         let tool = tools.iter().find(|t| t.name == name).expect(name);
@@ -835,7 +922,7 @@ mod tests {
     #[test]
     fn every_tool_declares_compact_object_schemas_for_input_and_output() {
         let tools = BatonTools::router().list_all();
-        assert_eq!(tools.len(), 20);
+        assert_eq!(tools.len(), 22);
         described(&tools, "show", &format!("default {DEFAULT_SHOW_BYTES}"));
         described(&tools, "resume", &format!("default {DEFAULT_MAX_BYTES}"));
         described(
@@ -858,18 +945,31 @@ mod tests {
             "order_show",
             &format!("\"maximum\":{MAX_WAIT_SECONDS}"),
         );
-        let listed = serde_json::to_vec(&serde_json::json!({ "tools": tools })).unwrap();
-        // 12,107 bytes for 20 tools once outputs lost their descriptions (`cargo test -- --nocapture`).
-        println!(
-            "tools/list: {} bytes for {} tools (budget {TOOLS_LIST_BUDGET})",
-            listed.len(),
-            tools.len()
-        );
-        assert!(
-            listed.len() < TOOLS_LIST_BUDGET,
-            "tools/list is {} bytes, over its budget of {TOOLS_LIST_BUDGET}",
-            listed.len()
-        );
+        // Each role's profile stays under its budget: what an agent of that role reads
+        // into its context every session (`cargo test -- --nocapture` prints the sizes).
+        for profile in [
+            Profile::Executor,
+            Profile::Planner,
+            Profile::Reviewer,
+            Profile::Owner,
+        ] {
+            let held: Vec<&rmcp::model::Tool> =
+                tools.iter().filter(|t| profile.has(&t.name)).collect();
+            assert_eq!(held.len(), profile.tools().len());
+            let listed = serde_json::to_vec(&serde_json::json!({ "tools": held })).unwrap();
+            println!(
+                "tools/list ({}): {} bytes for {} tools (budget {PROFILE_BUDGET})",
+                profile.as_str(),
+                listed.len(),
+                held.len()
+            );
+            assert!(
+                listed.len() < PROFILE_BUDGET,
+                "the {} profile's tools/list is {} bytes, over its budget of {PROFILE_BUDGET}",
+                profile.as_str(),
+                listed.len()
+            );
+        }
         for tool in tools {
             let output = tool
                 .output_schema

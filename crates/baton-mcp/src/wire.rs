@@ -694,3 +694,72 @@ impl OrderStep {
         })
     }
 }
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NeedInput {
+    /// What you need from a person, in a sentence.
+    pub text: String,
+    /// The order it is about.
+    pub order: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueueInput {
+    /// failures, reviews, needs or approvals (default: all four).
+    pub lane: Option<String>,
+}
+
+/// The human queue as the `queue` tool returns it: what does not apply is left out.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct QueueView {
+    pub lanes: Vec<QueueLaneView>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct QueueLaneView {
+    /// failures, reviews, needs or approvals.
+    pub lane: String,
+    pub items: Vec<QueueItemView>,
+    /// Items beyond the five shown.
+    pub held_back: usize,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct QueueItemView {
+    pub id: String,
+    pub source: baton_core::queue::Source,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
+    pub text: String,
+    pub at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+impl QueueView {
+    pub fn of(lanes: &[baton_core::queue::LaneShown]) -> Self {
+        Self {
+            lanes: lanes
+                .iter()
+                .map(|l| QueueLaneView {
+                    lane: l.lane.as_str().to_owned(),
+                    held_back: l.held_back,
+                    items: l
+                        .items
+                        .iter()
+                        .map(|i| QueueItemView {
+                            id: i.id.clone(),
+                            source: i.source,
+                            order: i.order.clone(),
+                            text: i.text.clone(),
+                            at: baton_core::time::rfc3339(i.at),
+                            label: i.label.clone(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}

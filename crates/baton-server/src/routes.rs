@@ -341,6 +341,22 @@ pub struct OrderBody {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct QueueQuery {
+    /// Only this lane: failures, reviews, needs or approvals.
+    pub lane: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NeedBody {
+    /// What is needed, in a sentence.
+    pub text: String,
+    /// The order it is about.
+    pub order: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct OrderStepBody {
     /// On `decline`, `cancel` (optional) and `rework` (required).
     pub reason: Option<String>,
@@ -707,6 +723,48 @@ async fn ack_alert(a: Authed, Segments((_, id)): Segments<(String, String)>) -> 
         .record(me.as_str(), &[StateOp::AlertAck { id: id.clone() }])
         .await?;
     Ok(Json(AlertAcked { id }))
+}
+
+async fn queue(a: Authed, Params(q): Params<QueueQuery>) -> Answer<doc::Queue> {
+    let lane = match q.lane.as_deref() {
+        Some(l) => Some(baton_core::queue::Lane::parse(l).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "refused",
+                format!("lane {l:?}: use failures, reviews, needs or approvals"),
+            )
+        })?),
+        None => None,
+    };
+    let lanes = a.app.queue(lane).await?;
+    Ok(Json(doc::Queue::new(&lanes)))
+}
+
+async fn raise_need(a: Authed, Body(b): Body<NeedBody>) -> Answer<doc::QueueNoted> {
+    let me = a.may(Scope::Write, "raise needs").await?;
+    let item = a
+        .app
+        .raise_need(
+            me.as_str(),
+            &b.text,
+            b.order.as_deref(),
+            baton_core::gate::NeedSource::Session,
+            None,
+        )
+        .await?;
+    Ok(Json(doc::QueueNoted { item, seq: None }))
+}
+
+async fn ack_queue_item(
+    a: Authed,
+    Segments((_, item)): Segments<(String, String)>,
+) -> Answer<doc::QueueNoted> {
+    let me = a.may(Scope::Write, "acknowledge queue items").await?;
+    let event = a.app.ack_item(me.as_str(), &item).await?;
+    Ok(Json(doc::QueueNoted {
+        item,
+        seq: Some(event.seq),
+    }))
 }
 
 async fn write_receipt(a: Authed, Body(b): Body<ReceiptBody>) -> Answer<ReceiptWritten> {
@@ -1105,6 +1163,27 @@ pub fn router(server: Arc<Server>) -> Router {
             "Take an order step: accept, decline, start, report, answer, approve, rework, cancel",
             w,
             order_step,
+        )
+        .route::<QueueQuery, Nothing, doc::Queue, _, _>(
+            Method::GET,
+            &p("/queue"),
+            "What needs a person: four lanes computed from the log",
+            r,
+            queue,
+        )
+        .route::<Nothing, NeedBody, doc::QueueNoted, _, _>(
+            Method::POST,
+            &p("/needs"),
+            "Raise a need for a person (the queue's needs lane)",
+            w,
+            raise_need,
+        )
+        .route::<Nothing, Nothing, doc::QueueNoted, _, _>(
+            Method::POST,
+            &p("/queue/{item}/ack"),
+            "Acknowledge a queue item until a newer signal",
+            w,
+            ack_queue_item,
         )
         .route::<AllQuery, Nothing, Runs, _, _>(
             Method::GET,

@@ -876,3 +876,39 @@ fn a_webhook_is_told_metadata_only_signed_and_again_after_a_failure() {
     );
     assert_eq!((status, removed.get("url")), (200, None), "{removed}");
 }
+
+#[test]
+fn the_human_queue_over_http_raises_lists_and_acknowledges_needs() {
+    let s = served();
+    let worker = s.key("shop", "impl-1", Scope::Write);
+    let reader = s.key("shop", "owner", Scope::Read);
+    let (status, raised) = call(
+        "POST",
+        &s.url("shop", "/needs"),
+        Some(&worker),
+        Some(json!({"text": "which fixture is canonical?"})),
+    );
+    assert_eq!(status, 200, "{raised}");
+    let item = raised["item"].as_str().unwrap().to_owned();
+    let (status, queue) = call(
+        "GET",
+        &s.url("shop", "/queue?lane=needs"),
+        Some(&reader),
+        None,
+    );
+    assert_eq!(status, 200, "{queue}");
+    assert_eq!(queue["lanes"][0]["items"][0]["id"], item.as_str());
+    assert_eq!(queue["lanes"][0]["items"][0]["source"], "need_by_session");
+    // A read key may look, not acknowledge.
+    let ack = s.url("shop", &format!("/queue/{item}/ack"));
+    let (status, _) = call("POST", &ack, Some(&reader), None);
+    assert_eq!(status, 403);
+    let (status, acked) = call("POST", &ack, Some(&worker), None);
+    assert_eq!(status, 200, "{acked}");
+    let (_, queue) = call("GET", &s.url("shop", "/queue"), Some(&reader), None);
+    assert_eq!(queue["lanes"].as_array().unwrap().len(), 4);
+    assert!(
+        queue["lanes"][2]["items"].as_array().unwrap().is_empty(),
+        "{queue}"
+    );
+}

@@ -31,6 +31,7 @@ pub use types::*;
 
 use async_trait::async_trait;
 use baton_core::effect::{self, Call, Decision, Effects, Gate};
+use baton_core::gate::GateChange;
 use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::negotiation::Negotiation;
@@ -274,6 +275,8 @@ pub trait Store: Backend {
     /// Records facts about runs in one transaction, each checked against the run's status
     /// left by the ones before it. An untracked process already recorded writes nothing.
     async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>>;
+    /// Records review verdicts, needs and acknowledgements in one transaction.
+    async fn record_gate(&self, actor: &str, changes: &[GateChange]) -> Result<Vec<Event>>;
     /// Marks a registered or running run lost and, in the same transaction, resurfaces as
     /// pending the messages its participant fetched during the run (unless another of its
     /// runs is live) and raises one alert for each. `None` when the run is no longer live.
@@ -418,6 +421,10 @@ impl<B: Backend + ?Sized> Store for B {
 
     async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>> {
         write::record_run(self, actor, changes).await
+    }
+
+    async fn record_gate(&self, actor: &str, changes: &[GateChange]) -> Result<Vec<Event>> {
+        write::record_gate(self, actor, changes).await
     }
 
     async fn reap_lost(&self, actor: &str, run: &str, reason: &str) -> Result<Option<Reaped>> {

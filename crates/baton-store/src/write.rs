@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use baton_core::authority::{self, Denied, Policy, Power};
 use baton_core::effect::{self, Call, Decision, Effects, Gate};
+use baton_core::gate::GateChange;
 use baton_core::key::{self, Key, KeyChange};
 use baton_core::message::{self, duplicate_of};
 use baton_core::negotiation::{self, Negotiation, Spec};
@@ -312,6 +313,26 @@ pub async fn record_run<B: Backend + ?Sized>(
         }
         written.push(
             tx.append(NewEvent::new(actor, Change::Run(change.clone()), at))
+                .await?,
+        );
+    }
+    tx.commit().await?;
+    Ok(written)
+}
+
+/// Gate facts are the caller's observations (a reviewer's output, a need, an
+/// acknowledgement): appended as they are, together.
+pub async fn record_gate<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &str,
+    changes: &[GateChange],
+) -> Result<Vec<Event>> {
+    let mut tx = backend.begin().await?;
+    let at = now();
+    let mut written = Vec::with_capacity(changes.len());
+    for change in changes {
+        written.push(
+            tx.append(NewEvent::new(actor, Change::Gate(change.clone()), at))
                 .await?,
         );
     }

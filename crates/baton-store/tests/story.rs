@@ -2947,6 +2947,69 @@ macro_rules! stories {
     };
 }
 
+/// Story: review verdicts, needs and acknowledgements are appended together as
+/// `gate.changed` events and read back by kind, newest first, with the raw text of an
+/// INVALID verdict intact.
+async fn gate_events_are_appended_together_and_read_back_by_kind(store: &dyn Store) {
+    use baton_core::gate::{GateChange, NeedSource, Outcome, Verdict};
+    cast(store).await;
+    let changes = [
+        GateChange::Reviewed {
+            order: "wo_1".into(),
+            round: 1,
+            reviewer: "sh review.sh".into(),
+            run: Some("r1".into()),
+            verdict: Verdict::Invalid {
+                raw: "looks fine\nAPPROVE".into(),
+            },
+        },
+        GateChange::Concluded {
+            order: "wo_1".into(),
+            round: 1,
+            outcome: Outcome::Unresolved,
+            disagreement: false,
+        },
+        GateChange::Need {
+            id: "n1".into(),
+            text: "which fixture?".into(),
+            order: None,
+            source: NeedSource::Hand,
+            run: None,
+        },
+    ];
+    let written = store.record_gate("planner", &changes).await.unwrap();
+    assert_eq!(written.len(), 3);
+    store
+        .record_gate(
+            "planner",
+            &[GateChange::Acked {
+                item: "need:n1".into(),
+            }],
+        )
+        .await
+        .unwrap();
+    let read = store
+        .events_of_kind("gate.changed", None, 10)
+        .await
+        .unwrap();
+    let back: Vec<GateChange> = read
+        .iter()
+        .rev()
+        .map(|e| match &e.change {
+            Change::Gate(g) => g.clone(),
+            other => panic!("not a gate event: {other:?}"),
+        })
+        .collect();
+    assert_eq!(back[..3], changes);
+    assert_eq!(
+        back[3],
+        GateChange::Acked {
+            item: "need:n1".into()
+        }
+    );
+    assert_eq!(read[3].change.subject(), "wo_1");
+}
+
 /// Story 23: A key is recorded for a registered participant with only its token's hash;
 /// revoking it marks it alone and revoking again changes nothing; an unknown key or
 /// participant is refused and writes nothing.
@@ -3056,6 +3119,7 @@ macro_rules! every_backend {
                     an_offer_is_checked_and_orders_list_by_party,
                     an_imported_event_keeps_its_id_and_time,
                     a_key_is_issued_revoked_alone_and_never_holds_its_token,
+                    gate_events_are_appended_together_and_read_back_by_kind,
                     an_action_beyond_authority_is_refused_and_recorded,
                     a_webhook_is_claimed_by_one_server_and_settled,
                     a_wait_wakes_when_another_writer_commits,

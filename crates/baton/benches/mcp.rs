@@ -15,8 +15,8 @@ use support::baton;
 
 use serde_json::{Value, json};
 
-/// The budget SPEC §8 asks us to keep `tools/list` under.
-const TOOLS_LIST_BUDGET: usize = 12 * 1024;
+/// The budget each role profile's `tools/list` must stay under.
+const PROFILE_BUDGET: usize = 8 * 1024;
 
 struct Session {
     stdin: ChildStdin,
@@ -51,10 +51,19 @@ impl Session {
 }
 
 fn serve(exe: &Path, project: &Path, who: &str) -> (std::process::Child, Session) {
+    serve_profile(exe, project, who, "all")
+}
+
+fn serve_profile(
+    exe: &Path,
+    project: &Path,
+    who: &str,
+    profile: &str,
+) -> (std::process::Child, Session) {
     let mut child = Command::new(exe)
         .args(["--project"])
         .arg(project)
-        .args(["--as", who, "mcp"])
+        .args(["--as", who, "mcp", "--profile", profile])
         .env_remove("BATON_PROJECT")
         .env_remove("BATON_AS")
         .stdin(Stdio::piped())
@@ -111,6 +120,16 @@ fn main() {
     let listed = planner.request("tools/list", json!({}));
     let tools = listed["result"]["tools"].as_array().expect("tools").len();
     let bytes = listed["result"].to_string().len();
+    // Each role's profile: what an agent of that role reads into its context.
+    let mut profiles = Vec::new();
+    for profile in ["executor", "planner", "reviewer", "owner"] {
+        let (mut process, mut session) = serve_profile(&exe, project, "planner", profile);
+        let listed = session.request("tools/list", json!({}));
+        let n = listed["result"]["tools"].as_array().expect("tools").len();
+        profiles.push((profile, n, listed["result"].to_string().len()));
+        drop(session);
+        process.wait().expect("the profile's server exits");
+    }
 
     let mut sent = Vec::new();
     let mut rows: Vec<(&str, Vec<Duration>)> = Vec::new();
@@ -169,9 +188,14 @@ fn main() {
         exe.display()
     );
     println!(
-        "tools/list result: {bytes} bytes for {tools} tools (budget {TOOLS_LIST_BUDGET}, {} left)",
-        TOOLS_LIST_BUDGET as i64 - bytes as i64
+        "tools/list result (profile all): {bytes} bytes for {tools} tools (the role profiles keep under {PROFILE_BUDGET})"
     );
+    for (profile, n, size) in &profiles {
+        println!(
+            "tools/list result (profile {profile}): {size} bytes for {n} tools (budget {PROFILE_BUDGET}, {} left)",
+            PROFILE_BUDGET as i64 - *size as i64
+        );
+    }
     println!(
         "{:<24} {:>5} {:>10} {:>8} {:>8}",
         "tool call", "runs", "median ms", "p90 ms", "min ms"

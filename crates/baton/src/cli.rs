@@ -7,7 +7,8 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
     agent, demo, gateway, handoff, hook, init, key, mcp, messages, negotiate, order, portable,
-    project_cmd, reap, receipt, resume, run, runs, search, send, serve, state, step, wait,
+    project_cmd, queue, reap, receipt, resume, review, run, runs, search, send, serve, state, step,
+    wait,
 };
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
@@ -100,5 +101,9 @@ pub enum Command {
     #[command(subcommand)]
     Order(order::OrderCommand),
     Negotiate(negotiate::NegotiateArgs),
+    Review(review::ReviewArgs),
+    Queue(queue::QueueArgs),
+    Need(queue::NeedArgs),
+    Record(queue::RecordArgs),
     Demo(demo::DemoArgs),
 }

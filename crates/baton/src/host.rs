@@ -16,6 +16,57 @@ use baton_core::run::{ProcessRef, Registration};
 
 use crate::project::Project;
 
+/// The task-local diff `base..head` in the git work tree at `root`, file by file (a file
+/// whose path has a `test` component or name counts as a test), or why it could not be
+/// read.
+pub fn diff(
+    root: &Path,
+    base: &str,
+    head: &str,
+) -> Result<Vec<baton_core::gate::FileDiff>, String> {
+    if base.starts_with('-') || head.starts_with('-') {
+        return Err(format!("{base}..{head} is not a revision range"));
+    }
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["diff", "--no-color", "--no-ext-diff"])
+        .arg(format!("{base}..{head}"))
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("git could not be run: {e}"))?;
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "`git diff {base}..{head}` failed: {}",
+            why.lines().next().unwrap_or("no output")
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut files: Vec<baton_core::gate::FileDiff> = Vec::new();
+    for line in text.split_inclusive('\n') {
+        if let Some(rest) = line.strip_prefix("diff --git ") {
+            let path = rest
+                .trim_end()
+                .rsplit_once(" b/")
+                .map_or(rest.trim_end(), |(_, b)| b)
+                .to_owned();
+            let test = path
+                .split('/')
+                .any(|c| c == "tests" || c == "test" || c.contains("_test") || c.contains("test_"));
+            files.push(baton_core::gate::FileDiff {
+                path,
+                test,
+                body: String::new(),
+            });
+        }
+        if let Some(f) = files.last_mut() {
+            f.body.push_str(line);
+        }
+    }
+    Ok(files)
+}
+
 /// The host of the project at `project`: its git work tree, files, clock.
 pub fn of(project: &Project) -> Host {
     Host {

@@ -624,6 +624,8 @@ async fn project(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::
         Change::Denied(_) => {}
         // A negotiation is folded in memory from its events (`Negotiation::replay`).
         Change::Negotiation(_) | Change::Effect(_) => {}
+        // Verdicts, needs and acknowledgements are read from the log (`events_of_kind`).
+        Change::Gate(_) => {}
     }
     Ok(())
 }

@@ -58,7 +58,8 @@ impl Agent {
 pub struct HookArgs {
     pub agent: Agent,
     /// The hook event: SessionStart, UserPromptSubmit, PreToolUse, PostToolUse,
-    /// SubagentStart, SubagentStop, PreCompact, Stop, SessionEnd, …
+    /// SubagentStart, SubagentStop, PreCompact, Stop, SessionEnd, Notification (raises a
+    /// need in `baton queue` with its message), …
     pub event: String,
     /// Print the resume packet (SessionStart and UserPromptSubmit only; elsewhere nothing).
     #[arg(long)]
@@ -111,6 +112,8 @@ struct Found {
     session_id: Option<String>,
     thread_id: Option<String>,
     tool: Option<String>,
+    /// A `Notification`'s text, clipped to what a need holds.
+    message: Option<String>,
 }
 
 impl Found {
@@ -143,14 +146,23 @@ impl<'de> Visitor<'de> for Fields<'_> {
         while let Some(key) = map.next_key::<String>()? {
             let wanted = matches!(
                 key.as_str(),
-                "session_id" | "thread-id" | "thread_id" | "tool_name"
+                "session_id" | "thread-id" | "thread_id" | "tool_name" | "message"
             );
             if !wanted {
                 map.next_value::<IgnoredAny>()?;
                 continue;
             }
-            let value = short(Some(&map.next_value::<Value>()?));
+            let value = map.next_value::<Value>()?;
             let mut found = self.0.lock().expect("not poisoned");
+            if key == "message" {
+                if found.message.is_none() {
+                    found.message = value.as_str().map(|m| {
+                        baton_core::packet::clip(m.trim(), baton_app::MAX_NEED_BYTES - 64)
+                    });
+                }
+                continue;
+            }
+            let value = short(Some(&value));
             let slot = match key.as_str() {
                 "session_id" => &mut found.session_id,
                 "tool_name" => &mut found.tool,
@@ -206,6 +218,26 @@ async fn record(g: &GlobalArgs, args: &HookArgs) -> CommandResult<String> {
     let run = std::env::var("BATON_RUN")
         .ok()
         .filter(|r| !r.is_empty() && r.len() <= MAX_FIELD);
+    // A session that asks for a person (Claude Code's `Notification`: a permission
+    // prompt, or idle waiting for input) raises a need in the human queue.
+    let need = (event == "Notification")
+        .then_some(found.message.clone())
+        .flatten()
+        .filter(|m| !m.is_empty());
+    if let Some(text) = need {
+        let actor = g
+            .as_name
+            .clone()
+            .unwrap_or_else(|| baton_core::event::LOCAL_OPERATOR.to_owned());
+        app.raise_need(
+            &actor,
+            &format!("{} session: {text}", args.agent.as_str()),
+            None,
+            baton_core::gate::NeedSource::Session,
+            run.clone(),
+        )
+        .await?;
+    }
     let call = HookCall {
         run,
         agent: args.agent.as_str().to_owned(),
@@ -224,7 +256,7 @@ async fn record(g: &GlobalArgs, args: &HookArgs) -> CommandResult<String> {
 /// The Claude Code hook events Baton listens to; `true` where it injects the packet. Only
 /// SessionStart does: it also fires after a compaction (`source: compact`), which is when
 /// the packet is needed again, and PreCompact's stdout is not added to the context.
-const CLAUDE_EVENTS: [(&str, bool); 9] = [
+const CLAUDE_EVENTS: [(&str, bool); 10] = [
     ("SessionStart", true),
     ("UserPromptSubmit", false),
     ("PreToolUse", false),
@@ -234,6 +266,8 @@ const CLAUDE_EVENTS: [(&str, bool); 9] = [
     ("PreCompact", false),
     ("Stop", false),
     ("SessionEnd", false),
+    // A permission prompt or an idle session waiting for input: a need in `baton queue`.
+    ("Notification", false),
 ];
 const CODEX_EVENTS: [(&str, bool); 5] = [
     ("SessionStart", true),

@@ -1,5 +1,6 @@
 //! `baton mcp`: serve the project's inbox and memory to an agent as an MCP server on stdio.
 
+use baton_mcp::Profile;
 use clap::Args;
 
 use crate::cli::GlobalArgs;
@@ -22,9 +23,15 @@ use crate::output::Output;
 #[derive(Args, Debug)]
 #[command(after_help = "Example (an MCP client's server entry):\n  \
                         {\"command\": \"baton\", \"args\": [\"--as\", \"impl-1\", \"mcp\"]}")]
-pub struct McpArgs {}
+pub struct McpArgs {
+    /// The tools offered: executor, planner, reviewer, owner (each under 8 KB of
+    /// `tools/list`), or all. Default: the participant's role's profile (all for a role
+    /// without one). A tool outside the profile is refused naming a profile that has it.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
+}
 
-pub async fn run(g: &GlobalArgs, _args: McpArgs) -> CommandResult<Output> {
+pub async fn run(g: &GlobalArgs, args: McpArgs) -> CommandResult<Output> {
     if g.json {
         return Err(CommandError::usage(
             "--json does not apply to `baton mcp`: its stdout carries the MCP protocol only",
@@ -35,14 +42,33 @@ pub async fn run(g: &GlobalArgs, _args: McpArgs) -> CommandResult<Output> {
     // a whitelist plus the names its entry forwards, so say where the identity comes from.
     let Some(me) = ctx.maybe_me().await? else {
         return Err(CommandError::usage(
-            "who is acting? `baton mcp` needs --as NAME in the server's args or BATON_AS in              its environment; Codex passes BATON_AS only when the server entry forwards it              (`env_vars`, written by `baton init --codex`), Claude Code passes the environment              `claude` was started with",
+            "who is acting? `baton mcp` needs --as NAME in the server's args or BATON_AS in \
+             its environment; Codex passes BATON_AS only when the server entry forwards it \
+             (`env_vars`, written by `baton init --codex`), Claude Code passes the environment \
+             `claude` was started with",
         ));
     };
+    let profile = match &args.profile {
+        Some(p) => Profile::parse(p).ok_or_else(|| {
+            CommandError::usage(format!(
+                "--profile {p:?}: use executor, planner, reviewer, owner or all"
+            ))
+        })?,
+        None => {
+            let participants = ctx.app.participants().await?;
+            let role = participants
+                .iter()
+                .find(|p| p.name == me)
+                .map_or("", |p| p.role.as_str());
+            Profile::for_role(role)
+        }
+    };
     eprintln!(
-        "baton mcp: serving {} as {me} on stdio",
-        ctx.project.root.display()
+        "baton mcp: serving {} as {me} on stdio (profile {})",
+        ctx.project.root.display(),
+        profile.as_str()
     );
-    baton_mcp::serve_stdio(ctx.app, me)
+    baton_mcp::serve_stdio(ctx.app, me, profile)
         .await
         .map_err(|e| CommandError::failed(e.to_string()))?;
     // Nothing more goes to stdout: the session is over and the client may still read it.

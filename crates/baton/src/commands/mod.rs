@@ -15,9 +15,11 @@ pub mod negotiate;
 pub mod order;
 pub mod portable;
 pub mod project_cmd;
+pub mod queue;
 pub mod reap;
 pub mod receipt;
 pub mod resume;
+pub mod review;
 pub mod run;
 pub mod runs;
 pub mod search;
@@ -83,6 +85,10 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Evidence(cmd) => handoff::evidence(&Context::open(g).await?, cmd, g.json).await,
         Command::Order(cmd) => order::run(&Context::open(g).await?, cmd).await,
         Command::Negotiate(args) => negotiate::run(&Context::open(g).await?, args).await,
+        Command::Review(args) => review::run(&Context::open(g).await?, args).await,
+        Command::Queue(args) => queue::queue(&Context::open(g).await?, args).await,
+        Command::Need(args) => queue::need(&Context::open(g).await?, args).await,
+        Command::Record(args) => queue::record(&Context::open(g).await?, args).await,
         Command::Demo(args) => demo::run(g, args).await,
     }
 }

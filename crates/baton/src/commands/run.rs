@@ -118,7 +118,66 @@ fn program_name(program: &str) -> String {
         .map_or_else(|| program.to_owned(), |n| n.to_string_lossy().into_owned())
 }
 
+/// How a launched command is wired beyond the ledger: where its stdin comes from, extra
+/// environment, and whether its stdout is kept (the reviewer's verdict) instead of passed
+/// through.
+#[derive(Default)]
+pub struct Wiring {
+    pub stdin: Option<std::fs::File>,
+    pub env: Vec<(String, String)>,
+    /// Keep stdout (up to [`MAX_CAPTURED`] bytes) instead of passing it through.
+    pub capture: bool,
+}
+
+/// The most stdout a captured run keeps, in bytes.
+pub const MAX_CAPTURED: usize = 1024 * 1024;
+
+/// A launched command's end, as recorded in the ledger.
+pub struct Launched {
+    pub run: String,
+    pub status: RunStatus,
+    pub signal: Option<i32>,
+    pub reason: Option<String>,
+    /// The exit code `baton run` exits with.
+    pub exit: i32,
+    /// Its stdout, when captured.
+    pub stdout: Vec<u8>,
+}
+
+/// A writer into a shared, bounded buffer: what a captured command printed.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let room = MAX_CAPTURED.saturating_sub(kept.len());
+        kept.extend_from_slice(&buf[..buf.len().min(room)]);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 pub async fn run(ctx: &Context, args: RunArgs) -> CommandResult<Output> {
+    let launched = launch(ctx, &args, Wiring::default()).await?;
+    if launched.status == RunStatus::Done {
+        return Ok(Output::nothing());
+    }
+    let code = u8::try_from(launched.exit).unwrap_or(1);
+    let mut error = CommandError::new(ErrorKind::Run(code), launched.reason.unwrap_or_default());
+    error.run = Some(RunEnd {
+        run: launched.run,
+        status: launched.status,
+    });
+    Err(error)
+}
+
+/// Runs `args.command` as a ledger row (the launch wrapper itself), wired as `wiring` says.
+pub async fn launch(ctx: &Context, args: &RunArgs, wiring: Wiring) -> CommandResult<Launched> {
+    let captured = Captured::default();
     let slots = args.slots.unwrap_or(ctx.project.config.slots);
     if slots == 0 {
         return Err(CommandError::usage("--slots must be at least 1"));
@@ -189,18 +248,22 @@ pub async fn run(ctx: &Context, args: RunArgs) -> CommandResult<Output> {
             reason: Some(format!("{sig} arrived before the command started")),
             exit: 128 + sig as i32,
         };
-        return finish(&ledger, None, outcome).await;
+        return Ok(finish(&ledger, None, outcome, &captured).await);
     }
 
     let mut command = std::process::Command::new(&args.command[0]);
     command
         .args(&args.command[1..])
         .process_group(0)
-        .stdin(Stdio::inherit())
+        .stdin(match wiring.stdin {
+            Some(file) => Stdio::from(file),
+            None => Stdio::inherit(),
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .env("BATON_RUN", &id)
-        .env("BATON_PROJECT", &ctx.project.root);
+        .env("BATON_PROJECT", &ctx.project.root)
+        .envs(wiring.env.iter().map(|(k, v)| (k, v)));
     if let Some(me) = &me {
         command.env("BATON_AS", me.as_str());
     }
@@ -214,7 +277,7 @@ pub async fn run(ctx: &Context, args: RunArgs) -> CommandResult<Output> {
                 reason: Some(format!("could not start {:?}: {e}", args.command[0])),
                 exit: 127,
             };
-            return finish(&ledger, None, outcome).await;
+            return Ok(finish(&ledger, None, outcome, &captured).await);
         }
     };
     let pid = child.id();
@@ -237,7 +300,12 @@ pub async fn run(ctx: &Context, args: RunArgs) -> CommandResult<Output> {
     // thread decides what its first total counts for.
     let out_parser = OutputParser::for_command(args.steps, &args.command);
     let err_parser = OutputParser::new(args.steps);
-    std::thread::spawn(move || pump(stdout, std::io::stdout(), out_parser, true, tx));
+    if wiring.capture {
+        let to = captured.clone();
+        std::thread::spawn(move || pump(stdout, to, out_parser, true, tx));
+    } else {
+        std::thread::spawn(move || pump(stdout, std::io::stdout(), out_parser, true, tx));
+    }
     std::thread::spawn(move || pump(stderr, std::io::stderr(), err_parser, false, seen_tx));
     let (exit_tx, mut exited) = tokio::sync::oneshot::channel::<std::io::Result<ExitStatus>>();
     std::thread::spawn(move || {
@@ -313,7 +381,7 @@ pub async fn run(ctx: &Context, args: RunArgs) -> CommandResult<Output> {
         Ok(status) => {
             decide(
                 ctx,
-                &args,
+                args,
                 registered_seq,
                 &id,
                 status,
@@ -324,7 +392,7 @@ pub async fn run(ctx: &Context, args: RunArgs) -> CommandResult<Output> {
         }
     };
     drop(admission);
-    finish(&ledger, final_report, outcome).await
+    Ok(finish(&ledger, final_report, outcome, &captured).await)
 }
 
 /// What the readers have reported so far, and what is not yet written.
@@ -543,13 +611,15 @@ impl Ledger<'_> {
     }
 }
 
-/// Records the end. After the command has run, stdout is the command's: a run that ended
-/// `done` prints nothing; any other end is an error whose exit code is the outcome's.
+/// Records the end. After the command has run, stdout is the command's: the caller
+/// prints nothing for a run that ended `done`; any other end is an error whose exit code
+/// is the outcome's.
 async fn finish(
     ledger: &Ledger<'_>,
     report: Option<RunChange>,
     outcome: Outcome,
-) -> CommandResult<Output> {
+    captured: &Captured,
+) -> Launched {
     let mut changes: Vec<RunChange> = report.into_iter().collect();
     changes.push(RunChange::Exited {
         run: ledger.id.to_owned(),
@@ -564,14 +634,13 @@ async fn finish(
             ledger.id
         );
     }
-    if outcome.status == RunStatus::Done {
-        return Ok(Output::nothing());
-    }
-    let code = u8::try_from(outcome.exit).unwrap_or(1);
-    let mut error = CommandError::new(ErrorKind::Run(code), outcome.reason.unwrap_or_default());
-    error.run = Some(RunEnd {
+    let stdout = std::mem::take(&mut *captured.0.lock().unwrap_or_else(|e| e.into_inner()));
+    Launched {
         run: ledger.id.to_owned(),
         status: outcome.status,
-    });
-    Err(error)
+        signal: outcome.signal,
+        reason: outcome.reason,
+        exit: outcome.exit,
+        stdout,
+    }
 }

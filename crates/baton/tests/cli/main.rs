@@ -15,5 +15,7 @@ mod memory;
 mod negotiate;
 mod orders;
 mod portable;
+mod queue;
 mod race;
+mod review;
 mod server;

@@ -166,9 +166,9 @@ fn mcp_over_streamable_http_serves_the_same_tools_as_the_keys_participant() {
         String::from_utf8_lossy(&out.stderr)
     );
     for line in [
-        "http: 20 tools listed",
+        "http: 22 tools listed",
         "http: full round ok",
-        "http: a read key is offered 6 read-only tools",
+        "http: a read key is offered 7 read-only tools",
         "http: a bad key is refused with 401",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
@@ -183,7 +183,7 @@ fn mcp_full_round_through_the_python_sdk_on_2025_11_25() {
         "sdk: order round ok",
         "sdk: resume, focus, decide, constrain, note and receipts ok; state and alerts match",
         "sdk: the resume prompt and baton://resume return the packet",
-        "sdk: every tool's output (20 tools) matched its outputSchema",
+        "sdk: every tool's output (22 tools) matched its outputSchema",
         "sdk: unknown tool, prompt and resource are protocol errors",
     ] {
         assert!(out.contains(line), "{line:?} missing from:\n{out}");
@@ -199,7 +199,7 @@ fn mcp_full_round_over_raw_json_rpc_on_2025_06_18() {
         "raw: order round ok on 2025-06-18",
         "raw: resume, focus, decide, constrain, note and receipts ok; state and alerts match",
         "raw: the resume prompt and baton://resume return the packet",
-        "raw: every tool's output (20 tools) matched its outputSchema",
+        "raw: every tool's output (22 tools) matched its outputSchema",
         "garbage lines are protocol errors",
         "hostile argument sets came back as isError results",
         "stdout carried only JSON-RPC",
@@ -437,4 +437,74 @@ fn mcp_resume_is_the_packet_of_baton_resume_as_a_tool_a_prompt_and_a_resource() 
     }
     assert_eq!(tool["bytes"], json!(tool["text"].as_str().unwrap().len()));
     assert!(small["bytes"].as_u64().unwrap() <= 250, "{small}");
+}
+
+/// The names a `tools/list` response offers, sorted, and its result's size in bytes.
+fn listed(response: &Value) -> (Vec<String>, usize) {
+    let mut names: Vec<String> = response["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    (names, response["result"].to_string().len())
+}
+
+#[test]
+fn mcp_profiles_default_from_the_role_stay_small_and_refuse_other_tools_with_a_hint() {
+    let p = Project::new(&[
+        ("planner", "planner"),
+        ("impl-1", "executor"),
+        ("rev", "reviewer"),
+        ("owner", "owner"),
+        ("bot", "observer"),
+    ]);
+    let tools_list = json!({"method": "tools/list"});
+    // Each role's default profile: its own tools, under 8 KiB.
+    for (who, has, lacks) in [
+        ("impl-1", "need", "queue"),
+        ("planner", "queue", "need"),
+        ("rev", "need", "order"),
+        ("owner", "queue", "receipt_write"),
+    ] {
+        let r = exchange(&p, who, std::slice::from_ref(&tools_list));
+        let (names, bytes) = listed(&r[0]);
+        assert!(bytes < 8 * 1024, "{who}: tools/list is {bytes} bytes");
+        assert!(names.iter().any(|n| n == has), "{who}: {names:?}");
+        assert!(!names.iter().any(|n| n == lacks), "{who}: {names:?}");
+    }
+    // A role without a profile gets every tool.
+    let r = exchange(&p, "bot", std::slice::from_ref(&tools_list));
+    assert_eq!(listed(&r[0]).0.len(), 22);
+
+    // A tool outside the profile is refused naming a profile that has it; one inside works.
+    let r = exchange(
+        &p,
+        "impl-1",
+        &[
+            call("queue", json!({})),
+            call("archive", json!({"id": "x"})),
+            call("need", json!({"text": "which fixture?"})),
+        ],
+    );
+    let text = r[0]["result"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(r[0]["result"]["isError"], true, "{}", r[0]);
+    assert!(
+        text.contains("`queue` is not in the executor profile")
+            && text.contains("`baton mcp --profile planner`"),
+        "{text}"
+    );
+    let text = r[1]["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("`baton mcp --profile all`"), "{text}");
+    assert_ne!(r[2]["result"]["isError"], true, "{}", r[2]);
+
+    // An explicit profile wins over the role; an unknown one is a usage error.
+    let r = exchange_with(
+        p.cmd(Some("impl-1"), &["mcp", "--profile", "owner"]),
+        std::slice::from_ref(&tools_list),
+    );
+    assert!(listed(&r[0]).0.iter().any(|n| n == "queue"));
+    let out = p.run(Some("impl-1"), &["mcp", "--profile", "boss"]);
+    assert_eq!(code(&out), 2);
 }

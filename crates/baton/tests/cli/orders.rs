@@ -14,7 +14,7 @@ use crate::common::{Project, code, stderr};
 /// The longest any single process may take before the test gives up on it.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-const TEAM: &[(&str, &str)] = &[
+pub(crate) const TEAM: &[(&str, &str)] = &[
     ("planner", "planner"),
     ("impl-1", "executor"),
     ("impl-2", "executor"),
@@ -44,12 +44,12 @@ fn order_doc(id: &str, created_at: &str, deadline: &str) -> Value {
     })
 }
 
-fn order(id: &str) -> Value {
+pub(crate) fn order(id: &str) -> Value {
     order_doc(id, "2025-01-01T00:00:00Z", "2999-01-01T00:00:00Z")
 }
 
 /// A `done` report on `order_id` by `from`, with its evidence, that spent `usd`.
-fn report_doc(order_id: &str, from: &str, usd: u32) -> Value {
+pub(crate) fn report_doc(order_id: &str, from: &str, usd: u32) -> Value {
     json!({
         "spec": "awl/work-report@0.1", "order_id": order_id, "from": from, "status": "done",
         "result": {"summary": "Filters kept"},
@@ -74,7 +74,7 @@ fn file(p: &Project, name: &str, bytes: impl AsRef<[u8]>) -> String {
     path.to_str().unwrap().to_owned()
 }
 
-fn json_file(p: &Project, name: &str, doc: &Value) -> String {
+pub(crate) fn json_file(p: &Project, name: &str, doc: &Value) -> String {
     file(p, name, doc.to_string())
 }
 

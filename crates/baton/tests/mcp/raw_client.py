@@ -30,7 +30,7 @@ class RawConn:
     @classmethod
     async def start(cls, baton: str, project: str, who: str) -> RawConn:
         proc = await asyncio.create_subprocess_exec(
-            baton, "--project", project, "--as", who, "mcp",
+            baton, "--project", project, "--as", who, "mcp", "--profile", "all",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             limit=1 << 24,
         )
@@ -251,8 +251,8 @@ async def main(baton: str, project: str) -> None:
             assert capability in init["capabilities"], init
     r = await planner.request("tools/list")
     size = len(json.dumps(r["result"], separators=(",", ":"), ensure_ascii=False).encode())
-    print(f"raw: tools/list result is {size} bytes (budget {checks.TOOLS_LIST_BUDGET})")
-    assert size < checks.TOOLS_LIST_BUDGET, f"tools/list grew to {size} bytes"
+    # Every tool (profile all); each role's profile is held under 8 KiB (tests/cli/mcp.rs).
+    print(f"raw: tools/list result is {size} bytes (profile all)")
     tools = checks.check_tools(r["result"]["tools"])
 
     checked = (

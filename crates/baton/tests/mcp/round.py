@@ -23,9 +23,9 @@ from jsonschema import Draft202012Validator
 TOOLS = {
     "inbox", "outbox", "show", "send", "reply", "ack", "complete", "hand_back",
     "archive", "search", "thread", "resume", "focus", "decide", "constrain", "note",
-    "receipt_write", "receipt_wait", "order", "order_show",
+    "receipt_write", "receipt_wait", "order", "order_show", "need", "queue",
 }
-READ_ONLY = {"inbox", "outbox", "search", "thread", "resume", "order_show"}
+READ_ONLY = {"inbox", "outbox", "search", "thread", "resume", "order_show", "queue"}
 IDEMPOTENT = {
     "show", "ack", "complete", "hand_back", "archive", "focus", "receipt_write",
     "receipt_wait",
@@ -330,6 +330,16 @@ async def order_round(planner: Checked, executor: Checked, cli: Cli) -> None:
 
     text = await executor.refused("order", action="approve", id=wo)
     assert "only its sender (planner) may" in text, text
+    # The executor raises a need on the order; the planner's queue shows it (the newest
+    # signal about the order).
+    need = await executor.ok("need", text="which fixture is canonical?", order=wo)
+    assert need["item"].startswith("need:"), need
+    queue = await planner.ok("queue")
+    lanes = {lane["lane"]: lane for lane in queue["lanes"]}
+    assert [i["id"] for i in lanes["needs"]["items"]] == [need["item"]], queue
+    assert lanes["needs"]["items"][0]["source"] == "need_by_session", queue
+    text = await planner.refused("queue", lane="everything")
+    assert "`lane`" in text, text
     text = await planner.refused("order", action="approve", id=wo, expect_seq=3)
     assert "moved on" in text and "`order_show`" in text and "`expect_seq`" in text, text
     approved = await planner.ok("order", action="approve", id=wo, expect_seq=4)

@@ -53,7 +53,7 @@ def dump(model) -> dict:
 
 
 async def connect(stack: AsyncExitStack, baton: str, project: str, who: str) -> SdkConn:
-    params = StdioServerParameters(command=baton, args=["--project", project, "--as", who, "mcp"])
+    params = StdioServerParameters(command=baton, args=["--project", project, "--as", who, "mcp", "--profile", "all"])
     read, write = await stack.enter_async_context(stdio_client(params))
     session = await stack.enter_async_context(ClientSession(read, write))
     init = await session.initialize()

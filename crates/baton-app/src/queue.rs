@@ -1,0 +1,311 @@
+//! The human queue (SPEC §7) as use cases: gathering the six sources' facts from the store
+//! for `baton_core::queue::compute`, raising a need, acknowledging an item. Shared by the
+//! CLI, `baton mcp` and the HTTP server.
+
+use std::collections::HashMap;
+
+use baton_core::gate::{GateChange, NeedSource, Outcome};
+use baton_core::message::MessageType;
+use baton_core::order::OrderStatus;
+use baton_core::queue::{
+    self, FAILED_RUNS_WINDOW_MS, Facts, Item, Lane, LaneShown, RunFact, Source,
+};
+use baton_core::run::RunStatus;
+use baton_core::{Change, Event, Field, Refusal};
+use baton_store::RunQuery;
+
+use crate::{App, Result};
+
+/// The longest need, in bytes.
+pub const MAX_NEED_BYTES: usize = 2000;
+
+impl App {
+    /// The queue now: every lane (or just `lane`).
+    pub async fn queue(&self, lane: Option<Lane>) -> Result<Vec<LaneShown>> {
+        let now = self.now();
+        let since = now - FAILED_RUNS_WINDOW_MS;
+        let runs = self
+            .store()
+            .runs(&RunQuery {
+                ended_since: Some(since),
+                ..RunQuery::default()
+            })
+            .await?
+            .into_iter()
+            .map(|r| RunFact {
+                title: r.command.join(" "),
+                succeeded: r.status == RunStatus::Done,
+                failed: matches!(r.status, RunStatus::Failed | RunStatus::Lost),
+                id: r.id,
+                order: r.order,
+                ended_at: r.ended_at,
+                reason: r.reason,
+            })
+            .collect();
+
+        let mut items: Vec<Item> = Vec::new();
+        let mut acks: HashMap<String, i64> = HashMap::new();
+        let open: HashMap<String, baton_core::order::Order> = self
+            .orders(None, true)
+            .await?
+            .into_iter()
+            .map(|o| (o.id.clone(), o))
+            .collect();
+        // Gate events oldest first: a later conclusion replaces an earlier one.
+        let gate = self.gate_events().await?;
+        let mut reviews: HashMap<String, (&Event, bool, bool)> = HashMap::new();
+        for e in gate.iter().rev() {
+            let Change::Gate(g) = &e.change else { continue };
+            match g {
+                GateChange::Concluded {
+                    order,
+                    outcome,
+                    disagreement,
+                    ..
+                } => {
+                    reviews.insert(
+                        order.clone(),
+                        (e, *outcome == Outcome::Unresolved, *disagreement),
+                    );
+                }
+                GateChange::Need {
+                    id,
+                    text,
+                    order,
+                    source,
+                    ..
+                } => items.push(Item {
+                    id: format!("need:{id}"),
+                    source: match source {
+                        NeedSource::Hand => Source::NeedByHand,
+                        NeedSource::Session => Source::NeedBySession,
+                    },
+                    order: order.clone(),
+                    text: format!("{} needs: {text}", e.actor),
+                    at: e.at,
+                    label: None,
+                }),
+                GateChange::Acked { item } => {
+                    let at = acks.entry(item.clone()).or_insert(e.at);
+                    *at = (*at).max(e.at);
+                }
+                GateChange::Reviewed { .. } => {}
+            }
+        }
+        for (order, (e, unresolved, disagreement)) in reviews {
+            let still_submitted = open
+                .get(&order)
+                .is_some_and(|o| o.status_at(now) == OrderStatus::Submitted);
+            if unresolved && still_submitted {
+                items.push(Item {
+                    id: format!("review:{order}"),
+                    source: Source::Review,
+                    text: format!(
+                        "the review of {order} is unresolved{}",
+                        if disagreement {
+                            ": the reviewers disagree"
+                        } else {
+                            ""
+                        }
+                    ),
+                    order: Some(order),
+                    at: e.at,
+                    label: disagreement.then(|| "disagreement".to_owned()),
+                });
+            }
+        }
+        for o in open.values() {
+            let status = o.status_at(now);
+            let waiting = match status {
+                OrderStatus::Submitted => Some("waits for its owner's approval"),
+                OrderStatus::Blocked => Some("waits for an answer to its question"),
+                _ => None,
+            };
+            if let Some(what) = waiting {
+                items.push(Item {
+                    id: format!("order:{}", o.id),
+                    source: Source::WaitingOnOwner,
+                    order: Some(o.id.clone()),
+                    text: format!("{} {what} ({}): {}", o.id, o.from, o.goal),
+                    at: o.updated_at,
+                    label: None,
+                });
+            }
+            // Past the order's deadline while still open as recorded.
+            if status == OrderStatus::Expired
+                && !o.status.is_terminal()
+                && let Some(deadline) = o.deadline_at
+            {
+                items.push(Item {
+                    id: format!("late:{}", o.id),
+                    source: Source::PastTarget,
+                    order: Some(o.id.clone()),
+                    text: format!("{} passed its deadline while {}", o.id, o.status),
+                    at: deadline,
+                    label: None,
+                });
+            }
+        }
+        // Requests open past their topic's service target.
+        if !self.settings.service_targets.is_empty() {
+            for p in self.store().participants().await? {
+                for env in self.store().outbox(&p.name, false).await? {
+                    let Some(target) = self.settings.service_targets.get(env.topic.as_str()) else {
+                        continue;
+                    };
+                    let due = env.created_at + target.as_millis() as i64;
+                    if env.kind == MessageType::Request
+                        && env.request_status == Some(baton_core::RequestStatus::Open)
+                        && due < now
+                    {
+                        items.push(Item {
+                            id: format!("late:{}", env.id),
+                            source: Source::PastTarget,
+                            order: None,
+                            text: format!(
+                                "request {} from {} on {} is open past its target",
+                                env.id, env.from, env.topic
+                            ),
+                            at: due,
+                            label: None,
+                        });
+                    }
+                }
+            }
+        }
+        let lanes = queue::compute(&Facts {
+            now,
+            runs,
+            items,
+            acks,
+        });
+        Ok(lanes
+            .into_iter()
+            .filter(|l| lane.is_none_or(|want| want == l.lane))
+            .collect())
+    }
+
+    /// Raises a need for a person as `actor`, optionally about `order` (which must exist);
+    /// returns its queue item id.
+    pub async fn raise_need(
+        &self,
+        actor: &str,
+        text: &str,
+        order: Option<&str>,
+        source: NeedSource,
+        run: Option<String>,
+    ) -> Result<String> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(Refusal::Missing(Field::Note).into());
+        }
+        if text.len() > MAX_NEED_BYTES {
+            return Err(Refusal::TooLong {
+                field: Field::Note,
+                max: MAX_NEED_BYTES,
+                len: text.len(),
+            }
+            .into());
+        }
+        if let Some(id) = order {
+            self.load_order(id).await?;
+        }
+        let id = ulid::Ulid::generate().to_string();
+        self.store()
+            .record_gate(
+                actor,
+                &[GateChange::Need {
+                    id: id.clone(),
+                    text: text.to_owned(),
+                    order: order.map(str::to_owned),
+                    source,
+                    run,
+                }],
+            )
+            .await?;
+        Ok(format!("need:{id}"))
+    }
+
+    /// Acknowledges queue item `item` as `actor`: it stays away until a newer signal.
+    pub async fn ack_item(&self, actor: &str, item: &str) -> Result<Event> {
+        let mut events = self
+            .store()
+            .record_gate(
+                actor,
+                &[GateChange::Acked {
+                    item: item.to_owned(),
+                }],
+            )
+            .await?;
+        Ok(events.remove(0))
+    }
+}
+
+impl App {
+    /// Every worker's track record (or just `worker`'s), computed from the log.
+    pub async fn track_records(
+        &self,
+        worker: Option<&str>,
+    ) -> Result<Vec<baton_core::record::TrackRecord>> {
+        use baton_core::order::{OrderAction, OrderChange};
+        use baton_core::record::{OrderFacts, RunFacts, track_records};
+        let now = self.now();
+        let mut orders = Vec::new();
+        for o in self.orders(None, true).await? {
+            let events = self.store().order_events_since(&o.id, 0).await?;
+            let mut reworks = 0;
+            let mut usd = 0.0;
+            for e in &events {
+                if let Change::Order(OrderChange::Stepped(s)) = &e.change {
+                    reworks += u32::from(s.action == OrderAction::Rework);
+                    usd += s
+                        .report
+                        .as_ref()
+                        .and_then(|r| r.pointer("/cost/usd"))
+                        .and_then(serde_json::Value::as_f64)
+                        .unwrap_or(0.0);
+                }
+            }
+            orders.push(OrderFacts {
+                worker: o.to.clone(),
+                approved: o.status == OrderStatus::Approved,
+                expired: o.status_at(now) == OrderStatus::Expired,
+                reworks,
+                usd,
+            });
+        }
+        let runs: Vec<RunFacts> = self
+            .store()
+            .runs(&RunQuery {
+                ended_since: Some(0),
+                ..RunQuery::default()
+            })
+            .await?
+            .into_iter()
+            .filter_map(|r| {
+                Some(RunFacts {
+                    worker: r.participant.clone()?,
+                    failed: matches!(r.status, RunStatus::Failed | RunStatus::Lost),
+                    tokens: r.tokens.as_ref().and_then(|t| t.total()),
+                })
+            })
+            .collect();
+        let invalid: Vec<String> = self
+            .gate_events()
+            .await?
+            .iter()
+            .filter_map(|e| match &e.change {
+                Change::Gate(GateChange::Reviewed {
+                    reviewer,
+                    verdict: baton_core::gate::Verdict::Invalid { .. },
+                    ..
+                }) => Some(reviewer.clone()),
+                _ => None,
+            })
+            .collect();
+        Ok(track_records(&orders, &runs, &invalid)
+            .into_iter()
+            .filter(|r| worker.is_none_or(|w| r.worker == w))
+            .collect())
+    }
+}
