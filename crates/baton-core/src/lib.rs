@@ -11,6 +11,7 @@ pub mod authority;
 pub mod awl;
 pub mod delivery;
 pub mod event;
+pub mod json;
 pub mod key;
 pub mod message;
 pub mod metrics;

@@ -395,6 +395,11 @@ pub enum Refusal {
     Role { role: String },
     #[error("{name} cannot send to itself")]
     SelfSend { name: Passname },
+    /// A receipt's artifact is a path outside the project (symlinks resolved).
+    #[error(
+        "{artifact:?} is outside the project ({root}): an artifact is a path inside it or a URI (scheme://…)"
+    )]
+    ArtifactOutside { artifact: String, root: String },
     /// A note's subject is a path outside the project.
     #[error("{subject:?} is outside the project ({root})")]
     Outside { subject: String, root: String },
@@ -537,6 +542,12 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// Whether running the same command again may succeed: only a lost race (another
+    /// writer moved the order first). Every other conflict is permanent.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Moved { .. })
+    }
+
     pub fn kind(&self) -> RefusalKind {
         use RefusalKind as K;
         match self {
@@ -554,6 +565,7 @@ impl Refusal {
             | Self::Role { .. }
             | Self::SelfSend { .. }
             | Self::Outside { .. }
+            | Self::ArtifactOutside { .. }
             | Self::Cursor { .. }
             | Self::TopicPattern { .. }
             | Self::PowerName { .. }

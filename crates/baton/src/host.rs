@@ -95,7 +95,17 @@ impl Files for LocalFiles {
 
     fn hash(&self, base: &Path, path: &str) -> std::io::Result<Hashed> {
         let path = base.join(path);
-        let mut file = std::fs::File::open(&path)?;
+        let file = std::fs::File::open(&path)?;
+        // Bounded: a regular file only (never a device or a pipe, which may not end), and
+        // no more than the length it had when opened (a file still growing is cut there).
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a device, a pipe or a directory cannot be hashed)",
+            ));
+        }
+        let mut file = file.take(meta.len());
         let mut hasher = blake3::Hasher::new();
         let mut buf = vec![0u8; 64 * 1024];
         let mut size = 0u64;
