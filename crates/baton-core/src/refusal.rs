@@ -426,6 +426,12 @@ pub enum Refusal {
     SenderNote,
     #[error("{decision} is already superseded by {by}: supersede {by} instead")]
     Superseded { decision: String, by: String },
+    /// One write that would add more than a write may.
+    #[error(
+        "one write may make at most {max} state changes, and this one makes {got}; nothing was \
+         changed: split it into smaller writes"
+    )]
+    TooManyChanges { max: usize, got: usize },
     /// Edits to a STATE.md file that cannot be imported (each named); nothing was changed.
     #[error("the file has edits that cannot be imported; nothing was changed: {}", refused.join("; "))]
     StateEdits { refused: Vec<String> },
@@ -576,6 +582,7 @@ impl Refusal {
             | Self::SenderNote
             | Self::Superseded { .. }
             | Self::StateEdits { .. }
+            | Self::TooManyChanges { .. }
             | Self::DocumentField { .. }
             | Self::ReportStatus { .. }
             | Self::Findings { .. }

@@ -57,7 +57,19 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
                 .hinted("send a smaller payload (messages.payload_cap)"),
                 _ => ApiError::bad_request(e.body_text()),
             })?;
-        let value: Value = serde_json::from_slice(&bytes)
+        // The same boundary as every edge (baton_core::json): nesting within the limit
+        // (a body wraps a payload in at most two levels), numbers kept exactly, no
+        // duplicate keys; checked on the text, before anything is parsed or stored.
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|_| ApiError::bad_request("the body is not JSON: it is not UTF-8 text"))?;
+        baton_core::json::check_text(text, baton_core::json::MAX_DEPTH + 2).map_err(|e| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "refused",
+                format!("the body is refused: {e}"),
+            )
+        })?;
+        let value: Value = serde_json::from_str(text)
             .map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))?;
         if let Value::Object(fields) = &value
             && ["as", "actor", "as_name"]

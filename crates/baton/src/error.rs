@@ -183,7 +183,7 @@ pub fn explain(e: &StoreError) -> String {
              from a `baton export` log with `baton import`"
         ),
         StoreError::Corrupt { what } => format!(
-            "the store is damaged ({what}); nothing was written. Restore it: run `baton init` \
+            "the store is damaged ({what}); nothing was changed. Restore it: run `baton init` \
              in a fresh directory and `baton import` your latest `baton export` log there; \
              `sqlite3 .baton/baton.db 'PRAGMA integrity_check'` shows what is broken"
         ),

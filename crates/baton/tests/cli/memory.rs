@@ -217,7 +217,7 @@ fn check_tells_valid_truncated_stale_and_drifted_apart() {
 
     p.ok(None, &["decide", "Use WAL", "--why", "readers"]);
     let stale = p.run(None, &["check", "STATE.md"]);
-    assert_eq!(code(&stale), 6);
+    assert_eq!(code(&stale), 3);
     assert!(stderr(&stale).contains("STALE"), "{}", stderr(&stale));
     let json = p.run(None, &["--json", "check", "STATE.md"]);
     let err: Value = serde_json::from_slice(&json.stderr).unwrap();
