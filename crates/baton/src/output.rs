@@ -111,8 +111,19 @@ pub fn size(bytes: u64) -> String {
     }
 }
 
-/// Left-aligned columns separated by two spaces; the last column is not padded.
+/// Left-aligned columns separated by two spaces; the last column is not padded. Cells are
+/// made [`visible`] (and newlines shown as `\n`) before they are measured, so a hostile
+/// cell neither breaks a row nor misaligns its column.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|cell| visible(cell).replace('\n', "\\n"))
+                .collect()
+        })
+        .collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

@@ -7,6 +7,7 @@ mod awl_conformance;
 mod commands;
 mod concurrency;
 mod crash;
+mod hostile;
 mod ledger;
 mod mcp;
 mod memory;
