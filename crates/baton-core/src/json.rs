@@ -19,7 +19,7 @@ pub const MAX_DEPTH: usize = 64;
 /// Why a JSON document is refused before it is parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JsonProblem {
-    #[error("nested more than {max} levels deep (at {path})")]
+    #[error("nested too deeply: more than {max} levels (at {path})")]
     TooDeep { max: usize, path: String },
     #[error("duplicate key at {path}: each key may appear once in an object")]
     DuplicateKey { path: String },
@@ -56,12 +56,31 @@ fn pointer(stack: &[Frame]) -> String {
             Frame::Array { index } => out.push_str(&index.to_string()),
         }
     }
-    if out.is_empty() { "/".to_owned() } else { out }
+    if out.is_empty() {
+        return "/".to_owned();
+    }
+    // A path hundreds of levels long says no more than its start.
+    if out.chars().count() > 80 {
+        let cut: String = out.chars().take(60).collect();
+        return format!("{cut}…");
+    }
+    out
 }
 
 /// Checks `raw` against [`MAX_DEPTH`] (or `max_depth`), number exactness and duplicate
 /// keys. Invalid JSON is left for the parser to report.
 pub fn check_text(raw: &str, max_depth: usize) -> Result<(), JsonProblem> {
+    check_text_where(raw, max_depth, |_| true)
+}
+
+/// [`check_text`], holding numbers to exactness only where `exact(pointer)` says (a
+/// JSON-RPC frame's payload, not its other arguments, which their own parsers judge). A
+/// number no parser can hold (`1e400`) is refused anywhere.
+pub fn check_text_where(
+    raw: &str,
+    max_depth: usize,
+    exact_at: impl Fn(&str) -> bool,
+) -> Result<(), JsonProblem> {
     let bytes = raw.as_bytes();
     let mut stack: Vec<Frame> = Vec::new();
     let mut i = 0;
@@ -134,10 +153,14 @@ pub fn check_text(raw: &str, max_depth: usize) -> Result<(), JsonProblem> {
                 }
                 let number = &raw[start..i];
                 if !exact(number) {
-                    return Err(JsonProblem::InexactNumber {
-                        number: number.chars().take(40).collect(),
-                        path: pointer(&stack),
-                    });
+                    let path = pointer(&stack);
+                    let unreadable = number.parse::<f64>().is_ok_and(|n| !n.is_finite());
+                    if unreadable || exact_at(&path) {
+                        return Err(JsonProblem::InexactNumber {
+                            number: number.chars().take(40).collect(),
+                            path,
+                        });
+                    }
                 }
             }
             _ => i += 1,

@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
-use baton_core::json::{JsonProblem, MAX_DEPTH, check_text, top_level_scalar};
+use baton_core::json::{JsonProblem, MAX_DEPTH, check_text_where, top_level_scalar};
 
 /// JSON-RPC's codes for what the gate refuses.
 const PARSE_ERROR: i64 = -32700;
@@ -128,7 +128,13 @@ fn judge(line: Line, cap: usize) -> Verdict {
         );
     };
     let id = top_level_scalar(text, "id");
-    if let Err(problem) = check_text(text, MAX_DEPTH + FRAME_LEVELS) {
+    // Numbers are held to exactness where they are stored: a payload, an order, a report.
+    let stored = |path: &str| {
+        ["payload", "document", "report"]
+            .iter()
+            .any(|arg| path.starts_with(&format!("/params/arguments/{arg}")))
+    };
+    if let Err(problem) = check_text_where(text, MAX_DEPTH + FRAME_LEVELS, stored) {
         let problem = match problem {
             JsonProblem::TooDeep { max, path } => JsonProblem::TooDeep {
                 max: max - FRAME_LEVELS,

@@ -63,6 +63,16 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| ApiError::bad_request("the body is not JSON: it is not UTF-8 text"))?;
         baton_core::json::check_text(text, baton_core::json::MAX_DEPTH + 2).map_err(|e| {
+            // The limit is the payload's: name it, not the body's.
+            let e = match e {
+                baton_core::json::JsonProblem::TooDeep { path, .. } => {
+                    baton_core::json::JsonProblem::TooDeep {
+                        max: baton_core::json::MAX_DEPTH,
+                        path,
+                    }
+                }
+                other => other,
+            };
             ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "refused",

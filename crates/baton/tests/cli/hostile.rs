@@ -169,7 +169,7 @@ fn hostile_one_depth_limit_refuses_before_storing_and_what_is_accepted_reads_bac
     );
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("nested more than 64 levels"),
+        stderr(&out).contains("more than 64 levels"),
         "{}",
         stderr(&out)
     );
@@ -188,7 +188,7 @@ fn hostile_one_depth_limit_refuses_before_storing_and_what_is_accepted_reads_bac
     let create = p.run(Some("planner"), &["order", "create", "deep-order.json"]);
     assert_eq!(code(&create), 3, "{}", stderr(&create));
     assert!(
-        stderr(&create).contains("nested more than 64 levels")
+        stderr(&create).contains("more than 64 levels")
             && !stderr(&create).contains("recursion limit"),
         "{}",
         stderr(&create)
@@ -639,4 +639,60 @@ fn hostile_files_baton_writes_get_the_umask_and_existing_ones_keep_their_mode() 
     p.ok(None, &["decide", "Use WAL", "--why", "readers"]);
     under_umask(&p, "state render");
     assert_eq!(mode(&p, "STATE.md"), 0o640);
+}
+
+#[test]
+fn hostile_the_http_server_applies_the_same_limits_before_storing() {
+    use crate::server::{admin, serve};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("projects").display());
+    admin(&url, None, &["project", "add", "shop"]);
+    for (name, role) in TEAM {
+        admin(&url, Some("shop"), &["agent", "add", name, "--role", role]);
+    }
+    let token = admin(
+        &url,
+        Some("shop"),
+        &["key", "issue", "planner", "--scope", "write"],
+    )["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let server = serve(&url);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let post = |body: String| {
+        let mut response = agent
+            .post(&format!("{}/v1/projects/shop/messages", server.base))
+            .header("Authorization", &format!("Bearer {token}"))
+            .header("Content-Type", "application/json")
+            .send(body)
+            .unwrap();
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap();
+        (status, text)
+    };
+    let body = |payload: &str| format!(r#"{{"to":["impl-1"],"topic":"t","payload":{payload}}}"#);
+    for (payload, says) in [
+        (nested(MAX_DEPTH + 1), "more than 64 levels"),
+        (nested(126), "more than 64 levels"),
+        (
+            r#"{"n":123456789012345678901234567890}"#.to_owned(),
+            "exactly",
+        ),
+        (r#"{"a":1,"a":2}"#.to_owned(), "duplicate key at /payload/a"),
+    ] {
+        let (status, text) = post(body(&payload));
+        assert_eq!(status, 422, "{text}");
+        assert!(text.contains(says), "{text}");
+    }
+    let (status, text) = post(body(&nested(MAX_DEPTH)));
+    assert!(
+        (200..300).contains(&status),
+        "the deepest accepted payload is stored: {text}"
+    );
+    let sent = admin(&url, Some("shop"), &["search", "--since", "1h"]);
+    assert_eq!(sent["items"].as_array().map(Vec::len), Some(1), "{sent}");
 }
