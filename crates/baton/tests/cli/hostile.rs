@@ -602,6 +602,25 @@ fn hostile_one_write_makes_at_most_a_thousand_state_changes() {
     assert!(stderr(&out).contains("at most 1000"), "{}", stderr(&out));
 }
 
+#[test]
+fn hostile_a_state_import_adds_at_most_a_thousand_rows() {
+    let p = Project::new(TEAM);
+    p.ok(None, &["state", "render"]);
+    let path = p.path().join("STATE.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let header = "| Id | Decision | Why | Status |\n| --- | --- | --- | --- |\n";
+    let rows: String = (0..1001)
+        .map(|i| format!("| new | Decision {i} | because | current |\n"))
+        .collect();
+    assert!(text.contains(header), "{text}");
+    std::fs::write(&path, text.replace(header, &format!("{header}{rows}"))).unwrap();
+    let before = p.json(None, &["state", "show"]);
+    let out = p.run(None, &["state", "import", "STATE.md"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("at most 1000"), "{}", stderr(&out));
+    assert_eq!(p.json(None, &["state", "show"]), before, "nothing changed");
+}
+
 /// Runs `baton ARGS` in the project under umask 022.
 fn under_umask(p: &Project, args: &str) {
     let status = Command::new("sh")
