@@ -44,6 +44,14 @@ pub struct Imported {
 impl App {
     /// Applies state changes as `actor`, all in one transaction or none.
     pub async fn record(&self, actor: &str, ops: &[StateOp]) -> Result<Recorded> {
+        let max = baton_core::state::MAX_CHANGES_PER_WRITE;
+        if ops.len() > max {
+            return Err(Refusal::TooManyChanges {
+                max,
+                got: ops.len(),
+            }
+            .into());
+        }
         let events = self.store().change_state(actor, ops).await?;
         Ok(Recorded { events })
     }
@@ -129,6 +137,15 @@ impl App {
         };
         let ops = statefile::import_ops(&tables, &snapshot)
             .map_err(|refused| Refusal::StateEdits { refused })?;
+        let max = baton_core::state::MAX_CHANGES_PER_WRITE;
+        if ops.len() > max {
+            // Refused for a dry run too: the import as it stands could never be applied.
+            return Err(Refusal::TooManyChanges {
+                max,
+                got: ops.len(),
+            }
+            .into());
+        }
         let recorded = if dry_run || ops.is_empty() {
             Vec::new()
         } else {

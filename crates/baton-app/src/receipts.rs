@@ -10,6 +10,7 @@ use baton_core::state::{RECEIPT_MISSING, Receipt, ReceiptRecord, StateOp};
 use baton_core::{Event, Record, Refusal};
 use serde::Serialize;
 
+use crate::host::PathProblem;
 use crate::{App, Result, wait};
 
 /// Whether an artifact names a URI (recorded as given) rather than a local path.
@@ -65,8 +66,27 @@ impl App {
                 run,
             });
         }
+        // The same rule as a note's subject: a path must resolve (symlinks included) inside
+        // the project; output that lives elsewhere is recorded by its URI.
+        let inside = match self.host.files.resolve(base, &artifact) {
+            Ok(inside) => inside,
+            Err(PathProblem::Missing) => {
+                return Err(Refusal::NoArtifact {
+                    artifact,
+                    reason: "no such file".to_owned(),
+                }
+                .into());
+            }
+            Err(PathProblem::Outside) => {
+                return Err(Refusal::ArtifactOutside {
+                    artifact,
+                    root: self.host.root.display().to_string(),
+                }
+                .into());
+            }
+        };
         let files = self.host.files.clone();
-        let (base, path): (PathBuf, String) = (base.to_owned(), artifact.clone());
+        let (base, path): (PathBuf, String) = (self.host.root.clone(), inside);
         let hashed = tokio::task::spawn_blocking(move || files.hash(&base, &path))
             .await
             .map_err(|e| Refusal::NoArtifact {

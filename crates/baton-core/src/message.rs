@@ -68,6 +68,8 @@ pub enum PayloadError {
     NotAnObject(&'static str),
     #[error("payload is {size} bytes, over the cap of {cap} bytes")]
     TooLarge { size: usize, cap: usize },
+    #[error("payload refused: {0}")]
+    Json(#[from] crate::json::JsonProblem),
 }
 
 /// A payload that passed the boundary checks: a JSON object no larger than the cap.
@@ -90,12 +92,23 @@ impl Payload {
                 cap,
             });
         }
+        crate::json::check_text(raw, crate::json::MAX_DEPTH)?;
         let value: Value =
             serde_json::from_str(raw).map_err(|e| PayloadError::Malformed(e.to_string()))?;
         Self::from_value(value, cap)
     }
 
+    /// Checks an already parsed value: its depth and size. Numbers and duplicate keys can
+    /// only be checked on the text, so an edge that parses JSON itself checks the text
+    /// with [`crate::json::check_text`] first.
     pub fn from_value(value: Value, cap: usize) -> Result<Self, PayloadError> {
+        if crate::json::depth(&value) > crate::json::MAX_DEPTH {
+            return Err(crate::json::JsonProblem::TooDeep {
+                max: crate::json::MAX_DEPTH,
+                path: "/".to_owned(),
+            }
+            .into());
+        }
         let object = match value {
             Value::Object(object) => object,
             other => return Err(PayloadError::NotAnObject(json_kind(&other))),
@@ -155,8 +168,8 @@ pub fn excerpt(text: &str) -> String {
     cut
 }
 
-/// A copy with every object's keys in sorted order. Parsed values are at most 128 levels
-/// deep (serde_json's limit), so the recursion is bounded.
+/// A copy with every object's keys in sorted order. Payloads are at most
+/// [`crate::json::MAX_DEPTH`] levels deep, so the recursion is bounded.
 fn sorted(value: &Value) -> Value {
     match value {
         Value::Object(map) => {

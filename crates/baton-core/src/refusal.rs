@@ -395,6 +395,11 @@ pub enum Refusal {
     Role { role: String },
     #[error("{name} cannot send to itself")]
     SelfSend { name: Passname },
+    /// A receipt's artifact is a path outside the project (symlinks resolved).
+    #[error(
+        "{artifact:?} is outside the project ({root}): an artifact is a path inside it or a URI (scheme://…)"
+    )]
+    ArtifactOutside { artifact: String, root: String },
     /// A note's subject is a path outside the project.
     #[error("{subject:?} is outside the project ({root})")]
     Outside { subject: String, root: String },
@@ -421,6 +426,12 @@ pub enum Refusal {
     SenderNote,
     #[error("{decision} is already superseded by {by}: supersede {by} instead")]
     Superseded { decision: String, by: String },
+    /// One write that would add more than a write may.
+    #[error(
+        "one write may make at most {max} state changes, and this one makes {got}; nothing was \
+         changed: split it into smaller writes"
+    )]
+    TooManyChanges { max: usize, got: usize },
     /// Edits to a STATE.md file that cannot be imported (each named); nothing was changed.
     #[error("the file has edits that cannot be imported; nothing was changed: {}", refused.join("; "))]
     StateEdits { refused: Vec<String> },
@@ -574,6 +585,12 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// Whether running the same command again may succeed: only a lost race (another
+    /// writer moved the order first). Every other conflict is permanent.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Moved { .. })
+    }
+
     pub fn kind(&self) -> RefusalKind {
         use RefusalKind as K;
         match self {
@@ -592,6 +609,7 @@ impl Refusal {
             | Self::Role { .. }
             | Self::SelfSend { .. }
             | Self::Outside { .. }
+            | Self::ArtifactOutside { .. }
             | Self::Cursor { .. }
             | Self::TopicPattern { .. }
             | Self::PowerName { .. }
@@ -602,6 +620,7 @@ impl Refusal {
             | Self::SenderNote
             | Self::Superseded { .. }
             | Self::StateEdits { .. }
+            | Self::TooManyChanges { .. }
             | Self::DocumentField { .. }
             | Self::ReportStatus { .. }
             | Self::Findings { .. }

@@ -5,6 +5,11 @@
 //! against the current state and turns it into the [`Change`] to append (assigning the
 //! next `D-N`, `C-N` or `N-N`), so numbering and validation live here, not in a backend.
 
+/// The most state changes one write may make: a STATE.md import, a session's end, one
+/// command. A hand-edited file with thousands of new rows is refused rather than held
+/// under the write lock while every other writer waits.
+pub const MAX_CHANGES_PER_WRITE: usize = 1000;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

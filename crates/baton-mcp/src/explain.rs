@@ -106,6 +106,7 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
                 registered.join(", ")
             }
         ),
+        Refusal::ArtifactOutside { .. } => format!("`artifact`: {r}"),
         Refusal::NoSubject { .. } | Refusal::Outside { .. } => {
             format!("`subject`: {r}; give a message or order id, or a path from the project root")
         }

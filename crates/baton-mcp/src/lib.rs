@@ -9,6 +9,7 @@
 //! stdout itself: on stdio, stdout carries the protocol and nothing else.
 
 mod explain;
+mod frame;
 mod gateway;
 mod profile;
 mod tools;
@@ -78,15 +79,31 @@ where
     service.handle(request).await
 }
 
-/// Serves `profile`'s tools on stdin/stdout as `me` until the client closes stdin.
+/// Serves `profile`'s tools on stdin/stdout as `me` until the client closes stdin. Every line
+/// passes the [`frame`] gate first, so a request the server cannot take is still answered.
 pub async fn serve_stdio(app: App, me: Passname, profile: Profile) -> Result<(), ServeError> {
+    let cap = frame::max_frame(app.settings().payload_cap);
+    let (server_in, feed) = tokio::io::duplex(64 * 1024);
+    let (server_out, drain) = tokio::io::duplex(64 * 1024);
+    let (answers, answered) = tokio::sync::mpsc::unbounded_channel();
+    let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let gate = tokio::spawn(frame::gate(stdin, feed, answers, cap));
+    let merge = tokio::spawn(frame::merge(
+        tokio::io::BufReader::new(drain),
+        answered,
+        tokio::io::stdout(),
+    ));
     let running = BatonTools::with_profile(app, me, profile)
-        .serve(rmcp::transport::stdio())
+        .serve((server_in, server_out))
         .await
         .map_err(|e| ServeError::Start(e.to_string()))?;
     running
         .waiting()
         .await
         .map_err(|e| ServeError::Run(e.to_string()))?;
+    // The client closed stdin, so the gate has ended (abort only covers a server that
+    // stopped by itself); the merge ends once the last answers are written.
+    gate.abort();
+    let _ = merge.await;
     Ok(())
 }

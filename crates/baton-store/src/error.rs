@@ -26,6 +26,13 @@ pub enum StoreError {
     },
     #[error("the store at {path} cannot be used: {reason}")]
     Unavailable { path: String, reason: String },
+    /// The file where a store was expected is not one: empty, or another program's file.
+    /// Only creating a store (`baton init`) writes a new one; opening never does.
+    #[error("{path} is not a Baton store: {reason}")]
+    NotAStore { path: String, reason: String },
+    /// SQLite found the file damaged (a corrupt page, a header that is not a database's).
+    #[error("the store is damaged: {what}")]
+    Corrupt { what: &'static str },
     /// A URL that names no backend this build has.
     #[error(
         "{url:?} names no store Baton can open: use sqlite:PATH for one project, or sqlite:DIR or postgres://USER@HOST/DATABASE for a database of projects"
@@ -38,7 +45,11 @@ pub enum StoreError {
 impl StoreError {
     /// Whether running the same command again may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Busy { .. })
+        match self {
+            Self::Busy { .. } => true,
+            Self::Refused(r) => r.is_retryable(),
+            _ => false,
+        }
     }
 
     /// The refusal, when a rule said no.

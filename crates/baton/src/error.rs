@@ -22,8 +22,12 @@ pub enum ErrorKind {
     Refused,
     NotFound,
     Forbidden,
-    /// A conflict with existing state, or contention: running again may succeed.
+    /// A conflict with existing state that running again will not change (a reused
+    /// idempotency key, an agent added again with another role, an order id taken).
     Conflict,
+    /// Contention: the store was busy, or another writer moved an order first. Running the
+    /// same command again may succeed; this alone exits 6.
+    Contention,
     /// `baton run` was not admitted: the writer lock or every slot is held. Nothing ran;
     /// try again later or pass `--wait` (75 is EX_TEMPFAIL in sysexits.h).
     NotAdmitted,
@@ -40,7 +44,8 @@ impl ErrorKind {
             Self::Refused => 3,
             Self::NotFound => 4,
             Self::Forbidden => 5,
-            Self::Conflict => 6,
+            Self::Conflict => 3,
+            Self::Contention => 6,
             Self::NotAdmitted => 75,
             Self::Run(code) => code,
         }
@@ -54,6 +59,7 @@ impl ErrorKind {
             Self::NotFound => "not_found",
             Self::Forbidden => "forbidden",
             Self::Conflict => "conflict",
+            Self::Contention => "contention",
             Self::NotAdmitted => "not_admitted",
             Self::Run(_) => "run",
         }
@@ -129,11 +135,14 @@ impl fmt::Display for CommandError {
 impl From<StoreError> for CommandError {
     fn from(e: StoreError) -> Self {
         let kind = match &e {
+            StoreError::Refused(r) if r.is_retryable() => ErrorKind::Contention,
             StoreError::Refused(r) => r.kind().into(),
-            StoreError::Busy { .. } => ErrorKind::Conflict,
+            StoreError::Busy { .. } => ErrorKind::Contention,
             StoreError::Missing { .. }
             | StoreError::TooNew { .. }
             | StoreError::Unavailable { .. }
+            | StoreError::NotAStore { .. }
+            | StoreError::Corrupt { .. }
             | StoreError::Url { .. }
             | StoreError::Engine(_) => ErrorKind::Failed,
         };
@@ -167,6 +176,16 @@ pub fn explain(e: &StoreError) -> String {
         ),
         StoreError::TooNew { path, found, known } => format!(
             "the store at {path} cannot be used: its schema version {found} is newer than this baton knows ({known}); upgrade baton"
+        ),
+        StoreError::NotAStore { path, reason } => format!(
+            "{path} is not a Baton store ({reason}); it was left untouched. Only `baton init` \
+             creates a store: move the file aside and run `baton init`, or restore the store \
+             from a `baton export` log with `baton import`"
+        ),
+        StoreError::Corrupt { what } => format!(
+            "the store is damaged ({what}); nothing was changed. Restore it: run `baton init` \
+             in a fresh directory and `baton import` your latest `baton export` log there; \
+             `sqlite3 .baton/baton.db 'PRAGMA integrity_check'` shows what is broken"
         ),
         other => other.to_string(),
     }
@@ -260,6 +279,7 @@ pub fn refusal(r: &Refusal) -> String {
             format!("--artifact {artifact}: {reason}; write the receipt after the output exists")
         }
         Refusal::NoSubject { .. } | Refusal::Outside { .. } => format!("--subject {r}"),
+        Refusal::ArtifactOutside { .. } => format!("--artifact {r}"),
         Refusal::NoReceipt { alert, .. } => {
             format!("{alert}; the step did not say where its output went (see `baton alerts`)")
         }
@@ -294,8 +314,8 @@ pub fn refusal(r: &Refusal) -> String {
             }
             other => format!("{}: {error}", flag(*other)),
         },
-        Refusal::Payload { field, error } => match field {
-            Field::Document | Field::Payload => {
+        Refusal::Payload { field, error } => match (field, error) {
+            (Field::Document | Field::Payload, baton_core::PayloadError::TooLarge { .. }) => {
                 format!("{error} (messages.payload_cap in .baton/config.toml)")
             }
             _ => error.to_string(),

@@ -146,7 +146,24 @@ impl Files for LocalFiles {
 
     fn hash(&self, base: &Path, path: &str) -> std::io::Result<Hashed> {
         let path = base.join(path);
-        let mut file = std::fs::File::open(&path)?;
+        // Bounded: a regular file only (never a device or a pipe, which may not end, and
+        // whose opening may block), checked before opening and again on what was opened;
+        // and no more than the length it had then (a file still growing is cut there).
+        let not_regular = || {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a device, a pipe or a directory cannot be hashed)",
+            )
+        };
+        if !std::fs::metadata(&path)?.is_file() {
+            return Err(not_regular());
+        }
+        let file = std::fs::File::open(&path)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(not_regular());
+        }
+        let mut file = file.take(meta.len());
         let mut hasher = blake3::Hasher::new();
         let mut buf = vec![0u8; 64 * 1024];
         let mut size = 0u64;

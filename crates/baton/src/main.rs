@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 mod error;
+mod files;
 mod host;
 mod output;
 mod project;
@@ -18,7 +19,10 @@ use crate::cli::Cli;
 use crate::error::CommandError;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage(e),
+    };
     let as_json = cli.global.json;
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -30,7 +34,7 @@ fn main() -> ExitCode {
     match runtime.block_on(commands::run(cli)) {
         Ok(out) => {
             if let Some(note) = &out.note {
-                let _ = writeln!(std::io::stderr(), "{note}");
+                let _ = writeln!(std::io::stderr(), "{}", output::visible(note));
             }
             let mut stdout = std::io::stdout().lock();
             match stdout
@@ -48,6 +52,26 @@ fn main() -> ExitCode {
         }
         Err(e) => report(&e, as_json),
     }
+}
+
+/// A command line clap refused: its own text, or with `--json` (anywhere before `--`) a
+/// `baton/error@1` document like every other error. Help and version print as usual.
+fn usage(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind as Clap;
+    let as_json = std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json");
+    if !as_json || matches!(e.kind(), Clap::DisplayHelp | Clap::DisplayVersion) {
+        e.exit();
+    }
+    let text = e.render().to_string();
+    let message = text
+        .trim()
+        .strip_prefix("error: ")
+        .unwrap_or(text.trim())
+        .to_owned();
+    report(&CommandError::usage(message), true)
 }
 
 /// Writes the error to stderr (as a `baton/error@1` document with `--json`) and returns
@@ -68,6 +92,11 @@ fn report(e: &CommandError, as_json: bool) -> ExitCode {
             Some(end) => format!("baton: run {} {}: {}", end.run, end.status, e.message),
             None => format!("baton: {}", e.message),
         }
+    };
+    let text = if as_json {
+        text
+    } else {
+        output::visible(&text)
     };
     let _ = writeln!(std::io::stderr(), "{text}");
     ExitCode::from(e.kind.exit_code())

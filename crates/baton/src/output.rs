@@ -61,11 +61,39 @@ impl Output {
                 None => String::new(),
             }
         } else if self.human.is_empty() || self.human.ends_with('\n') {
-            self.human.clone()
+            visible(&self.human)
         } else {
-            format!("{}\n", self.human)
+            format!("{}\n", visible(&self.human))
         }
     }
+}
+
+/// Text for a terminal: every control character but newline and tab shown as a visible
+/// escape (`\e`, `\r`, `\u{7}`, `\u{9b}`), so a string another agent wrote can neither
+/// move the cursor, rewrite what is on screen nor set the clipboard (OSC 52). Every human
+/// rendering passes through it on its way out (stdout, the note and errors on stderr);
+/// JSON output is never escaped: it is exact, and JSON escapes controls itself.
+pub fn visible(text: &str) -> String {
+    if !text.chars().any(hidden) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\u{1b}' => out.push_str("\\e"),
+            '\r' => out.push_str("\\r"),
+            c if hidden(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// C0 and C1 controls and DEL, except newline and tab; and the bidirectional overrides
+/// and isolates, which reorder what is shown.
+fn hidden(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 pub fn now() -> Millis {
@@ -83,8 +111,19 @@ pub fn size(bytes: u64) -> String {
     }
 }
 
-/// Left-aligned columns separated by two spaces; the last column is not padded.
+/// Left-aligned columns separated by two spaces; the last column is not padded. Cells are
+/// made [`visible`] (and newlines shown as `\n`) before they are measured, so a hostile
+/// cell neither breaks a row nor misaligns its column.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|cell| visible(cell).replace('\n', "\\n"))
+                .collect()
+        })
+        .collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -140,6 +179,15 @@ pub fn preview_table(items: &[Envelope], who: Option<&Passname>, now: Millis) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn controls_are_shown_as_escapes() {
+        assert_eq!(
+            visible("ok\u{1b}]52;c;aGk=\u{7}\r\u{0}\u{9b}31m\u{202e}\nnext\tcol"),
+            "ok\\e]52;c;aGk=\\u{7}\\r\\u{0}\\u{9b}31m\\u{202e}\nnext\tcol"
+        );
+        assert_eq!(visible("plain ünïcode"), "plain ünïcode");
+    }
 
     #[test]
     fn tables_align_on_the_widest_cell() {

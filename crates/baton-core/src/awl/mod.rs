@@ -156,6 +156,8 @@ pub fn parse_document(bytes: &[u8]) -> Result<Value, Finding> {
             ),
         )
     })?;
+    crate::json::check_text(text, crate::json::MAX_DEPTH)
+        .map_err(|problem| Finding::invalid(UNREADABLE, "/", problem.to_string()))?;
     let value: Value = serde_json::from_str(text).map_err(|e| {
         let why = if e.to_string().contains("recursion limit") {
             "nested too deeply (more than 128 levels)".to_owned()

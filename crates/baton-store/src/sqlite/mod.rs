@@ -75,13 +75,16 @@ impl SqliteStore {
         Self::connect(path, busy_timeout, true).await
     }
 
-    /// Opens an existing database; a missing file is an error, never a new empty store.
+    /// Opens an existing database; a missing file is an error, never a new empty store,
+    /// and so is a file that is not a Baton store (empty, another program's, or a SQLite
+    /// database Baton never set up).
     pub async fn open(path: &Path, busy_timeout: Duration) -> Result<Self> {
         if !path.exists() {
             return Err(StoreError::Missing {
                 path: path.display().to_string(),
             });
         }
+        check_header(path)?;
         Self::connect(path, busy_timeout, false).await
     }
 
@@ -99,7 +102,7 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(|e| match classify(&e, busy_timeout) {
-                busy @ StoreError::Busy { .. } => busy,
+                known @ (StoreError::Busy { .. } | StoreError::Corrupt { .. }) => known,
                 _ => StoreError::Unavailable {
                     path: path.display().to_string(),
                     reason: e.to_string(),
@@ -111,6 +114,12 @@ impl SqliteStore {
             busy_timeout,
             group: None,
         };
+        if !create && store.user_version(None).await? == 0 {
+            return Err(StoreError::NotAStore {
+                path: path.display().to_string(),
+                reason: "a SQLite database that Baton never set up".to_owned(),
+            });
+        }
         store.migrate().await?;
         Ok(store)
     }
@@ -329,6 +338,32 @@ impl crate::Database for SqliteDirectory {
 
 /// Maps an engine error to what the user can act on: lock contention is `Busy` (retryable),
 /// never a raw "database is locked".
+/// Refuses a file that cannot be a SQLite database: shorter than its 100-byte header (an
+/// empty file, say), or without SQLite's magic string at its start.
+fn check_header(path: &Path) -> Result<()> {
+    use std::io::Read;
+    let not = |reason: &str| StoreError::NotAStore {
+        path: path.display().to_string(),
+        reason: reason.to_owned(),
+    };
+    let meta = std::fs::metadata(path).map_err(|e| StoreError::Unavailable {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    if !meta.is_file() {
+        return Err(not("not a regular file"));
+    }
+    if meta.len() == 0 {
+        return Err(not("the file is empty"));
+    }
+    let mut head = [0u8; 16];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
+    if read.is_err() || meta.len() < 100 || &head != b"SQLite format 3\0" {
+        return Err(not("it is not a SQLite database"));
+    }
+    Ok(())
+}
+
 fn classify(e: &sqlx::Error, busy_timeout: Duration) -> StoreError {
     let busy = StoreError::Busy {
         timeout_ms: busy_timeout.as_millis() as u64,
@@ -340,6 +375,14 @@ fn classify(e: &sqlx::Error, busy_timeout: Duration) -> StoreError {
             let code = db.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0);
             if matches!(code & 0xff, 5 | 6) {
                 busy
+            } else if code & 0xff == 11 {
+                StoreError::Corrupt {
+                    what: "SQLite reports a malformed page",
+                }
+            } else if code & 0xff == 26 {
+                StoreError::Corrupt {
+                    what: "SQLite does not recognise the file as a database",
+                }
             } else {
                 StoreError::Engine(db.message().to_owned())
             }

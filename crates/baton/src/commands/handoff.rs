@@ -131,21 +131,10 @@ pub async fn handoff(g: &GlobalArgs, cmd: HandoffCommand) -> CommandResult<Outpu
 
 /// A document from a file, or the one B0 finding that says why it cannot be read.
 pub(crate) fn read_document(path: &Path) -> CommandResult<Result<Value, Finding>> {
-    let too_big = std::fs::metadata(path)
-        .map(|m| m.len() > awl::MAX_DOCUMENT_BYTES as u64)
-        .unwrap_or(false);
-    if too_big {
-        let mut head = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|f| {
-                f.take(awl::MAX_DOCUMENT_BYTES as u64 + 1)
-                    .read_to_end(&mut head)
-            })
-            .map_err(|e| read_error(path, e))?;
-        return Ok(awl::parse_document(&head));
-    }
-    let bytes = std::fs::read(path).map_err(|e| read_error(path, e))?;
-    Ok(awl::parse_document(&bytes))
+    // Over the cap, the head (one byte past it) is what the B0 finding is made from.
+    let read = crate::files::read_bounded(path, awl::MAX_DOCUMENT_BYTES)
+        .map_err(|e| read_error(path, e))?;
+    Ok(awl::parse_document(&read.bytes))
 }
 
 fn read_error(path: &Path, e: std::io::Error) -> CommandError {
@@ -910,10 +899,5 @@ fn exit_code(status: &std::process::ExitStatus) -> i32 {
 
 /// Temp file, fsync, rename: a crash leaves the old file or the new one, never half.
 fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    std::fs::File::open(dir)?.sync_all()
+    crate::files::write_atomically(path, bytes)
 }

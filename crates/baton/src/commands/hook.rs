@@ -379,8 +379,15 @@ fn edit_json(
 }
 
 fn read_optional(path: &Path) -> CommandResult<Option<String>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
+    match crate::files::read_bounded(path, crate::files::MAX_FILE_BYTES) {
+        Ok(read) if read.over => Err(CommandError::refused(format!(
+            "{} is over the cap of {} bytes",
+            path.display(),
+            crate::files::MAX_FILE_BYTES
+        ))),
+        Ok(read) => String::from_utf8(read.bytes)
+            .map(Some)
+            .map_err(|_| CommandError::failed(format!("{}: not UTF-8 text", path.display()))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(CommandError::failed(format!("{}: {e}", path.display()))),
     }
@@ -398,11 +405,7 @@ fn write_if_changed(path: &Path, old: Option<&str>, new: &str) -> CommandResult<
     }
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    use std::io::Write;
-    tmp.write_all(new.as_bytes())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| CommandError::from(e.error))?;
+    crate::files::write_atomically(path, new.as_bytes())?;
     Ok(Written {
         path: shown,
         result: if old.is_some() { "updated" } else { "created" }.into(),

@@ -5,7 +5,6 @@
 //! weight, a utility or a floor, and never decides anything itself.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use baton_app::doc::NegotiationShown;
@@ -156,11 +155,10 @@ impl Files {
 /// Reads at most `cap + 1` bytes, so an oversized file is refused without holding all of
 /// it.
 fn read_capped(path: &Path, cap: usize, what: &str) -> CommandResult<String> {
-    let file = std::fs::File::open(path)
+    let read = crate::files::read_bounded(path, cap)
         .map_err(|e| CommandError::refused(format!("{what} {}: {e}", path.display())))?;
-    let mut bytes = Vec::new();
-    file.take(cap as u64 + 1).read_to_end(&mut bytes)?;
-    if bytes.len() > cap {
+    let bytes = read.bytes;
+    if read.over {
         return Err(CommandError::refused(format!(
             "{what} {} is over the cap of {cap} bytes (messages.payload_cap in .baton/config.toml); \
              nothing was stored",

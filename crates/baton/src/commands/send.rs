@@ -1,6 +1,5 @@
 //! `baton send`: store a message for one or more recipients.
 
-use std::io::Read;
 use std::path::PathBuf;
 
 use baton_app::doc::Sent;
@@ -96,17 +95,14 @@ pub async fn run(ctx: &Context, args: SendArgs) -> CommandResult<Output> {
 /// Reads at most `cap + 1` bytes, so an oversized input is refused without holding all of
 /// it; the refusal still states the true size when the file system knows it.
 fn read_payload(path: &std::path::Path, cap: usize) -> CommandResult<String> {
-    let (reader, known_size): (Box<dyn Read>, Option<u64>) = if path.as_os_str() == "-" {
-        (Box::new(std::io::stdin().lock()), None)
-    } else {
-        let file = std::fs::File::open(path)
-            .map_err(|e| CommandError::refused(format!("--payload {}: {e}", path.display())))?;
-        let size = file.metadata().ok().map(|m| m.len());
-        (Box::new(file), size)
-    };
-    let mut bytes = Vec::new();
-    reader.take(cap as u64 + 1).read_to_end(&mut bytes)?;
-    if bytes.len() > cap {
+    let known_size = std::fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    let read = crate::files::read_bounded(path, cap)
+        .map_err(|e| CommandError::refused(format!("--payload {}: {e}", path.display())))?;
+    let bytes = read.bytes;
+    if read.over {
         let size = match known_size {
             Some(size) => size.to_string(),
             None => format!("more than {cap}"),

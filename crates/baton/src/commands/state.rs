@@ -1,7 +1,6 @@
 //! Project memory: `baton focus`, `stream`, `decide`, `constrain`, `note`, `session end`,
 //! `state show|render|import` and `check`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use baton_app::doc::{self, Checked, StateImport, StateRendered};
@@ -252,7 +251,8 @@ pub async fn session(ctx: &Context, cmd: SessionCommand) -> CommandResult<Output
     let SessionCommand::End(args) = cmd;
     let mut handover = match &args.file {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
+            let text = crate::files::read_text(path, crate::files::MAX_FILE_BYTES, "--file")?;
+            baton_core::json::check_text(&text, baton_core::json::MAX_DEPTH)
                 .map_err(|e| CommandError::refused(format!("--file {}: {e}", path.display())))?;
             serde_json::from_str(&text)
                 .map_err(|e| CommandError::refused(format!("--file {}: {e}", path.display())))?
@@ -381,26 +381,6 @@ async fn show(ctx: &Context) -> CommandResult<Output> {
     Ok(Output::of(&doc::State::new(&state, notes), human))
 }
 
-/// Writes `contents` to `path` so that a crash leaves the old file or the new one: a
-/// temporary file beside it, fsync'd, renamed over it, and the directory fsync'd.
-pub fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map_or_else(|| ".baton".into(), |n| n.to_string_lossy());
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempfile_in(&dir)?;
-    tmp.write_all(contents)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    std::fs::File::open(&dir)?.sync_all()
-}
-
 async fn render(ctx: &Context, out: &Path) -> CommandResult<Output> {
     let state = ctx.app.state().await?;
     let text = statefile::render(&Snapshot::of(&state), timestamp);
@@ -409,7 +389,7 @@ async fn render(ctx: &Context, out: &Path) -> CommandResult<Output> {
     } else {
         std::env::current_dir()?.join(out)
     };
-    write_atomically(&path, text.as_bytes())?;
+    crate::files::write_atomically(&path, text.as_bytes())?;
     let doc = StateRendered {
         path: path.display().to_string(),
         generation: state.generation,
@@ -428,8 +408,7 @@ async fn render(ctx: &Context, out: &Path) -> CommandResult<Output> {
 
 /// A file's bytes, or exit 4 naming why they cannot be read.
 fn read_file(file: &Path) -> CommandResult<Vec<u8>> {
-    std::fs::read(file)
-        .map_err(|e| CommandError::new(ErrorKind::NotFound, format!("{}: {e}", file.display())))
+    crate::files::read(file, crate::files::MAX_FILE_BYTES, "")
 }
 
 fn verdict_error(file: &Path, verdict: Verdict) -> CommandError {

@@ -9,6 +9,7 @@ mod commands;
 mod concurrency;
 mod crash;
 mod gateway;
+mod hostile;
 mod ledger;
 mod mcp;
 mod memory;

@@ -170,7 +170,7 @@ fn a_round_from_files_agrees_and_shows_no_position() {
     );
 
     // The same id again is a conflict, and stores nothing.
-    let err = refused(&p, None, &["negotiate", &spec_path], 6);
+    let err = refused(&p, None, &["negotiate", &spec_path], 3);
     assert!(err.contains("already exists"), "{err}");
 }
 
@@ -217,7 +217,7 @@ fn parties_submit_their_own_positions_and_the_last_one_settles_it() {
 
     // Refusals store nothing: twice, not a party, no identity, no such negotiation.
     let args = submit_args(&["db-choice", ops_path]);
-    let err = refused(&p, Some("ops"), &args, 6);
+    let err = refused(&p, Some("ops"), &args, 3);
     assert!(err.contains("already submitted"), "{err}");
     let err = refused(&p, Some("owner"), &args, 5);
     assert!(err.contains("its parties are planner, ops"), "{err}");

@@ -316,7 +316,7 @@ fn bad_input_is_refused_clearly_and_stores_nothing() {
     // An order in someone else's name, the same id again, a report where an order goes.
     let path = json_file(&p, "again.json", &order("wo_1"));
     refused(&p, Some("impl-2"), &["order", "create", &path], 5);
-    refused(&p, Some("planner"), &["order", "create", &path], 6);
+    refused(&p, Some("planner"), &["order", "create", &path], 3);
     refused(&p, Some("planner"), &["order", "create", &report], 3);
     // A report for someone else's order, and a report in someone else's name.
     p.ok(Some("impl-1"), &["order", "accept", "wo_1"]);

@@ -1,0 +1,313 @@
+//! The stdio framing in front of the MCP server: every line the client sends is read here
+//! first, within a byte cap, and checked as the rest of Baton checks untrusted JSON
+//! ([`baton_core::json`]). A line that cannot be handed to the server — too large, not
+//! UTF-8, not JSON, too deep, a number that cannot be kept, a duplicate key, arguments that
+//! are not an object — is answered here with the JSON-RPC error that fits, carrying the
+//! request's `id` when one can be found, and the session goes on. Good lines pass through
+//! unchanged.
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+
+use baton_core::json::{JsonProblem, MAX_DEPTH, check_text_where, top_level_scalar};
+
+/// JSON-RPC's codes for what the gate refuses.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const INVALID_PARAMS: i64 = -32602;
+
+/// Levels a JSON-RPC frame adds around a payload (`params.arguments.payload` and a little
+/// room): a payload at [`MAX_DEPTH`] still passes.
+const FRAME_LEVELS: usize = 8;
+
+/// The longest line read: a payload at the cap twice over (escapes) and room for the rest.
+pub fn max_frame(payload_cap: usize) -> usize {
+    payload_cap
+        .saturating_mul(2)
+        .saturating_add(64 * 1024)
+        .max(1024 * 1024)
+}
+
+/// One line as the client sent it: its first bytes (up to the cap), whether it was longer,
+/// and its last bytes when it was (where an `id` written last is found).
+struct Line {
+    head: Vec<u8>,
+    over: bool,
+    tail: Vec<u8>,
+}
+
+const TAIL: usize = 4096;
+
+/// Reads one line of at most `cap` bytes, discarding (but not holding) the rest of a
+/// longer one. `None` at the end of input.
+async fn read_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    cap: usize,
+) -> std::io::Result<Option<Line>> {
+    let mut line = Line {
+        head: Vec::new(),
+        over: false,
+        tail: Vec::new(),
+    };
+    let mut any = false;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(any.then_some(line));
+        }
+        any = true;
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(at) => (&buf[..at], Some(at + 1)),
+            None => (buf, None),
+        };
+        let room = cap.saturating_sub(line.head.len());
+        if chunk.len() <= room && !line.over {
+            line.head.extend_from_slice(chunk);
+        } else {
+            if !line.over {
+                line.head.extend_from_slice(&chunk[..room]);
+                line.over = true;
+            }
+            line.tail.extend_from_slice(chunk);
+            if line.tail.len() > TAIL {
+                line.tail.drain(..line.tail.len() - TAIL);
+            }
+        }
+        let used = done.unwrap_or(buf.len());
+        reader.consume(used);
+        if done.is_some() {
+            return Ok(Some(line));
+        }
+    }
+}
+
+/// What to do with one line: pass it to the server, answer it here, or ignore it (a
+/// blank line, or a broken notification, which JSON-RPC never answers).
+enum Verdict {
+    Pass(String),
+    Answer(Value),
+    Ignore,
+}
+
+fn error(id: Option<Value>, code: i64, message: String) -> Verdict {
+    Verdict::Answer(json!({
+        "jsonrpc": "2.0",
+        "id": id.unwrap_or(Value::Null),
+        "error": {"code": code, "message": message},
+    }))
+}
+
+/// An `id` written last in a line too long to keep: `"id": 7}` at its very end.
+fn id_at_end(tail: &[u8]) -> Option<Value> {
+    let text = String::from_utf8_lossy(tail);
+    let text = text.trim_end().strip_suffix('}')?;
+    let at = text.rfind("\"id\"")?;
+    let value = text[at + 4..].trim_start().strip_prefix(':')?;
+    let value: Value = serde_json::from_str(value.trim()).ok()?;
+    (value.is_string() || value.is_number()).then_some(value)
+}
+
+fn judge(line: Line, cap: usize) -> Verdict {
+    let lossy = String::from_utf8_lossy(&line.head);
+    if line.over {
+        let id = top_level_scalar(&lossy, "id").or_else(|| id_at_end(&line.tail));
+        return error(
+            id,
+            INVALID_REQUEST,
+            format!("request too large: over {cap} bytes (a line is one JSON-RPC message)"),
+        );
+    }
+    if lossy.trim().is_empty() {
+        return Verdict::Ignore;
+    }
+    let Ok(text) = std::str::from_utf8(&line.head) else {
+        return error(
+            top_level_scalar(&lossy, "id"),
+            PARSE_ERROR,
+            "parse error: the message is not UTF-8 text".to_owned(),
+        );
+    };
+    let id = top_level_scalar(text, "id");
+    // Numbers are held to exactness where they are stored: a payload, an order, a report.
+    let stored = |path: &str| {
+        ["payload", "document", "report"]
+            .iter()
+            .any(|arg| path.starts_with(&format!("/params/arguments/{arg}")))
+    };
+    if let Err(problem) = check_text_where(text, MAX_DEPTH + FRAME_LEVELS, stored) {
+        let problem = match problem {
+            JsonProblem::TooDeep { max, path } => JsonProblem::TooDeep {
+                max: max - FRAME_LEVELS,
+                path,
+            },
+            other => other,
+        };
+        return match id {
+            Some(id) => error(
+                Some(id),
+                INVALID_PARAMS,
+                format!("invalid params: {problem}"),
+            ),
+            None if text.contains("\"id\"") => {
+                error(None, INVALID_REQUEST, format!("invalid request: {problem}"))
+            }
+            None => Verdict::Ignore,
+        };
+    }
+    let value: Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        Err(e) => return error(id, PARSE_ERROR, format!("parse error: {e}")),
+    };
+    let arguments = value.pointer("/params/arguments");
+    if value.get("method").and_then(Value::as_str) == Some("tools/call")
+        && arguments.is_some_and(|a| !a.is_object() && !a.is_null())
+    {
+        return match value.get("id") {
+            Some(id) => error(
+                Some(id.clone()),
+                INVALID_PARAMS,
+                "invalid params: `arguments` must be an object of the tool's arguments".to_owned(),
+            ),
+            None => Verdict::Ignore,
+        };
+    }
+    Verdict::Pass(text.to_owned())
+}
+
+/// Reads `input` line by line: good lines go to `server`, the others are answered on
+/// `answers`. Ends at the end of input (then `server` is closed, so the server ends too).
+pub async fn gate<R, W>(
+    mut input: R,
+    mut server: W,
+    answers: tokio::sync::mpsc::UnboundedSender<Value>,
+    cap: usize,
+) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    while let Some(line) = read_line(&mut input, cap).await? {
+        match judge(line, cap) {
+            Verdict::Pass(text) => {
+                server.write_all(text.as_bytes()).await?;
+                server.write_all(b"\n").await?;
+                server.flush().await?;
+            }
+            Verdict::Answer(answer) => {
+                let _ = answers.send(answer);
+            }
+            Verdict::Ignore => {}
+        }
+    }
+    server.shutdown().await
+}
+
+/// Writes the server's lines and the gate's answers to `out`, one whole line at a time,
+/// until both have ended.
+pub async fn merge<R, W>(
+    server: R,
+    mut answers: tokio::sync::mpsc::UnboundedReceiver<Value>,
+    mut out: W,
+) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut lines = server.lines();
+    let (mut server_open, mut answers_open) = (true, true);
+    while server_open || answers_open {
+        tokio::select! {
+            line = lines.next_line(), if server_open => match line? {
+                Some(line) => {
+                    out.write_all(line.as_bytes()).await?;
+                    out.write_all(b"\n").await?;
+                    out.flush().await?;
+                }
+                None => server_open = false,
+            },
+            answer = answers.recv(), if answers_open => match answer {
+                Some(answer) => {
+                    out.write_all(answer.to_string().as_bytes()).await?;
+                    out.write_all(b"\n").await?;
+                    out.flush().await?;
+                }
+                None => answers_open = false,
+            },
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(text: &str) -> Line {
+        Line {
+            head: text.as_bytes().to_vec(),
+            over: false,
+            tail: Vec::new(),
+        }
+    }
+
+    fn answer(v: Verdict) -> Value {
+        match v {
+            Verdict::Answer(a) => a,
+            Verdict::Pass(t) => panic!("passed: {t}"),
+            Verdict::Ignore => panic!("ignored"),
+        }
+    }
+
+    #[test]
+    fn broken_requests_are_answered_with_their_id() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"send","arguments":{}}}}}"#,
+            "[".repeat(130) + &"]".repeat(130)
+        );
+        let a = answer(judge(line(&deep), 1 << 20));
+        assert_eq!(
+            (a["id"].clone(), a["error"]["code"].clone()),
+            (json!(3), json!(-32602))
+        );
+        let a = answer(judge(
+            line(r#"{"id":"x","method":"m","params":{"n":1e400}}"#),
+            1 << 20,
+        ));
+        assert_eq!(
+            (a["id"].clone(), a["error"]["code"].clone()),
+            (json!("x"), json!(-32602))
+        );
+        let a = answer(judge(
+            line(
+                r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"inbox","arguments":"str"}}"#,
+            ),
+            1 << 20,
+        ));
+        assert_eq!(a["error"]["code"], json!(-32602));
+        let a = answer(judge(
+            Line {
+                head: br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"#.to_vec(),
+                over: true,
+                tail: Vec::new(),
+            },
+            10,
+        ));
+        assert_eq!(
+            (a["id"].clone(), a["error"]["code"].clone()),
+            (json!(5), json!(-32600))
+        );
+        let a = answer(judge(
+            Line {
+                head: b"{\"jsonrpc\"".to_vec(),
+                over: true,
+                tail: b"xxxx\"]}, \"id\": 9}".to_vec(),
+            },
+            10,
+        ));
+        assert_eq!(a["id"], json!(9));
+        assert!(matches!(
+            judge(line(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), 1 << 20),
+            Verdict::Pass(_)
+        ));
+    }
+}
