@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use baton_core::effect::EffectStatus;
 use baton_core::gate::{GateChange, NeedSource, Outcome};
 use baton_core::message::MessageType;
 use baton_core::order::OrderStatus;
@@ -130,6 +131,34 @@ impl App {
                     at: o.updated_at,
                     label: None,
                 });
+            }
+            // Approved, with an effect that failed or may or may not have happened: a
+            // person decides (Baton never runs it again by itself).
+            if o.status == OrderStatus::Approved {
+                let effects = self.store().effects(&o.id).await?;
+                if let Some(stuck) = effects
+                    .effects
+                    .iter()
+                    .find(|e| matches!(e.status, EffectStatus::Uncertain | EffectStatus::Failed))
+                {
+                    let why = match stuck.status {
+                        EffectStatus::Uncertain => {
+                            "started with no recorded end: check the upstream before anything else runs".to_owned()
+                        }
+                        _ => format!(
+                            "failed: {}",
+                            stuck.result.as_ref().map_or_else(String::new, baton_core::effect::failure)
+                        ),
+                    };
+                    items.push(Item {
+                        id: format!("effect:{}@{}", stuck.reference, o.id),
+                        source: Source::Effect,
+                        order: Some(o.id.clone()),
+                        text: format!("{} effect {} {why}", o.id, stuck.reference),
+                        at: o.updated_at,
+                        label: Some(stuck.status.as_str().to_owned()),
+                    });
+                }
             }
             // Past the order's deadline while still open as recorded.
             if status == OrderStatus::Expired

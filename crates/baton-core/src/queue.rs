@@ -56,12 +56,14 @@ pub enum Source {
     NeedBySession,
     WaitingOnOwner,
     PastTarget,
+    /// An approved order's staged effect that failed, or started with no recorded end.
+    Effect,
 }
 
 impl Source {
     pub fn lane(self) -> Lane {
         match self {
-            Self::FailedRun => Lane::Failures,
+            Self::FailedRun | Self::Effect => Lane::Failures,
             Self::Review => Lane::Reviews,
             Self::NeedByHand | Self::NeedBySession | Self::PastTarget => Lane::Needs,
             Self::WaitingOnOwner => Lane::Approvals,
@@ -73,7 +75,7 @@ impl Source {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Item {
     /// Stable across reads: what `baton queue ack` names (`run:ID`, `review:ORDER`,
-    /// `need:ID`, `order:ORDER`, `late:ID`).
+    /// `need:ID`, `order:ORDER`, `late:ID`, `effect:REF@ORDER`).
     pub id: String,
     pub source: Source,
     pub order: Option<String>,

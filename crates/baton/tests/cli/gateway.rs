@@ -514,6 +514,13 @@ fn approve_killed_mid_sequence_never_runs_a_finished_effect_twice() {
             ("files/stamp#1".into(), "held".into()),
         ]
     );
+    // A person sees it in the human queue.
+    let queue = b.project.json(None, &["queue", "--lane", "failures"]);
+    let items = queue.to_string();
+    assert!(
+        items.contains("effect:files/append#2@wo_1") && items.contains("uncertain"),
+        "the uncertain effect is in the queue: {queue}"
+    );
     // A second approve runs nothing finished again, and stops at the uncertain effect.
     let again = b.approve("owner", &[]);
     assert_eq!(code(&again), 1, "{}", stderr(&again));
