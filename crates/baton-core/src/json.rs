@@ -1,6 +1,6 @@
 //! The checks every untrusted JSON document passes at the boundary, before it is parsed
 //! into a value or stored: one nesting limit, numbers kept exactly as written (or
-//! refused), and no duplicate keys. A document that passes can be read back by every
+//! refused), no duplicate keys, and no U+0000 in a string. A document that passes can be read back by every
 //! reader, since each wraps it in only a few more levels than [`MAX_DEPTH`].
 //!
 //! The scan reads the text once and allocates only for object keys; text that is not
@@ -28,6 +28,10 @@ pub enum JsonProblem {
          decimals up to about 17 significant digits); send it as a string"
     )]
     InexactNumber { number: String, path: String },
+    /// U+0000 cannot be stored by every backend (PostgreSQL's `jsonb` and `text` refuse
+    /// it), so no backend accepts it.
+    #[error("a string at {path} holds U+0000 (NUL), which cannot be stored; remove it")]
+    Nul { path: String },
 }
 
 enum Frame {
@@ -126,6 +130,13 @@ pub fn check_text_where(
                 let Some(token) = raw.get(start..i.min(raw.len())) else {
                     return Ok(());
                 };
+                if token.contains("\\u0000")
+                    && serde_json::from_str::<String>(token).is_ok_and(|t| t.contains('\0'))
+                {
+                    return Err(JsonProblem::Nul {
+                        path: pointer(&stack),
+                    });
+                }
                 if let Some(Frame::Object {
                     keys,
                     key,
@@ -327,6 +338,22 @@ mod tests {
         );
         assert_eq!(check_text(r#"{"a":{"x":1},"b":{"x":2}}"#, 10), Ok(()));
         assert_eq!(check_text(r#"{"a":"a","b":["a","a"]}"#, 10), Ok(()));
+    }
+
+    #[test]
+    fn a_nul_in_any_string_is_refused_but_an_escaped_backslash_is_not() {
+        assert_eq!(
+            check_text(r#"{"a":["ok","x\u0000y"]}"#, 10),
+            Err(JsonProblem::Nul {
+                path: "/a/1".into()
+            })
+        );
+        assert!(matches!(
+            check_text(r#"{"k\u0000":1}"#, 10),
+            Err(JsonProblem::Nul { .. })
+        ));
+        // A backslash followed by the text `u0000` is not a NUL.
+        assert_eq!(check_text(r#"{"a":"\\u0000"}"#, 10), Ok(()));
     }
 
     #[test]
