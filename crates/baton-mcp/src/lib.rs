@@ -9,6 +9,7 @@
 //! stdout itself: on stdio, stdout carries the protocol and nothing else.
 
 mod explain;
+mod framing;
 mod gateway;
 mod tools;
 mod wire;
@@ -76,15 +77,20 @@ where
     service.handle(request).await
 }
 
-/// Serves the tools on stdin/stdout as `me` until the client closes stdin.
+/// Serves the tools on stdin/stdout as `me` until the client closes stdin. A line that is
+/// not a JSON-RPC message is answered with a JSON-RPC error (see `framing`).
 pub async fn serve_stdio(app: App, me: Passname) -> Result<(), ServeError> {
-    let running = BatonTools::new(app, me)
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| ServeError::Start(e.to_string()))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| ServeError::Run(e.to_string()))?;
-    Ok(())
+    let (stdin, stdout) = rmcp::transport::stdio();
+    let (streams, framed) = framing::frame(stdin, stdout);
+    let running = BatonTools::new(app, me).serve(streams).await;
+    let ended = match running {
+        Ok(running) => running
+            .waiting()
+            .await
+            .map(|_| ())
+            .map_err(|e| ServeError::Run(e.to_string())),
+        Err(e) => Err(ServeError::Start(e.to_string())),
+    };
+    framed.finish().await;
+    ended
 }
