@@ -57,8 +57,11 @@ pub struct App {
     store: Arc<dyn Store>,
     settings: Settings,
     host: Host,
-    on_wait: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+    on_wait: Option<WaitSignal>,
 }
+
+/// What [`App::on_wait`] calls when a wait blocks.
+type WaitSignal = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl App {
     pub fn new(store: Arc<dyn Store>, settings: Settings, host: Host) -> Self {

@@ -116,17 +116,16 @@ fn refusal(line: &[u8]) -> Option<Value> {
     if serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(value).is_ok() {
         return None;
     }
-    match id {
-        None => None,
-        Some(id) => Some(error(
+    id.map(|id| {
+        error(
             match id {
                 Value::String(_) | Value::Number(_) => id,
                 _ => Value::Null,
             },
             -32600,
             "Invalid Request: not a JSON-RPC 2.0 request or notification".to_owned(),
-        )),
-    }
+        )
+    })
 }
 
 fn error(id: Value, code: i64, message: String) -> Value {
