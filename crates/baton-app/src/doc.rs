@@ -661,7 +661,8 @@ pub struct Tokens {
 pub struct RunDoc {
     pub id: String,
     pub status: RunStatus,
-    pub health: Health,
+    /// Derived now for a live run; `null` once it ended (done, failed, stopped).
+    pub health: Option<Health>,
     pub participant: Option<String>,
     pub order: Option<String>,
     pub agent: Option<String>,

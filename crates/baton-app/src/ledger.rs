@@ -14,11 +14,11 @@ use serde::Serialize;
 use crate::host::Processes;
 use crate::{App, Result};
 
-/// A run and its health, judged now.
+/// A run and its health, judged now (`None` once it ended).
 #[derive(Debug, Clone)]
 pub struct RunRow {
     pub run: Run,
-    pub health: Health,
+    pub health: Option<Health>,
 }
 
 /// What one reaper pass did.

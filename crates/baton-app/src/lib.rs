@@ -61,7 +61,11 @@ pub struct App {
     store: Arc<dyn Store>,
     settings: Settings,
     host: Host,
+    on_wait: Option<WaitSignal>,
 }
+
+/// What [`App::on_wait`] calls when a wait blocks.
+type WaitSignal = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl App {
     pub fn new(store: Arc<dyn Store>, settings: Settings, host: Host) -> Self {
@@ -69,6 +73,20 @@ impl App {
             store,
             settings,
             host,
+            on_wait: None,
+        }
+    }
+
+    /// Tells `signal` what a wait waits for at the moment it blocks (its first look found
+    /// nothing), so an edge can say so — a CLI waiter prints a line on stderr.
+    pub fn on_wait(mut self, signal: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.on_wait = Some(Arc::new(signal));
+        self
+    }
+
+    pub(crate) fn waiting(&self, what: &str) {
+        if let Some(signal) = &self.on_wait {
+            signal(what);
         }
     }
 

@@ -88,15 +88,20 @@ impl App {
         // Where the next look starts: each look that finds nothing moves it on, so the
         // same events are not examined twice.
         let from = AtomicI64::new(after);
-        let found = wait::until(self.store(), timeout, || async {
-            let news = self.news(me, from.load(Ordering::Relaxed)).await?;
-            if news.events.is_empty() {
-                from.store(news.after, Ordering::Relaxed);
-                Ok(None)
-            } else {
-                Ok(Some(news))
-            }
-        })
+        let found = wait::until(
+            self.store(),
+            timeout,
+            || self.waiting(&format!("news for {me} after {after}")),
+            || async {
+                let news = self.news(me, from.load(Ordering::Relaxed)).await?;
+                if news.events.is_empty() {
+                    from.store(news.after, Ordering::Relaxed);
+                    Ok(None)
+                } else {
+                    Ok(Some(news))
+                }
+            },
+        )
         .await?;
         Ok(found.unwrap_or_else(|| News {
             after: from.load(Ordering::Relaxed),

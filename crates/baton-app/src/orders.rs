@@ -219,10 +219,15 @@ impl App {
         timeout: Duration,
     ) -> Result<OrderWritten> {
         let order = self.load_order(id).await?;
-        let events = wait::until(self.store(), timeout, || async {
-            let events = self.store().order_events_since(id, since).await?;
-            Ok((!events.is_empty()).then_some(events))
-        })
+        let events = wait::until(
+            self.store(),
+            timeout,
+            || self.waiting(&format!("a step of order {id} after {since}")),
+            || async {
+                let events = self.store().order_events_since(id, since).await?;
+                Ok((!events.is_empty()).then_some(events))
+            },
+        )
         .await?;
         match events {
             Some(events) => Ok(OrderWritten {

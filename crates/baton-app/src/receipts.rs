@@ -191,9 +191,12 @@ impl App {
             }],
         )
         .await?;
-        let arrived = wait::until(self.store(), timeout, || async {
-            Ok(self.state().await?.receipts.remove(step))
-        })
+        let arrived = wait::until(
+            self.store(),
+            timeout,
+            || self.waiting(&format!("a receipt for step {step:?}")),
+            || async { Ok(self.state().await?.receipts.remove(step)) },
+        )
         .await?;
         if let Some(receipt) = arrived {
             return Ok(receipt);

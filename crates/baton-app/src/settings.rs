@@ -188,11 +188,13 @@ impl Settings {
     }
 }
 
-/// Parses a non-negative duration such as `5s`, `10m`, `1h 30m` or `30d`.
+/// Parses a non-negative duration such as `5s`, `10m`, `1h 30m`, `3d` or `2w` with the
+/// core's one parser ([`baton_core::time::duration`]).
 pub fn parse_duration(what: &str, text: &str) -> Result<Duration, String> {
     baton_core::time::duration(text).ok_or_else(|| {
         format!(
-            "{what}: {text:?} is not a duration like \"5s\", \"10m\" or \"30d\" (never negative)"
+            "{what}: {text:?} is not a duration: use {}",
+            baton_core::time::DURATION_FORMS
         )
     })
 }

@@ -11,12 +11,15 @@ use crate::Result;
 pub use baton_store::POLL;
 
 /// Runs `check` at once and again whenever the store's generation moves, until it yields a
-/// value or `timeout` passes; `None` at the deadline. The store says when it moved
+/// value or `timeout` passes; `None` at the deadline. `waiting` is called once, when the
+/// first check found nothing and the wait is about to block: any commit after that call
+/// wakes it (the generation was read before the check). The store says when it moved
 /// ([`baton_store::Backend::changed`]): by looking every [`POLL`] on SQLite, by being
 /// told of each commit on PostgreSQL.
 pub async fn until<T, F, Fut>(
     store: &dyn Store,
     timeout: Duration,
+    waiting: impl FnOnce(),
     mut check: F,
 ) -> Result<Option<T>>
 where
@@ -29,6 +32,7 @@ where
     if let Some(found) = check().await? {
         return Ok(Some(found));
     }
+    waiting();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {

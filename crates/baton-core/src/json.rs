@@ -77,9 +77,10 @@ pub fn check_text(raw: &str, max_depth: usize) -> Result<(), JsonProblem> {
     check_text_where(raw, max_depth, |_| true)
 }
 
-/// [`check_text`], holding numbers to exactness only where `exact(pointer)` says (a
-/// JSON-RPC frame's payload, not its other arguments, which their own parsers judge). A
-/// number no parser can hold (`1e400`) is refused anywhere.
+/// [`check_text`], holding numbers to exactness and strings to having no U+0000 only where
+/// `exact_at(pointer)` says — where it is stored (a JSON-RPC frame's payload, not its other
+/// arguments, which their own parsers judge). A number no parser can hold (`1e400`) is
+/// refused anywhere.
 pub fn check_text_where(
     raw: &str,
     max_depth: usize,
@@ -132,6 +133,7 @@ pub fn check_text_where(
                 };
                 if token.contains("\\u0000")
                     && serde_json::from_str::<String>(token).is_ok_and(|t| t.contains('\0'))
+                    && exact_at(&pointer(&stack))
                 {
                     return Err(JsonProblem::Nul {
                         path: pointer(&stack),

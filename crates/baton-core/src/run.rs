@@ -892,7 +892,7 @@ fn revive(run: &mut Run) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Health {
-    /// Recent activity, or a recorded end: the status can be trusted as current.
+    /// Recent activity: the status can be trusted as current.
     Ok,
     /// Alive, but nothing happened for a while.
     Idle,
@@ -942,12 +942,14 @@ impl Default for HealthPolicy {
     }
 }
 
-/// A run's health at `now`, from its recorded facts only.
-pub fn health(run: &Run, now: Millis, policy: &HealthPolicy) -> Health {
-    match run.status {
+/// A run's health at `now`, from its recorded facts only. `None` for a run that ended
+/// (done, failed, stopped): health judges live runs, and an ended one has none to judge
+/// (SPEC §2: not applicable is `-`/`null`, never a default).
+pub fn health(run: &Run, now: Millis, policy: &HealthPolicy) -> Option<Health> {
+    Some(match run.status {
         RunStatus::Lost => Health::Lost,
         RunStatus::Untracked => Health::Unknown,
-        RunStatus::Done | RunStatus::Failed | RunStatus::Stopped => Health::Ok,
+        RunStatus::Done | RunStatus::Failed | RunStatus::Stopped => return None,
         RunStatus::Registered | RunStatus::Running => {
             let alive_at = run
                 .heartbeat_at
@@ -956,7 +958,7 @@ pub fn health(run: &Run, now: Millis, policy: &HealthPolicy) -> Health {
             if let Some(every) = run.heartbeat_ms
                 && now - alive_at > policy.missed_heartbeats * every as i64
             {
-                return Health::Unknown;
+                return Some(Health::Unknown);
             }
             let quiet = now - run.last_event_at;
             if quiet > policy.stalled_after_ms {
@@ -967,7 +969,7 @@ pub fn health(run: &Run, now: Millis, policy: &HealthPolicy) -> Health {
                 Health::Ok
             }
         }
-    }
+    })
 }
 
 #[cfg(test)]
@@ -1322,7 +1324,7 @@ mod tests {
         let base = replay(&[(registered("r"), 0), (started("r"), 0)])
             .unwrap()
             .unwrap();
-        let at = |run: &Run, now| health(run, now, &policy);
+        let at = |run: &Run, now| health(run, now, &policy).expect("a live run has health");
         let heartbeat = |run: &Run, t: Millis, active: Option<Millis>| {
             fold(
                 Some(run.clone()),
@@ -1350,8 +1352,11 @@ mod tests {
         let active = heartbeat(&base, 610_000, Some(609_000));
         assert_eq!(at(&active, 610_001), Health::Ok);
         // Ended runs are facts; lost and untracked say so.
-        let done = fold(Some(base.clone()), &exited("r", RunStatus::Failed), 3, 5).unwrap();
-        assert_eq!(at(&done, 10_000_000), Health::Ok);
+        // An ended run has no health: not "ok" for a run that failed.
+        for status in [RunStatus::Failed, RunStatus::Done, RunStatus::Stopped] {
+            let ended = fold(Some(base.clone()), &exited("r", status), 3, 5).unwrap();
+            assert_eq!(health(&ended, 10_000_000, &policy), None, "{status:?}");
+        }
         let lost = fold(
             Some(base),
             &RunChange::Lost {

@@ -22,18 +22,31 @@ pub fn age(then: Millis, now: Millis) -> String {
     }
 }
 
-/// A length of time such as `5s`, `10m`, `1h 30m`, `3d` or `2w` (a day is 24 hours, a
-/// week 7 days); `None` when it is not one, or is negative.
+/// What [`duration`] accepts, for the error an edge words when it refuses one.
+pub const DURATION_FORMS: &str = "a length of time in s, m, h, d or w (a day is 24 hours, a week 7 days), alone or combined: 30s, 10m, 2h, 1d, 3d, 2w, 1h 30m";
+
+/// What [`instant`] accepts, for the error an edge words when it refuses one.
+pub const INSTANT_FORMS: &str = "an RFC 3339 time (2026-11-29T10:00:00Z) or an age in s, m, h, d or w meaning that long ago (30s, 10m, 2h, 1d, 3d, 2w, 1h 30m)";
+
+/// The one parser for every age or duration Baton accepts (flags, config values, API and
+/// MCP fields): a length of time such as `5s`, `10m`, `1h 30m`, `3d` or `2w` (a day is 24
+/// hours, a week 7 days); `None` when it is not one, or is negative. Years and months are
+/// refused: their length depends on the calendar.
 pub fn duration(text: &str) -> Option<std::time::Duration> {
-    let span: jiff::Span = text.trim().parse().ok()?;
+    let text = text.trim();
+    // A bare number has no unit; say what it means instead of guessing seconds.
+    if text.is_empty() || text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let span: jiff::Span = text.parse().ok()?;
     let exact = span
         .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
         .ok()?;
     std::time::Duration::try_from(exact).ok()
 }
 
-/// An instant given as RFC 3339 (`2026-11-29T10:00:00Z`) or as an age (`2h`, `3d 4h`)
-/// meaning that long before `now`. `None` when it is neither (or a negative age).
+/// An instant given as RFC 3339 (`2026-11-29T10:00:00Z`) or as an age (`2h`, `3d 4h`,
+/// read by [`duration`]) meaning that long before `now`. `None` when it is neither (or a negative age).
 pub fn instant(text: &str, now: Millis) -> Option<Millis> {
     if let Ok(ts) = text.parse::<jiff::Timestamp>() {
         return Some(ts.as_millisecond());
@@ -67,6 +80,50 @@ mod tests {
         assert_eq!(duration("0s"), Some(Duration::ZERO));
         assert_eq!(duration("-5s"), None);
         assert_eq!(duration("soon"), None);
+    }
+
+    #[test]
+    fn durations_accept_each_unit_and_refuse_what_has_no_fixed_length() {
+        use std::time::Duration;
+        let d = |s: u64| Some(Duration::from_secs(s));
+        assert_eq!(duration("30s"), d(30));
+        assert_eq!(duration("10m"), d(600));
+        assert_eq!(duration("2h"), d(7200));
+        assert_eq!(duration("1d"), d(86_400));
+        assert_eq!(duration("3d"), d(3 * 86_400));
+        assert_eq!(duration("1w"), d(7 * 86_400));
+        assert_eq!(duration("1h30m"), d(5400));
+        assert_eq!(duration("1w 2d"), d(9 * 86_400));
+        assert_eq!(duration(" 2h "), d(7200));
+        // No unit, no number, calendar units, overflow: refused, never guessed.
+        assert_eq!(duration("5"), None);
+        assert_eq!(duration(""), None);
+        assert_eq!(duration("d"), None);
+        assert_eq!(duration("1y"), None);
+        assert_eq!(duration("1mo"), None);
+        assert_eq!(duration("99999999999999999999w"), None);
+        assert_eq!(duration("-1d"), None);
+    }
+
+    #[test]
+    fn the_refusal_text_names_every_unit() {
+        for forms in [super::DURATION_FORMS, super::INSTANT_FORMS] {
+            for example in ["30s", "10m", "2h", "1d", "2w"] {
+                assert!(forms.contains(example), "{forms} lacks {example}");
+                assert!(
+                    duration(example).is_some(),
+                    "{example} is listed but refused"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ages_in_days_and_weeks_are_instants_that_long_ago() {
+        let now = 100 * 86_400_000;
+        assert_eq!(instant("3d", now), Some(now - 3 * 86_400_000));
+        assert_eq!(instant("2w", now), Some(now - 14 * 86_400_000));
+        assert_eq!(instant("5", now), None);
     }
 
     #[test]

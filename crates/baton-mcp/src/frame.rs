@@ -148,16 +148,30 @@ fn judge(line: Line, cap: usize) -> Verdict {
                 INVALID_PARAMS,
                 format!("invalid params: {problem}"),
             ),
-            None if text.contains("\"id\"") => {
-                error(None, INVALID_REQUEST, format!("invalid request: {problem}"))
+            // A notification (an object with a method and no id) is never answered;
+            // anything else is an invalid request, answered with id null.
+            None if text.trim_start().starts_with('{') && !text.contains("\"id\"") => {
+                Verdict::Ignore
             }
-            None => Verdict::Ignore,
+            None => error(None, INVALID_REQUEST, format!("invalid request: {problem}")),
         };
     }
     let value: Value = match serde_json::from_str(text) {
         Ok(value) => value,
         Err(e) => return error(id, PARSE_ERROR, format!("parse error: {e}")),
     };
+    // A request, a notification or a response (to the server's own requests): an object
+    // with a method, or a result or an error. Anything else (`[1]`, `7`) is answered.
+    let message = value.as_object().is_some_and(|o| {
+        o.contains_key("method") || o.contains_key("result") || o.contains_key("error")
+    });
+    if !message {
+        return error(
+            value.get("id").cloned(),
+            INVALID_REQUEST,
+            "invalid request: a line must be one JSON-RPC message object".to_owned(),
+        );
+    }
     let arguments = value.pointer("/params/arguments");
     if value.get("method").and_then(Value::as_str) == Some("tools/call")
         && arguments.is_some_and(|a| !a.is_object() && !a.is_null())
@@ -307,6 +321,21 @@ mod tests {
         assert_eq!(a["id"], json!(9));
         assert!(matches!(
             judge(line(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), 1 << 20),
+            Verdict::Pass(_)
+        ));
+        // JSON that is no message is answered with id null; a notification never is.
+        for garbage in ["[1]", "7", &("[".repeat(200) + &"]".repeat(200))] {
+            let a = answer(judge(line(garbage), 1 << 20));
+            assert_eq!(
+                (a["id"].clone(), a["error"]["code"].clone()),
+                (json!(null), json!(-32600))
+            );
+        }
+        assert!(matches!(
+            judge(
+                line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+                1 << 20
+            ),
             Verdict::Pass(_)
         ));
     }

@@ -202,7 +202,8 @@ fn body(text: Option<String>, object: Option<Map<String, Value>>) -> Result<Body
 fn time(field: &str, text: &str, now: Millis) -> Result<Millis, String> {
     instant(text, now).ok_or_else(|| {
         format!(
-            "`{field}`: {text:?} is neither an RFC 3339 time (2026-11-29T10:00:00Z) nor an age (2h, 3d)"
+            "`{field}`: {text:?} is not a time: use {}",
+            baton_core::time::INSTANT_FORMS
         )
     })
 }

@@ -487,7 +487,10 @@ async fn search(a: Authed, Params(q): Params<SearchParams>) -> Answer<Search> {
                 ApiError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "refused",
-                    format!("`{field}` {t:?} is neither an RFC 3339 time nor an age (2h, 3d)"),
+                    format!(
+                        "`{field}` {t:?} is not a time: use {}",
+                        baton_core::time::INSTANT_FORMS
+                    ),
                 )
             })
         })
@@ -609,7 +612,10 @@ async fn issue_key(a: Authed, Body(b): Body<KeyBody>) -> Answer<KeyIssued> {
                 ApiError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "refused",
-                    format!("`expires` {d:?} is not a duration such as 30d or 12h"),
+                    format!(
+                        "`expires` {d:?} is not a duration: use {}",
+                        baton_core::time::DURATION_FORMS
+                    ),
                 )
             })
         })

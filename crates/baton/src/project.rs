@@ -77,7 +77,8 @@ impl Project {
         Ok(baton_store::open(&self.store_url(), busy_timeout, false).await?)
     }
 
-    /// The project's use cases over its store, with the configured busy timeout.
+    /// The project's use cases over its store, with the configured busy timeout. A wait
+    /// that blocks says so on stderr ([`say_waiting`]).
     pub async fn open_app(&self) -> CommandResult<App> {
         self.app_with(self.config.busy_timeout).await
     }
@@ -85,6 +86,13 @@ impl Project {
     /// The use cases with another busy timeout (a hook waits far less).
     pub async fn app_with(&self, busy_timeout: Duration) -> CommandResult<App> {
         let store = self.open_store(busy_timeout).await?;
-        Ok(App::new(store, self.config.clone(), crate::host::of(self)))
+        Ok(App::new(store, self.config.clone(), crate::host::of(self)).on_wait(say_waiting))
     }
+}
+
+/// The line a blocking wait prints on stderr before it blocks: whoever waits on this
+/// process (a person, a script, a test) can tell it is in place before writing what it
+/// waits for.
+pub fn say_waiting(what: &str) {
+    eprintln!("waiting for {what}");
 }

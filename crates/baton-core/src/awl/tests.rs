@@ -456,7 +456,13 @@ fn every_check_survives_hostile_values() {
     }
     // A schema that refers to itself is refused by the engine's depth guard, not the stack.
     let o = json!({"type": "object", "properties": {"a": {"$ref": "#"}}, "$ref": "#"});
-    let _ = schema::Validator::new(&o).errors(Some(&json!({"a": {"a": 1}})));
+    let errors = schema::Validator::new(&o).errors(Some(&json!({"a": {"a": 1}})));
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.keyword == "$ref" && e.message.contains("too deeply")),
+        "the depth guard did not refuse the self-referring schema: {errors:?}"
+    );
 }
 
 #[test]
@@ -516,5 +522,8 @@ fn deep_instances_under_recursive_schemas_do_not_overflow() {
     for _ in 0..127 {
         inst = json!({"a": inst});
     }
-    let _ = schema::Validator::new(&schema).errors(Some(&inst));
+    // The innermost 1 is neither an object nor a string: found, 128 levels down.
+    let errors = schema::Validator::new(&schema).errors(Some(&inst));
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].keyword, "anyOf", "{errors:?}");
 }

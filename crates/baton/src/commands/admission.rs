@@ -7,6 +7,7 @@
 //! holder dies, however it dies. Nothing here sleeps or polls: without `--wait` a busy
 //! lock is an immediate refusal; with it, the kernel wakes the waiter.
 
+use crate::project::say_waiting;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -62,20 +63,20 @@ pub fn admit(checkout: &Path, writer: bool, slots: u32, wait: bool) -> CommandRe
         .map_err(|e| CommandError::failed(format!("the lock directory for admission: {e}")))?;
     let writer = if writer {
         let file = open(&dir.join("writer.lock"))?;
-        if wait {
-            file.lock()?;
-        } else {
-            match file.try_lock() {
-                Ok(()) => {}
-                Err(TryLockError::WouldBlock) => {
-                    return Err(not_admitted(format!(
-                        "another writer run holds {}: only one `baton run --writer` at a time \
-                         per checkout; retry when it ends, or pass --wait to queue",
-                        checkout.display()
-                    )));
-                }
-                Err(TryLockError::Error(e)) => return Err(e.into()),
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) if wait => {
+                say_waiting(&format!("the writer lock of {}", checkout.display()));
+                file.lock()?;
             }
+            Err(TryLockError::WouldBlock) => {
+                return Err(not_admitted(format!(
+                    "another writer run holds {}: only one `baton run --writer` at a time \
+                         per checkout; retry when it ends, or pass --wait to queue",
+                    checkout.display()
+                )));
+            }
+            Err(TryLockError::Error(e)) => return Err(e.into()),
         }
         Some(file)
     } else {
@@ -102,6 +103,7 @@ pub fn admit(checkout: &Path, writer: bool, slots: u32, wait: bool) -> CommandRe
             checkout.display()
         )));
     }
+    say_waiting(&format!("a run slot of {}", checkout.display()));
     let (slot, file) = wait_for_any_slot(&dir, slots)?;
     Ok(Admission {
         _writer: writer,

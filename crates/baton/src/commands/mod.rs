@@ -134,7 +134,8 @@ impl Context {
             root: std::env::current_dir()?,
             config: baton_app::Settings::default(),
         };
-        let app = App::new(store, project.config.clone(), crate::host::of(&project));
+        let app = App::new(store, project.config.clone(), crate::host::of(&project))
+            .on_wait(crate::project::say_waiting);
         Ok(Self {
             project,
             app,

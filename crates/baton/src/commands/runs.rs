@@ -55,7 +55,7 @@ pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
         rows.push(vec![
             run.id.clone(),
             run.status.to_string(),
-            health.to_string(),
+            or_dash(health),
             or_dash(run.participant.as_deref()),
             age(run.registered_at, now),
             if run.ended_at.is_some() {

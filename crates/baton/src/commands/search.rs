@@ -49,7 +49,8 @@ pub struct SearchArgs {
 fn parse_time(flag: &str, text: &str, now: Millis) -> CommandResult<Millis> {
     instant(text, now).ok_or_else(|| {
         CommandError::usage(format!(
-            "{flag} {text:?}: use an RFC 3339 time (2026-11-29T10:00:00Z) or an age (2h, 3d)"
+            "{flag} {text:?}: use {}",
+            baton_core::time::INSTANT_FORMS
         ))
     })
 }

@@ -13,7 +13,15 @@ import sys
 
 import agent_work_layer as awl
 
-assert awl.__version__ == "0.5.0", awl.__version__
+
+def check(condition: object, message: object = "check failed") -> None:
+    """An assertion that `python -O` and PYTHONOPTIMIZE cannot remove (a bare `assert`
+    vanishes under them, and the test would pass having checked nothing)."""
+    if not condition:
+        raise AssertionError(message)
+
+
+check(awl.__version__ == "0.5.0", awl.__version__)
 
 
 def findings(case):

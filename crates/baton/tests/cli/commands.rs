@@ -682,6 +682,54 @@ fn each_recipient_moves_independently() {
 }
 
 #[test]
+fn search_since_takes_ages_in_days_and_weeks() {
+    let p = Project::new(TEAM);
+    let id = p.ok(
+        Some("planner"),
+        &[
+            "send",
+            "--to",
+            "impl-1",
+            "--type",
+            "request",
+            "--topic",
+            "csv-export",
+            "--body",
+            "filters",
+        ],
+    );
+    let ids = |args: &[&str]| -> Vec<String> {
+        p.json(None, args)["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // The README's line, as written.
+    assert_eq!(
+        ids(&[
+            "search",
+            "--topic",
+            "csv-export",
+            "--since",
+            "1d",
+            "filters"
+        ]),
+        vec![id.clone()]
+    );
+    assert_eq!(ids(&["search", "--since", "3d"]), vec![id.clone()]);
+    assert_eq!(ids(&["search", "--since", "2w"]), vec![id.clone()]);
+    assert_eq!(ids(&["search", "--until", "1d"]), Vec::<String>::new());
+    // A unit with no fixed length is refused, and the refusal lists what works.
+    let out = p.run(None, &["search", "--since", "1y"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    for unit in ["30s", "10m", "2h", "1d", "2w"] {
+        assert!(stderr(&out).contains(unit), "{}", stderr(&out));
+    }
+}
+
+#[test]
 fn search_filters_and_pages() {
     let p = Project::new(TEAM);
     for i in 0..5 {

@@ -1,7 +1,8 @@
 //! A throwaway project and a way to run `baton` in it.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
 
 /// The exit code of a process that exited (a signal is a test failure here).
 pub fn code(out: &Output) -> i32 {
@@ -93,4 +94,41 @@ impl Project {
         all.extend_from_slice(args);
         serde_json::from_str(&self.ok(who, &all)).expect("JSON output")
     }
+}
+
+/// Reads a waiter's stderr (piped) up to the line a blocking wait prints once its first
+/// look found nothing ("waiting for …"), and returns the lines before it. Whatever is written
+/// after this returns can only reach the waiter by waking it. Panics when the waiter
+/// closes stderr first (it finished without ever waiting) or says nothing for a minute.
+/// Reads a byte at a time, so the rest of stderr stays in the pipe for `wait_with_output`.
+pub fn until_waiting(child: &mut Child) -> String {
+    let mut pipe = child.stderr.take().expect("the waiter's stderr is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut before = String::new();
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        let said = loop {
+            match pipe.read(&mut byte) {
+                Ok(0) | Err(_) => break false,
+                Ok(_) if byte[0] == b'\n' => {
+                    let text = String::from_utf8_lossy(&line).into_owned();
+                    if text.starts_with("waiting for ") {
+                        break true;
+                    }
+                    before.push_str(&text);
+                    before.push('\n');
+                    line.clear();
+                }
+                Ok(_) => line.push(byte[0]),
+            }
+        };
+        let _ = tx.send((said, before, pipe));
+    });
+    let (said, before, pipe) = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the waiter never said it waits");
+    assert!(said, "the waiter ended without waiting; it said: {before}");
+    child.stderr = Some(pipe);
+    before
 }

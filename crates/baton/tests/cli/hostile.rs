@@ -59,7 +59,8 @@ fn assert_no_raw_controls(what: &str, bytes: &[u8]) {
 #[test]
 fn hostile_controls_from_stored_data_are_shown_as_escapes_and_json_stays_exact() {
     let p = Project::new(TEAM);
-    let evil = "all tests passed\u{1b}]52;c;cm0gLXJmIH4=\u{7}\r\u{1b}[2K\u{0}\u{9b}31m";
+    // Every control but U+0000, which no store keeps (refused at the boundary, below).
+    let evil = "all tests passed\u{1b}]52;c;cm0gLXJmIH4=\u{7}\r\u{1b}[2K\u{1}\u{9b}31m";
     let payload = json!({ "body": evil, "title": evil }).to_string();
     file(&p, "evil.json", &payload);
     let id = p.ok(
@@ -119,7 +120,7 @@ fn hostile_controls_from_stored_data_are_shown_as_escapes_and_json_stays_exact()
     let inbox = String::from_utf8(p.run(Some("impl-1"), &["inbox"]).stdout).unwrap();
     assert!(inbox.contains("passed\\e]52;c;"), "{inbox}");
     assert!(
-        inbox.contains("\\u{0}") && inbox.contains("\\u{9b}"),
+        inbox.contains("\\u{1}") && inbox.contains("\\u{9b}"),
         "{inbox}"
     );
     let state = String::from_utf8(p.run(None, &["state", "show"]).stdout).unwrap();
@@ -127,6 +128,22 @@ fn hostile_controls_from_stored_data_are_shown_as_escapes_and_json_stays_exact()
     // JSON is exact: the same string, escaped by JSON itself.
     let doc = p.json(Some("impl-1"), &["show", &id]);
     assert_eq!(doc["payload"]["body"], evil, "{doc}");
+    // U+0000 is refused before anything is stored, on every backend alike.
+    file(&p, "nul.json", &json!({ "body": "a\u{0}b" }).to_string());
+    let nul = p.run(
+        Some("planner"),
+        &[
+            "send",
+            "--to",
+            "impl-1",
+            "--topic",
+            "t",
+            "--payload",
+            "nul.json",
+        ],
+    );
+    assert_eq!(code(&nul), 3, "{}", stderr(&nul));
+    assert!(stderr(&nul).contains("U+0000"), "{}", stderr(&nul));
 }
 
 #[test]

@@ -19,7 +19,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::common::{Project, baton_exe, stderr};
+use crate::common::{Project, baton_exe, stderr, until_waiting};
 
 /// The longest any single step may take before the test gives up on it.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -202,7 +202,26 @@ fn a_command_that_cannot_start_fails_with_127_and_the_reason() {
         assert_eq!(row["exit_code"], 127);
         assert!(row["reason"].as_str().unwrap().contains(why), "{row}");
         assert_eq!(row["pid"], Value::Null, "it never had a process: {row}");
+        assert_eq!(
+            row["health"],
+            Value::Null,
+            "an ended run has no health: {row}"
+        );
     }
+    // The table says `-`, never `ok`, for a run that failed with 127.
+    let table = project.ok(None, &["runs", "--all"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    let health = header
+        .iter()
+        .position(|h| *h == "HEALTH")
+        .expect("a HEALTH column");
+    let row = table
+        .lines()
+        .find(|l| l.contains("no-such-agent"))
+        .unwrap_or_else(|| panic!("no row for the failed run:\n{table}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1], "failed", "{table}");
+    assert_eq!(cells[health], "-", "{table}");
 }
 
 #[test]
@@ -247,12 +266,18 @@ wait"#,
     );
     let baton = Pid::from_raw(child.id() as i32);
     let agent_pid = read_fifo(&started);
+    // Open the read end before the signal: the open returns only once the grandchild holds
+    // the write end, so the signal cannot land while it is still opening the FIFO (a
+    // grandchild killed there would never open it, and the read below would wait forever
+    // and blame forwarding for a race of the test's own).
     let held_path = held.clone();
+    let mut held_open = within("the grandchild to open its FIFO", move || {
+        std::fs::File::open(&held_path).expect("open the FIFO for reading")
+    });
     let (tx, grandchild_gone) = mpsc::channel();
     thread::spawn(move || {
         let mut rest = String::new();
-        let r = std::fs::File::open(&held_path).and_then(|mut f| f.read_to_string(&mut rest));
-        let _ = tx.send(r.is_ok());
+        let _ = tx.send(held_open.read_to_string(&mut rest).is_ok());
     });
 
     kill(baton, Signal::SIGTERM).expect("signal baton run");
@@ -267,7 +292,8 @@ wait"#,
     assert_eq!(row["status"], "stopped", "{row}");
     assert_eq!(row["signal"], 15);
     assert_eq!(row["pid"].to_string(), agent_pid.trim());
-    assert_eq!(row["health"], "ok");
+    // Ended: health does not apply (null), whatever way it ended.
+    assert_eq!(row["health"], Value::Null, "{row}");
 }
 
 /// An agent that prints a recorded stream and then blocks, as a live agent would.
@@ -388,7 +414,8 @@ fn with_every_slot_taken_a_run_exits_75_and_a_killed_holders_slot_frees_itself()
 
     // --wait queues instead of refusing, and starts once a slot is free.
     let (mut third, _) = holder(&project, "third", &["--slots", "2"]);
-    let waiter = project
+    let before = runs(&project).len();
+    let mut waiter = project
         .cmd(
             None,
             &["run", "--slots", "2", "--wait", "--", "echo", "waited"],
@@ -397,6 +424,14 @@ fn with_every_slot_taken_a_run_exits_75_and_a_killed_holders_slot_frees_itself()
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // It says it waits (every slot was taken when it looked) before a slot is freed: it
+    // was blocked, and only the freed slot can start it.
+    until_waiting(&mut waiter);
+    assert_eq!(
+        runs(&project).len(),
+        before,
+        "a queued run writes no row while it waits"
+    );
     second.stdin.take().unwrap().write_all(b"done\n").unwrap();
     assert_eq!(code(finish(second).status), 0);
     let out = finish(waiter);

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Project, XorShift, code, stderr};
+use crate::common::{Project, XorShift, code, stderr, until_waiting};
 
 const TEAM: &[(&str, &str)] = &[("planner", "planner"), ("impl-1", "executor")];
 
@@ -461,6 +461,7 @@ fn receipts_verify_and_missing_ones_alert_once() {
     );
     std::fs::remove_file(&artifact).unwrap();
     let missing = p.run(None, &["receipt", "verify"]);
+    assert_eq!(code(&missing), 3, "{}", stderr(&missing));
     assert!(
         stderr(&missing).contains("out.txt is missing"),
         "{}",
@@ -498,7 +499,7 @@ fn receipts_verify_and_missing_ones_alert_once() {
 #[test]
 fn a_wait_returns_as_soon_as_the_receipt_lands() {
     let p = Project::new(TEAM);
-    let waiter = p
+    let mut waiter = p
         .cmd(
             None,
             &[
@@ -512,8 +513,12 @@ fn a_wait_returns_as_soon_as_the_receipt_lands() {
             ],
         )
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // The receipt is written only once the waiter says it blocks: only the wake-up path
+    // can return it.
+    until_waiting(&mut waiter);
     std::fs::write(p.path().join("page.html"), "<p>").unwrap();
     p.ok(
         None,
@@ -528,7 +533,7 @@ fn a_wait_returns_as_soon_as_the_receipt_lands() {
     );
     let started = Instant::now();
     let out = waiter.wait_with_output().unwrap();
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}", stderr(&out));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["receipt"]["artifact"], "page.html");
     assert!(
@@ -551,21 +556,48 @@ fn a_killed_render_leaves_the_old_file_or_the_new_one() {
         p.ok(None, &["session", "end", "--file", file.to_str().unwrap()]);
     }
     p.ok(None, &["state", "render"]);
+    // How long a render of this state takes, spawn to exit (the slowest of three).
+    let render = (0..3)
+        .map(|_| {
+            let started = Instant::now();
+            p.ok(None, &["state", "render"]);
+            started.elapsed()
+        })
+        .max()
+        .unwrap();
+    // Kill delays spread over the render, weighted to its end where the write is: the
+    // fractions walk [0.2, 1.2) by the golden ratio, so every part of it is hit and none
+    // twice. A kill that leaves the temporary file behind landed inside the write (after
+    // the temporary was created, before the rename); enough of those are required.
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
-    let mut killed_midway = 0;
-    for trial in 0..30 {
-        p.ok(None, &["focus", "set", &format!("trial {trial}")]);
+    let mut fraction = (rng.next() % 1000) as f64 / 1000.0;
+    let (mut inside_write, mut trials) = (0, 0);
+    while trials < 30 || (inside_write < 3 && trials < 400) {
+        trials += 1;
+        fraction = (fraction + 0.618_033_988_75) % 1.0;
+        let delay = render.mul_f64(0.2 + fraction);
+        p.ok(None, &["focus", "set", &format!("trial {trials}")]);
         let mut child = p
             .cmd(None, &["state", "render"])
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(rng.next() % 40));
-        let was_running = child.try_wait().unwrap().is_none();
+        std::thread::sleep(delay);
         child.kill().ok();
-        let status = child.wait().unwrap();
-        if was_running && status.code().is_none() {
-            killed_midway += 1;
+        child.wait().unwrap();
+        let leftovers: Vec<_> = std::fs::read_dir(p.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|f| {
+                let name = f.file_name().unwrap().to_string_lossy().into_owned();
+                name.starts_with(".STATE.md.") && name.ends_with(".tmp")
+            })
+            .collect();
+        if !leftovers.is_empty() {
+            inside_write += 1;
+            for f in leftovers {
+                std::fs::remove_file(f).unwrap();
+            }
         }
         // Valid (the new file), or stale (the old one: a conflict, exit 3); truncated is
         // also exit 3, so the kind tells them apart.
@@ -574,13 +606,15 @@ fn a_killed_render_leaves_the_old_file_or_the_new_one() {
             .is_ok_and(|e| e["error"]["kind"] == "conflict");
         assert!(
             code(&check) == 0 || (code(&check) == 3 && stale),
-            "trial {trial}: STATE.md is neither the old file nor the new one: {}",
+            "trial {trials} (killed at {delay:?} of {render:?}): STATE.md is neither the old \
+             file nor the new one: {}",
             stderr(&check)
         );
     }
     assert!(
-        killed_midway > 0,
-        "no render was killed while running; the test proved nothing"
+        inside_write >= 3,
+        "only {inside_write} of {trials} kills landed inside the write (render {render:?}); \
+         the test proved nothing"
     );
 }
 
@@ -590,43 +624,45 @@ fn a_wait_whose_waiter_died_is_alerted_by_the_reaper_once() {
     let mut waiter = p
         .cmd(
             None,
-            &["receipt", "wait", "--step", "deploy", "--timeout", "2s"],
+            &["receipt", "wait", "--step", "deploy", "--timeout", "4s"],
         )
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The wait is in the log before the waiter goes.
-    let expected = |p: &Project| p.json(None, &["state", "show"])["expected_receipts"].clone();
-    let mut recorded = false;
-    for _ in 0..400 {
-        if expected(&p) == json!([]) {
-            std::thread::sleep(Duration::from_millis(10));
-        } else {
-            recorded = true;
-            break;
-        }
-    }
-    assert!(recorded, "the wait was never recorded");
+    // The wait is recorded before the waiter says it blocks, and so before it goes.
+    until_waiting(&mut waiter);
     waiter.kill().unwrap();
     waiter.wait().unwrap();
+    let expected = |p: &Project| p.json(None, &["state", "show"])["expected_receipts"].clone();
     assert_eq!(expected(&p)[0]["step"], "deploy");
+    let deadline = expected(&p)[0]["deadline"]
+        .as_str()
+        .expect("the recorded deadline")
+        .parse::<jiff::Timestamp>()
+        .unwrap();
 
-    // Before the deadline nothing is overdue; after it, one alert, however often reap runs.
-    let started = Instant::now();
-    let mut overdue = Value::Null;
-    while started.elapsed() < Duration::from_secs(30) {
-        let pass = p.json(None, &["reap"]);
-        if pass["overdue"] != json!([]) {
-            overdue = pass["overdue"].clone();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
+    // Before the deadline nothing is overdue: a pass that ended before it (by this
+    // clock, the one baton reads) must raise nothing.
+    let pass = p.json(None, &["reap"]);
+    let ended = jiff::Timestamp::now();
+    assert!(
+        ended < deadline,
+        "the machine took longer than the 4 s wait to get here; the check proves nothing"
+    );
+    assert_eq!(pass["overdue"], json!([]), "overdue before its deadline");
+    assert_eq!(p.json(None, &["alerts"])["items"], json!([]));
+
+    // After it, one alert, however often reap runs. Waiting out the deadline is the
+    // behaviour under test, not synchronisation with another process.
+    let left = deadline.duration_since(jiff::Timestamp::now());
+    if left.is_positive() {
+        std::thread::sleep(Duration::try_from(left).unwrap() + Duration::from_millis(1));
     }
     assert_eq!(
-        overdue,
+        p.json(None, &["reap"])["overdue"],
         json!(["A-1"]),
-        "the reaper never raised the overdue wait"
+        "the reaper did not raise the overdue wait"
     );
     assert_eq!(p.json(None, &["reap"])["overdue"], json!([]));
     let alerts = p.json(None, &["alerts"]);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{Project, code, stderr};
+use crate::common::{Project, code, stderr, until_waiting};
 
 /// The longest any single process may take before the test gives up on it.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -381,7 +381,7 @@ fn past_its_deadline_an_order_reads_expired_and_a_limit_expires_it() {
 #[test]
 fn wait_returns_when_another_process_steps_the_order() {
     let p = offered();
-    let waiter = spawn(
+    let mut waiter = spawn(
         &p,
         "planner",
         &[
@@ -395,7 +395,9 @@ fn wait_returns_when_another_process_steps_the_order() {
             "60s",
         ],
     );
-    // Nothing newer than seq 1 exists, so the waiter can only be waiting.
+    // The waiter says it blocks (its first look found nothing) before the step is
+    // written: only the wake-up path can return it.
+    until_waiting(&mut waiter);
     p.ok(Some("impl-1"), &["order", "accept", "wo_1"]);
     let out = finish(waiter);
     assert_eq!(code(&out), 0, "{}", stderr(&out));

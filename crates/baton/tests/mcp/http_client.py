@@ -17,6 +17,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 import round as checks
+from round import check
 from sdk_client import SdkConn
 
 
@@ -28,8 +29,8 @@ async def connect(stack: AsyncExitStack, url: str, token: str, who: str) -> SdkC
     read, write = streams[0], streams[1]
     session = await stack.enter_async_context(ClientSession(read, write))
     init = await session.initialize()
-    assert init.server_info.name == "baton", init.server_info
-    assert who in (init.instructions or ""), "the instructions name the key's participant"
+    check(init.server_info.name == "baton", init.server_info)
+    check(who in (init.instructions or ""), "the instructions name the key's participant")
     return SdkConn(session)
 
 
@@ -48,9 +49,9 @@ async def main(url: str, planner_token: str, executor_token: str, reader_token: 
 
         reader = await connect(stack, url, reader_token, "impl-1")
         offered = {t["name"] for t in await reader.list_tools()}
-        assert offered == checks.READ_ONLY, f"a read key is offered {sorted(offered)}"
+        check(offered == checks.READ_ONLY, f"a read key is offered {sorted(offered)}")
         inbox = await reader.call("inbox", {})
-        assert not inbox.is_error, inbox.text
+        check(not inbox.is_error, inbox.text)
         print(f"http: a read key is offered {len(offered)} read-only tools")
 
     async with httpx2.AsyncClient() as http:
@@ -59,7 +60,7 @@ async def main(url: str, planner_token: str, executor_token: str, reader_token: 
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
             headers={"Authorization": "Bearer baton_nope_nope", "Accept": "application/json, text/event-stream"},
         )
-        assert answer.status_code == 401, answer.status_code
+        check(answer.status_code == 401, answer.status_code)
     print("http: a bad key is refused with 401")
 
 

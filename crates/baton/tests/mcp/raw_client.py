@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 import round as checks
+from round import check
 
 PROTOCOL = "2025-06-18"
 # A generous bound on one answer, so a server that never replies fails the test instead
@@ -37,7 +38,7 @@ class RawConn:
         return cls(proc, who)
 
     async def write(self, line: str) -> None:
-        assert self.proc.stdin is not None
+        check(self.proc.stdin is not None, 'self.proc.stdin is not None')
         self.proc.stdin.write(line.encode() + b"\n")
         await self.proc.stdin.drain()
 
@@ -46,17 +47,15 @@ class RawConn:
 
     async def receive(self) -> dict:
         """The next stdout line, which must be one JSON-RPC 2.0 message."""
-        assert self.proc.stdout is not None
+        check(self.proc.stdout is not None, 'self.proc.stdout is not None')
         line = await asyncio.wait_for(self.proc.stdout.readline(), TIMEOUT)
-        assert line, f"{self.who}: the server closed stdout (exit {self.proc.returncode})"
+        check(line, f"{self.who}: the server closed stdout (exit {self.proc.returncode})")
         self.lines += 1
         try:
             message = json.loads(line)
         except json.JSONDecodeError:
             raise AssertionError(f"{self.who}: stdout carried a non-JSON line: {line[:200]!r}")
-        assert isinstance(message, dict) and message.get("jsonrpc") == "2.0", (
-            f"{self.who}: not a JSON-RPC 2.0 message: {line[:200]!r}"
-        )
+        check(isinstance(message, dict) and message.get("jsonrpc") == "2.0", f"{self.who}: not a JSON-RPC 2.0 message: {line[:200]!r}")
         return message
 
     async def request(self, method: str, params: Any = None) -> dict:
@@ -79,25 +78,25 @@ class RawConn:
             "capabilities": {},
             "clientInfo": {"name": "baton-raw-test", "version": "0"},
         })
-        assert "result" in r, r
+        check("result" in r, r)
         await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return r["result"]
 
     async def list_tools(self) -> list[dict]:
         r = await self.request("tools/list")
-        assert "result" in r, r
+        check("result" in r, r)
         return r["result"]["tools"]
 
     async def call(self, name: str, arguments: Any) -> checks.Result:
         r = await self.request("tools/call", {"name": name, "arguments": arguments})
-        assert "result" in r, f"{self.who} {name}: a protocol error where a result was due: {r}"
+        check("result" in r, f"{self.who} {name}: a protocol error where a result was due: {r}")
         result = r["result"]
         text = "".join(block.get("text", "") for block in result.get("content", []))
         return checks.Result(result.get("structuredContent"), text, result.get("isError", False))
 
     async def result(self, method: str, params: Any) -> dict:
         r = await self.request(method, params)
-        assert "result" in r, f"{self.who} {method}: {r}"
+        check("result" in r, f"{self.who} {method}: {r}")
         return r["result"]
 
     async def list_prompts(self) -> list[dict]:
@@ -118,38 +117,58 @@ class RawConn:
 
     async def close(self) -> int:
         """Closes stdin; the server must exit 0 and leave only JSON-RPC on stdout."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        check(self.proc.stdin is not None and self.proc.stdout is not None, 'self.proc.stdin is not None and self.proc.stdout is not None')
         self.proc.stdin.close()
         rest = await asyncio.wait_for(self.proc.stdout.read(), TIMEOUT)
         for line in rest.splitlines():
             message = json.loads(line)
-            assert message.get("jsonrpc") == "2.0", line
+            check(message.get("jsonrpc") == "2.0", line)
             self.lines += 1
         return await asyncio.wait_for(self.proc.wait(), TIMEOUT)
+
+
+async def garbage_answer(conn: RawConn, id: Any) -> dict:
+    """The next response, which must be an error carrying `id`; notifications the server
+    sends meanwhile are passed over."""
+    while True:
+        message = await conn.receive()
+        if "method" in message:
+            continue
+        check("error" in message and message.get("id") == id,
+              f"a garbage line got no JSON-RPC error with id {id!r}; the next answer was {message}")
+        return message
 
 
 async def protocol_errors(conn: RawConn) -> None:
     """Unknown tools and malformed requests are JSON-RPC errors, not tool results."""
     r = await conn.request("tools/call", {"name": "no_such_tool", "arguments": {}})
-    assert r.get("error", {}).get("code") == -32602, f"unknown tool: {r}"
+    check(r.get("error", {}).get("code") == -32602, f"unknown tool: {r}")
     r = await conn.request("tools/call", {"arguments": {}})
-    assert "error" in r, f"tools/call without a name: {r}"
+    check("error" in r, f"tools/call without a name: {r}")
     r = await conn.request("tools/call", {"name": "inbox", "arguments": [1, 2]})
-    assert "error" in r, f"arguments that are not an object: {r}"
+    check("error" in r, f"arguments that are not an object: {r}")
     r = await conn.request("baton/no-such-method")
-    assert r.get("error", {}).get("code") == -32601, f"unknown method: {r}"
+    check(r.get("error", {}).get("code") == -32601, f"unknown method: {r}")
     r = await conn.request("prompts/get", {"name": "no_such_prompt"})
-    assert "error" in r, f"unknown prompt: {r}"
+    check("error" in r, f"unknown prompt: {r}")
     r = await conn.request("prompts/get", {"name": "resume", "arguments": {"max_bytes": "lots"}})
-    assert "error" in r and "max_bytes" in r["error"]["message"], f"bad prompt argument: {r}"
+    check("error" in r and "max_bytes" in r["error"]["message"], f"bad prompt argument: {r}")
     r = await conn.request("resources/read", {"uri": "baton://no-such-resource"})
-    assert "error" in r, f"unknown resource: {r}"
-    # Lines that are not JSON-RPC at all must not stop the server.
-    await conn.write("this is not json")
-    await conn.write('{"jsonrpc": "2.0", "id": "x", "method": ')
-    await conn.write("[" * 10_000 + "]" * 10_000)
+    check("error" in r, f"unknown resource: {r}")
+    # Each line that is not JSON-RPC is answered with a JSON-RPC error, and the server goes
+    # on serving. The id is null when none can be found (JSON-RPC 2.0 §5); a request cut
+    # short still gets its answer under the id it began with, so its client never hangs.
+    for line, code, id in [
+        ("this is not json", -32700, None),
+        ('{"jsonrpc": "2.0", "id": "x", "method": ', -32700, "x"),
+        ("[" * 10_000 + "]" * 10_000, -32600, None),
+        ("[1]", -32600, None),
+    ]:
+        await conn.write(line)
+        r = await garbage_answer(conn, id)
+        check(r["error"].get("code") == code, f"{line[:40]!r}: expected {code}, got {r}")
     r = await conn.request("ping")
-    assert r.get("result") == {}, f"the server stopped answering after garbage: {r}"
+    check(r.get("result") == {}, f"the server stopped answering after garbage: {r}")
 
 
 # Arguments a careless or hostile client might send (as impl-1); each must come back as an
@@ -233,12 +252,12 @@ HOSTILE: list[tuple[str, Any]] = [
 async def hostile_arguments(conn: RawConn) -> None:
     for name, arguments in HOSTILE:
         r = await conn.call(name, arguments)
-        assert r.is_error and r.text, f"{name} {str(arguments)[:80]}: expected isError, got {r}"
+        check(r.is_error and r.text, f"{name} {str(arguments)[:80]}: expected isError, got {r}")
         # Short, beyond quoting the bad value back.
         bound = 500 + 2 * len(json.dumps(arguments, ensure_ascii=False))
-        assert len(r.text) < bound, f"{name}: {len(r.text)} bytes of error: {r.text[:200]}"
+        check(len(r.text) < bound, f"{name}: {len(r.text)} bytes of error: {r.text[:200]}")
     r = await conn.request("ping")
-    assert r.get("result") == {}, r
+    check(r.get("result") == {}, r)
 
 
 async def main(baton: str, project: str) -> None:
@@ -246,9 +265,9 @@ async def main(baton: str, project: str) -> None:
     executor = await RawConn.start(baton, project, "impl-1")
     for conn in (planner, executor):
         init = await conn.initialize()
-        assert init["protocolVersion"] == PROTOCOL, f"negotiated {init['protocolVersion']}"
+        check(init["protocolVersion"] == PROTOCOL, f"negotiated {init['protocolVersion']}")
         for capability in ("tools", "prompts", "resources"):
-            assert capability in init["capabilities"], init
+            check(capability in init["capabilities"], init)
     r = await planner.request("tools/list")
     size = len(json.dumps(r["result"], separators=(",", ":"), ensure_ascii=False).encode())
     # Every tool (profile all); each role's profile is held under 8 KiB (tests/cli/mcp.rs).
@@ -276,7 +295,7 @@ async def main(baton: str, project: str) -> None:
 
     for conn in (planner, executor):
         code = await conn.close()
-        assert code == 0, f"{conn.who}: exit {code} after stdin closed"
+        check(code == 0, f"{conn.who}: exit {code} after stdin closed")
     print(f"raw: stdout carried only JSON-RPC ({planner.lines + executor.lines} lines); both exited 0")
 
 

@@ -20,6 +20,13 @@ from typing import Any, Protocol
 
 from jsonschema import Draft202012Validator
 
+
+def check(condition: object, message: object = "check failed") -> None:
+    """An assertion that `python -O` and PYTHONOPTIMIZE cannot remove (a bare `assert`
+    vanishes under them, and the test would pass having checked nothing)."""
+    if not condition:
+        raise AssertionError(message)
+
 TOOLS = {
     "inbox", "outbox", "show", "send", "reply", "ack", "complete", "hand_back",
     "archive", "search", "thread", "resume", "focus", "decide", "constrain", "note",
@@ -30,8 +37,6 @@ IDEMPOTENT = {
     "show", "ack", "complete", "hand_back", "archive", "focus", "receipt_write",
     "receipt_wait",
 }
-# The whole tools/list result is an agent's context cost (SPEC §8).
-TOOLS_LIST_BUDGET = 12 * 1024
 # `baton resume`'s default cap, and what every resume packet starts its first section with.
 RESUME_BYTES = 6000
 OWED = "## What I owe"
@@ -66,7 +71,7 @@ class Cli:
         if who:
             command += ["--as", who]
         out = subprocess.run(command + list(args), capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, f"baton {' '.join(args)}: exit {out.returncode}: {out.stderr}"
+        check(out.returncode == 0, f"baton {' '.join(args)}: exit {out.returncode}: {out.stderr}")
         return json.loads(out.stdout)
 
     async def json_async(self, who: str | None, *args: str) -> Any:
@@ -77,29 +82,23 @@ def check_tools(tools: list[dict]) -> dict[str, dict]:
     """Every tool: the expected set, a short description, typed input and output schemas,
     honest annotations. Returns the tools by name."""
     by_name = {t["name"]: t for t in tools}
-    assert set(by_name) == TOOLS, f"tools differ: {sorted(by_name)}"
+    check(set(by_name) == TOOLS, f"tools differ: {sorted(by_name)}")
     for name, tool in by_name.items():
         description = tool.get("description") or ""
-        assert 0 < len(description) <= 120, f"{name}: description of {len(description)} chars"
+        check(0 < len(description) <= 120, f"{name}: description of {len(description)} chars")
         for key in ("inputSchema", "outputSchema"):
             schema = tool.get(key)
-            assert isinstance(schema, dict) and schema.get("type") == "object", (
-                f"{name}: {key} is not an object schema: {schema!r}"
-            )
+            check(isinstance(schema, dict) and schema.get("type") == "object", f"{name}: {key} is not an object schema: {schema!r}")
             Draft202012Validator.check_schema(schema)
-        assert tool["inputSchema"].get("additionalProperties") is False, (
-            f"{name}: unknown arguments must be refused"
-        )
+        check(tool["inputSchema"].get("additionalProperties") is False, f"{name}: unknown arguments must be refused")
         hints = tool.get("annotations") or {}
-        assert hints.get("openWorldHint") is False, f"{name}: {hints}"
+        check(hints.get("openWorldHint") is False, f"{name}: {hints}")
         if name in READ_ONLY:
-            assert hints.get("readOnlyHint") is True, f"{name} reads only: {hints}"
+            check(hints.get("readOnlyHint") is True, f"{name} reads only: {hints}")
         else:
-            assert not hints.get("readOnlyHint"), f"{name} writes: {hints}"
-            assert hints.get("destructiveHint") is False, f"{name} only adds: {hints}"
-            assert bool(hints.get("idempotentHint")) == (name in IDEMPOTENT), (
-                f"{name}: idempotentHint {hints}"
-            )
+            check(not hints.get("readOnlyHint"), f"{name} writes: {hints}")
+            check(hints.get("destructiveHint") is False, f"{name} only adds: {hints}")
+            check(bool(hints.get("idempotentHint")) == (name in IDEMPOTENT), f"{name}: idempotentHint {hints}")
     return by_name
 
 
@@ -117,20 +116,18 @@ class Checked:
 
     async def ok(self, name: str, **arguments: Any) -> Any:
         r = await self.conn.call(name, arguments)
-        assert not r.is_error, f"{self.who} {name} {arguments} failed: {r.text}"
+        check(not r.is_error, f"{self.who} {name} {arguments} failed: {r.text}")
         errors = sorted(self.validators[name].iter_errors(r.structured), key=str)
-        assert not errors, (
-            f"{self.who} {name}: output does not match its outputSchema: "
-            f"{[e.message for e in errors]} in {r.structured!r}"
-        )
-        assert json.loads(r.text) == r.structured, f"{name}: text copy differs"
+        check(not errors, f"{self.who} {name}: output does not match its outputSchema: "
+            f"{[e.message for e in errors]} in {r.structured!r}")
+        check(json.loads(r.text) == r.structured, f"{name}: text copy differs")
         self.validated.add(name)
         return r.structured
 
     async def refused(self, name: str, **arguments: Any) -> str:
         r = await self.conn.call(name, arguments)
-        assert r.is_error, f"{self.who} {name} {arguments} should be an isError result: {r}"
-        assert r.text, f"{name}: an isError result must say why"
+        check(r.is_error, f"{self.who} {name} {arguments} should be an isError result: {r}")
+        check(r.text, f"{name}: an isError result must say why")
         return r.text
 
 
@@ -140,7 +137,7 @@ def ids(listing: dict) -> list[str]:
 
 def row(listing: dict, id: str) -> dict:
     found = [r for r in listing["items"] if r["id"] == id]
-    assert found, f"{id} not in {ids(listing)}"
+    check(found, f"{id} not in {ids(listing)}")
     return found[0]
 
 
@@ -151,91 +148,91 @@ async def full_round(planner: Checked, executor: Checked) -> None:
         body="CSV export drops the active filters",
     )
     req = sent["id"]
-    assert sent["duplicate"] is False
+    check(sent["duplicate"] is False, 'sent["duplicate"] is False')
     again = await planner.ok(
         "send", to=["impl-1"], type="request", topic="csv-export",
         body="CSV export drops the active filters",
     )
-    assert again == {"id": req, "duplicate": True}, again
+    check(again == {"id": req, "duplicate": True}, again)
 
     inbox = await executor.ok("inbox")
     r = row(inbox, req)
-    assert (r["status"], r["from"], r["type"]) == ("pending", "planner", "request"), r
-    assert r["to"] == {"impl-1": "pending"} and r["request_status"] == "open", r
+    check((r["status"], r["from"], r["type"]) == ("pending", "planner", "request"), r)
+    check(r["to"] == {"impl-1": "pending"} and r["request_status"] == "open", r)
 
     cut = await executor.ok("show", id=req, max_bytes=5)
-    assert "payload" not in cut and cut["truncated"]["shown_bytes"] <= 5, cut
+    check("payload" not in cut and cut["truncated"]["shown_bytes"] <= 5, cut)
     full_text = json.dumps({"body": "CSV export drops the active filters"}, separators=(",", ":"))
-    assert cut["truncated"]["total_bytes"] == len(full_text), cut
-    assert full_text.startswith(cut["truncated"]["text"]), cut
+    check(cut["truncated"]["total_bytes"] == len(full_text), cut)
+    check(full_text.startswith(cut["truncated"]["text"]), cut)
     shown = await executor.ok("show", id=req)
-    assert shown["payload"] == {"body": "CSV export drops the active filters"}, shown
-    assert "truncated" not in shown and shown["status"] == "delivered", shown
+    check(shown["payload"] == {"body": "CSV export drops the active filters"}, shown)
+    check("truncated" not in shown and shown["status"] == "delivered", shown)
 
     question = await executor.ok("reply", id=req, body="Which filters: date or status?")
-    assert question["duplicate"] is False
+    check(question["duplicate"] is False, 'question["duplicate"] is False')
     thread = await planner.ok("thread", id=req)
-    assert ids(thread) == [req, question["id"]], thread
+    check(ids(thread) == [req, question["id"]], thread)
     q = thread["items"][1]
-    assert (q["reply_to"], q["to"], q["topic"], q["type"], q["depth"]) == (
-        req, {"planner": "pending"}, "csv-export", "message", 1), q
+    check((q["reply_to"], q["to"], q["topic"], q["type"], q["depth"]) == (
+        req, {"planner": "pending"}, "csv-export", "message", 1), q)
 
     done = await executor.ok("complete", id=req, note="Fixed in 4f2a91c; regression test added")
-    assert (done["end"], done["from"], done["status"]) == ("recipient", "delivered", "completed"), done
-    assert done["reply"], done
+    check((done["end"], done["from"], done["status"]) == ("recipient", "delivered", "completed"), done)
+    check(done["reply"], done)
 
     outbox = await planner.ok("outbox")
     r = row(outbox, req)
-    assert (r["to"], r["request_status"], r["replies"]) == ({"impl-1": "completed"}, "open", 2), r
+    check((r["to"], r["request_status"], r["replies"]) == ({"impl-1": "completed"}, "open", 2), r)
     mine = await planner.ok("complete", id=req)
-    assert (mine["end"], mine["status"]) == ("sender", "completed"), mine
+    check((mine["end"], mine["status"]) == ("sender", "completed"), mine)
     r = row(await planner.ok("outbox"), req)
-    assert (r["to"], r["request_status"]) == ({"impl-1": "completed"}, "completed"), r
+    check((r["to"], r["request_status"]) == ({"impl-1": "completed"}, "completed"), r)
     await planner.ok("archive", id=req)
-    assert req not in ids(await planner.ok("outbox"))
-    assert row(await planner.ok("outbox", all=True), req)["request_status"] == "archived"
+    check(req not in ids(await planner.ok("outbox")), 'req not in ids(await planner.ok("outbox"))')
+    check(row(await planner.ok("outbox", all=True), req)["request_status"] == "archived", 'row(await planner.ok("outbox", all=True), req)["request_status"] == "archived"')
 
     owed = await planner.ok("inbox")
-    assert set(ids(owed)) == {question["id"], done["reply"]}, owed
+    check(set(ids(owed)) == {question["id"], done["reply"]}, owed)
     await planner.ok("show", id=question["id"])
     acked = await planner.ok("ack", id=question["id"])
-    assert acked["status"] == "acknowledged", acked
+    check(acked["status"] == "acknowledged", acked)
     await planner.ok("archive", id=question["id"])
 
     first = await planner.ok("search", topic="csv-export", limit=2)
-    assert len(first["items"]) == 2 and first["next"], first
+    check(len(first["items"]) == 2 and first["next"], first)
     rest = await planner.ok("search", topic="csv-export", limit=2, cursor=first["next"])
-    assert rest["next"] == "" and len(rest["items"]) == 1, rest
+    check(rest["next"] == "" and len(rest["items"]) == 1, rest)
     pending = await planner.ok("search", status="pending", since="1h")
-    assert ids(pending) == [done["reply"]], pending
+    check(ids(pending) == [done["reply"]], pending)
 
     blocked = (await planner.ok(
         "send", to=["impl-1"], type="request", topic="csv-export", body="Also add XLSX",
     ))["id"]
     await executor.ok("show", id=blocked)
     back = await executor.ok("hand_back", id=blocked, reason="No XLSX library is allowed")
-    assert back["status"] == "handed_back" and back["reply"], back
+    check(back["status"] == "handed_back" and back["reply"], back)
 
     # Refusals come back as isError results that say what to do next.
     text = await executor.refused("complete", id=req)
-    assert "completed" in text and "allowed next: `archive`" in text, text
+    check("completed" in text and "allowed next: `archive`" in text, text)
     unseen = (await planner.ok(
         "send", to=["impl-1"], type="request", topic="csv-export", body="Unseen",
     ))["id"]
     text = await executor.refused("complete", id=unseen)
-    assert "pending" in text and "`show`" in text, text
+    check("pending" in text and "`show`" in text, text)
     text = await executor.refused("show", id="01NOSUCHMESSAGE")
-    assert "no message 01NOSUCHMESSAGE" in text and "check `id`" in text, text
+    check("no message 01NOSUCHMESSAGE" in text and "check `id`" in text, text)
     text = await planner.refused("send", to=["ghost"], topic="csv-export", body="hi")
-    assert "ghost" in text and "registered: impl-1, planner" in text, text
+    check("ghost" in text and "registered: impl-1, planner" in text, text)
     text = await planner.refused("send", to=["impl-1"], topic="x", body="a", payload={"b": 1})
-    assert "`body` or `payload`" in text, text
+    check("`body` or `payload`" in text, text)
     text = await planner.refused("send", to=["impl-1"], body="no topic")
-    assert "topic" in text, text
+    check("topic" in text, text)
     text = await planner.refused("search", limit=0)
-    assert "`limit`" in text, text
+    check("`limit`" in text, text)
     text = await planner.refused("hand_back", id=unseen, reason="not mine")
-    assert "as its sender you complete or archive" in text, text
+    check("as its sender you complete or archive" in text, text)
 
 
 def order_doc(id: str) -> dict:
@@ -287,87 +284,87 @@ async def order_round(planner: Checked, executor: Checked, cli: Cli) -> None:
     refusal says what to do next, and the CLI sees what the tools did."""
     wo = "wo_mcp_1"
     made = await planner.ok("order", action="create", document=order_doc(wo))
-    assert (made["id"], made["status"], made["seq"]) == (wo, "offered", 1), made
-    assert made["allowed"] == ["accept", "decline", "cancel"], made
+    check((made["id"], made["status"], made["seq"]) == (wo, "offered", 1), made)
+    check(made["allowed"] == ["accept", "decline", "cancel"], made)
 
     text = await executor.refused("order", action="approve", id=wo)
-    assert "impl-1 may not approve" in text and "only its sender (planner) may" in text, text
+    check("impl-1 may not approve" in text and "only its sender (planner) may" in text, text)
     text = await executor.refused("order", action="accept", id=wo, text="yes")
-    assert "`text` is not for action `accept`" in text, text
+    check("`text` is not for action `accept`" in text, text)
     text = await executor.refused("order", action="start", id=wo)
-    assert "it is offered (accept it first)" in text and "accept, decline, cancel" in text, text
+    check("it is offered (accept it first)" in text and "accept, decline, cancel" in text, text)
     bad = order_doc("wo_mcp_bad")
     bad["criteria"] = []
     del bad["x-baton"]["execution"]
     text = await planner.refused("order", action="create", document=bad)
-    assert "nothing was stored" in text and "at `document/criteria`" in text, text
-    assert "B9 at `document/x-baton/execution`" in text, text
+    check("nothing was stored" in text and "at `document/criteria`" in text, text)
+    check("B9 at `document/x-baton/execution`" in text, text)
     text = await executor.refused("order", action="create", document=order_doc("wo_mcp_2"))
-    assert "must be the acting identity (impl-1)" in text, text
+    check("must be the acting identity (impl-1)" in text, text)
 
     shown = await executor.ok("order_show", id=wo)
-    assert shown["document"]["goal"] == "Keep the filters in the CSV export", shown
-    assert [(s["seq"], s["action"], s["by"]) for s in shown["steps"]] == [(1, "create", "planner")]
-    assert "report" not in shown, shown
+    check(shown["document"]["goal"] == "Keep the filters in the CSV export", shown)
+    check([(s["seq"], s["action"], s["by"]) for s in shown["steps"]] == [(1, "create", "planner")], '[(s["seq"], s["action"], s["by"]) for s in shown["steps"]] == [(1, "create", "planner")]')
+    check("report" not in shown, shown)
 
     accepted = await executor.ok("order", action="accept", id=wo)
-    assert (accepted["status"], accepted["seq"]) == ("accepted", 2), accepted
+    check((accepted["status"], accepted["seq"]) == ("accepted", 2), accepted)
     started = await executor.ok("order", action="start", id=wo, expect_seq=2)
-    assert (started["status"], started["seq"]) == ("working", 3), started
+    check((started["status"], started["seq"]) == ("working", 3), started)
     text = await executor.refused("order", action="report", id=wo, document={"status": "done"})
-    assert "is refused as a Work Report" in text and "`document" in text, text
+    check("is refused as a Work Report" in text and "`document" in text, text)
 
     # The planner waits for the report while the executor (another process) writes it.
     waited, reported = await asyncio.gather(
         planner.ok("order_show", id=wo, since=3, timeout_seconds=60),
         executor.ok("order", action="report", id=wo, document=report_doc(wo)),
     )
-    assert (reported["status"], reported["seq"]) == ("submitted", 4), reported
-    assert reported["allowed"] == ["approve", "rework", "cancel"], reported
-    assert [s["action"] for s in waited["steps"]] == ["report_done"], waited
-    assert waited["report"]["result"] == {"summary": "Filters kept"}, waited
-    assert "document" not in waited, waited
+    check((reported["status"], reported["seq"]) == ("submitted", 4), reported)
+    check(reported["allowed"] == ["approve", "rework", "cancel"], reported)
+    check([s["action"] for s in waited["steps"]] == ["report_done"], waited)
+    check(waited["report"]["result"] == {"summary": "Filters kept"}, waited)
+    check("document" not in waited, waited)
 
     text = await executor.refused("order", action="approve", id=wo)
-    assert "only its sender (planner) may" in text, text
+    check("only its sender (planner) may" in text, text)
     # The executor raises a need on the order; the planner's queue shows it (the newest
     # signal about the order).
     need = await executor.ok("need", text="which fixture is canonical?", order=wo)
-    assert need["item"].startswith("need:"), need
+    check(need["item"].startswith("need:"), need)
     queue = await planner.ok("queue")
     lanes = {lane["lane"]: lane for lane in queue["lanes"]}
-    assert [i["id"] for i in lanes["needs"]["items"]] == [need["item"]], queue
-    assert lanes["needs"]["items"][0]["source"] == "need_by_session", queue
+    check([i["id"] for i in lanes["needs"]["items"]] == [need["item"]], queue)
+    check(lanes["needs"]["items"][0]["source"] == "need_by_session", queue)
     text = await planner.refused("queue", lane="everything")
-    assert "`lane`" in text, text
+    check("`lane`" in text, text)
     text = await planner.refused("order", action="approve", id=wo, expect_seq=3)
-    assert "moved on" in text and "`order_show`" in text and "`expect_seq`" in text, text
+    check("moved on" in text and "`order_show`" in text and "`expect_seq`" in text, text)
     approved = await planner.ok("order", action="approve", id=wo, expect_seq=4)
-    assert (approved["status"], approved["seq"], approved["allowed"]) == ("approved", 5, []), approved
+    check((approved["status"], approved["seq"], approved["allowed"]) == ("approved", 5, []), approved)
 
     final = await planner.ok("order_show", id=wo)
-    assert final["status"] == "approved" and final["seq"] == 5, final
+    check(final["status"] == "approved" and final["seq"] == 5, final)
     seqs = [s["seq"] for s in final["steps"]]
-    assert seqs == sorted(seqs) == [1, 2, 3, 4, 5], final
-    assert [(s["action"], s["status"], s["by"]) for s in final["steps"]] == [
+    check(seqs == sorted(seqs) == [1, 2, 3, 4, 5], final)
+    check([(s["action"], s["status"], s["by"]) for s in final["steps"]] == [
         ("create", "offered", "planner"), ("accept", "accepted", "impl-1"),
         ("start", "working", "impl-1"), ("report_done", "submitted", "impl-1"),
-        ("approve", "approved", "planner")], final
-    assert final["report"]["status"] == "done", final
+        ("approve", "approved", "planner")], final)
+    check(final["report"]["status"] == "done", final)
     text = await planner.refused("order_show", id=wo, since=5, timeout_seconds=1)
-    assert "no step after seq 5" in text and "`order_show`" in text, text
+    check("no step after seq 5" in text and "`order_show`" in text, text)
     text = await planner.refused("order", action="cancel", id=wo)
-    assert "it is approved" in text and "nothing (it is closed)" in text, text
+    check("it is approved" in text and "nothing (it is closed)" in text, text)
 
     cli_view = await cli.json_async(None, "order", "show", wo)
-    assert (cli_view["order"]["status"], cli_view["order"]["seq"]) == ("approved", 5), cli_view
+    check((cli_view["order"]["status"], cli_view["order"]["seq"]) == ("approved", 5), cli_view)
 
 
 def all_validated(*conns: Checked) -> None:
     """Every tool's output was checked against its schema at least once."""
     validated = set().union(*(c.validated for c in conns))
     unchecked = TOOLS - validated
-    assert not unchecked, f"no output of {sorted(unchecked)} was checked against its schema"
+    check(not unchecked, f"no output of {sorted(unchecked)} was checked against its schema")
 
 
 def without_clock(packet: str) -> str:
@@ -383,23 +380,21 @@ async def memory_round(planner: Checked, executor: Checked, cli: Cli) -> None:
     report."""
     project = Path(cli.project)
     packet = await executor.ok("resume")
-    assert OWED in packet["text"], packet["text"]
-    assert packet["bytes"] == len(packet["text"].encode()) <= RESUME_BYTES, packet["bytes"]
+    check(OWED in packet["text"], packet["text"])
+    check(packet["bytes"] == len(packet["text"].encode()) <= RESUME_BYTES, packet["bytes"])
     cli_packet = await cli.json_async("impl-1", "resume")
-    assert without_clock(packet["text"]) == without_clock(cli_packet["text"]), (
-        f"the tool and `baton resume` differ:\n{packet['text']}\n---\n{cli_packet['text']}"
-    )
+    check(without_clock(packet["text"]) == without_clock(cli_packet["text"]), f"the tool and `baton resume` differ:\n{packet['text']}\n---\n{cli_packet['text']}")
     small = await executor.ok("resume", max_bytes=300)
-    assert small["bytes"] <= 300 and len(small["text"].encode()) == small["bytes"], small
+    check(small["bytes"] <= 300 and len(small["text"].encode()) == small["bytes"], small)
 
     focus = await planner.ok("focus", text="Ship the CSV export fix")
-    assert focus["id"] == "focus", focus
+    check(focus["id"] == "focus", focus)
     first = await planner.ok("decide", text="Keep filters in the query", why="one code path")
     second = await planner.ok(
         "decide", text="Filters live in a view", why="the report reuses them",
         supersedes=first["id"],
     )
-    assert second["generation"] > first["generation"], (first, second)
+    check(second["generation"] > first["generation"], (first, second))
     constraint = await planner.ok(
         "constrain", text="No network in CI", tried="downloading fixtures",
         result="connection refused",
@@ -413,29 +408,29 @@ async def memory_round(planner: Checked, executor: Checked, cli: Cli) -> None:
     on_message = await planner.ok("note", text="Waiting on the fixtures", subject=message)
 
     state = await cli.json_async("planner", "state", "show")
-    assert state["focus"] == "Ship the CSV export fix", state
+    check(state["focus"] == "Ship the CSV export fix", state)
     decisions = {d["id"]: d for d in state["decisions"]}
-    assert decisions[first["id"]]["superseded_by"] == second["id"], decisions
-    assert decisions[second["id"]]["text"] == "Filters live in a view", decisions
-    assert decisions[second["id"]]["written"]["actor"] == "planner", decisions
+    check(decisions[first["id"]]["superseded_by"] == second["id"], decisions)
+    check(decisions[second["id"]]["text"] == "Filters live in a view", decisions)
+    check(decisions[second["id"]]["written"]["actor"] == "planner", decisions)
     constraints = {c["id"]: c for c in state["constraints"]}
-    assert constraints[constraint["id"]]["tried"] == "downloading fixtures", constraints
+    check(constraints[constraint["id"]]["tried"] == "downloading fixtures", constraints)
     notes = {n["id"]: n for n in state["notes"]}
-    assert notes[on_path["id"]]["subject"] == {"kind": "path", "id": "src/export.rs"}, notes
-    assert notes[on_message["id"]]["subject"] == {"kind": "record", "id": message}, notes
+    check(notes[on_path["id"]]["subject"] == {"kind": "path", "id": "src/export.rs"}, notes)
+    check(notes[on_message["id"]]["subject"] == {"kind": "record", "id": message}, notes)
 
     text = await planner.refused("decide", text="x", why="y", supersedes="D-99")
-    assert "no decision D-99" in text and "`resume`" in text, text
+    check("no decision D-99" in text and "`resume`" in text, text)
     text = await planner.refused("decide", text="x", why=" ")
-    assert "`why` must not be empty" in text, text
+    check("`why` must not be empty" in text, text)
     text = await planner.refused("note", text="x", subject="src/missing.rs")
-    assert "`subject`" in text and "neither a message or order id" in text, text
+    check("`subject`" in text and "neither a message or order id" in text, text)
     text = await planner.refused("note", text="x", subject="..")
-    assert "`subject`" in text and "outside the project" in text, text
+    check("`subject`" in text and "outside the project" in text, text)
 
     resumed = (await planner.ok("resume"))["text"]
     for shown in ("Ship the CSV export fix", "Filters live in a view", "No network in CI"):
-        assert shown in resumed, f"{shown!r} missing from the packet:\n{resumed}"
+        check(shown in resumed, f"{shown!r} missing from the packet:\n{resumed}")
 
     (project / "out").mkdir(exist_ok=True)
     (project / "out" / "report.csv").write_text("a,b\n1,2\n")
@@ -443,56 +438,56 @@ async def memory_round(planner: Checked, executor: Checked, cli: Cli) -> None:
         "receipt_write", step="export", artifact="out/report.csv", run="run-1",
     )
     shown = (await cli.json_async(None, "receipt", "show", "export"))["receipt"]
-    assert (written["artifact"], written["hash"], written["size"], written["run"], written["by"]) == (
-        "out/report.csv", shown["hash"], 8, "run-1", "impl-1"), (written, shown)
+    check((written["artifact"], written["hash"], written["size"], written["run"], written["by"]) == (
+        "out/report.csv", shown["hash"], 8, "run-1", "impl-1"), (written, shown))
     waited = await planner.ok("receipt_wait", step="export", timeout_seconds=1)
-    assert waited == written, (waited, written)
+    check(waited == written, (waited, written))
     uri = await executor.ok("receipt_write", step="upload", artifact="s3://bucket/report.csv")
-    assert "hash" not in uri and "size" not in uri and uri["artifact"] == "s3://bucket/report.csv"
+    check("hash" not in uri and "size" not in uri and uri["artifact"] == "s3://bucket/report.csv", '"hash" not in uri and "size" not in uri and uri["artifact"] == "s3://bucket/report.csv"')
 
     # A receipt that lands while the tool waits is returned; its writer is another process.
     late, _ = await asyncio.gather(
         planner.ok("receipt_wait", step="render", timeout_seconds=60),
         cli.json_async("impl-1", "receipt", "write", "--step", "render", "--artifact", "s3://b/page"),
     )
-    assert (late["step"], late["artifact"], late["by"]) == ("render", "s3://b/page", "impl-1"), late
+    check((late["step"], late["artifact"], late["by"]) == ("render", "s3://b/page", "impl-1"), late)
 
     # A wait that runs out is an isError result, and raises one alert however often it misses.
     for _ in range(2):
         text = await planner.refused("receipt_wait", step="deploy", timeout_seconds=1)
-        assert 'no receipt for step "deploy"' in text and "`receipt_write`" in text, text
+        check('no receipt for step "deploy"' in text and "`receipt_write`" in text, text)
     alerts = (await cli.json_async(None, "alerts"))["items"]
     raised = [a for a in alerts if a["key"] == "receipt-missing:deploy"]
-    assert len(raised) == 1, alerts
-    assert raised[0]["raised"]["actor"] == "planner", raised
-    assert raised[0]["message"] in (await planner.ok("resume"))["text"]
+    check(len(raised) == 1, alerts)
+    check(raised[0]["raised"]["actor"] == "planner", raised)
+    check(raised[0]["message"] in (await planner.ok("resume"))["text"], 'raised[0]["message"] in (await planner.ok("resume"))["text"]')
 
     text = await planner.refused("receipt_wait", step="deploy", timeout_seconds=301)
-    assert "`timeout_seconds`" in text and "1 to 300" in text, text
+    check("`timeout_seconds`" in text and "1 to 300" in text, text)
     text = await executor.refused("receipt_write", step="x", artifact="out/missing.bin")
-    assert "`artifact`" in text and "out/missing.bin" in text, text
+    check("`artifact`" in text and "out/missing.bin" in text, text)
 
 
 async def packet_doors(conn: Conn, tool: Checked) -> None:
     """The resume packet as the `resume` prompt and the baton://resume resource: the same
     packet the tool returns, within its cap."""
     prompts = {p["name"]: p for p in await conn.list_prompts()}
-    assert set(prompts) == {"resume"}, prompts
-    assert [a["name"] for a in prompts["resume"].get("arguments", [])] == ["max_bytes"], prompts
+    check(set(prompts) == {"resume"}, prompts)
+    check([a["name"] for a in prompts["resume"].get("arguments", [])] == ["max_bytes"], prompts)
     resources = {r["uri"]: r for r in await conn.list_resources()}
-    assert set(resources) == {RESUME_URI}, resources
-    assert resources[RESUME_URI].get("mimeType") == "text/markdown", resources
+    check(set(resources) == {RESUME_URI}, resources)
+    check(resources[RESUME_URI].get("mimeType") == "text/markdown", resources)
 
     packet = (await tool.ok("resume"))["text"]
     messages = await conn.get_prompt("resume", None)
-    assert len(messages) == 1, messages
-    assert OWED in messages[0] and len(messages[0].encode()) <= RESUME_BYTES, messages[0]
-    assert without_clock(messages[0]) == without_clock(packet), (messages[0], packet)
+    check(len(messages) == 1, messages)
+    check(OWED in messages[0] and len(messages[0].encode()) <= RESUME_BYTES, messages[0])
+    check(without_clock(messages[0]) == without_clock(packet), (messages[0], packet))
     small = await conn.get_prompt("resume", {"max_bytes": "200"})
-    assert len(small[0].encode()) <= 200, small
+    check(len(small[0].encode()) <= 200, small)
     contents = await conn.read_resource(RESUME_URI)
-    assert len(contents) == 1 and contents[0]["uri"] == RESUME_URI, contents
-    assert contents[0].get("mimeType") == "text/markdown", contents
+    check(len(contents) == 1 and contents[0]["uri"] == RESUME_URI, contents)
+    check(contents[0].get("mimeType") == "text/markdown", contents)
     text = contents[0]["text"]
-    assert OWED in text and len(text.encode()) <= RESUME_BYTES, text
-    assert without_clock(text) == without_clock(packet), (text, packet)
+    check(OWED in text and len(text.encode()) <= RESUME_BYTES, text)
+    check(without_clock(text) == without_clock(packet), (text, packet))

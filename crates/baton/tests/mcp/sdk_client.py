@@ -14,6 +14,7 @@ from contextlib import AsyncExitStack
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 
 import round as checks
+from round import check
 
 PROTOCOL = "2025-11-25"
 
@@ -57,11 +58,11 @@ async def connect(stack: AsyncExitStack, baton: str, project: str, who: str) -> 
     read, write = await stack.enter_async_context(stdio_client(params))
     session = await stack.enter_async_context(ClientSession(read, write))
     init = await session.initialize()
-    assert init.protocol_version == PROTOCOL, f"negotiated {init.protocol_version}"
-    assert init.server_info.name == "baton", init.server_info
-    assert who in (init.instructions or ""), "the instructions name who is acting"
+    check(init.protocol_version == PROTOCOL, f"negotiated {init.protocol_version}")
+    check(init.server_info.name == "baton", init.server_info)
+    check(who in (init.instructions or ""), "the instructions name who is acting")
     caps = init.capabilities
-    assert caps.tools and caps.prompts is not None and caps.resources is not None, caps
+    check(caps.tools and caps.prompts is not None and caps.resources is not None, caps)
     return SdkConn(session)
 
 
@@ -88,7 +89,7 @@ async def main(baton: str, project: str) -> None:
         try:
             await planner.session.call_tool("no_such_tool", {})
         except MCPError as e:
-            assert e.code == -32602, f"unknown tool: code {e.code} {e.message}"
+            check(e.code == -32602, f"unknown tool: code {e.code} {e.message}")
         else:
             raise AssertionError("an unknown tool must be a protocol error, not a result")
         for door in (
