@@ -18,5 +18,6 @@ mod orders;
 mod portable;
 mod queue;
 mod race;
+mod readme;
 mod review;
 mod server;
