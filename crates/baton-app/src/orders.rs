@@ -87,8 +87,19 @@ impl App {
             .into());
         }
         let mode = self.settings.contract;
+        // A sub-order of an order in this project is checked against it (C1–C3, C5: never
+        // a tool the parent stages); its siblings' budgets (C4) are `handoff check`'s.
+        let parent = match doc.get("parent_id").and_then(Value::as_str) {
+            Some(id) => match self.store().order(id).await? {
+                Some(p) => Some(Value::Object(self.order_document(&p).await?)),
+                None => None,
+            },
+            None => None,
+        };
         let (doc, findings) = self
-            .findings(doc, move |d, env| order_findings(d, None, env, mode))
+            .findings(doc, move |d, env| {
+                order_findings(d, parent.as_ref().map(|p| (p, &[][..])), env, mode)
+            })
             .await?;
         if has_invalid(&findings) {
             return Err(Refusal::Findings {

@@ -535,3 +535,41 @@ fn approve_killed_mid_sequence_never_runs_a_finished_effect_twice() {
         "nothing ran twice, nothing after it ran"
     );
 }
+
+#[test]
+fn a_sub_order_is_never_given_a_tool_its_parent_stages() {
+    let b = Bench::new(
+        "owner",
+        json!(["files/*"]),
+        json!(["files/append"]),
+        json!({"usd": 5}),
+    );
+    let order = |id: &str, tools: Value| {
+        json!({
+            "spec": "awl/work-order@0.1", "id": id, "created_at": "2025-01-01T00:00:00Z",
+            "from": "impl-1", "to": "planner", "goal": "Check the notes",
+            "criteria": [{"id": "c1", "text": "Checked"}],
+            "budget": {"usd": 1}, "deadline": "2998-01-01T00:00:00Z",
+            "tools": tools, "parent_id": "wo_1",
+            "x-baton": {
+                "context": {"repository": "git@example.org:acme/shop.git", "base_revision": "abc123",
+                            "reproduction": "-", "expected": "checked"},
+                "scope": {"allowed": ["notes/"], "excluded": []},
+                "execution": {"test_command": "sh -c true"},
+                "acceptance": {"owner": "impl-1"},
+                "stop_when": ["the notes are missing"], "decision": {"resume_at": "read the notes"}
+            }
+        })
+    };
+    let wide = b.write("sub.json", &order("wo_sub", json!(["files/*"])));
+    let out = b.project.run(Some("impl-1"), &["order", "create", &wide]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("C5"), "{}", stderr(&out));
+    // Within the parent's allowance (and with the power to hand work on), it is offered.
+    b.project.ok(
+        None,
+        &["agent", "policy", "impl-1", "--may", "request,send,accept"],
+    );
+    let narrow = b.write("sub2.json", &order("wo_sub2", json!(["files/read"])));
+    b.project.ok(Some("impl-1"), &["order", "create", &narrow]);
+}
