@@ -208,6 +208,62 @@ impl Workspace {
         }
     }
 
+    /// `git ARGS` in the repository, trimmed, when it succeeds with some output.
+    fn git(&self, args: &[&str]) -> Option<String> {
+        let (root, git) = self.repository();
+        if !git {
+            return None;
+        }
+        Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    }
+
+    /// The commit checked out (`git rev-parse HEAD`).
+    pub fn head(&self) -> Option<String> {
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    /// Where the repository lives: its `origin` remote, else its top directory.
+    pub fn location(&self) -> Option<String> {
+        self.git(&["remote", "get-url", "origin"]).or_else(|| {
+            let (root, git) = self.repository();
+            git.then(|| root.display().to_string())
+        })
+    }
+
+    /// The test command the repository's own files say it uses: `cargo test`, `npm test`,
+    /// `go test ./...`, `pytest` or `make test`, looked for in that order at its top.
+    pub fn test_command(&self) -> Option<&'static str> {
+        let root = self.repository().0;
+        let has = |f: &str| root.join(f).is_file();
+        let make_test = || {
+            std::fs::read_to_string(root.join("Makefile"))
+                .is_ok_and(|m| m.lines().any(|l| l.starts_with("test:")))
+        };
+        if has("Cargo.toml") {
+            Some("cargo test")
+        } else if has("package.json") {
+            Some("npm test")
+        } else if has("go.mod") {
+            Some("go test ./...")
+        } else if has("pyproject.toml") || has("pytest.ini") || has("setup.cfg") {
+            Some("pytest")
+        } else if make_test() {
+            Some("make test")
+        } else {
+            None
+        }
+    }
+
     /// The repository's top directory, and whether it is a git work tree.
     fn repository(&self) -> (&Path, bool) {
         let (root, git) = self.found.get_or_init(|| {

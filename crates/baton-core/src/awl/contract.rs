@@ -13,6 +13,7 @@
 //! | B7 | a report's evidence that breaks the five-part protocol (an empty `uncertainty` above all) |
 //! | B8 | an `x-baton` block of the wrong shape (unknown fields, wrong types) |
 //! | B9 | a contract field the project requires (`contract = "required"`) is missing |
+//! | B10 | a placeholder left from `baton handoff new` (a string starting `<fill in:`) |
 //!
 //! Checks that need the world (B2, B3) ask an [`Environment`]; one that cannot tell
 //! ([`NoEnvironment`]) leaves them unchecked rather than guessing.
@@ -557,6 +558,7 @@ pub fn programs(command: &str) -> Vec<String> {
 /// secrets checks clean.
 pub fn check_order_contract(order: &Value, env: &dyn Environment) -> Vec<Finding> {
     let mut out = secrets::scan(order);
+    out.extend(placeholders(order));
     let Some(block) = order.get("x-baton") else {
         return out;
     };
@@ -674,6 +676,7 @@ pub fn check_report_contract(
     env: &dyn Environment,
 ) -> Vec<Finding> {
     let mut out = secrets::scan(report);
+    out.extend(placeholders(report));
     let required: Vec<&str> = order
         .and_then(|o| at(o, &["x-baton", "delivery", "required"]))
         .and_then(Value::as_array)
@@ -768,6 +771,44 @@ fn check_uncertainty(evidence: &Map<String, Value>, out: &mut Vec<Finding>) {
         }
         _ => {}
     }
+}
+
+// ---- placeholders (B10) ------------------------------------------------------------------
+
+/// What `baton handoff new` writes where a person must decide.
+pub const PLACEHOLDER: &str = "<fill in:";
+
+/// One B10 finding per string still holding a placeholder, at its path.
+pub fn placeholders(doc: &Value) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut stack: Vec<(String, &Value)> = vec![(String::new(), doc)];
+    while let Some((path, v)) = stack.pop() {
+        match v {
+            Value::String(s) if s.trim_start().starts_with(PLACEHOLDER) => {
+                out.push(Finding::invalid(
+                    "B10",
+                    if path.is_empty() {
+                        "/".to_owned()
+                    } else {
+                        path
+                    },
+                    "a placeholder is left: decide it and write the value",
+                ))
+            }
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate().rev() {
+                    stack.push((format!("{path}/{i}"), x));
+                }
+            }
+            Value::Object(o) => {
+                for (k, x) in o.iter().rev() {
+                    stack.push((format!("{path}{}", pointer(&[Seg::Key(k.clone())])), x));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 // ---- required by configuration (B9) -------------------------------------------------------

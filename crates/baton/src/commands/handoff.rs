@@ -48,8 +48,27 @@ pub enum HandoffCommand {
 #[derive(Args, Debug)]
 pub struct NewArgs {
     /// A Work Report template instead of a Work Order.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["to", "goal"])]
     pub report: bool,
+    /// Write an order to NAME, filled from what Baton knows: `from` is you (--as), the id,
+    /// the time, the repository, its HEAD and its test command. Needs --goal.
+    #[arg(long, value_name = "NAME", requires = "goal")]
+    pub to: Option<String>,
+    /// The order's goal: one sentence of what is true when the work is done.
+    #[arg(long, value_name = "TEXT", requires = "to")]
+    pub goal: Option<String>,
+    /// An acceptance criterion (repeatable; c1, c2, … in order).
+    #[arg(long, value_name = "TEXT")]
+    pub criterion: Vec<String>,
+    /// How long the worker has, from now (e.g. 2d, 6h).
+    #[arg(long, value_name = "AGE", default_value = "2d")]
+    pub deadline: String,
+    /// A tool pattern the worker may use (repeatable): SERVER/TOOL, SERVER/* or *.
+    #[arg(long, value_name = "PATTERN")]
+    pub tool: Vec<String>,
+    /// A budget limit (repeatable): usd=5, tokens=200000, tool_calls=50, seconds=3600.
+    #[arg(long, value_name = "UNIT=N")]
+    pub budget: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -121,6 +140,7 @@ pub struct EvidenceRunArgs {
 
 pub async fn handoff(g: &GlobalArgs, cmd: HandoffCommand) -> CommandResult<Output> {
     match cmd {
+        HandoffCommand::New(args) if args.to.is_some() => filled(g, args),
         HandoffCommand::New(args) => Ok(new(args)),
         HandoffCommand::Check(args) => check(g, args),
         HandoffCommand::Render(args) => render(args),
@@ -314,63 +334,63 @@ fn findings_output(
 fn order_template() -> Value {
     json!({
         "spec": "awl/work-order@0.1 (the lowest version with every field you use: 0.2 for handoff, 0.3 for continues, 0.4 for staged)",
-        "id": "<a unique id for this order, e.g. wo_2025_001 (1-128 characters)>",
-        "created_at": "<when the order was written, RFC 3339 with a zone: 2025-01-01T09:00:00Z>",
-        "from": "<who hands the work over: a passname, e.g. planner>",
-        "to": "<who does the work: a passname, e.g. impl-1>",
-        "goal": "<one sentence: what is true when the work is done>",
+        "id": "<fill in: a unique id for this order, e.g. wo_2025_001 (1-128 characters)>",
+        "created_at": "<fill in: when the order was written, RFC 3339 with a zone: 2025-01-01T09:00:00Z>",
+        "from": "<fill in: who hands the work over: a passname, e.g. planner>",
+        "to": "<fill in: who does the work: a passname, e.g. impl-1>",
+        "goal": "<fill in: one sentence: what is true when the work is done>",
         "criteria": [
-            {"id": "c1", "text": "<an observable acceptance criterion; a report must cite evidence for each>"}
+            {"id": "c1", "text": "<fill in: an observable acceptance criterion; a report must cite evidence for each>"}
         ],
         "budget": {
-            "usd": "<upper limit in US dollars, a number; set at least one of usd, tokens, tool_calls, seconds>",
-            "tool_calls": "<upper limit on tool calls, an integer>"
+            "usd": "<fill in: upper limit in US dollars, a number; set at least one of usd, tokens, tool_calls, seconds>",
+            "tool_calls": "<fill in: upper limit on tool calls, an integer>"
         },
-        "deadline": "<when the order expires, RFC 3339, later than created_at>",
-        "tools": ["<tool patterns the worker may use: server/tool, server/* or *>"],
-        "staged": ["<optional (0.4): tools whose calls are held until the report is approved; covered by tools>"],
-        "escalate_to": "<optional: who answers when the worker is blocked and `from` is away>",
-        "context": [{"uri": "<optional: a document or file the worker should read>", "note": "<why>"}],
+        "deadline": "<fill in: when the order expires, RFC 3339, later than created_at>",
+        "tools": ["<fill in: tool patterns the worker may use: server/tool, server/* or *>"],
+        "staged": ["<fill in: optional (0.4): tools whose calls are held until the report is approved; covered by tools>"],
+        "escalate_to": "<fill in: optional: who answers when the worker is blocked and `from` is away>",
+        "context": [{"uri": "<fill in: optional: a document or file the worker should read>", "note": "<fill in: why>"}],
         "handoff": {
-            "summary": "<optional (0.2): what the next worker should know>",
-            "decisions": [{"text": "<a decision already made>", "why": "<its reason>"}],
-            "tried": [{"text": "<something tried before>", "result": "<what happened>"}],
-            "open_questions": ["<what is still unknown>"],
-            "next_step": "<the first thing to do>"
+            "summary": "<fill in: optional (0.2): what the next worker should know>",
+            "decisions": [{"text": "<fill in: a decision already made>", "why": "<fill in: its reason>"}],
+            "tried": [{"text": "<fill in: something tried before>", "result": "<fill in: what happened>"}],
+            "open_questions": ["<fill in: what is still unknown>"],
+            "next_step": "<fill in: the first thing to do>"
         },
-        "output_schema": {"type": "object", "description": "<optional: a JSON Schema 2020-12 the report's result.output must satisfy>"},
-        "metadata": {"<optional>": "<free-form data for your own tools>"},
+        "output_schema": {"type": "object", "description": "<fill in: optional: a JSON Schema 2020-12 the report's result.output must satisfy>"},
+        "metadata": {"<fill in: optional>": "<fill in: free-form data for your own tools>"},
         "x-baton": {
             "context": {
-                "repository": "<the authorized repository, e.g. git@host:org/repo.git>",
-                "base_revision": "<the verified commit to start from; `git rev-parse HEAD`>",
-                "reproduction": "<the steps or command that show the problem>",
-                "expected": "<what correct output looks like>",
-                "fixtures": ["<sanitized fixture paths in the repository>"]
+                "repository": "<fill in: the authorized repository, e.g. git@host:org/repo.git>",
+                "base_revision": "<fill in: the verified commit to start from; `git rev-parse HEAD`>",
+                "reproduction": "<fill in: the steps or command that show the problem>",
+                "expected": "<fill in: what correct output looks like>",
+                "fixtures": ["<fill in: sanitized fixture paths in the repository>"]
             },
             "scope": {
-                "allowed": ["<what may change: files, modules>"],
-                "excluded": ["<what must not change: auth, migrations, deployment...>"]
+                "allowed": ["<fill in: what may change: files, modules>"],
+                "excluded": ["<fill in: what must not change: auth, migrations, deployment...>"]
             },
             "execution": {
-                "operator": "<who runs it and is authorized to>",
-                "setup_command": "<a verified command from this repository; never invent one>",
-                "test_command": "<a verified command from this repository, e.g. cargo test -p export>",
-                "permissions": "<existing authorized access only; never paste credentials>"
+                "operator": "<fill in: who runs it and is authorized to>",
+                "setup_command": "<fill in: a verified command from this repository; never invent one>",
+                "test_command": "<fill in: a verified command from this repository, e.g. cargo test -p export>",
+                "permissions": "<fill in: existing authorized access only; never paste credentials>"
             },
             "delivery": {"required": ["before", "change", "after", "uncertainty", "review"]},
             "acceptance": {
-                "owner": "<who decides the result is right: not the implementer (`to`)>",
-                "reviewers": ["<who reviews the diff and the evidence: not the implementer>"]
+                "owner": "<fill in: who decides the result is right: not the implementer (`to`)>",
+                "reviewers": ["<fill in: who reviews the diff and the evidence: not the implementer>"]
             },
-            "stop_when": ["<a condition under which the worker stops and reports instead of guessing>"],
+            "stop_when": ["<fill in: a condition under which the worker stops and reports instead of guessing>"],
             "decision": {
-                "decision": "<the decision this work carries out>",
-                "evidence": ["<why it was taken>"],
-                "rejected": [{"option": "<an alternative>", "reason": "<why not>"}],
-                "invariants": ["<what must stay true>"],
-                "resume_at": "<the concrete first action, e.g. run cargo test -p export csv_filters; never 'continue'>",
-                "rollback": "<how to undo it>"
+                "decision": "<fill in: the decision this work carries out>",
+                "evidence": ["<fill in: why it was taken>"],
+                "rejected": [{"option": "<fill in: an alternative>", "reason": "<fill in: why not>"}],
+                "invariants": ["<fill in: what must stay true>"],
+                "resume_at": "<fill in: the concrete first action, e.g. run cargo test -p export csv_filters; never 'continue'>",
+                "rollback": "<fill in: how to undo it>"
             }
         }
     })
@@ -379,30 +399,30 @@ fn order_template() -> Value {
 fn report_template() -> Value {
     json!({
         "spec": "awl/work-report@0.1 (0.2 if you use handoff, 0.3 if you use effects)",
-        "order_id": "<the id of the order this answers>",
-        "from": "<the worker: the order's `to`>",
-        "status": "<done | blocked (ask questions) | failed (say what went wrong in error)>",
+        "order_id": "<fill in: the id of the order this answers>",
+        "from": "<fill in: the worker: the order's `to`>",
+        "status": "<fill in: done | blocked (ask questions) | failed (say what went wrong in error)>",
         "result": {
-            "summary": "<what was done>",
-            "output": "<optional: the result, matching the order's output_schema>",
-            "artifacts": [{"uri": "<where an output landed>", "media_type": "<optional>", "note": "<optional>"}]
+            "summary": "<fill in: what was done>",
+            "output": "<fill in: optional: the result, matching the order's output_schema>",
+            "artifacts": [{"uri": "<fill in: where an output landed>", "media_type": "<fill in: optional>", "note": "<fill in: optional>"}]
         },
-        "evidence": [{"criterion": "c1", "type": "<tool_call | artifact | citation | note>", "ref": "<e.g. a receipt step from `baton evidence run`>", "note": "<what it shows>"}],
-        "cost": {"usd": "<what was spent, for every unit the order's budget sets>", "tool_calls": "<an integer>"},
-        "started_at": "<optional: RFC 3339>",
-        "finished_at": "<RFC 3339 with a zone>",
-        "tools_used": ["<exact tool names used: server/tool>"],
-        "effects": [{"ref": "<server/tool#n, as the gateway named the held call>", "tool": "<server/tool>", "arguments": {}, "reversible": false}],
-        "attempt": "<optional: 1 for the first report, 2 after one rework...>",
-        "questions": ["<for a blocked report: what you need answered>"],
-        "error": "<for a failed report: what went wrong>",
+        "evidence": [{"criterion": "c1", "type": "<fill in: tool_call | artifact | citation | note>", "ref": "<fill in: e.g. a receipt step from `baton evidence run`>", "note": "<fill in: what it shows>"}],
+        "cost": {"usd": "<fill in: what was spent, for every unit the order's budget sets>", "tool_calls": "<fill in: an integer>"},
+        "started_at": "<fill in: optional: RFC 3339>",
+        "finished_at": "<fill in: RFC 3339 with a zone>",
+        "tools_used": ["<fill in: exact tool names used: server/tool>"],
+        "effects": [{"ref": "<fill in: server/tool#n, as the gateway named the held call>", "tool": "<fill in: server/tool>", "arguments": {}, "reversible": false}],
+        "attempt": "<fill in: optional: 1 for the first report, 2 after one rework...>",
+        "questions": ["<fill in: for a blocked report: what you need answered>"],
+        "error": "<fill in: for a failed report: what went wrong>",
         "x-baton": {
             "evidence": {
-                "before": {"command": "<the reproduction you ran>", "exit_code": "<its exit code, or null if unknown>", "output": "<what it printed>", "base_revision": "<the commit you started from>", "receipt": "<optional: the receipt step from `baton evidence run`>"},
-                "change": [{"file": "<a file changed>", "reason": "<why this file had to change>"}],
-                "after": {"command": "<the same reproduction and the focused tests>", "exit_code": "<actual exit code>", "output": "<what it printed>", "receipt": "<optional>"},
-                "uncertainty": ["<a check not run, and why>; or {\"none\": true} to claim nothing was left untested; an empty list is refused"],
-                "review": {"commit": "<the commit to review>", "acceptance_owner": "<the order's acceptance owner>"}
+                "before": {"command": "<fill in: the reproduction you ran>", "exit_code": "<fill in: its exit code, or null if unknown>", "output": "<fill in: what it printed>", "base_revision": "<fill in: the commit you started from>", "receipt": "<fill in: optional: the receipt step from `baton evidence run`>"},
+                "change": [{"file": "<fill in: a file changed>", "reason": "<fill in: why this file had to change>"}],
+                "after": {"command": "<fill in: the same reproduction and the focused tests>", "exit_code": "<fill in: actual exit code>", "output": "<fill in: what it printed>", "receipt": "<fill in: optional>"},
+                "uncertainty": ["<fill in: a check not run, and why>; or {\"none\": true} to claim nothing was left untested; an empty list is refused"],
+                "review": {"commit": "<fill in: the commit to review>", "acceptance_owner": "<fill in: the order's acceptance owner>"}
             }
         }
     })
@@ -422,6 +442,98 @@ fn new(args: NewArgs) -> Output {
         },
         text,
     )
+}
+
+/// A placeholder where a person must decide.
+fn fill(what: &str) -> Value {
+    Value::from(format!(
+        "{} {what}>",
+        baton_core::awl::contract::PLACEHOLDER
+    ))
+}
+
+/// `handoff new --to --goal …`: an order with everything Baton knows filled in; what a
+/// person must decide stays a `<fill in: …>` placeholder, which `handoff check` names (B10).
+fn filled(g: &GlobalArgs, args: NewArgs) -> CommandResult<Output> {
+    let from = g.as_name.clone().ok_or_else(|| {
+        CommandError::usage("who hands the work over? pass --as NAME (or set BATON_AS)")
+    })?;
+    let (to, goal) = (args.to.unwrap_or_default(), args.goal.unwrap_or_default());
+    let age = baton_core::time::duration(&args.deadline).ok_or_else(|| {
+        CommandError::usage(format!(
+            "--deadline {:?}: {}",
+            args.deadline,
+            baton_core::time::DURATION_FORMS
+        ))
+    })?;
+    let mut budget = serde_json::Map::new();
+    for b in &args.budget {
+        let parsed = b.split_once('=').and_then(|(unit, n)| {
+            let n: serde_json::Number = n.trim().parse().ok()?;
+            awl::rules::UNITS
+                .contains(&unit.trim())
+                .then(|| (unit.trim().to_owned(), n))
+        });
+        let (unit, n) = parsed.ok_or_else(|| {
+            CommandError::usage(format!(
+                "--budget {b:?}: write UNIT=N with UNIT one of {}",
+                awl::rules::UNITS.join(", ")
+            ))
+        })?;
+        budget.insert(unit, Value::Number(n));
+    }
+    let budget = if budget.is_empty() {
+        json!({"usd": fill("a limit in US dollars, or tokens, tool_calls or seconds")})
+    } else {
+        Value::Object(budget)
+    };
+    let criteria: Vec<Value> = if args.criterion.is_empty() {
+        vec![json!({"id": "c1", "text": fill("an observable acceptance criterion")})]
+    } else {
+        args.criterion
+            .iter()
+            .enumerate()
+            .map(|(i, t)| json!({"id": format!("c{}", i + 1), "text": t}))
+            .collect()
+    };
+    let at = now();
+    let env = Workspace::discover(Project::locate(g.project.as_deref()).ok().as_ref());
+    let or_fill = |v: Option<String>, what: &str| v.map(Value::from).unwrap_or_else(|| fill(what));
+    let doc = json!({
+        "spec": "awl/work-order@0.1",
+        "id": format!("wo_{}", ulid::Ulid::generate().to_string().to_lowercase()),
+        "created_at": baton_core::time::rfc3339(at),
+        "from": from,
+        "to": to,
+        "goal": goal,
+        "criteria": criteria,
+        "budget": budget,
+        "deadline": baton_core::time::rfc3339(at + age.as_millis() as i64),
+        "tools": args.tool,
+        "x-baton": {
+            "context": {
+                "repository": or_fill(env.location(), "the repository, e.g. git@host:org/repo.git"),
+                "base_revision": or_fill(env.head(), "the commit to start from"),
+                "reproduction": fill("the steps or command that show the problem"),
+                "expected": fill("what correct output looks like")
+            },
+            "scope": {"allowed": [fill("what may change: files, modules")], "excluded": []},
+            "execution": {
+                "test_command": or_fill(env.test_command().map(str::to_owned), "the repository's test command")
+            },
+            "acceptance": {"owner": from},
+            "stop_when": [fill("when the worker stops and reports instead of guessing")],
+            "decision": {"resume_at": fill("the concrete first action")}
+        }
+    });
+    let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    Ok(Output::of(
+        &HandoffTemplate {
+            kind: "order".to_owned(),
+            template: doc,
+        },
+        text,
+    ))
 }
 
 // ---- render -------------------------------------------------------------------------------

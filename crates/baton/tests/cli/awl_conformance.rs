@@ -293,3 +293,97 @@ fn handoff_check_exits_3_on_invalid_and_refuses_unreadable_input() {
     let out = p.run(None, &["handoff", "check", "missing.json"]);
     assert_eq!(out.status.code(), Some(4));
 }
+
+#[test]
+fn handoff_new_fills_what_baton_knows_and_check_names_what_is_left() {
+    let p = crate::common::Project::new(&[("planner", "planner"), ("impl-1", "executor")]);
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+            .args(args)
+            .current_dir(p.path())
+            .output()
+            .expect("git")
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    std::fs::write(p.path().join("Cargo.toml"), "[package]\n").expect("write");
+    git(&["init", "-q"]);
+    git(&["add", "Cargo.toml"]);
+    git(&["commit", "-qm", "start"]);
+    let out = p.json(
+        Some("planner"),
+        &[
+            "handoff",
+            "new",
+            "--to",
+            "impl-1",
+            "--goal",
+            "Keep the filters",
+            "--criterion",
+            "Filtered rows only",
+            "--budget",
+            "usd=5",
+            "--tool",
+            "repo/*",
+            "--deadline",
+            "3d",
+        ],
+    );
+    let mut order = out["template"].clone();
+    assert_eq!(order["from"], "planner");
+    assert_eq!(order["x-baton"]["execution"]["test_command"], "cargo test");
+    assert_eq!(order["x-baton"]["acceptance"]["owner"], "planner");
+    assert_eq!(order["budget"], serde_json::json!({"usd": 5}));
+    assert_eq!(
+        order["x-baton"]["context"]["base_revision"]
+            .as_str()
+            .map(str::len),
+        Some(40),
+        "HEAD: {order}"
+    );
+    std::fs::write(p.path().join("order.json"), order.to_string()).expect("write");
+    // Exactly what a person must decide is named, and nothing else.
+    let check = p.run(None, &["--json", "handoff", "check", "order.json"]);
+    assert_eq!(check.status.code(), Some(3));
+    let found: Value = serde_json::from_slice(&check.stdout).expect("findings");
+    let mut named: Vec<(String, String)> = found["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().into(),
+                f["path"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    named.sort();
+    let left = [
+        "/x-baton/context/expected",
+        "/x-baton/context/reproduction",
+        "/x-baton/decision/resume_at",
+        "/x-baton/scope/allowed/0",
+        "/x-baton/stop_when/0",
+    ];
+    assert_eq!(
+        named,
+        left.iter()
+            .map(|p| ("B10".to_owned(), (*p).to_owned()))
+            .collect::<Vec<_>>()
+    );
+    // Once a person decides them, the order is accepted as written.
+    for (path, value) in [
+        ("/x-baton/context/expected", "only filtered rows"),
+        ("/x-baton/context/reproduction", "export with a filter"),
+        ("/x-baton/decision/resume_at", "run cargo test csv_filters"),
+        ("/x-baton/scope/allowed/0", "src/export.rs"),
+        ("/x-baton/stop_when/0", "the fixtures are missing"),
+    ] {
+        *order.pointer_mut(path).unwrap() = Value::from(value);
+    }
+    std::fs::write(p.path().join("order.json"), order.to_string()).expect("write");
+    p.ok(None, &["handoff", "check", "order.json"]);
+    p.ok(Some("planner"), &["order", "create", "order.json"]);
+}
