@@ -47,9 +47,12 @@ pub enum HandoffCommand {
 
 #[derive(Args, Debug)]
 pub struct NewArgs {
-    /// A Work Report template instead of a Work Order.
-    #[arg(long, conflicts_with_all = ["to", "goal"])]
-    pub report: bool,
+    /// A Work Report template instead of a Work Order; with an ORDER id, a report on that
+    /// order filled from what Baton knows (you, the time, its criteria and acceptance
+    /// owner, HEAD, and the order's `baton evidence run --order ORDER` records as the
+    /// before and after evidence).
+    #[arg(long, value_name = "ORDER", num_args = 0..=1, conflicts_with_all = ["to", "goal"])]
+    pub report: Option<Option<String>>,
     /// Write an order to NAME, filled from what Baton knows: `from` is you (--as), the id,
     /// the time, the repository, its HEAD and its test command. Needs --goal.
     #[arg(long, value_name = "NAME", requires = "goal")]
@@ -141,6 +144,10 @@ pub struct EvidenceRunArgs {
 pub async fn handoff(g: &GlobalArgs, cmd: HandoffCommand) -> CommandResult<Output> {
     match cmd {
         HandoffCommand::New(args) if args.to.is_some() => filled(g, args),
+        HandoffCommand::New(NewArgs {
+            report: Some(Some(order)),
+            ..
+        }) => filled_report(g, &order).await,
         HandoffCommand::New(args) => Ok(new(args)),
         HandoffCommand::Check(args) => check(g, args),
         HandoffCommand::Render(args) => render(args),
@@ -429,7 +436,7 @@ fn report_template() -> Value {
 }
 
 fn new(args: NewArgs) -> Output {
-    let (what, doc) = if args.report {
+    let (what, doc) = if args.report.is_some() {
         ("report", report_template())
     } else {
         ("order", order_template())
@@ -530,6 +537,152 @@ fn filled(g: &GlobalArgs, args: NewArgs) -> CommandResult<Output> {
     Ok(Output::of(
         &HandoffTemplate {
             kind: "order".to_owned(),
+            template: doc,
+        },
+        text,
+    ))
+}
+
+/// The `baton evidence run --order ORDER` records under `.baton/evidence/`, oldest first.
+fn evidence_records(root: &Path, order: &str) -> Vec<Value> {
+    let dir = root.join(crate::project::DIR).join("evidence");
+    let mut found: Vec<Value> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            crate::files::read_bounded(&e.path(), awl::MAX_DOCUMENT_BYTES)
+                .ok()
+                .and_then(|r| serde_json::from_slice::<Value>(&r.bytes).ok())
+        })
+        .filter(|r| r.get("order").and_then(Value::as_str) == Some(order))
+        .collect();
+    found.sort_by(|a, b| {
+        let at = |v: &Value| {
+            v.get("started_at")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        at(a).cmp(&at(b))
+    });
+    found
+}
+
+/// One side of the evidence (`before` or `after`) from an evidence record.
+fn evidence_side(record: Option<&Value>, before: bool) -> Value {
+    let Some(r) = record else {
+        let mut side = json!({
+            "command": fill("the command you ran"),
+            "exit_code": fill("its exit code"),
+            "output": fill("what it printed"),
+        });
+        if before {
+            side["base_revision"] = fill("the commit you started from");
+        }
+        return side;
+    };
+    let command = r
+        .get("command")
+        .and_then(Value::as_array)
+        .map(|c| {
+            c.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    let output = r
+        .get("output_tail")
+        .and_then(Value::as_array)
+        .map(|l| {
+            l.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    let mut side = json!({
+        "command": command,
+        "exit_code": r.get("exit_code").cloned().unwrap_or(Value::Null),
+        "output": output,
+        "receipt": r.get("step").cloned().unwrap_or(Value::Null),
+    });
+    if before {
+        side["base_revision"] = r
+            .get("revision")
+            .cloned()
+            .filter(|v| v.is_string())
+            .unwrap_or_else(|| fill("the commit you started from"));
+    }
+    side
+}
+
+/// `handoff new --report ORDER`: a `done` report on ORDER filled from what Baton knows —
+/// the caller, the time, one evidence entry per criterion citing the newest evidence record,
+/// the order's `evidence run` records as before (oldest) and after (newest), HEAD and the
+/// acceptance owner; the rest is `<fill in: …>`, which `handoff check` names (B10).
+async fn filled_report(g: &GlobalArgs, order_id: &str) -> CommandResult<Output> {
+    let ctx = Context::open(g).await?;
+    let me = ctx.me().await?;
+    let view = ctx.app.order_view(order_id).await?;
+    let order = Value::Object(view.document.clone());
+    let records = evidence_records(&ctx.project.root, order_id);
+    let newest = records.last().and_then(|r| r.get("step")).cloned();
+    let criteria: Vec<Value> = order
+        .get("criteria")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| c.get("id").and_then(Value::as_str))
+                .map(|id| {
+                    let mut e = json!({"criterion": id, "type": "artifact",
+                                       "note": fill("what the evidence shows for this criterion")});
+                    e["ref"] = newest.clone().unwrap_or_else(|| fill("a receipt step"));
+                    e
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let cost: serde_json::Map<String, Value> = order
+        .get("budget")
+        .and_then(Value::as_object)
+        .map(|b| {
+            b.keys()
+                .map(|unit| (unit.clone(), fill(&format!("what was spent in {unit}"))))
+                .collect()
+        })
+        .unwrap_or_default();
+    let env = Workspace::discover(Some(&ctx.project));
+    let owner = order
+        .pointer("/x-baton/acceptance/owner")
+        .cloned()
+        .unwrap_or_else(|| order.get("from").cloned().unwrap_or(Value::Null));
+    let doc = json!({
+        "spec": "awl/work-report@0.1",
+        "order_id": order_id,
+        "from": me.as_str(),
+        "status": "done",
+        "result": {"summary": fill("what was done")},
+        "evidence": criteria,
+        "cost": cost,
+        "finished_at": baton_core::time::rfc3339(now()),
+        "tools_used": [],
+        "x-baton": {"evidence": {
+            "before": evidence_side(records.first(), true),
+            "change": [{"file": fill("a file changed"), "reason": fill("why it had to change")}],
+            "after": evidence_side(records.last().filter(|_| records.len() > 1), false),
+            "uncertainty": [fill("a check not run and why (or replace the list with {\"none\": true})")],
+            "review": {
+                "commit": env.head().map(Value::from).unwrap_or_else(|| fill("the commit to review")),
+                "acceptance_owner": owner
+            }
+        }}
+    });
+    let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    Ok(Output::of(
+        &HandoffTemplate {
+            kind: "report".to_owned(),
             template: doc,
         },
         text,

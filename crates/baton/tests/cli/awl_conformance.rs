@@ -386,4 +386,97 @@ fn handoff_new_fills_what_baton_knows_and_check_names_what_is_left() {
     std::fs::write(p.path().join("order.json"), order.to_string()).expect("write");
     p.ok(None, &["handoff", "check", "order.json"]);
     p.ok(Some("planner"), &["order", "create", "order.json"]);
+
+    // The worker's report starts from its evidence runs: the first is `before`, the
+    // newest `after`, and each criterion cites the newest.
+    let id = order["id"].as_str().unwrap().to_owned();
+    p.ok(Some("impl-1"), &["order", "accept", &id]);
+    let run = |script: &str| {
+        let out = p.run(
+            Some("impl-1"),
+            &["evidence", "run", "--order", &id, "--", "sh", "-c", script],
+        );
+        assert!(out.status.code().is_some(), "evidence run");
+    };
+    run("echo 2 rows; exit 1");
+    run("echo 1 row");
+    let out = p.json(Some("impl-1"), &["handoff", "new", "--report", &id]);
+    let mut report = out["template"].clone();
+    let ev = &report["x-baton"]["evidence"];
+    assert_eq!(
+        (
+            ev["before"]["exit_code"].clone(),
+            ev["after"]["exit_code"].clone()
+        ),
+        (Value::from(1), Value::from(0)),
+        "{report}"
+    );
+    assert_eq!(ev["before"]["output"], "2 rows");
+    assert_eq!(ev["review"]["acceptance_owner"], "planner");
+    std::fs::write(p.path().join("report.json"), report.to_string()).expect("write");
+    let check = p.run(
+        None,
+        &[
+            "--json",
+            "handoff",
+            "check",
+            "report.json",
+            "--order",
+            "order.json",
+        ],
+    );
+    assert_eq!(check.status.code(), Some(3));
+    let found: Value = serde_json::from_slice(&check.stdout).expect("findings");
+    let mut named: Vec<String> = found["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {}",
+                f["rule"].as_str().unwrap(),
+                f["path"].as_str().unwrap()
+            )
+        })
+        .collect();
+    named.sort();
+    let left = [
+        "/cost/usd",
+        "/evidence/0/note",
+        "/result/summary",
+        "/x-baton/evidence/change/0/file",
+        "/x-baton/evidence/change/0/reason",
+        "/x-baton/evidence/uncertainty/0",
+    ];
+    // Each placeholder is named (B10) and nothing else is wrong: the one other finding is
+    // the shape rule on the same path (a placeholder stands where a number belongs).
+    let mut expected: Vec<String> = left.iter().map(|p| format!("B10 {p}")).collect();
+    expected.push("R1 /cost/usd".to_owned());
+    expected.sort();
+    assert_eq!(named, expected);
+    for (path, value) in [
+        ("/cost/usd", Value::from(1)),
+        (
+            "/evidence/0/note",
+            Value::from("the filtered export has one row"),
+        ),
+        ("/result/summary", Value::from("Filters kept")),
+        (
+            "/x-baton/evidence/change/0/file",
+            Value::from("src/export.rs"),
+        ),
+        (
+            "/x-baton/evidence/change/0/reason",
+            Value::from("apply the filters"),
+        ),
+    ] {
+        *report.pointer_mut(path).unwrap() = value;
+    }
+    report["x-baton"]["evidence"]["uncertainty"] = serde_json::json!({"none": true});
+    std::fs::write(p.path().join("report.json"), report.to_string()).expect("write");
+    p.ok(
+        None,
+        &["handoff", "check", "report.json", "--order", "order.json"],
+    );
+    p.ok(Some("impl-1"), &["order", "report", &id, "report.json"]);
 }
