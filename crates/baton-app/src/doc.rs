@@ -963,9 +963,9 @@ pub struct Approved {
 doc!(Approved, "baton/approval@1");
 
 impl Approved {
-    pub fn new(order: &Order, approval: &crate::Approval, now: Millis) -> Self {
+    pub fn new(approval: &crate::Approval, now: Millis) -> Self {
         Self {
-            order: OrderRow::new(order, now),
+            order: OrderRow::new(&approval.order, now),
             events: approval
                 .written
                 .as_ref()

@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use baton_core::effect::{self, Call, Decision, Effect, Effects, Gate, Next};
-use baton_core::order::{self, OrderStatus};
+use baton_core::order::{self, Order, OrderStatus};
 use baton_core::{Passname, Refusal};
 use baton_store::OrderWritten;
 use serde_json::{Map, Value, json};
@@ -29,6 +29,8 @@ pub trait ToolRunner: Send + Sync {
 /// and this run only went on with its effects), and the effects after it.
 #[derive(Debug, Clone)]
 pub struct Approval {
+    /// The order after the approval.
+    pub order: Order,
     pub written: Option<OrderWritten>,
     pub effects: Effects,
     /// The effect the sequence stopped at (failed, or uncertain), if it did.
@@ -116,7 +118,12 @@ impl App {
                 }
             }
         }
+        let order = match &written {
+            Some(w) => w.order.clone(),
+            None => order,
+        };
         Ok(Approval {
+            order,
             written,
             effects,
             stopped,

@@ -211,7 +211,6 @@ pub struct Effect {
 pub struct Effects {
     /// Calls forwarded or held: what `budget.tool_calls` counts.
     pub calls: u64,
-    pub refused: u64,
     /// Forwarded calls, as evidence references, oldest first.
     pub forwarded: Vec<String>,
     /// Held calls, oldest first.
@@ -245,7 +244,7 @@ impl Effects {
                 self.calls += 1;
                 self.forwarded.push(reference.clone());
             }
-            EffectChange::Refused { .. } => self.refused += 1,
+            EffectChange::Refused { .. } => {}
             EffectChange::Held {
                 reference,
                 tool,

@@ -420,7 +420,7 @@ async fn approve(ctx: &Context, args: ApproveArgs) -> CommandResult<Output> {
             Some(&upstream),
         )
         .await?;
-    let order = ctx.app.load_order(&args.step.id).await?;
+    let order = &approval.order;
     let mut lines: Vec<String> = match &approval.written {
         Some(written) => vec![stepped(written).human],
         None => vec![format!(
@@ -431,7 +431,7 @@ async fn approve(ctx: &Context, args: ApproveArgs) -> CommandResult<Output> {
     for e in &approval.effects.effects {
         lines.push(format!("  {} {} {}", e.reference, e.status, effect_note(e)));
     }
-    let doc = Approved::new(&order, &approval, now());
+    let doc = Approved::new(&approval, now());
     let out = Output::of(&doc, lines.join("\n"));
     Ok(match &approval.stopped {
         Some(e) => out

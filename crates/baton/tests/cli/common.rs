@@ -88,6 +88,23 @@ impl Project {
             .to_owned()
     }
 
+    /// The store's generation (the newest event's seq), read from the store directly.
+    pub fn generation(&self) -> i64 {
+        use baton_store::Backend;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            baton_store::SqliteStore::open(&self.db(), std::time::Duration::from_secs(5))
+                .await
+                .expect("open the store")
+                .generation()
+                .await
+                .expect("read the generation")
+        })
+    }
+
     /// Runs with `--json` and parses stdout.
     pub fn json(&self, who: Option<&str>, args: &[&str]) -> serde_json::Value {
         let mut all = vec!["--json"];

@@ -5,7 +5,6 @@
 //! output may contain one.
 
 use std::process::Output;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -99,29 +98,12 @@ fn json_of(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).expect("JSON on stdout")
 }
 
-/// The store's generation: the number of events in the log.
-fn generation(p: &Project) -> i64 {
-    use baton_store::Backend;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        baton_store::SqliteStore::open(&p.db(), Duration::from_secs(5))
-            .await
-            .unwrap()
-            .generation()
-            .await
-            .unwrap()
-    })
-}
-
 /// Runs a command that must be refused with `want`; checks it stored and printed nothing.
 fn refused(p: &Project, who: Option<&str>, args: &[&str], want: i32) -> String {
-    let before = generation(p);
+    let before = p.generation();
     let out = p.run(who, args);
     assert_eq!(code(&out), want, "baton {args:?}: {}", stderr(&out));
-    assert_eq!(generation(p), before, "baton {args:?} wrote to the log");
+    assert_eq!(p.generation(), before, "baton {args:?} wrote to the log");
     assert!(out.stdout.is_empty(), "a refusal printed to stdout");
     private_values_absent(&out);
     stderr(&out)

@@ -78,26 +78,9 @@ pub(crate) fn json_file(p: &Project, name: &str, doc: &Value) -> String {
     file(p, name, doc.to_string())
 }
 
-/// The store's generation: the number of events in the log.
-fn generation(p: &Project) -> i64 {
-    use baton_store::Backend;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        baton_store::SqliteStore::open(&p.db(), Duration::from_secs(5))
-            .await
-            .unwrap()
-            .generation()
-            .await
-            .unwrap()
-    })
-}
-
 /// Runs a command that must be refused with `want`, and checks that it stored nothing.
 fn refused(p: &Project, who: Option<&str>, args: &[&str], want: i32) -> String {
-    let before = generation(p);
+    let before = p.generation();
     let out = p.run(who, args);
     assert_eq!(
         code(&out),
@@ -105,7 +88,7 @@ fn refused(p: &Project, who: Option<&str>, args: &[&str], want: i32) -> String {
         "baton {args:?} as {who:?}: {}",
         stderr(&out)
     );
-    assert_eq!(generation(p), before, "baton {args:?} wrote to the log");
+    assert_eq!(p.generation(), before, "baton {args:?} wrote to the log");
     assert!(out.stdout.is_empty(), "a refusal printed to stdout");
     stderr(&out)
 }
