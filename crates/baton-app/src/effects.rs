@@ -57,6 +57,8 @@ impl App {
     }
 
     /// What the gateway does with `call` on order `id`; recorded before it is answered.
+    /// A call whose name or arguments break the payload rules is refused before anything
+    /// about it is stored.
     pub async fn gateway_call(
         &self,
         me: &Passname,
@@ -64,6 +66,7 @@ impl App {
         gate: &Gate,
         call: Call,
     ) -> Result<Decision> {
+        effect::check_call(&call, self.settings().payload_cap)?;
         self.store().gateway_call(me, id, gate, call).await
     }
 

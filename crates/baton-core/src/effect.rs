@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 use crate::awl::rules::{effect_references, tool_allowed};
 use crate::event::{Change, Event};
 use crate::order::{Order, OrderAction, OrderStatus};
-use crate::refusal::Refusal;
+use crate::refusal::{Field, Refusal};
 use crate::time::Millis;
 
 /// The event kind of every change here.
@@ -377,6 +377,34 @@ pub struct Call {
     pub arguments: Map<String, Value>,
     /// The upstream server's command, which approval runs a held call through.
     pub upstream: Vec<String>,
+}
+
+/// The longest tool name a gateway records.
+pub const MAX_TOOL_NAME: usize = 256;
+
+/// Checks what a gateway's caller sent before anything about it is recorded: a tool name
+/// within [`MAX_TOOL_NAME`] bytes, and arguments held to a payload's rules (at most `cap`
+/// bytes as canonical JSON, nesting within the limit, no U+0000 in a string).
+pub fn check_call(call: &Call, cap: usize) -> Result<(), Refusal> {
+    if call.tool.len() > MAX_TOOL_NAME {
+        return Err(Refusal::TooLong {
+            field: Field::Tool,
+            max: MAX_TOOL_NAME,
+            len: call.tool.len(),
+        });
+    }
+    // The name is checked as the JSON string it will be stored as.
+    let name = Value::from(call.tool.as_str()).to_string();
+    crate::json::check_text(&name, 1).map_err(|e| Refusal::Payload {
+        field: Field::Tool,
+        error: e.into(),
+    })?;
+    let text = Value::Object(call.arguments.clone()).to_string();
+    crate::message::Payload::parse(&text, cap).map_err(|error| Refusal::Payload {
+        field: Field::Arguments,
+        error,
+    })?;
+    Ok(())
 }
 
 /// The gateway's word on `call` by `actor` on `order` at `now`: the change to record and
@@ -1016,5 +1044,57 @@ mod tests {
             Value::Object(shown),
             json!({"api_token": "***", "body": "ok", "n": {"password": "***"}})
         );
+    }
+
+    #[test]
+    fn a_call_is_held_to_the_payload_rules_before_it_is_recorded() {
+        assert_eq!(
+            check_call(&call("git/push", json!({"branch": "main"})), 1024),
+            Ok(())
+        );
+        let big = call("git/push", json!({"blob": "x".repeat(2000)}));
+        assert!(matches!(
+            check_call(&big, 1024),
+            Err(Refusal::Payload {
+                field: Field::Arguments,
+                error: crate::message::PayloadError::TooLarge { .. }
+            })
+        ));
+        let mut deep = json!("leaf");
+        for _ in 0..crate::json::MAX_DEPTH + 1 {
+            deep = json!({ "a": deep });
+        }
+        let deep = call("git/push", deep);
+        assert!(matches!(
+            check_call(&deep, usize::MAX),
+            Err(Refusal::Payload {
+                field: Field::Arguments,
+                ..
+            })
+        ));
+        let nul = call("git/push", json!({"branch": "ma\u{0}in"}));
+        assert!(matches!(
+            check_call(&nul, 1024),
+            Err(Refusal::Payload {
+                field: Field::Arguments,
+                ..
+            })
+        ));
+        let long = call(&format!("git/{}", "p".repeat(MAX_TOOL_NAME)), json!({}));
+        assert!(matches!(
+            check_call(&long, 1024),
+            Err(Refusal::TooLong {
+                field: Field::Tool,
+                ..
+            })
+        ));
+        let named = call("git/pu\u{0}sh", json!({}));
+        assert!(matches!(
+            check_call(&named, 1024),
+            Err(Refusal::Payload {
+                field: Field::Tool,
+                ..
+            })
+        ));
     }
 }

@@ -57,6 +57,10 @@ pub enum Field {
     Body,
     /// A JSON payload.
     Payload,
+    /// A tool's name, as a gateway's caller gave it.
+    Tool,
+    /// The arguments of a tool call made through a gateway.
+    Arguments,
     /// A Work Order or Work Report.
     Document,
     /// Why a request is refused or handed back, or why an order is declined or cancelled.
@@ -99,6 +103,8 @@ impl Field {
             Self::Topic => "topic",
             Self::Body => "body",
             Self::Payload => "payload",
+            Self::Tool => "name",
+            Self::Arguments => "arguments",
             Self::Document => "document",
             Self::Reason => "reason",
             Self::ReworkReason => "reason",
@@ -133,6 +139,8 @@ impl Field {
             Self::Topic => "topic",
             Self::Body => "body",
             Self::Payload => "payload",
+            Self::Tool => "tool name",
+            Self::Arguments => "tool arguments",
             Self::Document => "document",
             Self::Reason => "reason",
             Self::ReworkReason => "rework reason",

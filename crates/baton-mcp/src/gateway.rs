@@ -221,6 +221,8 @@ pub async fn serve_gateway(
             t
         })
         .collect();
+    // The agent's lines are gated as `baton mcp`'s are: a call's arguments are stored.
+    let cap = crate::frame::max_frame(app.settings().payload_cap);
     let gateway = Gateway {
         app,
         me,
@@ -231,13 +233,5 @@ pub async fn serve_gateway(
         client,
         tools,
     };
-    let running = gateway
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| ServeError::Start(e.to_string()))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| ServeError::Run(e.to_string()))?;
-    Ok(())
+    crate::serve_gated(gateway, cap).await
 }

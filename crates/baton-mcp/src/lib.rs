@@ -79,10 +79,19 @@ where
     service.handle(request).await
 }
 
-/// Serves `profile`'s tools on stdin/stdout as `me` until the client closes stdin. Every line
-/// passes the [`frame`] gate first, so a request the server cannot take is still answered.
+/// Serves `profile`'s tools on stdin/stdout as `me` until the client closes stdin.
 pub async fn serve_stdio(app: App, me: Passname, profile: Profile) -> Result<(), ServeError> {
     let cap = frame::max_frame(app.settings().payload_cap);
+    serve_gated(BatonTools::with_profile(app, me, profile), cap).await
+}
+
+/// Serves `service` on stdin/stdout until the client closes stdin. Every line passes the
+/// [`frame`] gate first (at most `cap` bytes, checked as untrusted JSON), so a request the
+/// server cannot take is still answered and nothing unbounded reaches the service.
+pub(crate) async fn serve_gated<S: rmcp::ServerHandler>(
+    service: S,
+    cap: usize,
+) -> Result<(), ServeError> {
     let (server_in, feed) = tokio::io::duplex(64 * 1024);
     let (server_out, drain) = tokio::io::duplex(64 * 1024);
     let (answers, answered) = tokio::sync::mpsc::unbounded_channel();
@@ -93,7 +102,7 @@ pub async fn serve_stdio(app: App, me: Passname, profile: Profile) -> Result<(),
         answered,
         tokio::io::stdout(),
     ));
-    let running = BatonTools::with_profile(app, me, profile)
+    let running = service
         .serve((server_in, server_out))
         .await
         .map_err(|e| ServeError::Start(e.to_string()))?;

@@ -543,16 +543,29 @@ fn filled(g: &GlobalArgs, args: NewArgs) -> CommandResult<Output> {
     ))
 }
 
-/// The `baton evidence run --order ORDER` records under `.baton/evidence/`, oldest first.
+/// The most evidence records `handoff new --report` reads: the newest ones (records are
+/// named by a ULID, so names sort by time).
+const MAX_EVIDENCE_READ: usize = 1000;
+
+/// The `baton evidence run --order ORDER` records under `.baton/evidence/`, oldest first,
+/// among the newest [`MAX_EVIDENCE_READ`] records of the project.
 fn evidence_records(root: &Path, order: &str) -> Vec<Value> {
     let dir = root.join(crate::project::DIR).join("evidence");
-    let mut found: Vec<Value> = std::fs::read_dir(&dir)
+    let mut names: Vec<std::ffi::OsString> = std::fs::read_dir(&dir)
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| {
-            crate::files::read_bounded(&e.path(), awl::MAX_DOCUMENT_BYTES)
+        .map(|e| e.file_name())
+        .filter(|n| n.to_str().is_some_and(|n| n.ends_with(".json")))
+        .collect();
+    names.sort_unstable_by(|a, b| b.cmp(a));
+    names.truncate(MAX_EVIDENCE_READ);
+    let mut found: Vec<Value> = names
+        .iter()
+        .filter_map(|name| {
+            crate::files::read_bounded(&dir.join(name), awl::MAX_DOCUMENT_BYTES)
                 .ok()
+                .filter(|r| !r.over)
                 .and_then(|r| serde_json::from_slice::<Value>(&r.bytes).ok())
         })
         .filter(|r| r.get("order").and_then(Value::as_str) == Some(order))

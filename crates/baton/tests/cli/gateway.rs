@@ -266,6 +266,88 @@ fn the_gateway_forwards_reads_holds_staged_writes_and_refuses_the_rest() {
 }
 
 #[test]
+fn arguments_over_the_payload_cap_are_refused_before_anything_is_stored() {
+    let b = Bench::new(
+        "owner",
+        json!(["files/append"]),
+        json!(["files/append"]),
+        json!({"tool_calls": 10}),
+    );
+    // 300 KB: within the gateway's line cap, over the default payload cap of 256 KiB.
+    let s = b.session(json!([
+        {"tool": "append", "arguments": {"line": "x".repeat(300 * 1024)}},
+        {"tool": "append", "arguments": {"line": "small"}},
+    ]));
+    let r = s["results"].as_array().unwrap();
+    assert_eq!(r[0]["error"], true, "{}", r[0]["text"]);
+    let text = r[0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("`arguments`") && text.contains("over the cap of 262144 bytes"),
+        "the refusal names the arguments and the cap: {text}"
+    );
+    assert_eq!(
+        r[1]["structured"]["pending"], "pending:files/append#1",
+        "the refused call took no reference"
+    );
+    let shown = b.show();
+    assert_eq!(statuses(&shown), [("files/append#1".into(), "held".into())]);
+    for file in ["baton.db", "baton.db-wal"] {
+        let stored = std::fs::read(b.project.path().join(".baton").join(file)).unwrap_or_default();
+        assert!(
+            !stored.windows(4096).any(|w| w.iter().all(|c| *c == b'x')),
+            "the oversized arguments were not stored in {file}"
+        );
+    }
+}
+
+#[test]
+fn the_gateway_answers_a_line_over_its_cap_without_reading_it_whole() {
+    let b = Bench::new(
+        "owner",
+        json!(["files/append"]),
+        json!(["files/append"]),
+        json!({"tool_calls": 10}),
+    );
+    let mut child = b
+        .project
+        .cmd(
+            Some("impl-1"),
+            &["gateway", "--order", "wo_1", "--name", "files", "--"],
+        )
+        .args(Bench::upstream())
+        .env("UPSTREAM_FILE", &b.file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pad = "x".repeat(3 * 1024 * 1024);
+    let line = format!(
+        "{{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{{\"name\":\"append\",\"arguments\":{{\"line\":\"{pad}\"}}}},\"id\":7}}\n"
+    );
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        answers.iter().any(|a| a["id"] == 7
+            && a["error"]["code"] == -32600
+            && a["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("request too large"))),
+        "the oversized line is answered with its id: {answers:?} {}",
+        stderr(&out)
+    );
+    assert!(b.lines().is_empty());
+}
+
+#[test]
 fn only_the_worker_of_an_accepted_order_can_start_a_gateway() {
     let b = Bench::new(
         "owner",
