@@ -515,6 +515,15 @@ fn remote_usage_errors_are_clear_and_never_show_the_token() {
             .env("BATON_URL", &bad));
         assert_eq!(code(&out), 2, "{bad}: {}", stderr(&out));
     }
+    // A server that does not answer: a failure (1) naming the URL, not the token.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let nobody = format!("http://{}/v1/projects/shop", closed.local_addr().unwrap());
+    drop(closed);
+    let out = run(t
+        .remote_cmd(Some(writer), &["inbox"])
+        .env("BATON_URL", &nobody));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot reach"), "{}", stderr(&out));
     // Commands that need this machine say so.
     for args in [
         &["export"][..],
