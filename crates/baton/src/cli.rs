@@ -55,8 +55,8 @@ pub struct GlobalArgs {
     pub db: Option<String>,
     /// A project on a `baton serve` (http://HOST:PORT/v1/projects/NAME), acting as the key
     /// in BATON_KEY: the same commands, answered by the server.
-    #[arg(long, global = true, env = "BATON_URL", value_name = "URL")]
-    pub url: Option<String>,
+    #[arg(long = "remote", global = true, env = "BATON_URL", value_name = "URL")]
+    pub remote: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]

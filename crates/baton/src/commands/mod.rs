@@ -42,7 +42,7 @@ use crate::remote::Remote;
 
 pub async fn run(cli: Cli) -> CommandResult<Output> {
     let g = &cli.global;
-    if g.url.is_some()
+    if g.remote.is_some()
         && let Some(name) = local_only(&cli.command)
     {
         return Err(CommandError::usage(format!(
@@ -114,7 +114,7 @@ pub struct Context {
 
 impl Context {
     pub async fn open(g: &GlobalArgs) -> CommandResult<Self> {
-        if let Some(url) = &g.url {
+        if let Some(url) = &g.remote {
             return Self::remote(g, url);
         }
         if let Some(url) = &g.db {
