@@ -190,7 +190,11 @@ pub fn server_error(status: u16, text: &str) -> CommandError {
         message.push_str(&format!(" ({hint})"));
     }
     let refusal = |kind: RefusalKind| ErrorKind::from(kind);
+    // As locally: a refusal that running again may change (an order moved first) is
+    // contention, whatever its kind.
+    let moved = error["retryable"].as_bool().unwrap_or(false);
     let (kind, retryable) = match code {
+        "conflict" if moved => (ErrorKind::Contention, true),
         "refused" | "bad_request" | "too_large" => (refusal(RefusalKind::Invalid), false),
         "not_found" => (refusal(RefusalKind::NotFound), false),
         "forbidden" => (refusal(RefusalKind::Forbidden), false),

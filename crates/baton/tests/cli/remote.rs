@@ -165,15 +165,24 @@ const fn refused<'a>(who: &'a str, code: i32, args: &'a [&'a str]) -> Step<'a> {
     }
 }
 
-/// Runs `step` on one side: `run(who, args)` runs it there; `ids` fills `{1}`, `{2}`.
-fn take(step: &Step, ids: &[String], run: &dyn Fn(&str, &[&str]) -> Output) -> Vec<(i32, String)> {
+/// Runs `step` on one side: `run(who, args)` runs it there; `ids` fill `{1}`, `{2}`, and
+/// `files` the documents' paths.
+fn take(
+    step: &Step,
+    ids: &[String],
+    files: &[(&str, &str)],
+    run: &dyn Fn(&str, &[&str]) -> Output,
+) -> Vec<(i32, String)> {
     let args: Vec<String> = step
         .args
         .iter()
         .map(|a| {
-            ids.iter().enumerate().fold((*a).to_owned(), |a, (i, id)| {
+            let a = ids.iter().enumerate().fold((*a).to_owned(), |a, (i, id)| {
                 a.replace(&format!("{{{}}}", i + 1), id)
-            })
+            });
+            files
+                .iter()
+                .fold(a, |a, (name, path)| a.replace(name, path))
         })
         .collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -319,6 +328,62 @@ fn remote_commands_print_what_local_ones_print_with_the_same_exit_codes() {
         ok("planner", Both, &["queue"]),
         ok("planner", Both, &["runs", "--all"]),
         ok("planner", Both, &["order", "list", "--all"]),
+        ok("planner", Human, &["order", "create", "{order}"]),
+        ok(
+            "impl-1",
+            Json,
+            &["order", "accept", "csv-filters", "--expect-seq", "1"],
+        ),
+        ok("impl-1", Human, &["order", "start", "csv-filters"]),
+        ok(
+            "impl-1",
+            Json,
+            &["order", "report", "csv-filters", "{report}"],
+        ),
+        ok("planner", Both, &["order", "show", "csv-filters"]),
+        ok("impl-1", Both, &["order", "list"]),
+        ok(
+            "planner",
+            Both,
+            &[
+                "order",
+                "wait",
+                "csv-filters",
+                "--since",
+                "1",
+                "--timeout",
+                "1s",
+            ],
+        ),
+        ok("planner", Both, &["queue"]),
+        refused("impl-1", 3, &["order", "accept", "csv-filters"]),
+        refused(
+            "planner",
+            6,
+            &[
+                "order",
+                "rework",
+                "csv-filters",
+                "--reason",
+                "stale view",
+                "--expect-seq",
+                "2",
+            ],
+        ),
+        ok(
+            "planner",
+            Human,
+            &[
+                "order",
+                "rework",
+                "csv-filters",
+                "--reason",
+                "add a test",
+                "--expect-seq",
+                "4",
+            ],
+        ),
+        ok("planner", Both, &["order", "list", "--all"]),
         ok(
             "planner",
             Json,
@@ -382,10 +447,20 @@ fn remote_commands_print_what_local_ones_print_with_the_same_exit_codes() {
         ),
         ok("owner", Both, &["agent", "list"]),
     ];
+    // Documents both sides read from the same files.
+    let order = t.elsewhere.path().join("order.json");
+    std::fs::write(&order, crate::orders::order("csv-filters").to_string()).unwrap();
+    let report = t.elsewhere.path().join("report.json");
+    let report_doc = crate::orders::report_doc("csv-filters", "impl-1", 1);
+    std::fs::write(&report, report_doc.to_string()).unwrap();
+    let files = [
+        ("{order}", order.to_str().unwrap()),
+        ("{report}", report.to_str().unwrap()),
+    ];
     let (mut local_ids, mut remote_ids) = (Vec::new(), Vec::new());
     for step in &script {
-        let here = take(step, &local_ids, &local);
-        let there = take(step, &remote_ids, &remote);
+        let here = take(step, &local_ids, &files, &local);
+        let there = take(step, &remote_ids, &files, &remote);
         for ((here_code, here_out), (there_code, there_out)) in here.iter().zip(&there) {
             assert_eq!(
                 (*here_code, *there_code),
