@@ -16,7 +16,7 @@ use baton_app::doc::{
     AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Inbox, KeyIssued, KeyRevoked, KeyRow,
     Keys, MessageRow, News, OrderRow, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted,
     ReceiptShown, ReceiptWritten, Recorded, Resume, RunDoc, Runs, Search, SecurityEvents, Sent,
-    Show, State, Step, Thread,
+    Show, State, Step, Thread, WebhookSet, Webhooks,
 };
 use baton_app::{App, Layout, OrderStep, Outgoing, PolicyEdit};
 use baton_core::gate::NeedSource;
@@ -142,6 +142,8 @@ pub trait Cases: Send + Sync {
         edit: &PolicyEdit,
     ) -> Answer<AgentAdded>;
     async fn set_policy(&self, actor: &str, name: &str, edit: &PolicyEdit) -> Answer<AgentPolicy>;
+    async fn set_webhook(&self, actor: &str, name: &str, url: Option<&str>) -> Answer<WebhookSet>;
+    async fn webhooks(&self) -> Answer<Webhooks>;
     async fn security_events(&self, before: Option<i64>, limit: u32) -> Answer<SecurityEvents>;
     async fn keys(&self) -> Answer<Keys>;
     async fn issue_key(
@@ -392,6 +394,14 @@ impl Cases for Local {
         Ok(AgentPolicy::new(
             &self.app.set_policy(actor, name, edit).await?,
         ))
+    }
+
+    async fn set_webhook(&self, actor: &str, name: &str, url: Option<&str>) -> Answer<WebhookSet> {
+        Ok(self.app.set_webhook(actor, name, url).await?)
+    }
+
+    async fn webhooks(&self) -> Answer<Webhooks> {
+        Ok(Webhooks::new(&self.app.webhooks().await?))
     }
 
     async fn security_events(&self, before: Option<i64>, limit: u32) -> Answer<SecurityEvents> {

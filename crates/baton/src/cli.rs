@@ -26,10 +26,9 @@ use crate::commands::{
                   The key says who acts (--as is refused). Works there: inbox, outbox, send, show, thread, ack, \
                   complete, hand-back, refuse, archive, search, wait, focus, stream, decide, constrain, note, \
                   session end, state show, resume, alerts, receipt write|show|wait, order (all but approve), \
-                  queue, need, runs, agent add|list|policy, key, security-events. Needs the project here: \
+                  queue, need, runs, agent, key, security-events. Needs the project here: \
                   init, project, mcp, gateway, serve, export, import, run, hook, reap, handoff, evidence, review, \
-                  negotiate, record, check, demo, state render|import, receipt verify, order approve, \
-                  agent webhook|webhooks"
+                  negotiate, record, check, demo, state render|import, receipt verify, order approve"
 )]
 pub struct Cli {
     #[command(flatten)]

@@ -15,7 +15,7 @@ use baton_app::doc::{
     AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Caller, Inbox, KeyIssued, KeyRevoked,
     Keys, News, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted, ReceiptShown,
     ReceiptWritten, Recorded, Resume, Runs, Search, SecurityEvents, Sent, Show, State, Step,
-    Thread,
+    Thread, WebhookSet, Webhooks,
 };
 use baton_app::{Body, OrderStep, Outgoing, PolicyEdit, Settings};
 use baton_core::key::Scope;
@@ -584,6 +584,14 @@ impl Cases for Remote {
         let mut body = edit_body(edit);
         body.insert("default".into(), json!(edit.default));
         self.post(&["participants", name, "policy"], &[], Value::Object(body))
+    }
+
+    async fn set_webhook(&self, _actor: &str, name: &str, url: Option<&str>) -> Answer<WebhookSet> {
+        self.post(&["participants", name, "webhook"], &[], json!({"url": url}))
+    }
+
+    async fn webhooks(&self) -> Answer<Webhooks> {
+        self.get(&["webhooks"], &[])
     }
 
     async fn security_events(&self, before: Option<i64>, limit: u32) -> Answer<SecurityEvents> {

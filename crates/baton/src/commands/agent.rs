@@ -2,7 +2,7 @@
 //! their authority, and what was refused as beyond it.
 
 use baton_app::PolicyEdit;
-use baton_app::doc::{PolicyView, Webhooks};
+use baton_app::doc::PolicyView;
 use clap::{Args, Subcommand};
 
 use crate::commands::Context;
@@ -203,7 +203,7 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
         AgentCommand::Webhook(args) => {
             let actor = ctx.actor().await?;
             let url = if args.off { None } else { args.url.as_deref() };
-            let doc = ctx.app()?.set_webhook(&actor, &args.name, url).await?;
+            let doc = ctx.cases.set_webhook(&actor, &args.name, url).await?;
             let human = match (&doc.url, &doc.secret) {
                 (Some(url), Some(secret)) => format!(
                     "{} is told at {url}.\nSigning secret (shown once): {secret}",
@@ -214,7 +214,7 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
             Ok(Output::of(&doc, human))
         }
         AgentCommand::Webhooks(_) => {
-            let doc = Webhooks::new(&ctx.app()?.webhooks().await?);
+            let doc = ctx.cases.webhooks().await?;
             let rows: Vec<Vec<String>> = doc
                 .items
                 .iter()

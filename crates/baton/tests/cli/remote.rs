@@ -116,10 +116,12 @@ fn normalised(text: &str) -> String {
     let ulid = Regex::new(r"\b[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}\b").unwrap();
     // A time's width varies (trailing zeros of its fraction are dropped): so do columns.
     let padding = Regex::new(r" {2,}").unwrap();
+    let secret = Regex::new(r"whsec_[0-9a-f]{64}").unwrap();
     let time = Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z").unwrap();
     let age = Regex::new(r"\b\d+[smhd]\b").unwrap();
     let millis = Regex::new(r#""(idle_ms|at|changed_at)":\d+"#).unwrap();
-    let text = ulid.replace_all(text, "[ID]");
+    let text = secret.replace_all(text, "[SECRET]");
+    let text = ulid.replace_all(&text, "[ID]");
     let text = time.replace_all(&text, "[TIME]");
     let text = age.replace_all(&text, "[AGE]");
     let text = millis.replace_all(&text, "\"$1\":[MS]");
@@ -446,6 +448,20 @@ fn remote_commands_print_what_local_ones_print_with_the_same_exit_codes() {
             ],
         ),
         ok("owner", Both, &["agent", "list"]),
+        ok(
+            "owner",
+            Json,
+            &[
+                "agent",
+                "webhook",
+                "impl-1",
+                "--url",
+                "http://127.0.0.1:9/hook",
+            ],
+        ),
+        ok("owner", Human, &["agent", "webhook", "impl-1", "--off"]),
+        ok("owner", Both, &["agent", "webhooks"]),
+        ok("owner", Human, &["agent", "policy", "impl-2", "--default"]),
     ];
     // Documents both sides read from the same files.
     let order = t.elsewhere.path().join("order.json");
