@@ -28,7 +28,7 @@ pub struct ErrorDetail {
     pub hint: Option<String>,
     /// Present and true when the same request may succeed if sent again: the store was
     /// busy, or another writer moved the order first (`conflict`).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retryable: bool,
 }
 
