@@ -190,7 +190,8 @@ impl Context {
     pub fn app(&self) -> CommandResult<&App> {
         self.app.as_ref().ok_or_else(|| {
             CommandError::usage(
-                "this command needs the project's store on this machine, not a server: unset                  BATON_URL and run it where the project is (see `baton --help`)",
+                "this command needs the project's store on this machine, not a server: unset \
+                 BATON_URL and run it where the project is (see `baton --help`)",
             )
         })
     }
