@@ -23,7 +23,7 @@ use baton_core::{
 };
 use baton_core::{MessageType, awl::Finding};
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::RunRow;
@@ -47,7 +47,7 @@ macro_rules! doc {
 // ---- messages -----------------------------------------------------------------------------
 
 /// Whose status a message row reports.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum RowStatus {
     /// The caller's own delivery status (null when the caller is not a recipient).
@@ -57,7 +57,7 @@ pub enum RowStatus {
 }
 
 /// A message preview: never the payload, only its excerpt.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct MessageRow {
     pub id: String,
     pub from: Passname,
@@ -112,7 +112,7 @@ impl MessageRow {
 }
 
 /// What `baton inbox` prints: what `participant` owes.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Inbox {
     pub participant: Passname,
     pub items: Vec<MessageRow>,
@@ -133,7 +133,7 @@ impl Inbox {
 
 /// What `baton outbox` prints: the requests `participant` waits on, each recipient's
 /// status.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Outbox {
     pub participant: Passname,
     pub items: Vec<MessageRow>,
@@ -149,14 +149,38 @@ impl Outbox {
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+/// A message of a thread: its row for the caller, and every recipient's status.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ThreadRow {
+    #[serde(flatten)]
+    pub message: MessageRow,
+    pub recipients: Vec<Recipient>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Thread {
     pub id: String,
-    pub items: Vec<MessageRow>,
+    pub items: Vec<ThreadRow>,
 }
 doc!(Thread, "baton/thread@1");
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+impl Thread {
+    /// The thread `id` belongs to, as `reader` sees it.
+    pub fn new(id: &str, items: &[Envelope], reader: Option<&Passname>) -> Self {
+        Self {
+            id: id.to_owned(),
+            items: items
+                .iter()
+                .map(|e| ThreadRow {
+                    message: MessageRow::for_caller(e, reader),
+                    recipients: e.to.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Search {
     pub items: Vec<MessageRow>,
     /// The cursor of the next page; empty on the last page.
@@ -164,7 +188,7 @@ pub struct Search {
 }
 doc!(Search, "baton/search@1");
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Truncated {
     pub shown_bytes: usize,
     pub total_bytes: usize,
@@ -172,7 +196,7 @@ pub struct Truncated {
 
 /// What `baton show` prints: the row, each recipient's status and the payload — or,
 /// when cut at the byte cap, the text shown and both sizes.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Show {
     #[serde(flatten)]
     pub message: MessageRow,
@@ -202,7 +226,7 @@ impl Show {
 }
 
 /// A send's result: the new message's id, or the original's for a duplicate.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Sent {
     pub id: String,
     /// True when `id` is an earlier identical send's.
@@ -221,7 +245,7 @@ impl From<baton_store::Sent> for Sent {
 
 /// A status step's result: which end moved, from what to what, and the reply that
 /// carried its note.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Step {
     pub id: String,
     /// `recipient` or `sender`.
@@ -247,7 +271,7 @@ impl From<baton_store::Stepped> for Step {
 // ---- participants -------------------------------------------------------------------------
 
 /// A participant's authority: what it may do and where.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PolicyView {
     /// Its powers: request, send, accept, approve, effects.
     pub may: Vec<Power>,
@@ -271,7 +295,7 @@ impl PolicyView {
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct AgentAdded {
     pub name: Passname,
     pub role: String,
@@ -297,7 +321,7 @@ impl AgentAdded {
 }
 
 /// A participant's policy after a change.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct AgentPolicy {
     pub name: Passname,
     pub role: String,
@@ -315,7 +339,7 @@ impl AgentPolicy {
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct AgentRow {
     pub name: Passname,
     pub role: String,
@@ -323,7 +347,7 @@ pub struct AgentRow {
     pub policy: PolicyView,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Agents {
     pub items: Vec<AgentRow>,
 }
@@ -346,7 +370,7 @@ impl Agents {
 }
 
 /// One action refused as beyond authority.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct SecurityEventRow {
     /// The event's place in the log: pass it as `before` for the page after this one.
     pub seq: i64,
@@ -361,7 +385,7 @@ pub struct SecurityEventRow {
 }
 
 /// The newest security events, newest first.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct SecurityEvents {
     pub items: Vec<SecurityEventRow>,
 }
@@ -390,7 +414,7 @@ impl SecurityEvents {
 }
 
 /// A participant's webhook after a change.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct WebhookSet {
     pub participant: Passname,
     /// The URL now; absent when it was removed.
@@ -403,7 +427,7 @@ pub struct WebhookSet {
 doc!(WebhookSet, "baton/webhook-set@1");
 
 /// Where one webhook's delivery stands (never its secret).
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct WebhookRow {
     pub participant: Passname,
     pub url: String,
@@ -417,7 +441,7 @@ pub struct WebhookRow {
     pub delivered_at: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Webhooks {
     pub items: Vec<WebhookRow>,
 }
@@ -446,7 +470,7 @@ impl Webhooks {
 
 /// What a state change recorded (`focus`, `stream`, `decide`, `constrain`, `note`,
 /// `session end`): the ids it wrote and the generation after.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Recorded {
     #[serde(skip)]
     pub schema: &'static str,
@@ -472,7 +496,7 @@ impl Recorded {
 }
 
 /// A note with its freshness.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct NoteRow {
     #[serde(flatten)]
     pub note: Note,
@@ -480,20 +504,20 @@ pub struct NoteRow {
     pub freshness: Freshness,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct DependencyChange {
     pub text: String,
     pub written: Provenance,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Expected {
     pub step: String,
     pub deadline: String,
 }
 
 /// What `baton state show` prints.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct State {
     pub generation: i64,
     pub focus: Option<String>,
@@ -538,7 +562,7 @@ impl State {
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct StateRendered {
     pub path: String,
     pub generation: i64,
@@ -547,7 +571,7 @@ pub struct StateRendered {
 doc!(StateRendered, "baton/state-render@1");
 
 /// A valid STATE.md (the other verdicts are errors).
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Checked {
     pub file: String,
     pub verdict: String,
@@ -555,7 +579,7 @@ pub struct Checked {
 }
 doc!(Checked, "baton/check@1");
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct StateImport {
     pub dry_run: bool,
     pub changes: Vec<StateOp>,
@@ -564,16 +588,34 @@ pub struct StateImport {
 doc!(StateImport, "baton/state-import@1");
 
 /// The resume packet: its text (what an agent reads), with per-section counts.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Resume {
     pub participant: Passname,
     pub generation: i64,
     pub max_bytes: usize,
     pub bytes: usize,
-    pub sections: Vec<SectionShown>,
+    pub sections: Vec<Section>,
     pub text: String,
 }
 doc!(Resume, "baton/resume@1");
+
+/// What the packet showed of one section.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Section {
+    pub title: String,
+    pub shown: usize,
+    pub total: usize,
+}
+
+impl From<SectionShown> for Section {
+    fn from(s: SectionShown) -> Self {
+        Self {
+            title: s.title.to_owned(),
+            shown: s.shown,
+            total: s.total,
+        }
+    }
+}
 
 impl Resume {
     pub fn new(me: &Passname, max_bytes: usize, r: crate::recall::Resume) -> Self {
@@ -582,7 +624,7 @@ impl Resume {
             generation: r.generation,
             max_bytes,
             bytes: r.packet.text.len(),
-            sections: r.packet.sections,
+            sections: r.packet.sections.into_iter().map(Section::from).collect(),
             text: r.packet.text,
         }
     }
@@ -591,7 +633,7 @@ impl Resume {
 // ---- receipts and alerts ------------------------------------------------------------------
 
 /// A receipt just written.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ReceiptWritten {
     pub receipt: ReceiptRecord,
     pub generation: Option<i64>,
@@ -599,20 +641,20 @@ pub struct ReceiptWritten {
 doc!(ReceiptWritten, "baton/receipt@1");
 
 /// A receipt as stored, with who wrote it when.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ReceiptShown {
     pub receipt: Receipt,
 }
 doc!(ReceiptShown, "baton/receipt@1");
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct VerifiedRow {
     pub step: String,
     pub verdict: String,
     pub artifact: String,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ReceiptsVerified {
     pub verified: Vec<VerifiedRow>,
 }
@@ -633,13 +675,13 @@ impl ReceiptsVerified {
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct AlertAcked {
     pub id: String,
 }
 doc!(AlertAcked, "baton/alert-ack@1");
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Alerts {
     pub items: Vec<Alert>,
 }
@@ -647,7 +689,7 @@ doc!(Alerts, "baton/alerts@1");
 
 // ---- the run ledger -----------------------------------------------------------------------
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Tokens {
     pub input: Option<u64>,
     pub cached_input: Option<u64>,
@@ -657,7 +699,7 @@ pub struct Tokens {
 }
 
 /// A run as `baton runs` lists it: recorded facts, and health derived now.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RunDoc {
     pub id: String,
     pub status: RunStatus,
@@ -725,13 +767,13 @@ impl RunDoc {
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Runs {
     pub items: Vec<RunDoc>,
 }
 doc!(Runs, "baton/runs@1");
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ReapedRun {
     pub run: String,
     /// Messages its participant had fetched during the run, back to pending.
@@ -741,7 +783,7 @@ pub struct ReapedRun {
 }
 
 /// What one reaper pass did.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Reap {
     pub lost: Vec<ReapedRun>,
     pub untracked: Vec<String>,
@@ -770,7 +812,7 @@ impl From<&crate::Pass> for Reap {
 }
 
 /// What a hook prints: the resume packet when it injects one, else nothing.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Hook {
     pub text: String,
 }
@@ -780,7 +822,7 @@ doc!(Hook, "baton/hook@1");
 
 /// An order as every order view shows it. `status` is the status now (an open order past
 /// its deadline is `expired`); `recorded_status` is the last one written.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct OrderRow {
     pub id: String,
     pub status: OrderStatus,
@@ -828,7 +870,7 @@ impl OrderRow {
 
 /// An event as order views list it: its change's fields, with the log's kind, position,
 /// actor and time.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct EventRow {
     #[serde(flatten)]
     pub data: Map<String, Value>,
@@ -859,7 +901,7 @@ impl EventRow {
 }
 
 /// An order after a step (or a wait): where it stands and the events written.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct OrderStepped {
     pub order: OrderRow,
     pub events: Vec<EventRow>,
@@ -875,14 +917,14 @@ impl OrderStepped {
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Orders {
     pub items: Vec<OrderRow>,
 }
 doc!(Orders, "baton/orders@1");
 
 /// An order with its document, newest report, every step, and its effects.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct OrderShown {
     pub order: OrderRow,
     pub document: Map<String, Value>,
@@ -910,7 +952,7 @@ impl OrderShown {
 
 /// A held call: its placeholder, tool, arguments (secrets masked), where it stands and
 /// the size of its result once it ran.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct EffectRow {
     #[serde(rename = "ref")]
     pub reference: String,
@@ -952,7 +994,7 @@ impl EffectRow {
 
 /// An approval: the step it recorded (none when it went on with an approved order's
 /// effects), each effect after it, and where the sequence stopped, if it did.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Approved {
     pub order: OrderRow,
     pub events: Vec<EventRow>,
@@ -986,7 +1028,7 @@ pub fn order_step_of(event: &Event) -> Option<&baton_core::order::Step> {
 }
 
 /// What is new for the caller since a point in the log, and where to look next.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct News {
     /// Pass this as `after` next time.
     pub after: i64,
@@ -1006,7 +1048,7 @@ impl From<&crate::News> for News {
 // ---- negotiations -------------------------------------------------------------------------
 
 /// One offer of a negotiation's trail: who proposed which outcome, and each party's answer.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct OfferRow {
     pub round: u32,
     /// A party's passname, or `@mediator`.
@@ -1018,21 +1060,21 @@ pub struct OfferRow {
 }
 
 /// A veto used in the trail: who vetoed which partial outcome (never why).
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct VetoRow {
     pub party: String,
     /// Issue → option.
     pub vetoed: Map<String, Value>,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct NegotiationParty {
     pub name: Passname,
     /// Whether its position is in (never what it holds).
     pub submitted: bool,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct NegotiationIssue {
     pub name: String,
     pub options: Vec<String>,
@@ -1040,7 +1082,7 @@ pub struct NegotiationIssue {
 
 /// A negotiation as anyone may read it: the spec's public part, who has submitted, the
 /// trail and the result. Never a weight, a utility or a floor.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct NegotiationShown {
     pub id: String,
     /// `open` (waiting for positions), `agreement` or `walk_away`.
@@ -1148,7 +1190,7 @@ impl NegotiationShown {
 }
 
 /// What `baton import` did.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ImportDone {
     pub imported: usize,
     /// Events the log held already (same id): left as they were.
@@ -1158,13 +1200,13 @@ doc!(ImportDone, "baton/import@1");
 
 // ---- handoff documents --------------------------------------------------------------------
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct HandoffCheck {
     pub findings: Vec<Finding>,
 }
 doc!(HandoffCheck, "baton/handoff-check@1");
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct HandoffTemplate {
     /// `order` or `report`.
     pub kind: String,
@@ -1172,14 +1214,14 @@ pub struct HandoffTemplate {
 }
 doc!(HandoffTemplate, "baton/handoff-template@1");
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct HandoffRender {
     pub markdown: String,
 }
 doc!(HandoffRender, "baton/handoff-render@1");
 
 /// What `baton evidence run` says on stderr: the step its receipt is under.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct EvidenceRun {
     pub step: String,
     pub exit_code: i32,
@@ -1189,8 +1231,16 @@ doc!(EvidenceRun, "baton/evidence-run@1");
 
 // ---- keys and projects --------------------------------------------------------------------
 
+/// Who a key acts as (`GET …/me`): the command line asks it once over a server.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Caller {
+    pub participant: Passname,
+    pub scope: baton_core::key::Scope,
+}
+doc!(Caller, "baton/caller@1");
+
 /// A key as `baton key list` shows it: never its token.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct KeyRow {
     pub id: String,
     pub participant: Passname,
@@ -1217,7 +1267,7 @@ impl KeyRow {
 }
 
 /// A key just issued, with its token: shown this once, never stored.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct KeyIssued {
     #[serde(flatten)]
     pub key: KeyRow,
@@ -1225,20 +1275,20 @@ pub struct KeyIssued {
 }
 doc!(KeyIssued, "baton/key-issue@1");
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Keys {
     pub items: Vec<KeyRow>,
 }
 doc!(Keys, "baton/key-list@1");
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct KeyRevoked {
     #[serde(flatten)]
     pub key: KeyRow,
 }
 doc!(KeyRevoked, "baton/key-revoke@1");
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ProjectAdded {
     pub name: baton_core::ProjectName,
     /// False when it existed already.
@@ -1246,7 +1296,7 @@ pub struct ProjectAdded {
 }
 doc!(ProjectAdded, "baton/project-add@1");
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Projects {
     pub items: Vec<baton_core::ProjectName>,
 }
@@ -1255,14 +1305,14 @@ doc!(Projects, "baton/project-list@1");
 // ---- the project --------------------------------------------------------------------------
 
 /// A file `baton init` wrote.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Written {
     pub path: String,
     /// `created`, `updated` or `unchanged`.
     pub result: String,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Init {
     pub root: String,
     pub created: bool,
@@ -1277,14 +1327,14 @@ pub struct Init {
 doc!(Init, "baton/init@1");
 
 /// One step of the demo: a `baton` process and what it printed.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct DemoStep {
     pub command: String,
     pub exit_code: Option<i32>,
     pub stdout: String,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Demo {
     pub project: String,
     pub kept: bool,
@@ -1295,7 +1345,7 @@ pub struct Demo {
 doc!(Demo, "baton/demo@1");
 
 /// An error, as every edge reports one: `kind` decides the exit code and the HTTP status.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {
     /// One of `failed`, `usage`, `refused`, `not_found`, `forbidden`, `conflict`,
     /// `not_admitted`, `run`.
@@ -1311,7 +1361,7 @@ pub struct ErrorBody {
     pub status: Option<RunStatus>,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Error {
     pub error: ErrorBody,
 }
@@ -1363,7 +1413,7 @@ pub struct ReviewPacket {
 doc!(ReviewPacket, "baton/review-packet@1");
 
 /// One reviewer's verdict in a round.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ReviewerVerdict {
     pub reviewer: String,
     /// The ledger row that ran the reviewer; `null` when it could not start.
@@ -1373,7 +1423,7 @@ pub struct ReviewerVerdict {
 }
 
 /// `baton review`: what the round concluded.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Review {
     pub order: String,
     pub round: u32,
@@ -1391,7 +1441,7 @@ doc!(Review, "baton/review@1");
 // ---- the human queue ----------------------------------------------------------------------
 
 /// One item of the human queue.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct QueueItem {
     /// What `baton queue ack` takes.
     pub id: String,
@@ -1404,7 +1454,7 @@ pub struct QueueItem {
 }
 
 /// One lane: at most five items, newest signal first, and how many were held back.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct QueueLane {
     pub lane: baton_core::queue::Lane,
     pub items: Vec<QueueItem>,
@@ -1412,7 +1462,7 @@ pub struct QueueLane {
 }
 
 /// `baton queue`: what needs a person, computed from the log.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Queue {
     pub lanes: Vec<QueueLane>,
 }
@@ -1445,7 +1495,7 @@ impl Queue {
 }
 
 /// `baton need` and `baton queue ack`: the queue item written or acknowledged.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct QueueNoted {
     pub item: String,
     pub seq: Option<i64>,

@@ -309,12 +309,17 @@ pub struct Denied {
     pub reason: String,
 }
 
-/// The security event a refusal of `who` is, if it is one: an action beyond its policy or
-/// beyond its key's scope.
+/// What a request that names its own actor tried: a passname is a claim, only the key
+/// proves who acts.
+pub const ACT_AS_ANOTHER: &str = "name the actor in a request";
+
+/// The security event a refusal of `who` is, if it is one: an action beyond its policy,
+/// beyond its key's scope, or a request naming its own actor.
 pub fn denied(who: &Passname, refusal: &Refusal) -> Option<Denied> {
     let (action, topic) = match refusal {
         Refusal::Beyond { power, topic, .. } => (power.as_str().to_owned(), Some(topic.clone())),
         Refusal::Scope { action, .. } => ((*action).to_owned(), None),
+        Refusal::ActorInRequest => (ACT_AS_ANOTHER.to_owned(), None),
         _ => return None,
     };
     Some(Denied {
@@ -461,6 +466,10 @@ mod tests {
             action: "send messages",
         };
         assert_eq!(denied(&who, &scope).unwrap().action, "send messages");
+        assert_eq!(
+            denied(&who, &Refusal::ActorInRequest).unwrap().action,
+            ACT_AS_ANOTHER
+        );
         assert!(denied(&who, &Refusal::SenderNote).is_none());
     }
 }

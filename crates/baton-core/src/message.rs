@@ -224,7 +224,7 @@ pub fn reply_recipients(
 }
 
 /// One recipient's status for a message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Recipient {
     pub name: Passname,
     pub status: DeliveryStatus,

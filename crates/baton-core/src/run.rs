@@ -889,7 +889,7 @@ fn revive(run: &mut Run) {
 }
 
 /// Derived at read time, never stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Health {
     /// Recent activity: the status can be trusted as current.

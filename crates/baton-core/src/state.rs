@@ -503,7 +503,7 @@ impl StateChange {
 }
 
 /// Whether a note can still be taken as fact.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "freshness", rename_all = "snake_case")]
 pub enum Freshness {
     Current,

@@ -18,6 +18,14 @@ use baton_store::StoreError;
 use crate::Server;
 use crate::error::ApiError;
 
+/// Who a request acts as, left on the request once its key is checked, so the body's
+/// parser (which runs after) can record a body naming its own actor as a security event.
+#[derive(Clone)]
+pub struct Acting {
+    pub app: App,
+    pub participant: Passname,
+}
+
 /// An authenticated request: the project's use cases and who is acting.
 pub struct Authed {
     pub app: App,
@@ -95,12 +103,18 @@ impl FromRequestParts<Arc<Server>> for Authed {
             Err(e) => return Err(e.into()),
         };
         match app.authenticate(token).await {
-            Ok(caller) => Ok(Self {
-                app,
-                caller,
-                project: name,
-                server: Arc::clone(server),
-            }),
+            Ok(caller) => {
+                parts.extensions.insert(Acting {
+                    app: app.clone(),
+                    participant: caller.participant.clone(),
+                });
+                Ok(Self {
+                    app,
+                    caller,
+                    project: name,
+                    server: Arc::clone(server),
+                })
+            }
             Err(StoreError::Refused(Refusal::Unauthenticated)) => {
                 server.failed_authentication(source);
                 Err(unauthenticated())

@@ -26,6 +26,10 @@ pub struct ErrorDetail {
     pub message: String,
     /// What to do next, when there is something to say.
     pub hint: Option<String>,
+    /// Present and true when the same request may succeed if sent again: the store was
+    /// busy, or another writer moved the order first (`conflict`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retryable: bool,
 }
 
 /// A failed request.
@@ -35,6 +39,7 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub hint: Option<String>,
+    pub retryable: bool,
 }
 
 impl ApiError {
@@ -44,6 +49,7 @@ impl ApiError {
             code,
             message: message.into(),
             hint: None,
+            retryable: false,
         }
     }
 
@@ -134,6 +140,7 @@ impl From<Refusal> for ApiError {
             status: status(r.kind()),
             code: r.kind().as_str(),
             hint: hint(&r),
+            retryable: r.is_retryable(),
             message: r.to_string(),
         }
     }
@@ -143,10 +150,11 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Refused(r) => r.into(),
-            StoreError::Busy { .. } => {
-                Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string())
-                    .hinted("retry: nothing was written")
+            StoreError::Busy { .. } => Self {
+                retryable: true,
+                ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string())
             }
+            .hinted("retry: nothing was written"),
             // What failed inside the store is for the server's log, not for the client.
             other => {
                 eprintln!("baton serve: store failure: {other}");
@@ -173,6 +181,7 @@ impl IntoResponse for ApiError {
                 code: self.code,
                 message: self.message,
                 hint: self.hint,
+                retryable: self.retryable,
             },
         };
         let mut response = (self.status, Json(body)).into_response();

@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 
 use crate::Server;
 use crate::api::{Api, Nothing};
-use crate::auth::Authed;
+use crate::auth::{Acting, Authed};
 use crate::error::ApiError;
 
 type Answer<T> = Result<Json<T>, ApiError>;
@@ -39,13 +39,16 @@ const MAX_WAIT_SECONDS: u32 = 300;
 const DEFAULT_WAIT_SECONDS: u32 = 30;
 
 /// A JSON body, bounded by the body limit, refused whole when it names an actor (the key
-/// says who acts) or does not fit its type (the error names the field).
+/// says who acts; the attempt is a security event) or does not fit its type (the error
+/// names the field).
 pub struct Body<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        // The key was checked before the body is read (extractors run in order).
+        let acting = request.extensions().get::<Acting>().cloned();
         let bytes = axum::body::Bytes::from_request(request, state)
             .await
             .map_err(|e: BytesRejection| match e.status() {
@@ -85,7 +88,16 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
                 .iter()
                 .any(|k| fields.contains_key(*k))
         {
-            return Err(Refusal::ActorInRequest.into());
+            // A passname is a claim: naming one is an attempt at authority the key does not
+            // give, recorded like any other (in a transaction of its own; nothing applied).
+            let refusal = Refusal::ActorInRequest;
+            if let Some(acting) = acting {
+                acting
+                    .app
+                    .record_refusal(&acting.participant, &refusal)
+                    .await?;
+            }
+            return Err(refusal.into());
         }
         let parsed = T::deserialize(&value).map_err(|e| {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", e.to_string())
@@ -157,6 +169,10 @@ pub struct AllQuery {
 pub struct ShowQuery {
     /// Cut the payload text at this many bytes.
     pub max_bytes: Option<usize>,
+    /// Lay the payload text out indented, as `baton show` prints it (the cut counts those
+    /// bytes); compact unless given.
+    #[serde(default)]
+    pub pretty: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -436,22 +452,18 @@ async fn show(
 ) -> Answer<Show> {
     // Reading delivers: a read key may look, but only a write key changes a status.
     let reader = a.caller.scope.allows(Scope::Write).then_some(a.reader());
-    let shown = a
-        .app
-        .show(reader, &id, q.max_bytes, Layout::Compact)
-        .await?;
+    let layout = if q.pretty {
+        Layout::Pretty
+    } else {
+        Layout::Compact
+    };
+    let shown = a.app.show(reader, &id, q.max_bytes, layout).await?;
     Ok(Json(Show::new(&shown, Some(a.reader()))))
 }
 
 async fn thread(a: Authed, Segments((_, id)): Segments<(String, String)>) -> Answer<Thread> {
     let items = a.app.thread(&id).await?;
-    Ok(Json(Thread {
-        items: items
-            .iter()
-            .map(|e| MessageRow::for_caller(e, Some(a.reader())))
-            .collect(),
-        id,
-    }))
+    Ok(Json(Thread::new(&id, &items, Some(a.reader()))))
 }
 
 async fn step(
@@ -516,6 +528,13 @@ async fn search(a: Authed, Params(q): Params<SearchParams>) -> Answer<Search> {
             .map(|e| MessageRow::for_caller(e, Some(a.reader())))
             .collect(),
         next: page.next,
+    }))
+}
+
+async fn me(a: Authed) -> Answer<doc::Caller> {
+    Ok(Json(doc::Caller {
+        participant: a.caller.participant.clone(),
+        scope: a.caller.scope,
     }))
 }
 
@@ -945,6 +964,13 @@ pub fn router(server: Arc<Server>) -> Router {
             "Whether the server answers",
             None,
             health,
+        )
+        .route::<Nothing, Nothing, doc::Caller, _, _>(
+            Method::GET,
+            &p("/me"),
+            "Who the key acts as, and its scope",
+            r,
+            me,
         )
         .route::<AllQuery, Nothing, Inbox, _, _>(
             Method::GET,

@@ -418,6 +418,61 @@ fn a_key_decides_who_acts_and_what_it_may_do() {
 }
 
 #[test]
+fn a_body_naming_its_actor_is_refused_and_recorded_as_a_security_event() {
+    let s = served();
+    let writer = s.key("shop", "impl-1", Scope::Write);
+    let admin = s.key("shop", "owner", Scope::Admin);
+    let generation = || {
+        s.runtime
+            .block_on(async { app(&s.db, "shop").await.generation().await.unwrap() })
+    };
+    let before = generation();
+    for field in ["as", "actor", "as_name"] {
+        let mut forged =
+            json!({"to": ["planner"], "topic": "t", "body": "from the planner, honest"});
+        forged[field] = json!("planner");
+        let (status, body) = call(
+            "POST",
+            &s.url("shop", "/messages"),
+            Some(&writer),
+            Some(forged),
+        );
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (403, Some("forbidden")),
+            "{body}"
+        );
+    }
+    // Each attempt is one event, the security event; nothing of the attempt is applied.
+    let after = generation();
+    assert_eq!(after, before + 3, "three security events and nothing else");
+    let (_, listed) = call(
+        "GET",
+        &s.url("shop", "/security-events"),
+        Some(&admin),
+        None,
+    );
+    let items = listed["items"].as_array().unwrap();
+    assert_eq!(items.len(), 3, "{listed}");
+    for (item, seq) in items.iter().zip([after, after - 1, after - 2]) {
+        assert_eq!(
+            item["participant"], "impl-1",
+            "the key's participant: {item}"
+        );
+        assert_eq!(
+            item["action"],
+            baton_core::authority::ACT_AS_ANOTHER,
+            "{item}"
+        );
+        assert_eq!(item["code"], "forbidden");
+        assert_eq!(item["seq"], seq);
+    }
+    let planner = s.key("shop", "planner", Scope::Read);
+    let (_, inbox) = call("GET", &s.url("shop", "/inbox"), Some(&planner), None);
+    assert_eq!(inbox["items"], json!([]), "nothing was sent: {inbox}");
+}
+
+#[test]
 fn actions_beyond_authority_are_refused_and_listed_as_security_events() {
     let s = served();
     let reader = s.key("shop", "impl-1", Scope::Read);

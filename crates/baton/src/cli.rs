@@ -21,7 +21,14 @@ use crate::commands::{
                   baton --as planner send --to executor --type request --topic csv-export --body 'Keep filters in CSV export'\n  \
                   baton --as executor inbox\n\nExit codes: 0 ok, 1 error, 2 usage or no project, 3 refused, \
                   4 not found, 5 forbidden, 6 conflict or busy (retryable), 75 no run slot; `baton run` \
-                  also exits with its command's code, 125 over budget, 127 spawn failure, 128+N signal"
+                  also exits with its command's code, 125 over budget, 127 spawn failure, 128+N signal\n\n\
+                  Over a server: BATON_URL=http://HOST:PORT/v1/projects/NAME BATON_KEY=TOKEN baton inbox\n\
+                  The key says who acts (--as is refused). Works there: inbox, outbox, send, show, thread, ack, \
+                  complete, hand-back, refuse, archive, search, wait, focus, stream, decide, constrain, note, \
+                  session end, state show, resume, alerts, receipt write|show|wait, order (all but approve), \
+                  queue, need, runs, agent, key, security-events. Needs the project here: \
+                  init, project, mcp, gateway, serve, export, import, run, hook, reap, handoff, evidence, review, \
+                  negotiate, record, check, demo, state render|import, receipt verify, order approve"
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -45,6 +52,10 @@ pub struct GlobalArgs {
     /// then names the project in it.
     #[arg(long, global = true, env = "BATON_DB", value_name = "URL")]
     pub db: Option<String>,
+    /// A project on a `baton serve` (http://HOST:PORT/v1/projects/NAME), acting as the key
+    /// in BATON_KEY: the same commands, answered by the server.
+    #[arg(long = "remote", global = true, env = "BATON_URL", value_name = "URL")]
+    pub remote: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -1,6 +1,7 @@
 //! `baton`: the handoff layer for AI agents. One file per subcommand under `commands/`;
 //! this file parses arguments, runs the command and turns its error into an exit code.
 
+mod cases;
 mod cli;
 mod commands;
 mod error;
@@ -8,6 +9,7 @@ mod files;
 mod host;
 mod output;
 mod project;
+mod remote;
 
 use std::io::Write;
 use std::process::ExitCode;

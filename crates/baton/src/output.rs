@@ -2,8 +2,9 @@
 //! otherwise. Commands build an [`Output`]; `main` writes it.
 
 use baton_app::doc::{Doc, to_json};
+use baton_app::doc::{MessageRow, RowStatus};
+use baton_core::Millis;
 use baton_core::time::age;
-use baton_core::{Envelope, Millis, Passname};
 use serde_json::Value;
 
 use crate::error::ErrorKind;
@@ -150,21 +151,24 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// The human preview table: never the payload, only its excerpt.
-pub fn preview_table(items: &[Envelope], who: Option<&Passname>, now: Millis) -> String {
+pub fn preview_table(items: &[MessageRow], now: Millis) -> String {
     let rows: Vec<Vec<String>> = items
         .iter()
-        .map(|env| {
+        .map(|row| {
+            let status = match &row.status {
+                RowStatus::Caller(status) => status.map(|s| s.to_string()),
+                RowStatus::Recipients(_) => None,
+            };
             vec![
-                env.id.clone(),
-                env.from.to_string(),
-                env.kind.to_string(),
-                env.topic.to_string(),
-                who.and_then(|w| env.status_for(w))
-                    .map_or_else(|| "-".to_owned(), |s| s.to_string()),
-                size(env.size),
-                age(env.created_at, now),
-                env.depth.to_string(),
-                env.excerpt.clone(),
+                row.id.clone(),
+                row.from.to_string(),
+                row.kind.to_string(),
+                row.topic.to_string(),
+                status.unwrap_or_else(|| "-".to_owned()),
+                size(row.size),
+                age_of(&row.created_at, now),
+                row.depth.to_string(),
+                row.excerpt.clone(),
             ]
         })
         .collect();
@@ -174,6 +178,12 @@ pub fn preview_table(items: &[Envelope], who: Option<&Passname>, now: Millis) ->
         ],
         &rows,
     )
+}
+
+/// The age of a document's RFC 3339 time (`-` when it is not one).
+pub fn age_of(time: &str, now: Millis) -> String {
+    time.parse::<jiff::Timestamp>()
+        .map_or_else(|_| "-".to_owned(), |t| age(t.as_millisecond(), now))
 }
 
 #[cfg(test)]

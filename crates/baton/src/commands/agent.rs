@@ -2,12 +2,12 @@
 //! their authority, and what was refused as beyond it.
 
 use baton_app::PolicyEdit;
-use baton_app::doc::{AgentAdded, AgentPolicy, Agents, PolicyView, SecurityEvents, Webhooks};
+use baton_app::doc::PolicyView;
 use clap::{Args, Subcommand};
 
 use crate::commands::Context;
 use crate::error::CommandResult;
-use crate::output::{Output, table, timestamp};
+use crate::output::{Output, table};
 
 /// Register and list participants, and set what each may do.
 #[derive(Subcommand, Debug)]
@@ -138,13 +138,12 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
     match cmd {
         AgentCommand::Add(args) => {
             let actor = ctx.actor().await?;
-            let added = ctx
-                .app
+            let doc = ctx
+                .cases
                 .add_participant(&actor, &args.name, &args.role, &edit(args.policy, false))
                 .await?;
-            let doc = AgentAdded::new(&added);
             let may = described(&doc.policy);
-            let human = match (added.created, added.policy_set) {
+            let human = match (doc.created, doc.policy_set) {
                 (true, _) => format!("Added {} ({}): may {may}", doc.name, doc.role),
                 (false, true) => format!(
                     "{} is already registered ({}); its policy is now: {may}",
@@ -158,25 +157,24 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
             Ok(Output::of(&doc, human))
         }
         AgentCommand::List(_) => {
-            let all = ctx.app.participants().await?;
-            let doc = Agents::new(&all);
-            let rows: Vec<Vec<String>> = all
+            let doc = ctx.cases.participants().await?;
+            let rows: Vec<Vec<String>> = doc
+                .items
                 .iter()
-                .zip(&doc.items)
-                .map(|(p, row)| {
+                .map(|row| {
                     let mut may = described(&row.policy);
                     if !row.policy.default {
                         may.push_str(" (set)");
                     }
                     vec![
-                        p.name.to_string(),
-                        p.role.clone(),
+                        row.name.to_string(),
+                        row.role.clone(),
                         may,
-                        timestamp(p.added_at),
+                        row.added_at.clone(),
                     ]
                 })
                 .collect();
-            let human = if all.is_empty() {
+            let human = if doc.items.is_empty() {
                 "No participants yet: baton agent add NAME --role ROLE".to_owned()
             } else {
                 table(&["NAME", "ROLE", "MAY", "ADDED"], &rows)
@@ -185,11 +183,10 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
         }
         AgentCommand::Policy(args) => {
             let actor = ctx.actor().await?;
-            let p = ctx
-                .app
+            let doc = ctx
+                .cases
                 .set_policy(&actor, &args.name, &edit(args.policy, args.default))
                 .await?;
-            let doc = AgentPolicy::new(&p);
             let human = format!(
                 "{} ({}) may {}{}",
                 doc.name,
@@ -206,7 +203,7 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
         AgentCommand::Webhook(args) => {
             let actor = ctx.actor().await?;
             let url = if args.off { None } else { args.url.as_deref() };
-            let doc = ctx.app.set_webhook(&actor, &args.name, url).await?;
+            let doc = ctx.cases.set_webhook(&actor, &args.name, url).await?;
             let human = match (&doc.url, &doc.secret) {
                 (Some(url), Some(secret)) => format!(
                     "{} is told at {url}.\nSigning secret (shown once): {secret}",
@@ -217,7 +214,7 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
             Ok(Output::of(&doc, human))
         }
         AgentCommand::Webhooks(_) => {
-            let doc = Webhooks::new(&ctx.app.webhooks().await?);
+            let doc = ctx.cases.webhooks().await?;
             let rows: Vec<Vec<String>> = doc
                 .items
                 .iter()
@@ -249,8 +246,7 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
 }
 
 pub async fn security_events(ctx: &Context, args: SecurityEventsArgs) -> CommandResult<Output> {
-    let events = ctx.app.security_events(args.before, args.limit).await?;
-    let doc = SecurityEvents::new(&events);
+    let doc = ctx.cases.security_events(args.before, args.limit).await?;
     let rows: Vec<Vec<String>> = doc
         .items
         .iter()

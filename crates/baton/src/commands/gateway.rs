@@ -50,14 +50,14 @@ pub async fn run(g: &GlobalArgs, args: GatewayArgs) -> CommandResult<Output> {
     let ctx = Context::open(g).await?;
     let me = ctx.me().await?;
     // Refused here, before the upstream starts, in the command line's words.
-    ctx.app.gateway_gate(&me, &args.order).await?;
+    ctx.app()?.gateway_gate(&me, &args.order).await?;
     eprintln!(
         "baton gateway: order {} as {me}, in front of `{}` ({})",
         args.order,
         args.upstream.join(" "),
         args.name
     );
-    baton_mcp::serve_gateway(ctx.app, me, args.order, args.name, args.upstream)
+    baton_mcp::serve_gateway(ctx.app()?.clone(), me, args.order, args.name, args.upstream)
         .await
         .map_err(|e| CommandError::failed(e.to_string()))?;
     Ok(Output::nothing())

@@ -638,7 +638,7 @@ fn evidence_side(record: Option<&Value>, before: bool) -> Value {
 async fn filled_report(g: &GlobalArgs, order_id: &str) -> CommandResult<Output> {
     let ctx = Context::open(g).await?;
     let me = ctx.me().await?;
-    let view = ctx.app.order_view(order_id).await?;
+    let view = ctx.app()?.order_view(order_id).await?;
     let order = Value::Object(view.document.clone());
     let records = evidence_records(&ctx.project.root, order_id);
     let newest = records.last().and_then(|r| r.get("step")).cloned();
@@ -1101,7 +1101,7 @@ pub async fn evidence(ctx: &Context, cmd: EvidenceCommand, as_json: bool) -> Com
     )?;
     let root = ctx.project.root.clone();
     let (receipt, _) = ctx
-        .app
+        .app()?
         .write_receipt(
             &actor,
             &root,

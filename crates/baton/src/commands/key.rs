@@ -2,14 +2,13 @@
 
 use std::time::Duration;
 
-use baton_app::doc::{KeyIssued, KeyRevoked, KeyRow, Keys};
+use baton_app::doc::KeyRow;
 use baton_core::key::Scope;
-use baton_core::time::rfc3339;
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::commands::Context;
 use crate::error::{CommandError, CommandResult};
-use crate::output::{Output, now, table};
+use crate::output::{Output, table};
 use crate::project::parse_duration;
 
 /// Issue, list and revoke keys. A key names one participant; only its hash is stored.
@@ -79,34 +78,27 @@ pub async fn run(ctx: &Context, cmd: KeyCommand) -> CommandResult<Output> {
                 .as_deref()
                 .map(|d| parse_duration("--expires", d).map_err(CommandError::usage))
                 .transpose()?;
-            let (key, token) = ctx
-                .app
+            let doc = ctx
+                .cases
                 .issue_key(&actor, &args.name, scope, expires)
                 .await?;
+            let key = &doc.key;
             let human = format!(
-                "Key {} for {} ({}{}). Its token, shown this once:\n{token}",
+                "Key {} for {} ({}{}). Its token, shown this once:\n{}",
                 key.id,
                 key.participant,
                 key.scope,
                 key.expires_at
-                    .map(|t| format!(", expires {}", rfc3339(t)))
-                    .unwrap_or_default()
+                    .as_ref()
+                    .map(|t| format!(", expires {t}"))
+                    .unwrap_or_default(),
+                doc.token
             );
-            let doc = KeyIssued {
-                key: KeyRow::new(&key, now()),
-                token,
-            };
             Ok(Output::of(&doc, human))
         }
         KeyCommand::List => {
-            let at = now();
-            let items: Vec<KeyRow> = ctx
-                .app
-                .keys()
-                .await?
-                .iter()
-                .map(|k| KeyRow::new(k, at))
-                .collect();
+            let doc = ctx.cases.keys().await?;
+            let items = &doc.items;
             let human = if items.is_empty() {
                 "No keys: baton key issue NAME --scope write".to_owned()
             } else {
@@ -115,13 +107,12 @@ pub async fn run(ctx: &Context, cmd: KeyCommand) -> CommandResult<Output> {
                     &items.iter().map(row_cells).collect::<Vec<_>>(),
                 )
             };
-            Ok(Output::of(&Keys { items }, human))
+            Ok(Output::of(&doc, human))
         }
         KeyCommand::Revoke { id } => {
-            let key = ctx.app.revoke_key(&actor, &id).await?;
-            let row = KeyRow::new(&key, now());
-            let human = format!("Key {} of {} is revoked.", row.id, row.participant);
-            Ok(Output::of(&KeyRevoked { key: row }, human))
+            let doc = ctx.cases.revoke_key(&actor, &id).await?;
+            let human = format!("Key {} of {} is revoked.", doc.key.id, doc.key.participant);
+            Ok(Output::of(&doc, human))
         }
     }
 }

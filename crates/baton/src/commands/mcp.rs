@@ -55,7 +55,7 @@ pub async fn run(g: &GlobalArgs, args: McpArgs) -> CommandResult<Output> {
             ))
         })?,
         None => {
-            let participants = ctx.app.participants().await?;
+            let participants = ctx.app()?.participants().await?;
             let role = participants
                 .iter()
                 .find(|p| p.name == me)
@@ -68,7 +68,7 @@ pub async fn run(g: &GlobalArgs, args: McpArgs) -> CommandResult<Output> {
         ctx.project.root.display(),
         profile.as_str()
     );
-    baton_mcp::serve_stdio(ctx.app, me, profile)
+    baton_mcp::serve_stdio(ctx.app()?.clone(), me, profile)
         .await
         .map_err(|e| CommandError::failed(e.to_string()))?;
     // Nothing more goes to stdout: the session is over and the client may still read it.

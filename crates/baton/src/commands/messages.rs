@@ -1,13 +1,11 @@
 //! The read side: `baton inbox`, `outbox`, `show` and `thread`.
 
-use baton_app::Layout;
-use baton_app::doc::{Inbox, MessageRow, Outbox, Show, Thread};
-use baton_core::time::age;
+use baton_app::doc::RowStatus;
 use clap::Args;
 
 use crate::commands::Context;
 use crate::error::CommandResult;
-use crate::output::{Output, now, preview_table, size, table};
+use crate::output::{Output, age_of, now, preview_table, size, table};
 
 /// What you owe: inbound messages still pending or delivered, oldest first.
 ///
@@ -52,37 +50,49 @@ pub struct ThreadArgs {
 
 pub async fn inbox(ctx: &Context, args: InboxArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
-    let items = ctx.app.inbox(&me, args.all).await?;
-    let human = if items.is_empty() {
-        format!("{me} owes nothing: the inbox is empty.")
+    let doc = ctx.cases.inbox(&me, args.all).await?;
+    let human = if doc.items.is_empty() {
+        format!("{} owes nothing: the inbox is empty.", doc.participant)
     } else {
-        preview_table(&items, Some(&me), now())
+        preview_table(&doc.items, now())
     };
-    Ok(Output::of(&Inbox::new(&me, &items), human))
+    Ok(Output::of(&doc, human))
 }
 
 pub async fn outbox(ctx: &Context, args: OutboxArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
-    let items = ctx.app.outbox(&me, args.all).await?;
+    let doc = ctx.cases.outbox(&me, args.all).await?;
     let now = now();
-    let human = if items.is_empty() {
-        format!("{me} is waiting for nothing: no open requests.")
+    let human = if doc.items.is_empty() {
+        format!(
+            "{} is waiting for nothing: no open requests.",
+            doc.participant
+        )
     } else {
-        let rows: Vec<Vec<String>> = items
+        let rows: Vec<Vec<String>> = doc
+            .items
             .iter()
             .map(|e| {
-                let to =
-                    e.to.iter()
-                        .map(|r| format!("{}:{}", r.name, r.status))
+                let to = match &e.status {
+                    RowStatus::Recipients(each) => each
+                        .iter()
+                        .map(|(name, status)| format!("{name}:{}", status.as_str().unwrap_or("-")))
                         .collect::<Vec<_>>()
-                        .join(",");
+                        .join(","),
+                    RowStatus::Caller(_) => {
+                        e.to.iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    }
+                };
                 vec![
                     e.id.clone(),
                     to,
                     e.topic.to_string(),
                     e.request_status.map_or("-", |s| s.as_str()).to_owned(),
                     e.replies.to_string(),
-                    age(e.created_at, now),
+                    age_of(&e.created_at, now),
                     e.excerpt.clone(),
                 ]
             })
@@ -92,64 +102,64 @@ pub async fn outbox(ctx: &Context, args: OutboxArgs) -> CommandResult<Output> {
             &rows,
         )
     };
-    Ok(Output::of(&Outbox::new(&me, &items), human))
+    Ok(Output::of(&doc, human))
 }
 
 pub async fn show(ctx: &Context, args: ShowArgs) -> CommandResult<Output> {
     let me = ctx.maybe_me().await?;
-    let shown = ctx
-        .app
-        .show(me.as_ref(), &args.id, args.max_bytes, Layout::Pretty)
+    let (doc, text) = ctx
+        .cases
+        .show(me.as_ref(), &args.id, args.max_bytes)
         .await?;
-    let env = &shown.fetched.envelope;
+    let m = &doc.message;
     let mut human = format!(
         "id:       {}\nfrom:     {}\nto:       {}\ntype:     {}\ntopic:    {}\n",
-        env.id,
-        env.from,
-        env.to
+        m.id,
+        m.from,
+        doc.recipients
             .iter()
             .map(|r| format!("{} ({})", r.name, r.status))
             .collect::<Vec<_>>()
             .join(", "),
-        env.kind,
-        env.topic,
+        m.kind,
+        m.topic,
     );
-    if let Some(parent) = &env.reply_to {
-        human.push_str(&format!("reply to: {parent} (depth {})\n", env.depth));
+    if let Some(parent) = &m.reply_to {
+        human.push_str(&format!("reply to: {parent} (depth {})\n", m.depth));
     }
-    if let Some(status) = env.request_status {
+    if let Some(status) = m.request_status {
         human.push_str(&format!("request:  {status} (the sender's own end)\n"));
     }
     human.push_str(&format!(
         "size:     {}\nsent:     {} ago\nreplies:  {}\n\n",
-        size(env.size),
-        age(env.created_at, now()),
-        env.replies
+        size(m.size),
+        age_of(&m.created_at, now()),
+        m.replies
     ));
-    human.push_str(&shown.text);
-    if shown.is_cut() {
+    human.push_str(&text);
+    if let Some(cut) = &doc.truncated {
         human.push_str(&format!(
             "\n[truncated: showing {} of {} bytes; run `baton show {}` without --max-bytes for all of it]",
-            shown.text.len(),
-            shown.total_bytes,
-            env.id
+            cut.shown_bytes, cut.total_bytes, m.id
         ));
     }
-    Ok(Output::of(&Show::new(&shown, me.as_ref()), human))
+    Ok(Output::of(&doc, human))
 }
 
 pub async fn thread(ctx: &Context, args: ThreadArgs) -> CommandResult<Output> {
     let me = ctx.maybe_me().await?;
-    let items = ctx.app.thread(&args.id).await?;
+    let doc = ctx.cases.thread(me.as_ref(), &args.id).await?;
     let now = now();
     let mut human = String::new();
-    for e in &items {
+    for row in &doc.items {
+        let e = &row.message;
         let indent = "  ".repeat(e.depth as usize);
-        let to =
-            e.to.iter()
-                .map(|r| format!("{} ({})", r.name, r.status))
-                .collect::<Vec<_>>()
-                .join(", ");
+        let to = row
+            .recipients
+            .iter()
+            .map(|r| format!("{} ({})", r.name, r.status))
+            .collect::<Vec<_>>()
+            .join(", ");
         let marker = if e.id == args.id { "*" } else { "-" };
         human.push_str(&format!(
             "{indent}{marker} {} {} {} → {to} · {} · {} ago\n{indent}  {}\n",
@@ -157,16 +167,9 @@ pub async fn thread(ctx: &Context, args: ThreadArgs) -> CommandResult<Output> {
             e.kind,
             e.from,
             e.topic,
-            age(e.created_at, now),
+            age_of(&e.created_at, now),
             e.excerpt
         ));
     }
-    let doc = Thread {
-        id: args.id,
-        items: items
-            .iter()
-            .map(|e| MessageRow::for_caller(e, me.as_ref()))
-            .collect(),
-    };
     Ok(Output::of(&doc, human))
 }

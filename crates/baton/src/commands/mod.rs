@@ -32,15 +32,24 @@ pub mod wait;
 use baton_app::App;
 use baton_core::event::LOCAL_OPERATOR;
 use baton_core::{Passname, ProjectName, Refusal};
-use baton_store::StoreError;
 
+use crate::cases::{Cases, Local};
 use crate::cli::{Cli, Command, GlobalArgs};
-use crate::error::{CommandError, CommandResult, ErrorKind};
+use crate::error::{CommandError, CommandResult};
 use crate::output::Output;
 use crate::project::Project;
+use crate::remote::Remote;
 
 pub async fn run(cli: Cli) -> CommandResult<Output> {
     let g = &cli.global;
+    if g.remote.is_some()
+        && let Some(name) = local_only(&cli.command)
+    {
+        return Err(CommandError::usage(format!(
+            "`baton {name}` works where the project is, not over a server: unset BATON_URL \
+             to run it there (see `baton --help`)"
+        )));
+    }
     match cli.command {
         Command::Init(args) => init::run(g, args).await,
         Command::Agent(cmd) => agent::run(&Context::open(g).await?, cmd).await,
@@ -94,23 +103,60 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
 }
 
 /// What every command inside a project has: the project, its use cases, and who is asking.
+/// Over a server (`BATON_URL`) the use cases are the server's and there is no local store.
 pub struct Context {
     pub project: Project,
-    pub app: App,
-    as_name: Option<String>,
+    /// The use cases every command that can run over a server calls.
+    pub cases: Box<dyn Cases>,
+    /// The local store's use cases, for the commands that need this machine.
+    app: Option<App>,
 }
 
 impl Context {
     pub async fn open(g: &GlobalArgs) -> CommandResult<Self> {
+        if let Some(url) = &g.remote {
+            return Self::remote(g, url);
+        }
         if let Some(url) = &g.db {
             return Self::shared(g, url).await;
         }
         let project = Project::locate(g.project.as_deref())?;
         let app = project.open_app().await?;
-        Ok(Self {
+        Ok(Self::with_app(project, app, g))
+    }
+
+    fn with_app(project: Project, app: App, g: &GlobalArgs) -> Self {
+        Self {
             project,
-            app,
-            as_name: g.as_name.clone(),
+            cases: Box::new(Local {
+                app: app.clone(),
+                as_name: g.as_name.clone(),
+            }),
+            app: Some(app),
+        }
+    }
+
+    /// A project on a server: the key (`BATON_KEY`) says who acts, so `--as` is refused
+    /// rather than silently ignored.
+    fn remote(g: &GlobalArgs, url: &str) -> CommandResult<Self> {
+        if g.as_name.is_some() {
+            return Err(CommandError::usage(
+                "with BATON_URL the key says who acts: drop --as (and unset BATON_AS)",
+            ));
+        }
+        if g.db.is_some() {
+            return Err(CommandError::usage(
+                "BATON_URL and --db (BATON_DB) both name a store: use one of them",
+            ));
+        }
+        let remote = Remote::new(url, std::env::var(KEY_VAR).ok())?;
+        Ok(Self {
+            project: Project {
+                root: std::env::current_dir()?,
+                config: baton_app::Settings::default(),
+            },
+            cases: Box::new(remote),
+            app: None,
         })
     }
 
@@ -136,11 +182,26 @@ impl Context {
         };
         let app = App::new(store, project.config.clone(), crate::host::of(&project))
             .on_wait(crate::project::say_waiting);
-        Ok(Self {
-            project,
-            app,
-            as_name: g.as_name.clone(),
+        Ok(Self::with_app(project, app, g))
+    }
+
+    /// The local store's use cases; over a server, a usage error: the command needs this
+    /// machine.
+    pub fn app(&self) -> CommandResult<&App> {
+        self.app.as_ref().ok_or_else(|| {
+            CommandError::usage(
+                "this command needs the project's store on this machine, not a server: unset \
+                 BATON_URL and run it where the project is (see `baton --help`)",
+            )
         })
+    }
+
+    /// The local store's use cases, for a command that [`local_only`] refuses over a server
+    /// before it starts (so it always has them).
+    pub fn local(&self) -> &App {
+        self.app
+            .as_ref()
+            .expect("a command that needs this machine is refused over a server before it runs")
     }
 
     /// The acting identity, checked against the registered participants before anything
@@ -154,28 +215,10 @@ impl Context {
         }
     }
 
-    /// The acting identity when one was given; an unknown name is still an error.
+    /// The acting identity when one was given (over a server, the key's participant); an
+    /// unknown name is still an error.
     pub async fn maybe_me(&self) -> CommandResult<Option<Passname>> {
-        let Some(name) = &self.as_name else {
-            return Ok(None);
-        };
-        match self.app.identify(name).await {
-            Ok(me) => Ok(Some(me)),
-            Err(StoreError::Refused(Refusal::UnknownParticipant { name })) => {
-                Err(CommandError::new(
-                    ErrorKind::NotFound,
-                    format!(
-                        "--as {name}: no such participant in this project; register it with \
-                     `baton agent add {name} --role ROLE` (see `baton agent list`)"
-                    ),
-                ))
-            }
-            Err(StoreError::Refused(Refusal::Name { error, .. })) => Err(CommandError::new(
-                ErrorKind::NotFound,
-                format!("--as: {error}"),
-            )),
-            Err(e) => Err(e.into()),
-        }
+        Ok(self.cases.me().await?)
     }
 
     /// Who a change is recorded as: the acting identity, or the local operator.
@@ -185,4 +228,33 @@ impl Context {
             .await?
             .map_or_else(|| LOCAL_OPERATOR.to_owned(), |m| m.to_string()))
     }
+}
+
+/// The environment variable holding a key's token for BATON_URL. Read here only: it is in
+/// no argument structure, so nothing can print it.
+pub const KEY_VAR: &str = "BATON_KEY";
+
+/// The commands that need this machine (its checkout, processes, files or the store
+/// itself), refused over a server by name.
+fn local_only(command: &Command) -> Option<&'static str> {
+    Some(match command {
+        Command::Init(_) => "init",
+        Command::Project(_) => "project",
+        Command::Mcp(_) => "mcp",
+        Command::Gateway(_) => "gateway",
+        Command::Serve(_) => "serve",
+        Command::Export(_) => "export",
+        Command::Import(_) => "import",
+        Command::Run(_) => "run",
+        Command::Hook(_) => "hook",
+        Command::Reap(_) => "reap",
+        Command::Handoff(_) => "handoff",
+        Command::Evidence(_) => "evidence",
+        Command::Review(_) => "review",
+        Command::Negotiate(_) => "negotiate",
+        Command::Record(_) => "record",
+        Command::Check(_) => "check",
+        Command::Demo(_) => "demo",
+        _ => return None,
+    })
 }

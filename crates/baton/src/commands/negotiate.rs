@@ -174,14 +174,14 @@ fn read_capped(path: &Path, cap: usize, what: &str) -> CommandResult<String> {
 }
 
 async fn negotiate(ctx: &Context, spec_path: &Path) -> CommandResult<Output> {
-    let cap = ctx.app.settings().payload_cap;
+    let cap = ctx.app()?.settings().payload_cap;
     let mut files = Files {
         spec: Some(spec_path.to_owned()),
         ..Files::default()
     };
     let spec = read_capped(spec_path, cap, "spec")?;
     let named = ctx
-        .app
+        .app()?
         .position_files(&spec)
         .map_err(|e| files.explain(e))?;
     let base = spec_path.parent().unwrap_or(Path::new(""));
@@ -194,7 +194,7 @@ async fn negotiate(ctx: &Context, spec_path: &Path) -> CommandResult<Output> {
     }
     let actor = ctx.actor().await?;
     let settled = ctx
-        .app
+        .app()?
         .negotiate(&actor, &spec, &positions)
         .await
         .map_err(|e| files.explain(e))?;
@@ -206,10 +206,10 @@ async fn open(ctx: &Context, spec_path: &Path) -> CommandResult<Output> {
         spec: Some(spec_path.to_owned()),
         ..Files::default()
     };
-    let spec = read_capped(spec_path, ctx.app.settings().payload_cap, "spec")?;
+    let spec = read_capped(spec_path, ctx.app()?.settings().payload_cap, "spec")?;
     let actor = ctx.actor().await?;
     let opened = ctx
-        .app
+        .app()?
         .open_negotiation(&actor, &spec)
         .await
         .map_err(|e| files.explain(e))?;
@@ -222,9 +222,13 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CommandResult<Output> {
     files
         .positions
         .insert(me.to_string(), args.position.clone());
-    let text = read_capped(&args.position, ctx.app.settings().payload_cap, "position")?;
+    let text = read_capped(
+        &args.position,
+        ctx.app()?.settings().payload_cap,
+        "position",
+    )?;
     let after = ctx
-        .app
+        .app()?
         .submit_position(&me, &args.id, &text)
         .await
         .map_err(|e| files.explain(e))?;
@@ -232,7 +236,7 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CommandResult<Output> {
 }
 
 async fn show(ctx: &Context, id: &str) -> CommandResult<Output> {
-    let n = ctx.app.negotiation(id).await?;
+    let n = ctx.app()?.negotiation(id).await?;
     let doc = NegotiationShown::new(&n);
     let human = human(&doc);
     // Reading a walk-away is not a failure: only the commands that ended it exit 2.

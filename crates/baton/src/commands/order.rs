@@ -6,19 +6,21 @@
 use std::path::{Path, PathBuf};
 
 use baton_app::OrderStep;
-use baton_app::doc::{Approved, OrderRow, OrderShown, OrderStepped, Orders, order_step_of};
+use baton_app::doc::{Approved, EventRow, OrderStepped};
 use baton_core::awl::{Finding, FindingKind};
+use baton_core::order::OrderChange;
 use baton_core::order::allowed;
 use baton_core::refusal::Document;
-use baton_core::{Event, Field, Refusal};
-use baton_store::{OrderWritten, StoreError};
+use baton_core::{Change, Field, Refusal};
+use baton_store::StoreError;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
+use crate::cases::Failure;
 use crate::commands::Context;
 use crate::commands::handoff::read_document;
 use crate::error::{CommandError, CommandResult, ErrorKind, refusal as explain};
-use crate::output::{Output, now, table, timestamp};
+use crate::output::{Output, now, table};
 use crate::project::parse_duration;
 
 /// Offer, take, report on and review Work Orders (the handoff contract's lifecycle).
@@ -226,8 +228,8 @@ fn refusal(path: &Path, what: &str, findings: &[Finding]) -> CommandError {
 }
 
 /// A refusal of the document in `path`, naming the file.
-fn about_file(path: &Path, e: StoreError) -> CommandError {
-    let StoreError::Refused(r) = &e else {
+fn about_file(path: &Path, e: Failure) -> CommandError {
+    let Failure::Store(StoreError::Refused(r)) = &e else {
         return e.into();
     };
     match r {
@@ -260,7 +262,7 @@ async fn create(ctx: &Context, args: CreateArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
     let doc = read(&args.file, "a Work Order")?;
     let written = ctx
-        .app
+        .cases
         .offer(&me, doc, Some(&args.topic))
         .await
         .map_err(|e| about_file(&args.file, e))?;
@@ -269,19 +271,19 @@ async fn create(ctx: &Context, args: CreateArgs) -> CommandResult<Output> {
         "{}: offered to {} (seq 1, request {})",
         o.id, o.to, o.message
     );
-    Ok(Output::of(&OrderStepped::new(&written, now()), human))
+    Ok(Output::of(&written, human))
 }
 
 async fn list(ctx: &Context, args: ListArgs) -> CommandResult<Output> {
     let me = ctx.maybe_me().await?;
-    let orders = ctx.app.orders(me.as_ref(), args.all).await?;
-    let at = now();
-    let rows: Vec<Vec<String>> = orders
+    let doc = ctx.cases.orders(me.as_ref(), args.all).await?;
+    let rows: Vec<Vec<String>> = doc
+        .items
         .iter()
         .map(|o| {
             vec![
                 o.id.clone(),
-                o.status_at(at).to_string(),
+                o.status.to_string(),
                 o.from.clone(),
                 o.to.clone(),
                 o.seq.to_string(),
@@ -291,7 +293,7 @@ async fn list(ctx: &Context, args: ListArgs) -> CommandResult<Output> {
             ]
         })
         .collect();
-    let human = if orders.is_empty() {
+    let human = if doc.items.is_empty() {
         "No open orders.".to_owned()
     } else {
         table(
@@ -301,15 +303,13 @@ async fn list(ctx: &Context, args: ListArgs) -> CommandResult<Output> {
             &rows,
         )
     };
-    let items = orders.iter().map(|o| OrderRow::new(o, at)).collect();
-    Ok(Output::of(&Orders { items }, human))
+    Ok(Output::of(&doc, human))
 }
 
 async fn show(ctx: &Context, id: &str) -> CommandResult<Output> {
-    let view = ctx.app.order_view(id).await?;
-    let order = &view.order;
-    let at = now();
-    let status = order.status_at(at);
+    let shown = ctx.cases.order(id).await?;
+    let order = &shown.order;
+    let status = order.status;
     let mut human = format!(
         "Order {}: {status} (seq {}, {} report{})\n{} → {} · deadline {}\nGoal: {}\nAllowed next: {}\n",
         order.id,
@@ -325,13 +325,12 @@ async fn show(ctx: &Context, id: &str) -> CommandResult<Output> {
     for f in &order.findings {
         human.push_str(&format!("Limit {} {}: {}\n", f.rule, f.path, f.message));
     }
-    let rows: Vec<Vec<String>> = view.events.iter().map(step_cells).collect();
+    let rows: Vec<Vec<String>> = shown.events.iter().map(step_cells).collect();
     human.push('\n');
     human.push_str(&table(
         &["SEQ", "STEP", "STATUS", "BY", "AT", "NOTE"],
         &rows,
     ));
-    let shown = OrderShown::new(&view, at);
     if !shown.effects.is_empty() {
         let rows: Vec<Vec<String>> = shown
             .effects
@@ -366,7 +365,7 @@ async fn show(ctx: &Context, id: &str) -> CommandResult<Output> {
 async fn step(ctx: &Context, args: StepArgs, request: OrderStep) -> CommandResult<Output> {
     let me = ctx.me().await?;
     let written = ctx
-        .app
+        .cases
         .take_step(&me, &args.id, args.expect_seq, request)
         .await?;
     Ok(stepped(&written))
@@ -376,7 +375,7 @@ async fn report(ctx: &Context, args: ReportArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
     let document = read(&args.file, "a Work Report")?;
     let written = ctx
-        .app
+        .cases
         .take_step(
             &me,
             &args.step.id,
@@ -388,11 +387,15 @@ async fn report(ctx: &Context, args: ReportArgs) -> CommandResult<Output> {
     Ok(stepped(&written))
 }
 
-fn stepped(written: &OrderWritten) -> Output {
+fn stepped(written: &OrderStepped) -> Output {
     let lines: Vec<String> = written
         .events
         .iter()
-        .filter_map(order_step_of)
+        .filter_map(change_of)
+        .filter_map(|change| match change {
+            Change::Order(OrderChange::Stepped(s)) => Some(s),
+            _ => None,
+        })
         .map(|s| {
             let mut line = format!("{}: {} → {} (seq {})", s.order, s.was, s.status, s.seq);
             if let Some(n) = s.attempt {
@@ -404,14 +407,14 @@ fn stepped(written: &OrderWritten) -> Output {
             line
         })
         .collect();
-    Output::of(&OrderStepped::new(written, now()), lines.join("\n"))
+    Output::of(written, lines.join("\n"))
 }
 
 async fn approve(ctx: &Context, args: ApproveArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
     let upstream = baton_mcp::Upstream::default();
     let approval = ctx
-        .app
+        .app()?
         .approve(
             &me,
             &args.step.id,
@@ -422,7 +425,7 @@ async fn approve(ctx: &Context, args: ApproveArgs) -> CommandResult<Output> {
         .await?;
     let order = &approval.order;
     let mut lines: Vec<String> = match &approval.written {
-        Some(written) => vec![stepped(written).human],
+        Some(written) => vec![stepped(&OrderStepped::new(written, now())).human],
         None => vec![format!(
             "{}: approved already; going on with its effects",
             order.id
@@ -457,23 +460,27 @@ fn effect_note(e: &baton_core::effect::Effect) -> String {
 
 async fn wait(ctx: &Context, args: WaitArgs) -> CommandResult<Output> {
     let timeout = parse_duration("--timeout", &args.timeout).map_err(CommandError::usage)?;
-    let written = ctx.app.wait_order(&args.id, args.since, timeout).await?;
+    let written = ctx.cases.wait_order(&args.id, args.since, timeout).await?;
     Ok(stepped(&written))
 }
 
 // ---- rendering ----------------------------------------------------------------------------
 
-fn step_cells(event: &Event) -> Vec<String> {
-    use baton_core::Change;
-    use baton_core::order::OrderChange;
-    let (seq, what, status, note) = match &event.change {
-        Change::Order(OrderChange::Created(c)) => (
+/// The change an event row of a document records (its kind and data), when this baton
+/// knows it.
+fn change_of(row: &EventRow) -> Option<Change> {
+    Change::from_parts(&row.kind, Value::Object(row.data.clone())).ok()
+}
+
+fn step_cells(event: &EventRow) -> Vec<String> {
+    let (seq, what, status, note) = match change_of(event) {
+        Some(Change::Order(OrderChange::Created(c))) => (
             c.seq,
             "offer".to_owned(),
             "offered".to_owned(),
             String::new(),
         ),
-        Change::Order(OrderChange::Stepped(s)) => (
+        Some(Change::Order(OrderChange::Stepped(s))) => (
             s.seq,
             match s.attempt {
                 Some(n) => format!("{} #{n}", s.action),
@@ -482,14 +489,14 @@ fn step_cells(event: &Event) -> Vec<String> {
             s.status.to_string(),
             s.note.clone().unwrap_or_default(),
         ),
-        other => (0, other.kind().to_owned(), String::new(), String::new()),
+        _ => (0, event.kind.clone(), String::new(), String::new()),
     };
     vec![
         seq.to_string(),
         what,
         status,
         event.actor.clone(),
-        timestamp(event.at),
+        event.at.clone(),
         note,
     ]
 }

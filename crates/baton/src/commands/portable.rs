@@ -46,7 +46,7 @@ pub async fn export(ctx: &Context, args: ExportArgs) -> CommandResult<Output> {
     let mut after = args.since;
     let stdout = std::io::stdout();
     loop {
-        let page = ctx.app.export_page(after, PAGE).await?;
+        let page = ctx.app()?.export_page(after, PAGE).await?;
         let Some(last) = page.last() else { break };
         after = last.seq;
         let mut out = stdout.lock();
@@ -74,7 +74,7 @@ pub async fn import(ctx: &Context, args: ImportArgs) -> CommandResult<Output> {
             )
         })?)
     };
-    let limit = max_line(ctx.app.settings().payload_cap);
+    let limit = max_line(ctx.app()?.settings().payload_cap);
     let mut lines = BufReader::new(reader);
     let mut done = ImportDone {
         imported: 0,
@@ -104,13 +104,13 @@ pub async fn import(ctx: &Context, args: ImportArgs) -> CommandResult<Output> {
         }
         batch.push(parse_line(number, trimmed)?);
         if batch.len() == PAGE as usize {
-            let n = ctx.app.import(std::mem::take(&mut batch)).await?;
+            let n = ctx.app()?.import(std::mem::take(&mut batch)).await?;
             done.imported += n.imported;
             done.skipped += n.skipped;
         }
     }
     if !batch.is_empty() {
-        let n = ctx.app.import(batch).await?;
+        let n = ctx.app()?.import(batch).await?;
         done.imported += n.imported;
         done.skipped += n.skipped;
     }

@@ -1,14 +1,13 @@
 //! `baton queue` and `baton need`: the human queue (SPEC §7) at the command line — the
 //! lanes computed by the app, a need raised by hand, an item acknowledged.
 
-use baton_app::doc::{Queue, QueueNoted, TrackRecords};
-use baton_core::gate::NeedSource;
+use baton_app::doc::TrackRecords;
 use baton_core::queue::Lane;
 use clap::{Args, Subcommand};
 
 use crate::commands::Context;
 use crate::error::{CommandError, CommandResult};
-use crate::output::{Output, table, timestamp};
+use crate::output::{Output, table};
 
 /// Show what needs a person, computed from the log: failed runs (last 2 h), unresolved
 /// reviews, needs raised by hand or by agent sessions, requests past their service target,
@@ -59,11 +58,7 @@ pub struct NeedArgs {
 pub async fn queue(ctx: &Context, args: QueueArgs) -> CommandResult<Output> {
     if let Some(QueueCommand::Ack(a)) = args.command {
         let actor = ctx.actor().await?;
-        let event = ctx.app.ack_item(&actor, &a.id).await?;
-        let doc = QueueNoted {
-            item: a.id.clone(),
-            seq: Some(event.seq),
-        };
+        let doc = ctx.cases.ack_item(&actor, &a.id).await?;
         return Ok(Output::of(&doc, format!("{}: acknowledged", a.id)));
     }
     let lane = match &args.lane {
@@ -74,15 +69,15 @@ pub async fn queue(ctx: &Context, args: QueueArgs) -> CommandResult<Output> {
         })?),
         None => None,
     };
-    let lanes = ctx.app.queue(lane).await?;
+    let doc = ctx.cases.queue(lane).await?;
     let mut human = String::new();
-    for l in &lanes {
+    for l in &doc.lanes {
         human.push_str(&format!("{} ({})\n", l.lane.as_str(), l.items.len()));
         for i in &l.items {
             human.push_str(&format!(
                 "  {}  {}  {}{}\n",
                 i.id,
-                timestamp(i.at),
+                i.at,
                 i.text,
                 i.label
                     .as_deref()
@@ -94,23 +89,17 @@ pub async fn queue(ctx: &Context, args: QueueArgs) -> CommandResult<Output> {
             human.push_str(&format!("  +{} held back\n", l.held_back));
         }
     }
-    Ok(Output::of(&Queue::new(&lanes), human.trim_end().to_owned()))
+    Ok(Output::of(&doc, human.trim_end().to_owned()))
 }
 
 pub async fn need(ctx: &Context, args: NeedArgs) -> CommandResult<Output> {
     let actor = ctx.actor().await?;
-    let item = ctx
-        .app
-        .raise_need(
-            &actor,
-            &args.text,
-            args.order.as_deref(),
-            NeedSource::Hand,
-            None,
-        )
+    let doc = ctx
+        .cases
+        .raise_need(&actor, &args.text, args.order.as_deref())
         .await?;
-    let human = format!("{item}: raised (see `baton queue --lane needs`)");
-    Ok(Output::of(&QueueNoted { item, seq: None }, human))
+    let human = format!("{}: raised (see `baton queue --lane needs`)", doc.item);
+    Ok(Output::of(&doc, human))
 }
 
 /// Show each worker's track record, computed from the log: orders, first-time approvals
@@ -125,7 +114,7 @@ pub struct RecordArgs {
 }
 
 pub async fn record(ctx: &Context, args: RecordArgs) -> CommandResult<Output> {
-    let items = ctx.app.track_records(args.worker.as_deref()).await?;
+    let items = ctx.app()?.track_records(args.worker.as_deref()).await?;
     let rows: Vec<Vec<String>> = items
         .iter()
         .map(|r| {

@@ -72,7 +72,7 @@ fn human(pass: &Pass) -> String {
 
 pub async fn run(ctx: &Context, args: ReapArgs, as_json: bool) -> CommandResult<Output> {
     if !args.watch {
-        let pass = ctx.app.reap(&ProcTable).await?;
+        let pass = ctx.app()?.reap(&ProcTable).await?;
         return Ok(Output::of(&Reap::from(&pass), human(&pass)));
     }
     let interval = parse_duration("--interval", &args.interval).map_err(CommandError::usage)?;
@@ -82,7 +82,7 @@ pub async fn run(ctx: &Context, args: ReapArgs, as_json: bool) -> CommandResult<
     let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(100)));
     loop {
         ticks.tick().await;
-        let pass = ctx.app.reap(&ProcTable).await?;
+        let pass = ctx.app()?.reap(&ProcTable).await?;
         if !pass.is_empty() {
             let out = Output::of(&Reap::from(&pass), human(&pass));
             print!("{}", out.render(as_json));

@@ -2,8 +2,7 @@
 //! waits that fail loud at their deadline. Also `baton alerts`.
 
 use baton_app::Verdict;
-use baton_app::doc::{AlertAcked, Alerts, ReceiptShown, ReceiptWritten, ReceiptsVerified};
-use baton_core::state::StateOp;
+use baton_app::doc::ReceiptsVerified;
 use clap::{Args, Subcommand};
 
 use crate::commands::Context;
@@ -66,19 +65,16 @@ pub async fn receipt(ctx: &Context, cmd: ReceiptCommand) -> CommandResult<Output
             // A path is taken from the working directory; it is stored relative to the root.
             let cwd = std::env::current_dir()?;
             let actor = ctx.actor().await?;
-            let (record, event) = ctx
-                .app
+            let doc = ctx
+                .cases
                 .write_receipt(&actor, &cwd, step, artifact, run)
                 .await?;
-            let human = format!("Receipt for {}: {}", record.step, record.artifact);
-            let doc = ReceiptWritten {
-                receipt: record,
-                generation: Some(event.seq),
-            };
+            let human = format!("Receipt for {}: {}", doc.receipt.step, doc.receipt.artifact);
             Ok(Output::of(&doc, human))
         }
         ReceiptCommand::Show { step } => {
-            let r = ctx.app.receipt(&step).await?;
+            let doc = ctx.cases.receipt(&step).await?;
+            let r = &doc.receipt;
             let human = format!(
                 "step:     {}\nartifact: {}\nblake3:   {}\nsize:     {}\nrun:      {}\nwritten:  {} by {}",
                 r.record.step,
@@ -89,10 +85,10 @@ pub async fn receipt(ctx: &Context, cmd: ReceiptCommand) -> CommandResult<Output
                 timestamp(r.written.at),
                 r.written.actor
             );
-            Ok(Output::of(&ReceiptShown { receipt: r }, human))
+            Ok(Output::of(&doc, human))
         }
         ReceiptCommand::Verify { step } => {
-            let verified = ctx.app.verify_receipts(step.as_deref()).await?;
+            let verified = ctx.app()?.verify_receipts(step.as_deref()).await?;
             let bad: Vec<String> = verified
                 .iter()
                 .filter_map(|v| match v.verdict {
@@ -128,9 +124,9 @@ pub async fn receipt(ctx: &Context, cmd: ReceiptCommand) -> CommandResult<Output
         ReceiptCommand::Wait { step, timeout } => {
             let timeout = parse_duration("--timeout", &timeout).map_err(CommandError::usage)?;
             let actor = ctx.actor().await?;
-            let r = ctx.app.wait_receipt(&actor, &step, timeout).await?;
-            let human = format!("Receipt for {step}: {}", r.record.artifact);
-            Ok(Output::of(&ReceiptShown { receipt: r }, human))
+            let doc = ctx.cases.wait_receipt(&actor, &step, timeout).await?;
+            let human = format!("Receipt for {step}: {}", doc.receipt.record.artifact);
+            Ok(Output::of(&doc, human))
         }
     }
 }
@@ -139,15 +135,14 @@ pub async fn alerts(ctx: &Context, args: AlertsArgs) -> CommandResult<Output> {
     match args.command {
         Some(AlertsCommand::Ack { id }) => {
             let actor = ctx.actor().await?;
-            ctx.app
-                .record(&actor, &[StateOp::AlertAck { id: id.clone() }])
-                .await?;
+            let doc = ctx.cases.ack_alert(&actor, &id).await?;
             let human = format!("{id} acknowledged");
-            Ok(Output::of(&AlertAcked { id }, human))
+            Ok(Output::of(&doc, human))
         }
         None => {
-            let alerts = ctx.app.alerts().await?;
-            let rows: Vec<Vec<String>> = alerts
+            let doc = ctx.cases.alerts().await?;
+            let rows: Vec<Vec<String>> = doc
+                .items
                 .iter()
                 .map(|a| vec![a.id.clone(), timestamp(a.raised.at), a.message.clone()])
                 .collect();
@@ -156,7 +151,7 @@ pub async fn alerts(ctx: &Context, args: AlertsArgs) -> CommandResult<Output> {
             } else {
                 table(&["ID", "RAISED", "ALERT"], &rows)
             };
-            Ok(Output::of(&Alerts { items: alerts }, human))
+            Ok(Output::of(&doc, human))
         }
     }
 }

@@ -1,6 +1,5 @@
 //! `baton resume`: the bounded packet a fresh agent reads first (SPEC §5.4).
 
-use baton_app::doc::Resume;
 use baton_core::packet::DEFAULT_MAX_BYTES;
 use clap::Args;
 
@@ -23,8 +22,7 @@ pub struct ResumeArgs {
 
 pub async fn run(ctx: &Context, args: ResumeArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
-    let r = ctx.app.resume(&me, args.max_bytes).await?;
-    let doc = Resume::new(&me, args.max_bytes, r);
+    let doc = ctx.cases.resume(&me, args.max_bytes).await?;
     let human = doc.text.clone();
     Ok(Output::of(&doc, human))
 }

@@ -140,7 +140,7 @@ pub async fn run(ctx: &Context, args: ReviewArgs) -> CommandResult<Output> {
             "give one or two reviewers: --reviewer CMD [--reviewer CMD2] (or --packet-only)",
         ));
     }
-    let start = ctx.app.review_start(&args.order).await?;
+    let start = ctx.app()?.review_start(&args.order).await?;
     let (path, packet) = packet(ctx, &start)?;
     if args.packet_only {
         let doc = ReviewPacket {
@@ -168,7 +168,7 @@ pub async fn run(ctx: &Context, args: ReviewArgs) -> CommandResult<Output> {
             verdict: v.verdict.clone(),
         })
         .collect();
-    let done = ctx.app.conclude_review(&me, &start, verdicts).await?;
+    let done = ctx.app()?.conclude_review(&me, &start, verdicts).await?;
     let c = &done.conclusion;
     let mut human = format!(
         "{}: review {} {}{}",

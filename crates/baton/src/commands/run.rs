@@ -222,7 +222,7 @@ pub async fn launch(ctx: &Context, args: &RunArgs, wiring: Wiring) -> CommandRes
         slot: Some(admission.slot),
     };
     let registered = ctx
-        .app
+        .app()?
         .record_run(&actor, &[RunChange::Registered(Box::new(registration))])
         .await?;
     let registered_seq = registered.first().map_or(0, |e| e.seq);
@@ -554,7 +554,7 @@ async fn decide(
         };
     }
     let missing = match ctx
-        .app
+        .local()
         .missing_receipts(&args.expect_receipts, registered_seq, id)
         .await
     {
@@ -602,7 +602,7 @@ struct Ledger<'a> {
 
 impl Ledger<'_> {
     async fn record(&self, change: RunChange) {
-        if let Err(e) = self.ctx.app.record_run(self.actor, &[change]).await {
+        if let Err(e) = self.ctx.local().record_run(self.actor, &[change]).await {
             eprintln!(
                 "baton: run {}: could not record to the ledger: {e}",
                 self.id
@@ -628,7 +628,7 @@ async fn finish(
         signal: outcome.signal,
         reason: outcome.reason.clone(),
     });
-    if let Err(e) = ledger.ctx.app.record_run(ledger.actor, &changes).await {
+    if let Err(e) = ledger.ctx.local().record_run(ledger.actor, &changes).await {
         eprintln!(
             "baton: run {}: the exit could not be recorded ({e}); `baton reap` will mark the run lost",
             ledger.id

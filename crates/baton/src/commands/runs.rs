@@ -1,14 +1,11 @@
 //! `baton runs`: the run ledger as a table, with health derived at read time.
 
-use baton_app::doc::{RunDoc, Runs};
 use baton_core::packet::clip;
-use baton_core::time::age;
-use baton_store::RunQuery;
 use clap::Args;
 
 use crate::commands::Context;
 use crate::error::CommandResult;
-use crate::output::{Output, now, table};
+use crate::output::{Output, age_of, now, table};
 
 /// List runs: status (a recorded fact), health (derived now), age, idle time, progress,
 /// tokens and exit code.
@@ -23,8 +20,6 @@ pub struct RunsArgs {
     pub all: bool,
 }
 
-/// How long an ended run stays in the default view.
-const RECENT_MS: i64 = 3_600_000;
 /// How much of a command the table shows, in bytes (JSON has all of it).
 const COMMAND_SHOWN: usize = 80;
 
@@ -34,39 +29,33 @@ fn or_dash<T: ToString>(v: Option<T>) -> String {
 
 pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
     let now = now();
-    let query = RunQuery {
-        ended_since: (!args.all).then_some(now - RECENT_MS),
-        ..RunQuery::default()
-    };
-    let runs = ctx.app.runs(&query).await?;
-    let mut items = Vec::new();
+    let doc = ctx.cases.runs(args.all).await?;
     let mut rows = Vec::new();
-    for row in &runs {
-        let (run, health) = (&row.run, row.health);
-        items.push(RunDoc::new(row, now));
+    for run in &doc.items {
         let exit = match (run.exit_code, run.signal) {
             (_, Some(sig)) => format!("sig {sig}"),
             (code, None) => or_dash(code),
         };
-        let tokens = run.tokens.map(|t| match t.total() {
+        let tokens = run.tokens.as_ref().map(|t| match t.total {
             Some(total) => total.to_string(),
-            None => format!("≥{}", t.known()),
+            // What is known spent: the parts reported so far.
+            None => format!("≥{}", t.input.unwrap_or(0) + t.output.unwrap_or(0)),
         });
         rows.push(vec![
             run.id.clone(),
             run.status.to_string(),
-            or_dash(health),
+            or_dash(run.health),
             or_dash(run.participant.as_deref()),
-            age(run.registered_at, now),
+            age_of(&run.registered_at, now),
             if run.ended_at.is_some() {
                 "-".to_owned()
             } else {
-                age(run.last_event_at, now)
+                age_of(&run.last_event_at, now)
             },
             or_dash(run.progress.map(|p| format!("{}/{}", p.done, p.total))),
             or_dash(tokens),
             exit,
-            or_dash(run.process.map(|p| p.pid)),
+            or_dash(run.pid),
             clip(&run.command.join(" "), COMMAND_SHOWN),
         ]);
     }
@@ -85,5 +74,5 @@ pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
             &rows,
         )
     };
-    Ok(Output::of(&Runs { items }, human))
+    Ok(Output::of(&doc, human))
 }

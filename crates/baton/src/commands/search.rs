@@ -1,6 +1,5 @@
 //! `baton search`: find messages by lane, party, time, status or text, a page at a time.
 
-use baton_app::doc::{MessageRow, Search};
 use baton_core::time::instant;
 use baton_core::{DeliveryStatus, MessageType, Millis};
 use baton_store::SearchQuery;
@@ -87,22 +86,14 @@ pub async fn run(ctx: &Context, args: SearchArgs) -> CommandResult<Output> {
         limit: args.limit,
         cursor: args.cursor,
     };
-    let page = ctx.app.search(me.as_ref(), &query).await?;
-    let mut human = if page.items.is_empty() {
+    let doc = ctx.cases.search(me.as_ref(), &query).await?;
+    let mut human = if doc.items.is_empty() {
         "No messages match.".to_owned()
     } else {
-        preview_table(&page.items, me.as_ref(), now)
+        preview_table(&doc.items, now)
     };
-    if !page.next.is_empty() {
-        human.push_str(&format!("more: --cursor {}\n", page.next));
+    if !doc.next.is_empty() {
+        human.push_str(&format!("more: --cursor {}\n", doc.next));
     }
-    let doc = Search {
-        items: page
-            .items
-            .iter()
-            .map(|e| MessageRow::for_caller(e, me.as_ref()))
-            .collect(),
-        next: page.next,
-    };
     Ok(Output::of(&doc, human))
 }

@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use baton_app::doc::Sent;
 use baton_app::{Body, Outgoing};
 use baton_core::MessageType;
 use clap::{ArgGroup, Args};
@@ -67,11 +66,11 @@ pub async fn run(ctx: &Context, args: SendArgs) -> CommandResult<Output> {
     }
     let body = match (args.body, &args.payload) {
         (Some(text), _) => Body::Text(text),
-        (None, Some(path)) => Body::Json(read_payload(path, ctx.app.settings().payload_cap)?),
+        (None, Some(path)) => Body::Json(read_payload(path, ctx.cases.payload_cap())?),
         (None, None) => unreachable!("clap requires --payload or --body"),
     };
     let sent = ctx
-        .app
+        .cases
         .send(
             &me,
             Outgoing {
@@ -89,7 +88,7 @@ pub async fn run(ctx: &Context, args: SendArgs) -> CommandResult<Output> {
     } else {
         sent.id.clone()
     };
-    Ok(Output::of(&Sent::from(sent), human))
+    Ok(Output::of(&sent, human))
 }
 
 /// Reads at most `cap + 1` bytes, so an oversized input is refused without holding all of

@@ -140,19 +140,23 @@ pub struct CheckArgs {
     pub file: PathBuf,
 }
 
-async fn apply(ctx: &Context, ops: &[StateOp]) -> CommandResult<baton_app::Recorded> {
+async fn apply(
+    ctx: &Context,
+    schema: &'static str,
+    ops: &[StateOp],
+) -> CommandResult<doc::Recorded> {
     let actor = ctx.actor().await?;
-    Ok(ctx.app.record(&actor, ops).await?)
+    Ok(ctx.cases.record(&actor, schema, ops).await?)
 }
 
-fn one(schema: &'static str, recorded: &baton_app::Recorded, human: String) -> Output {
-    Output::of(&doc::Recorded::new(schema, recorded), human)
+fn one(recorded: &doc::Recorded, human: String) -> Output {
+    Output::of(recorded, human)
 }
 
 pub async fn focus(ctx: &Context, cmd: FocusCommand) -> CommandResult<Output> {
     let FocusCommand::Set { text } = cmd;
-    let recorded = apply(ctx, &[StateOp::Focus { text }]).await?;
-    Ok(one("baton/focus@1", &recorded, "Focus set.".into()))
+    let recorded = apply(ctx, "baton/focus@1", &[StateOp::Focus { text }]).await?;
+    Ok(one(&recorded, "Focus set.".into()))
 }
 
 pub async fn stream(ctx: &Context, cmd: StreamCommand) -> CommandResult<Output> {
@@ -169,13 +173,14 @@ pub async fn stream(ctx: &Context, cmd: StreamCommand) -> CommandResult<Output> 
             format!("Stream {name} done: it left the active view."),
         ),
     };
-    let recorded = apply(ctx, &[op]).await?;
-    Ok(one("baton/stream@1", &recorded, human))
+    let recorded = apply(ctx, "baton/stream@1", &[op]).await?;
+    Ok(one(&recorded, human))
 }
 
 pub async fn decide(ctx: &Context, args: DecideArgs) -> CommandResult<Output> {
     let recorded = apply(
         ctx,
+        "baton/decide@1",
         &[StateOp::Decide {
             text: args.text,
             why: args.why,
@@ -183,12 +188,13 @@ pub async fn decide(ctx: &Context, args: DecideArgs) -> CommandResult<Output> {
         }],
     )
     .await?;
-    Ok(one("baton/decide@1", &recorded, recorded.ids().join("")))
+    Ok(one(&recorded, recorded.recorded.join("")))
 }
 
 pub async fn constrain(ctx: &Context, args: ConstrainArgs) -> CommandResult<Output> {
     let recorded = apply(
         ctx,
+        "baton/constrain@1",
         &[StateOp::Constrain {
             text: args.text,
             tried: args.tried,
@@ -196,15 +202,18 @@ pub async fn constrain(ctx: &Context, args: ConstrainArgs) -> CommandResult<Outp
         }],
     )
     .await?;
-    Ok(one("baton/constrain@1", &recorded, recorded.ids().join("")))
+    Ok(one(&recorded, recorded.recorded.join("")))
 }
 
 pub async fn note(ctx: &Context, args: NoteArgs) -> CommandResult<Output> {
     // A path is taken from the working directory; it is stored relative to the root.
     let cwd = std::env::current_dir()?;
     let actor = ctx.actor().await?;
-    let recorded = ctx.app.note(&actor, args.text, &args.subject, &cwd).await?;
-    Ok(one("baton/note@1", &recorded, recorded.ids().join("")))
+    let recorded = ctx
+        .cases
+        .note(&actor, args.text, &args.subject, &cwd)
+        .await?;
+    Ok(one(&recorded, recorded.recorded.join("")))
 }
 
 #[derive(Deserialize, Default)]
@@ -310,12 +319,12 @@ pub async fn session(ctx: &Context, cmd: SessionCommand) -> CommandResult<Output
             "nothing to hand over: pass --completed, --decision, --constraint, --dependency-change or --file",
         ));
     }
-    let recorded = apply(ctx, &ops).await?;
+    let recorded = apply(ctx, "baton/session-end@1", &ops).await?;
     let human = format!(
         "Session handed over in one transaction: {}",
-        recorded.ids().join(", ")
+        recorded.recorded.join(", ")
     );
-    Ok(one("baton/session-end@1", &recorded, human))
+    Ok(one(&recorded, human))
 }
 
 pub async fn state(ctx: &Context, cmd: StateCommand) -> CommandResult<Output> {
@@ -327,16 +336,15 @@ pub async fn state(ctx: &Context, cmd: StateCommand) -> CommandResult<Output> {
 }
 
 async fn show(ctx: &Context) -> CommandResult<Output> {
-    let state = ctx.app.state().await?;
-    let notes = ctx.app.notes(&state, usize::MAX).await?;
+    let state = ctx.cases.state().await?;
     let mut human = format!("generation {}\n", state.generation);
     human.push_str(&format!(
         "\nFocus: {}\n",
-        state.focus.as_ref().map_or("(none)", |(t, _)| t.as_str())
+        state.focus.as_deref().unwrap_or("(none)")
     ));
     let streams: Vec<Vec<String>> = state
         .streams
-        .values()
+        .iter()
         .map(|s| vec![s.name.clone(), s.status.clone()])
         .collect();
     human.push_str("\nStreams\n");
@@ -375,14 +383,14 @@ async fn show(ctx: &Context) -> CommandResult<Output> {
         &constraints,
     ));
     human.push_str("\nNotes\n");
-    for (note, f) in &notes {
-        human.push_str(&format!("- {}\n", note_line(note, f)));
+    for row in &state.notes {
+        human.push_str(&format!("- {}\n", note_line(&row.note, &row.freshness)));
     }
-    Ok(Output::of(&doc::State::new(&state, notes), human))
+    Ok(Output::of(&state, human))
 }
 
 async fn render(ctx: &Context, out: &Path) -> CommandResult<Output> {
-    let state = ctx.app.state().await?;
+    let state = ctx.app()?.state().await?;
     let text = statefile::render(&Snapshot::of(&state), timestamp);
     let path = if out.is_absolute() {
         out.to_owned()
@@ -441,7 +449,7 @@ fn verdict_error(file: &Path, verdict: Verdict) -> CommandError {
 }
 
 pub async fn check(ctx: &Context, args: CheckArgs) -> CommandResult<Output> {
-    match ctx.app.judge_state_file(&read_file(&args.file)?).await? {
+    match ctx.app()?.judge_state_file(&read_file(&args.file)?).await? {
         Verdict::Valid { snapshot, .. } => Ok(Output::of(
             &Checked {
                 file: args.file.display().to_string(),
@@ -461,7 +469,7 @@ pub async fn check(ctx: &Context, args: CheckArgs) -> CommandResult<Output> {
 async fn import(ctx: &Context, file: &Path, dry_run: bool) -> CommandResult<Output> {
     let actor = ctx.actor().await?;
     let imported = match ctx
-        .app
+        .app()?
         .import_state_file(&actor, &read_file(file)?, dry_run)
         .await
     {

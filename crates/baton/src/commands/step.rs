@@ -1,6 +1,5 @@
 //! Status steps: `baton ack`, `complete`, `hand-back`, `refuse` and `archive`.
 
-use baton_app::doc::Step;
 use baton_core::Verb;
 use baton_core::delivery::End;
 use clap::Args;
@@ -86,14 +85,15 @@ pub async fn archive(ctx: &Context, args: ArchiveArgs) -> CommandResult<Output> 
 
 async fn take(ctx: &Context, id: &str, verb: Verb, note: Option<&str>) -> CommandResult<Output> {
     let me = ctx.me().await?;
-    let s = ctx.app.step(&me, id, verb, note).await?;
-    let whose = match s.end {
-        End::Sender => "your own end",
-        End::Recipient => "your delivery",
+    let s = ctx.cases.step(&me, id, verb, note).await?;
+    let whose = if s.end == End::Sender.as_str() {
+        "your own end"
+    } else {
+        "your delivery"
     };
     let mut human = format!("{}: {whose} {} → {}", s.id, s.from, s.status);
     if let Some(reply) = &s.reply {
         human.push_str(&format!("\nposted reply {reply} to the sender"));
     }
-    Ok(Output::of(&Step::from(s), human))
+    Ok(Output::of(&s, human))
 }

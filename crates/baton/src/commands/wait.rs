@@ -1,7 +1,7 @@
 //! `baton wait`: block until something new concerns you — a message to you, a step on
 //! what you sent or hold, an order you are party to, an alert.
 
-use baton_app::doc::{EventRow, News};
+use baton_app::doc::EventRow;
 use clap::Args;
 
 use crate::commands::Context;
@@ -29,8 +29,7 @@ pub struct WaitArgs {
 pub async fn run(ctx: &Context, args: WaitArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
     let timeout = parse_duration("--timeout", &args.timeout).map_err(CommandError::usage)?;
-    let news = ctx.app.wait_news(&me, args.after, timeout).await?;
-    let doc = News::from(&news);
+    let doc = ctx.cases.wait_news(&me, args.after, timeout).await?;
     let human = if doc.events.is_empty() {
         format!(
             "Nothing new for {me} after {}; go on with --after {}",

@@ -19,5 +19,6 @@ mod portable;
 mod queue;
 mod race;
 mod readme;
+mod remote;
 mod review;
 mod server;

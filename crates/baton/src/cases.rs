@@ -1,0 +1,441 @@
+//! The use cases as the command line calls them: one interface ([`Cases`]) with two
+//! implementations — [`Local`], `baton_app::App` over the project's own store, and
+//! [`crate::remote::Remote`], the same operations as requests to a `baton serve`
+//! (`BATON_URL`, `BATON_KEY`). Each operation returns the typed `baton/*@1` document the
+//! command prints, so a command renders the same text from either: locally the document
+//! is built here from the use case's result, remotely it is the server's answer.
+//!
+//! What must never be here: a rule or a flow of its own. `Local` calls one use case and
+//! builds its document (as the server's handler does); `Remote` makes one request.
+
+use std::path::Path;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use baton_app::doc::{
+    AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Inbox, KeyIssued, KeyRevoked, KeyRow,
+    Keys, MessageRow, News, OrderRow, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted,
+    ReceiptShown, ReceiptWritten, Recorded, Resume, RunDoc, Runs, Search, SecurityEvents, Sent,
+    Show, State, Step, Thread, WebhookSet, Webhooks,
+};
+use baton_app::{App, Layout, OrderStep, Outgoing, PolicyEdit};
+use baton_core::gate::NeedSource;
+use baton_core::key::Scope;
+use baton_core::queue::Lane;
+use baton_core::state::StateOp;
+use baton_core::{Passname, Refusal, Verb};
+use baton_store::{RunQuery, SearchQuery, StoreError};
+use serde_json::Value;
+
+use crate::error::{CommandError, ErrorKind};
+use crate::output::now;
+
+/// Why an operation failed: the local store's own error (a command may word it with what
+/// it knows, a file name say), or a server's answer already in the command line's terms.
+#[derive(Debug)]
+pub enum Failure {
+    Store(StoreError),
+    Command(CommandError),
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+impl From<CommandError> for Failure {
+    fn from(e: CommandError) -> Self {
+        Self::Command(e)
+    }
+}
+
+impl From<Failure> for CommandError {
+    fn from(f: Failure) -> Self {
+        match f {
+            Failure::Store(e) => e.into(),
+            Failure::Command(e) => e,
+        }
+    }
+}
+
+pub type Answer<T> = Result<T, Failure>;
+
+/// How long ago runs count as recent for `baton runs` without `--all` (the server's too).
+pub const RECENT_RUNS_MS: i64 = 3_600_000;
+
+/// Every operation a command can make where the project is not on this machine. `me` and
+/// `actor` are who acts: locally the `--as` participant (checked), remotely the key's
+/// participant, which the server knows without being told.
+#[async_trait]
+pub trait Cases: Send + Sync {
+    /// Who is acting, when anyone is: `--as` locally, the key's participant remotely.
+    async fn me(&self) -> Answer<Option<Passname>>;
+    /// The largest payload a send may carry.
+    fn payload_cap(&self) -> usize;
+
+    async fn inbox(&self, me: &Passname, all: bool) -> Answer<Inbox>;
+    async fn outbox(&self, me: &Passname, all: bool) -> Answer<Outbox>;
+    async fn send(&self, me: &Passname, out: Outgoing) -> Answer<Sent>;
+    async fn show(
+        &self,
+        me: Option<&Passname>,
+        id: &str,
+        max_bytes: Option<usize>,
+    ) -> Answer<(Show, String)>;
+    async fn thread(&self, me: Option<&Passname>, id: &str) -> Answer<Thread>;
+    async fn step(&self, me: &Passname, id: &str, verb: Verb, note: Option<&str>) -> Answer<Step>;
+    async fn search(&self, me: Option<&Passname>, query: &SearchQuery) -> Answer<Search>;
+    async fn wait_news(&self, me: &Passname, after: i64, timeout: Duration) -> Answer<News>;
+
+    /// State changes in one transaction; `schema` is the printing command's.
+    async fn record(&self, actor: &str, schema: &'static str, ops: &[StateOp]) -> Answer<Recorded>;
+    async fn note(&self, actor: &str, text: String, subject: &str, cwd: &Path) -> Answer<Recorded>;
+    async fn state(&self) -> Answer<State>;
+    async fn resume(&self, me: &Passname, max_bytes: usize) -> Answer<Resume>;
+    async fn alerts(&self) -> Answer<Alerts>;
+    async fn ack_alert(&self, actor: &str, id: &str) -> Answer<AlertAcked>;
+    async fn write_receipt(
+        &self,
+        actor: &str,
+        cwd: &Path,
+        step: String,
+        artifact: String,
+        run: Option<String>,
+    ) -> Answer<ReceiptWritten>;
+    async fn receipt(&self, step: &str) -> Answer<ReceiptShown>;
+    async fn wait_receipt(
+        &self,
+        actor: &str,
+        step: &str,
+        timeout: Duration,
+    ) -> Answer<ReceiptShown>;
+
+    async fn offer(
+        &self,
+        me: &Passname,
+        document: Value,
+        topic: Option<&str>,
+    ) -> Answer<OrderStepped>;
+    async fn orders(&self, me: Option<&Passname>, all: bool) -> Answer<Orders>;
+    async fn order(&self, id: &str) -> Answer<OrderShown>;
+    async fn take_step(
+        &self,
+        me: &Passname,
+        id: &str,
+        expect_seq: Option<i64>,
+        step: OrderStep,
+    ) -> Answer<OrderStepped>;
+    async fn wait_order(&self, id: &str, since: i64, timeout: Duration) -> Answer<OrderStepped>;
+
+    async fn queue(&self, lane: Option<Lane>) -> Answer<Queue>;
+    async fn raise_need(&self, actor: &str, text: &str, order: Option<&str>) -> Answer<QueueNoted>;
+    async fn ack_item(&self, actor: &str, item: &str) -> Answer<QueueNoted>;
+    async fn runs(&self, all: bool) -> Answer<Runs>;
+
+    async fn participants(&self) -> Answer<Agents>;
+    async fn add_participant(
+        &self,
+        actor: &str,
+        name: &str,
+        role: &str,
+        edit: &PolicyEdit,
+    ) -> Answer<AgentAdded>;
+    async fn set_policy(&self, actor: &str, name: &str, edit: &PolicyEdit) -> Answer<AgentPolicy>;
+    async fn set_webhook(&self, actor: &str, name: &str, url: Option<&str>) -> Answer<WebhookSet>;
+    async fn webhooks(&self) -> Answer<Webhooks>;
+    async fn security_events(&self, before: Option<i64>, limit: u32) -> Answer<SecurityEvents>;
+    async fn keys(&self) -> Answer<Keys>;
+    async fn issue_key(
+        &self,
+        actor: &str,
+        name: &str,
+        scope: Scope,
+        expires: Option<Duration>,
+    ) -> Answer<KeyIssued>;
+    async fn revoke_key(&self, actor: &str, id: &str) -> Answer<KeyRevoked>;
+}
+
+/// The use cases over this machine's store, acting as `--as`.
+pub struct Local {
+    pub app: App,
+    pub as_name: Option<String>,
+}
+
+#[async_trait]
+impl Cases for Local {
+    async fn me(&self) -> Answer<Option<Passname>> {
+        let Some(name) = &self.as_name else {
+            return Ok(None);
+        };
+        match self.app.identify(name).await {
+            Ok(me) => Ok(Some(me)),
+            Err(StoreError::Refused(Refusal::UnknownParticipant { name })) => {
+                Err(CommandError::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "--as {name}: no such participant in this project; register it with \
+                     `baton agent add {name} --role ROLE` (see `baton agent list`)"
+                    ),
+                )
+                .into())
+            }
+            Err(StoreError::Refused(Refusal::Name { error, .. })) => {
+                Err(CommandError::new(ErrorKind::NotFound, format!("--as: {error}")).into())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn payload_cap(&self) -> usize {
+        self.app.settings().payload_cap
+    }
+
+    async fn inbox(&self, me: &Passname, all: bool) -> Answer<Inbox> {
+        Ok(Inbox::new(me, &self.app.inbox(me, all).await?))
+    }
+
+    async fn outbox(&self, me: &Passname, all: bool) -> Answer<Outbox> {
+        Ok(Outbox::new(me, &self.app.outbox(me, all).await?))
+    }
+
+    async fn send(&self, me: &Passname, out: Outgoing) -> Answer<Sent> {
+        Ok(self.app.send(me, out).await?.into())
+    }
+
+    async fn show(
+        &self,
+        me: Option<&Passname>,
+        id: &str,
+        max_bytes: Option<usize>,
+    ) -> Answer<(Show, String)> {
+        let shown = self.app.show(me, id, max_bytes, Layout::Pretty).await?;
+        Ok((Show::new(&shown, me), shown.text))
+    }
+
+    async fn thread(&self, me: Option<&Passname>, id: &str) -> Answer<Thread> {
+        Ok(Thread::new(id, &self.app.thread(id).await?, me))
+    }
+
+    async fn step(&self, me: &Passname, id: &str, verb: Verb, note: Option<&str>) -> Answer<Step> {
+        Ok(self.app.step(me, id, verb, note).await?.into())
+    }
+
+    async fn search(&self, me: Option<&Passname>, query: &SearchQuery) -> Answer<Search> {
+        let page = self.app.search(me, query).await?;
+        Ok(Search {
+            items: page
+                .items
+                .iter()
+                .map(|e| MessageRow::for_caller(e, me))
+                .collect(),
+            next: page.next,
+        })
+    }
+
+    async fn wait_news(&self, me: &Passname, after: i64, timeout: Duration) -> Answer<News> {
+        Ok((&self.app.wait_news(me, after, timeout).await?).into())
+    }
+
+    async fn record(&self, actor: &str, schema: &'static str, ops: &[StateOp]) -> Answer<Recorded> {
+        Ok(Recorded::new(schema, &self.app.record(actor, ops).await?))
+    }
+
+    async fn note(&self, actor: &str, text: String, subject: &str, cwd: &Path) -> Answer<Recorded> {
+        let recorded = self.app.note(actor, text, subject, cwd).await?;
+        Ok(Recorded::new("baton/note@1", &recorded))
+    }
+
+    async fn state(&self) -> Answer<State> {
+        let state = self.app.state().await?;
+        let notes = self.app.notes(&state, usize::MAX).await?;
+        Ok(State::new(&state, notes))
+    }
+
+    async fn resume(&self, me: &Passname, max_bytes: usize) -> Answer<Resume> {
+        let r = self.app.resume(me, max_bytes).await?;
+        Ok(Resume::new(me, max_bytes, r))
+    }
+
+    async fn alerts(&self) -> Answer<Alerts> {
+        Ok(Alerts {
+            items: self.app.alerts().await?,
+        })
+    }
+
+    async fn ack_alert(&self, actor: &str, id: &str) -> Answer<AlertAcked> {
+        self.app
+            .record(actor, &[StateOp::AlertAck { id: id.to_owned() }])
+            .await?;
+        Ok(AlertAcked { id: id.to_owned() })
+    }
+
+    async fn write_receipt(
+        &self,
+        actor: &str,
+        cwd: &Path,
+        step: String,
+        artifact: String,
+        run: Option<String>,
+    ) -> Answer<ReceiptWritten> {
+        let (receipt, event) = self
+            .app
+            .write_receipt(actor, cwd, step, artifact, run)
+            .await?;
+        Ok(ReceiptWritten {
+            receipt,
+            generation: Some(event.seq),
+        })
+    }
+
+    async fn receipt(&self, step: &str) -> Answer<ReceiptShown> {
+        Ok(ReceiptShown {
+            receipt: self.app.receipt(step).await?,
+        })
+    }
+
+    async fn wait_receipt(
+        &self,
+        actor: &str,
+        step: &str,
+        timeout: Duration,
+    ) -> Answer<ReceiptShown> {
+        Ok(ReceiptShown {
+            receipt: self.app.wait_receipt(actor, step, timeout).await?,
+        })
+    }
+
+    async fn offer(
+        &self,
+        me: &Passname,
+        document: Value,
+        topic: Option<&str>,
+    ) -> Answer<OrderStepped> {
+        let written = self.app.offer(me, document, topic).await?;
+        Ok(OrderStepped::new(&written, now()))
+    }
+
+    async fn orders(&self, me: Option<&Passname>, all: bool) -> Answer<Orders> {
+        let at = now();
+        let orders = self.app.orders(me, all).await?;
+        Ok(Orders {
+            items: orders.iter().map(|o| OrderRow::new(o, at)).collect(),
+        })
+    }
+
+    async fn order(&self, id: &str) -> Answer<OrderShown> {
+        Ok(OrderShown::new(&self.app.order_view(id).await?, now()))
+    }
+
+    async fn take_step(
+        &self,
+        me: &Passname,
+        id: &str,
+        expect_seq: Option<i64>,
+        step: OrderStep,
+    ) -> Answer<OrderStepped> {
+        let written = self.app.take_step(me, id, expect_seq, step).await?;
+        Ok(OrderStepped::new(&written, now()))
+    }
+
+    async fn wait_order(&self, id: &str, since: i64, timeout: Duration) -> Answer<OrderStepped> {
+        let written = self.app.wait_order(id, since, timeout).await?;
+        Ok(OrderStepped::new(&written, now()))
+    }
+
+    async fn queue(&self, lane: Option<Lane>) -> Answer<Queue> {
+        Ok(Queue::new(&self.app.queue(lane).await?))
+    }
+
+    async fn raise_need(&self, actor: &str, text: &str, order: Option<&str>) -> Answer<QueueNoted> {
+        let item = self
+            .app
+            .raise_need(actor, text, order, NeedSource::Hand, None)
+            .await?;
+        Ok(QueueNoted { item, seq: None })
+    }
+
+    async fn ack_item(&self, actor: &str, item: &str) -> Answer<QueueNoted> {
+        let event = self.app.ack_item(actor, item).await?;
+        Ok(QueueNoted {
+            item: item.to_owned(),
+            seq: Some(event.seq),
+        })
+    }
+
+    async fn runs(&self, all: bool) -> Answer<Runs> {
+        let at = now();
+        let query = RunQuery {
+            ended_since: (!all).then_some(at - RECENT_RUNS_MS),
+            ..RunQuery::default()
+        };
+        let rows = self.app.runs(&query).await?;
+        Ok(Runs {
+            items: rows.iter().map(|r| RunDoc::new(r, at)).collect(),
+        })
+    }
+
+    async fn participants(&self) -> Answer<Agents> {
+        Ok(Agents::new(&self.app.participants().await?))
+    }
+
+    async fn add_participant(
+        &self,
+        actor: &str,
+        name: &str,
+        role: &str,
+        edit: &PolicyEdit,
+    ) -> Answer<AgentAdded> {
+        let added = self.app.add_participant(actor, name, role, edit).await?;
+        Ok(AgentAdded::new(&added))
+    }
+
+    async fn set_policy(&self, actor: &str, name: &str, edit: &PolicyEdit) -> Answer<AgentPolicy> {
+        Ok(AgentPolicy::new(
+            &self.app.set_policy(actor, name, edit).await?,
+        ))
+    }
+
+    async fn set_webhook(&self, actor: &str, name: &str, url: Option<&str>) -> Answer<WebhookSet> {
+        Ok(self.app.set_webhook(actor, name, url).await?)
+    }
+
+    async fn webhooks(&self) -> Answer<Webhooks> {
+        Ok(Webhooks::new(&self.app.webhooks().await?))
+    }
+
+    async fn security_events(&self, before: Option<i64>, limit: u32) -> Answer<SecurityEvents> {
+        Ok(SecurityEvents::new(
+            &self.app.security_events(before, limit).await?,
+        ))
+    }
+
+    async fn keys(&self) -> Answer<Keys> {
+        let at = now();
+        let keys = self.app.keys().await?;
+        Ok(Keys {
+            items: keys.iter().map(|k| KeyRow::new(k, at)).collect(),
+        })
+    }
+
+    async fn issue_key(
+        &self,
+        actor: &str,
+        name: &str,
+        scope: Scope,
+        expires: Option<Duration>,
+    ) -> Answer<KeyIssued> {
+        let (key, token) = self.app.issue_key(actor, name, scope, expires).await?;
+        Ok(KeyIssued {
+            key: KeyRow::new(&key, now()),
+            token,
+        })
+    }
+
+    async fn revoke_key(&self, actor: &str, id: &str) -> Answer<KeyRevoked> {
+        let key = self.app.revoke_key(actor, id).await?;
+        Ok(KeyRevoked {
+            key: KeyRow::new(&key, now()),
+        })
+    }
+}

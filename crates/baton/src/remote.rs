@@ -1,0 +1,662 @@
+//! The use cases over a `baton serve`: each operation of [`Cases`] is the server's request
+//! for it, and its answer is the same `baton/*@1` document the local store gives. The
+//! project is `BATON_URL` (`http://HOST:PORT/v1/projects/NAME`) and the key `BATON_KEY`:
+//! the key says who acts, so no actor is ever sent.
+//!
+//! The token goes in the `Authorization` header and nowhere else: never in a URL, an
+//! error, a document or a `Debug` rendering.
+
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use baton_app::doc::{
+    AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Caller, Inbox, KeyIssued, KeyRevoked,
+    Keys, News, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted, ReceiptShown,
+    ReceiptWritten, Recorded, Resume, Runs, Search, SecurityEvents, Sent, Show, State, Step,
+    Thread, WebhookSet, Webhooks,
+};
+use baton_app::{Body, OrderStep, Outgoing, PolicyEdit, Settings};
+use baton_core::key::Scope;
+use baton_core::queue::Lane;
+use baton_core::state::StateOp;
+use baton_core::time::rfc3339;
+use baton_core::{Passname, RefusalKind, Verb};
+use baton_store::SearchQuery;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use url::Url;
+
+use crate::cases::{Answer, Cases};
+use crate::error::{CommandError, CommandResult, ErrorKind};
+
+/// The longest one request to the server may wait (its limit for `…/wait`).
+const MAX_WAIT: Duration = Duration::from_secs(300);
+
+/// A key's token: shown to no one.
+struct Token(String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(…)")
+    }
+}
+
+/// A project on a server, and the key that acts in it.
+#[derive(Debug)]
+pub struct Remote {
+    project: Url,
+    token: Token,
+    agent: ureq::Agent,
+    me: OnceLock<Passname>,
+}
+
+impl Remote {
+    /// The project at `url` with the key `token`; a URL that is not a project's is a usage
+    /// error (nothing is asked of the server yet).
+    pub fn new(url: &str, token: Option<String>) -> CommandResult<Self> {
+        let form = "use http://HOST:PORT/v1/projects/NAME (the project's URL on a `baton serve`)";
+        let bad = |why: &str| CommandError::usage(format!("BATON_URL {url:?} {why}: {form}"));
+        let mut project = Url::parse(url).map_err(|e| bad(&format!("is not a URL ({e})")))?;
+        if !matches!(project.scheme(), "http" | "https") || project.host().is_none() {
+            return Err(bad("is not an http(s) URL with a host"));
+        }
+        if !project.username().is_empty() || project.password().is_some() {
+            return Err(bad("carries credentials; the key goes in BATON_KEY"));
+        }
+        if project.query().is_some() || project.fragment().is_some() {
+            return Err(bad("has a query or a fragment"));
+        }
+        let segments: Vec<String> = project
+            .path_segments()
+            .map(|s| s.filter(|p| !p.is_empty()).map(str::to_owned).collect())
+            .unwrap_or_default();
+        if segments.len() != 3 || segments[0] != "v1" || segments[1] != "projects" {
+            return Err(bad("does not name a project"));
+        }
+        project.set_path(&format!("/v1/projects/{}", segments[2]));
+        let token = match token.map(|t| t.trim().to_owned()) {
+            Some(t) if !t.is_empty() => t,
+            _ => {
+                return Err(CommandError::usage(
+                    "BATON_URL is set but BATON_KEY is not: set BATON_KEY to a key's token \
+                     (`baton key issue NAME --scope write` where the database is), or unset \
+                     BATON_URL to use the project in this directory",
+                ));
+            }
+        };
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(Duration::from_secs(10)))
+            .build()
+            .into();
+        Ok(Self {
+            project,
+            token: Token(token),
+            agent,
+            me: OnceLock::new(),
+        })
+    }
+
+    /// The URL of `segments` under the project, each segment encoded.
+    fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.project.clone();
+        url.path_segments_mut()
+            .expect("an http URL has a path")
+            .extend(segments);
+        url
+    }
+
+    fn get<T: DeserializeOwned>(&self, segments: &[&str], query: &[(&str, String)]) -> Answer<T> {
+        let mut url = self.url(segments);
+        if !query.is_empty() {
+            url.query_pairs_mut()
+                .extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
+        }
+        let request = self
+            .agent
+            .get(url.as_str())
+            .header("Authorization", &format!("Bearer {}", self.token.0));
+        self.answer(request.call())
+    }
+
+    fn post<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+        body: Value,
+    ) -> Answer<T> {
+        let mut url = self.url(segments);
+        if !query.is_empty() {
+            url.query_pairs_mut()
+                .extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
+        }
+        let request = self
+            .agent
+            .post(url.as_str())
+            .header("Authorization", &format!("Bearer {}", self.token.0));
+        self.answer(request.send_json(body))
+    }
+
+    /// The document of a 2xx answer, or the server's error in the command line's kinds.
+    fn answer<T: DeserializeOwned>(
+        &self,
+        response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Answer<T> {
+        let mut response = response.map_err(|e| {
+            CommandError::failed(format!(
+                "cannot reach the server at {}: {e} (is `baton serve` running there? BATON_URL)",
+                self.project
+            ))
+        })?;
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().map_err(|e| {
+            CommandError::failed(format!("the server's answer could not be read: {e}"))
+        })?;
+        if (200..300).contains(&status) {
+            return serde_json::from_str(&text).map_err(|e| {
+                CommandError::failed(format!(
+                    "the server answered a document this baton cannot read ({e}); is it the same \
+                     version?"
+                ))
+                .into()
+            });
+        }
+        Err(server_error(status, &text).into())
+    }
+
+    /// The participant the key acts as, asked once.
+    fn caller(&self) -> Answer<Passname> {
+        if let Some(me) = self.me.get() {
+            return Ok(me.clone());
+        }
+        let caller: Caller = self.get(&["me"], &[])?;
+        Ok(self.me.get_or_init(|| caller.participant).clone())
+    }
+}
+
+/// A server's error answer in the command line's terms: `{"error": {code, message, hint}}`,
+/// whose `code` alone decides the kind (and so the exit code), as a refusal's kind does
+/// locally.
+pub fn server_error(status: u16, text: &str) -> CommandError {
+    let body: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    let error = &body["error"];
+    let code = error["code"].as_str().unwrap_or_default();
+    let mut message = error["message"]
+        .as_str()
+        .map_or_else(|| format!("the server answered {status}"), str::to_owned);
+    if let Some(hint) = error["hint"].as_str() {
+        message.push_str(&format!(" ({hint})"));
+    }
+    let refusal = |kind: RefusalKind| ErrorKind::from(kind);
+    // As locally: a refusal that running again may change (an order moved first) is
+    // contention, whatever its kind.
+    let moved = error["retryable"].as_bool().unwrap_or(false);
+    let (kind, retryable) = match code {
+        "conflict" if moved => (ErrorKind::Contention, true),
+        "refused" | "bad_request" | "too_large" => (refusal(RefusalKind::Invalid), false),
+        "not_found" => (refusal(RefusalKind::NotFound), false),
+        "forbidden" => (refusal(RefusalKind::Forbidden), false),
+        "conflict" => (refusal(RefusalKind::Conflict), false),
+        "unauthenticated" => (refusal(RefusalKind::Unauthenticated), false),
+        "busy" | "timeout" | "too_many_failures" => (ErrorKind::Contention, true),
+        _ => (ErrorKind::Failed, false),
+    };
+    if code == "unauthenticated" {
+        message = "the server does not accept BATON_KEY for this project (a key unknown, \
+                   revoked or expired, or of another project; or no such project)"
+            .to_owned();
+    }
+    CommandError {
+        retryable,
+        ..CommandError::new(kind, message)
+    }
+}
+
+/// A wait's `timeout_seconds`: whole seconds, at least 1; at most what one request may
+/// wait.
+fn seconds(timeout: Duration) -> CommandResult<String> {
+    if timeout > MAX_WAIT {
+        return Err(CommandError::usage(format!(
+            "over a server a wait lasts at most {}s: pass a shorter --timeout",
+            MAX_WAIT.as_secs()
+        )));
+    }
+    Ok(timeout.as_secs().max(1).to_string())
+}
+
+fn edit_body(edit: &PolicyEdit) -> Map<String, Value> {
+    let mut body = Map::new();
+    if let Some(may) = &edit.may {
+        body.insert("may".into(), json!(may));
+    }
+    if let Some(topics) = &edit.topics {
+        body.insert("topics".into(), json!(topics));
+    }
+    body
+}
+
+#[async_trait]
+impl Cases for Remote {
+    async fn me(&self) -> Answer<Option<Passname>> {
+        self.caller().map(Some)
+    }
+
+    fn payload_cap(&self) -> usize {
+        // The server holds the cap it enforces; this one only bounds what is read here.
+        Settings::default().payload_cap
+    }
+
+    async fn inbox(&self, _me: &Passname, all: bool) -> Answer<Inbox> {
+        self.get(&["inbox"], &[("all", all.to_string())])
+    }
+
+    async fn outbox(&self, _me: &Passname, all: bool) -> Answer<Outbox> {
+        self.get(&["outbox"], &[("all", all.to_string())])
+    }
+
+    async fn send(&self, _me: &Passname, out: Outgoing) -> Answer<Sent> {
+        let mut body = json!({
+            "to": out.to,
+            "type": out.kind,
+            "topic": out.topic,
+            "reply_to": out.reply_to,
+            "idempotency_key": out.idempotency_key,
+        });
+        match out.body {
+            Body::Text(text) => body["body"] = json!(text),
+            Body::Object(object) => body["payload"] = Value::Object(object),
+            Body::Json(text) => {
+                // The boundary every edge checks, before the text is parsed.
+                baton_core::json::check_text(&text, baton_core::json::MAX_DEPTH)
+                    .map_err(|e| CommandError::refused(format!("payload is not valid: {e}")))?;
+                match serde_json::from_str(&text) {
+                    Ok(Value::Object(object)) => body["payload"] = Value::Object(object),
+                    Ok(_) => {
+                        return Err(CommandError::refused("payload must be a JSON object").into());
+                    }
+                    Err(e) => {
+                        return Err(CommandError::refused(format!(
+                            "payload is not valid JSON: {e}"
+                        ))
+                        .into());
+                    }
+                }
+            }
+        }
+        self.post(&["messages"], &[], body)
+    }
+
+    async fn show(
+        &self,
+        _me: Option<&Passname>,
+        id: &str,
+        max_bytes: Option<usize>,
+    ) -> Answer<(Show, String)> {
+        let mut query = vec![("pretty", "true".to_owned())];
+        if let Some(max) = max_bytes {
+            query.push(("max_bytes", max.to_string()));
+        }
+        let shown: Show = self.get(&["messages", id], &query)?;
+        let text = match (&shown.payload_text, &shown.payload) {
+            (Some(text), _) => text.clone(),
+            (None, Some(payload)) => serde_json::to_string_pretty(payload)
+                .map_err(|e| CommandError::failed(e.to_string()))?,
+            (None, None) => String::new(),
+        };
+        Ok((shown, text))
+    }
+
+    async fn thread(&self, _me: Option<&Passname>, id: &str) -> Answer<Thread> {
+        self.get(&["messages", id, "thread"], &[])
+    }
+
+    async fn step(&self, _me: &Passname, id: &str, verb: Verb, note: Option<&str>) -> Answer<Step> {
+        let (action, field) = match verb {
+            Verb::Ack => ("ack", None),
+            Verb::Complete => ("complete", Some("note")),
+            Verb::HandBack => ("hand_back", Some("reason")),
+            Verb::Refuse => ("refuse", Some("reason")),
+            Verb::Archive => ("archive", None),
+        };
+        let mut body = Map::new();
+        if let (Some(field), Some(note)) = (field, note) {
+            body.insert(field.into(), json!(note));
+        }
+        self.post(&["messages", id, action], &[], Value::Object(body))
+    }
+
+    async fn search(&self, _me: Option<&Passname>, q: &SearchQuery) -> Answer<Search> {
+        let mut query = vec![("limit", q.limit.to_string())];
+        let text = |v: &Option<String>| v.clone();
+        for (name, value) in [
+            ("text", text(&q.text)),
+            ("topic", text(&q.topic)),
+            ("type", q.kind.map(|k| k.to_string())),
+            ("from", text(&q.from)),
+            ("to", text(&q.to)),
+            ("since", q.since.map(rfc3339)),
+            ("until", q.until.map(rfc3339)),
+            ("status", q.status.map(|s| s.as_str().to_owned())),
+            ("cursor", text(&q.cursor)),
+        ] {
+            if let Some(value) = value {
+                query.push((name, value));
+            }
+        }
+        self.get(&["search"], &query)
+    }
+
+    async fn wait_news(&self, _me: &Passname, after: i64, timeout: Duration) -> Answer<News> {
+        // The server waits at most MAX_WAIT a request; a longer wait asks again.
+        let deadline = Instant::now() + timeout;
+        let mut after = after;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let news: News = self.get(
+                &["wait"],
+                &[
+                    ("after", after.to_string()),
+                    ("timeout_seconds", seconds(left.min(MAX_WAIT))?),
+                ],
+            )?;
+            if !news.events.is_empty() || Instant::now() >= deadline {
+                return Ok(news);
+            }
+            after = news.after;
+        }
+    }
+
+    async fn record(
+        &self,
+        _actor: &str,
+        schema: &'static str,
+        ops: &[StateOp],
+    ) -> Answer<Recorded> {
+        let mut recorded: Recorded = match ops {
+            [StateOp::Focus { text }] => self.post(&["focus"], &[], json!({"text": text}))?,
+            [StateOp::Stream { name, status }] => {
+                self.post(&["streams"], &[], json!({"name": name, "status": status}))?
+            }
+            [StateOp::StreamDone { name }] => {
+                self.post(&["streams", name, "done"], &[], json!({}))?
+            }
+            [
+                StateOp::Decide {
+                    text,
+                    why,
+                    supersedes,
+                },
+            ] => self.post(
+                &["decisions"],
+                &[],
+                json!({"text": text, "why": why, "supersedes": supersedes}),
+            )?,
+            [
+                StateOp::Constrain {
+                    text,
+                    tried,
+                    result,
+                },
+            ] => self.post(
+                &["constraints"],
+                &[],
+                json!({"text": text, "tried": tried, "result": result}),
+            )?,
+            ops => self.post(&["session-end"], &[], handover(ops)?)?,
+        };
+        recorded.schema = schema;
+        Ok(recorded)
+    }
+
+    async fn note(
+        &self,
+        _actor: &str,
+        text: String,
+        subject: &str,
+        _cwd: &Path,
+    ) -> Answer<Recorded> {
+        let mut recorded: Recorded =
+            self.post(&["notes"], &[], json!({"text": text, "subject": subject}))?;
+        recorded.schema = "baton/note@1";
+        Ok(recorded)
+    }
+
+    async fn state(&self) -> Answer<State> {
+        self.get(&["state"], &[])
+    }
+
+    async fn resume(&self, _me: &Passname, max_bytes: usize) -> Answer<Resume> {
+        self.get(&["resume"], &[("max_bytes", max_bytes.to_string())])
+    }
+
+    async fn alerts(&self) -> Answer<Alerts> {
+        self.get(&["alerts"], &[])
+    }
+
+    async fn ack_alert(&self, _actor: &str, id: &str) -> Answer<AlertAcked> {
+        self.post(&["alerts", id, "ack"], &[], json!({}))
+    }
+
+    async fn write_receipt(
+        &self,
+        _actor: &str,
+        _cwd: &Path,
+        step: String,
+        artifact: String,
+        run: Option<String>,
+    ) -> Answer<ReceiptWritten> {
+        self.post(
+            &["receipts"],
+            &[],
+            json!({"step": step, "artifact": artifact, "run": run}),
+        )
+    }
+
+    async fn receipt(&self, step: &str) -> Answer<ReceiptShown> {
+        self.get(&["receipts", step], &[])
+    }
+
+    async fn wait_receipt(
+        &self,
+        _actor: &str,
+        step: &str,
+        timeout: Duration,
+    ) -> Answer<ReceiptShown> {
+        self.post(
+            &["receipts", step, "wait"],
+            &[("timeout_seconds", seconds(timeout)?)],
+            json!({}),
+        )
+    }
+
+    async fn offer(
+        &self,
+        _me: &Passname,
+        document: Value,
+        topic: Option<&str>,
+    ) -> Answer<OrderStepped> {
+        self.post(
+            &["orders"],
+            &[],
+            json!({"document": document, "topic": topic}),
+        )
+    }
+
+    async fn orders(&self, _me: Option<&Passname>, all: bool) -> Answer<Orders> {
+        self.get(&["orders"], &[("all", all.to_string())])
+    }
+
+    async fn order(&self, id: &str) -> Answer<OrderShown> {
+        self.get(&["orders", id], &[])
+    }
+
+    async fn take_step(
+        &self,
+        _me: &Passname,
+        id: &str,
+        expect_seq: Option<i64>,
+        step: OrderStep,
+    ) -> Answer<OrderStepped> {
+        let mut body = json!({"expect_seq": expect_seq});
+        let action = match step {
+            OrderStep::Accept => "accept",
+            OrderStep::Start => "start",
+            OrderStep::Approve => "approve",
+            OrderStep::Decline { reason } => {
+                body["reason"] = json!(reason);
+                "decline"
+            }
+            OrderStep::Cancel { reason } => {
+                body["reason"] = json!(reason);
+                "cancel"
+            }
+            OrderStep::Rework { reason } => {
+                body["reason"] = json!(reason);
+                "rework"
+            }
+            OrderStep::Answer { text } => {
+                body["text"] = json!(text);
+                "answer"
+            }
+            OrderStep::Report { document } => {
+                body["document"] = document;
+                "report"
+            }
+        };
+        self.post(&["orders", id, action], &[], body)
+    }
+
+    async fn wait_order(&self, id: &str, since: i64, timeout: Duration) -> Answer<OrderStepped> {
+        self.get(
+            &["orders", id, "wait"],
+            &[
+                ("since", since.to_string()),
+                ("timeout_seconds", seconds(timeout)?),
+            ],
+        )
+    }
+
+    async fn queue(&self, lane: Option<Lane>) -> Answer<Queue> {
+        let query: Vec<(&str, String)> = lane
+            .map(|l| ("lane", l.as_str().to_owned()))
+            .into_iter()
+            .collect();
+        self.get(&["queue"], &query)
+    }
+
+    async fn raise_need(
+        &self,
+        _actor: &str,
+        text: &str,
+        order: Option<&str>,
+    ) -> Answer<QueueNoted> {
+        self.post(&["needs"], &[], json!({"text": text, "order": order}))
+    }
+
+    async fn ack_item(&self, _actor: &str, item: &str) -> Answer<QueueNoted> {
+        self.post(&["queue", item, "ack"], &[], json!({}))
+    }
+
+    async fn runs(&self, all: bool) -> Answer<Runs> {
+        self.get(&["runs"], &[("all", all.to_string())])
+    }
+
+    async fn participants(&self) -> Answer<Agents> {
+        self.get(&["participants"], &[])
+    }
+
+    async fn add_participant(
+        &self,
+        _actor: &str,
+        name: &str,
+        role: &str,
+        edit: &PolicyEdit,
+    ) -> Answer<AgentAdded> {
+        let mut body = edit_body(edit);
+        body.insert("name".into(), json!(name));
+        body.insert("role".into(), json!(role));
+        self.post(&["participants"], &[], Value::Object(body))
+    }
+
+    async fn set_policy(&self, _actor: &str, name: &str, edit: &PolicyEdit) -> Answer<AgentPolicy> {
+        let mut body = edit_body(edit);
+        body.insert("default".into(), json!(edit.default));
+        self.post(&["participants", name, "policy"], &[], Value::Object(body))
+    }
+
+    async fn set_webhook(&self, _actor: &str, name: &str, url: Option<&str>) -> Answer<WebhookSet> {
+        self.post(&["participants", name, "webhook"], &[], json!({"url": url}))
+    }
+
+    async fn webhooks(&self) -> Answer<Webhooks> {
+        self.get(&["webhooks"], &[])
+    }
+
+    async fn security_events(&self, before: Option<i64>, limit: u32) -> Answer<SecurityEvents> {
+        let mut query = vec![("limit", limit.to_string())];
+        if let Some(before) = before {
+            query.push(("before", before.to_string()));
+        }
+        self.get(&["security-events"], &query)
+    }
+
+    async fn keys(&self) -> Answer<Keys> {
+        self.get(&["keys"], &[])
+    }
+
+    async fn issue_key(
+        &self,
+        _actor: &str,
+        name: &str,
+        scope: Scope,
+        expires: Option<Duration>,
+    ) -> Answer<KeyIssued> {
+        let expires = expires.map(|d| format!("{}s", d.as_secs()));
+        self.post(
+            &["keys"],
+            &[],
+            json!({"participant": name, "scope": scope, "expires": expires}),
+        )
+    }
+
+    async fn revoke_key(&self, _actor: &str, id: &str) -> Answer<KeyRevoked> {
+        self.post(&["keys", id, "revoke"], &[], json!({}))
+    }
+}
+
+/// Several state changes as the one request that records them together (`session end`).
+fn handover(ops: &[StateOp]) -> CommandResult<Value> {
+    let mut completed = Vec::new();
+    let mut decisions = Vec::new();
+    let mut constraints = Vec::new();
+    let mut dependency_changes = Vec::new();
+    for op in ops {
+        match op {
+            StateOp::StreamDone { name } => completed.push(json!(name)),
+            StateOp::Decide {
+                text,
+                why,
+                supersedes,
+            } => decisions.push(json!({"text": text, "why": why, "supersedes": supersedes})),
+            StateOp::Constrain {
+                text,
+                tried,
+                result,
+            } => constraints.push(json!({"text": text, "tried": tried, "result": result})),
+            StateOp::DependencyChange { text } => dependency_changes.push(json!(text)),
+            _ => {
+                return Err(CommandError::usage(
+                    "these state changes cannot be made together over a server",
+                ));
+            }
+        }
+    }
+    Ok(json!({
+        "completed": completed,
+        "decisions": decisions,
+        "constraints": constraints,
+        "dependency_changes": dependency_changes,
+    }))
+}
