@@ -203,10 +203,16 @@ impl Demo {
         }
         let status = child.wait()?;
         let stderr = stderr.join().unwrap_or_default();
+        let mut said = lines > hidden;
         if hidden > 0 && expect.into.is_none() {
             self.say(&format!("  … {hidden} more lines (all of them in --json)"));
+            said = true;
         }
-        if lines > 0 {
+        if expect.code != 0 && status.code() == Some(expect.code) {
+            self.say(&format!("  (exit {}, as expected)", expect.code));
+            said = true;
+        }
+        if said {
             self.say("");
         }
         self.steps.push(DemoStep {
@@ -667,6 +673,9 @@ async fn executor(g: &GlobalArgs, order: &str, published: &Path) -> CommandResul
     )?;
     d.git(me, &["add", NOTES])?;
     d.git(me, &["commit", "-q", "-m", "Release notes for 1.4"])?;
+    d.say(&format!(
+        "[{me}] after the change it passes (exit 0): recorded too"
+    ));
     d.baton(Some(me), &check)?;
     d.baton(
         Some(me),
