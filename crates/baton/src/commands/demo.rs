@@ -244,6 +244,10 @@ impl Demo {
         for var in ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"] {
             cmd.env(var, format!("{who}@baton.demo"));
         }
+        // A person's signing setup is not the demo's to use.
+        cmd.env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "commit.gpgsign")
+            .env("GIT_CONFIG_VALUE_0", "false");
         self.step("git", &argv, cmd, OK).map(|_| ())
     }
 
