@@ -330,10 +330,10 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
     ));
 
     setup(d)?;
-    let order = offer(d)?;
+    let (order, request) = offer(d)?;
     execute(d, &order)?;
     review(d, &order)?;
-    let lines = approve(d, &order)?;
+    let lines = approve(d, &order, &request)?;
     negotiate(d)?;
     finale(d, args.keep.is_some())?;
 
@@ -383,8 +383,9 @@ fn setup(d: &mut Demo) -> CommandResult<()> {
 }
 
 /// The planner writes a Work Order from what Baton knows, fills in what only it can
-/// decide (one tool staged), checks it and offers it. Returns the order's id.
-fn offer(d: &mut Demo) -> CommandResult<String> {
+/// decide (one tool staged), checks it and offers it. Returns the order's id and the id
+/// of the request message that carries it.
+fn offer(d: &mut Demo) -> CommandResult<(String, String)> {
     d.say("1. The planner offers a Work Order: Baton fills what it knows, the planner the rest.");
     d.baton_expect(
         Some(PLANNER),
@@ -445,11 +446,18 @@ fn offer(d: &mut Demo) -> CommandResult<String> {
     filled(&order, "order.json")?;
     d.write_json("order.json", &order)?;
     d.baton(None, &["handoff", "check", "order.json"])?;
-    d.baton(Some(PLANNER), &["order", "create", "order.json"])?;
-    order["id"]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| CommandError::failed("demo: the order has no id"))
+    // "wo_…: offered to executor (seq 1, request ID)"
+    let created = d.baton(Some(PLANNER), &["order", "create", "order.json"])?;
+    let request = created
+        .split_once("request ")
+        .and_then(|(_, rest)| rest.split(')').next())
+        .map(str::to_owned);
+    match (order["id"].as_str(), request) {
+        (Some(id), Some(request)) => Ok((id.to_owned(), request)),
+        _ => Err(CommandError::failed(format!(
+            "demo: order create named no order and request: {created}"
+        ))),
+    }
 }
 
 /// The executor, started through the launch wrapper as a ledger row.
@@ -491,7 +499,7 @@ fn review(d: &mut Demo, order: &str) -> CommandResult<()> {
 }
 
 /// The owner approves: the held effect runs, once. Returns the upstream file's lines.
-fn approve(d: &mut Demo, order: &str) -> CommandResult<usize> {
+fn approve(d: &mut Demo, order: &str, request: &str) -> CommandResult<usize> {
     d.say("4. The owner approves: approval runs the held call, once (approve means ship).");
     let effect = format!("{SERVER}/publish#1");
     d.baton(
@@ -514,6 +522,8 @@ fn approve(d: &mut Demo, order: &str) -> CommandResult<usize> {
             "demo: {PUBLISHED} should hold the announcement exactly once, holds {lines:?}"
         )));
     }
+    d.say("   The approval closed both ends of the order's request; the planner archives it:");
+    d.baton(Some(PLANNER), &["archive", request])?;
     Ok(lines.len())
 }
 
@@ -588,8 +598,9 @@ fn negotiate(d: &mut Demo) -> CommandResult<()> {
     Ok(())
 }
 
-/// The end of the round: what the planner's next session starts from, and where to look.
-/// `baton status` and `baton board` print and start here once they exist.
+/// The end of the round, and the one place it ends: the planner's resume packet, then
+/// where the status view and the board are. `baton status` is printed here too, and with
+/// `--keep` `baton board` is started here and its URL printed, once those commands exist.
 fn finale(d: &mut Demo, kept: bool) -> CommandResult<()> {
     d.say("6. The planner's next session starts from one bounded read: its resume packet.");
     d.baton_expect(
@@ -600,11 +611,12 @@ fn finale(d: &mut Demo, kept: bool) -> CommandResult<()> {
             ..OK
         },
     )?;
-    d.say("The status view (`baton status`) and the board (`baton board`) show this project");
-    d.say(if kept {
-        "too: run them in the kept directory."
+    let root = d.dir.display().to_string();
+    d.say("The same facts for a person: the status view (`baton status`) and the board");
+    d.say(&if kept {
+        format!("(`baton board`, http://127.0.0.1:7879 by default), run in {root}.")
     } else {
-        "too: keep it with `baton demo --keep DIR` to look."
+        "(`baton board`): keep the project with `baton demo --keep DIR` to look.".to_owned()
     });
     d.say("");
     Ok(())
