@@ -1326,7 +1326,8 @@ pub struct Init {
 }
 doc!(Init, "baton/init@1");
 
-/// One step of the demo: a `baton` process and what it printed.
+/// One step of the demo: a process (`baton …`, or `git …` setting up the repository), as
+/// a person would type it, and what it printed on stdout.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct DemoStep {
     pub command: String,
@@ -1338,8 +1339,10 @@ pub struct DemoStep {
 pub struct Demo {
     pub project: String,
     pub kept: bool,
-    /// The request the round was about.
-    pub request: String,
+    /// The Work Order the round was about.
+    pub order: String,
+    /// The negotiation the executor and the reviewer settled.
+    pub negotiation: String,
     pub steps: Vec<DemoStep>,
 }
 doc!(Demo, "baton/demo@1");

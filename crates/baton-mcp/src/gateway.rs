@@ -30,7 +30,7 @@ use crate::explain::explain;
 type Client = RunningService<RoleClient, ()>;
 
 /// Starts `command` (a command line) as an MCP server and completes the handshake.
-async fn connect(command: &[String]) -> Result<Client, String> {
+pub(crate) async fn connect(command: &[String]) -> Result<Client, String> {
     let (program, args) = command
         .split_first()
         .ok_or_else(|| "no upstream command was given".to_owned())?;

@@ -8,6 +8,7 @@
 //! no flow lives here. It never reads configuration or the environment and never writes to
 //! stdout itself: on stdio, stdout carries the protocol and nothing else.
 
+mod demo;
 mod explain;
 mod frame;
 mod gateway;
@@ -19,6 +20,7 @@ use baton_app::App;
 use baton_core::Passname;
 use rmcp::ServiceExt;
 
+pub use demo::{agent_session, serve_demo_upstream};
 pub use gateway::{Upstream, serve_gateway};
 pub use profile::{ALL_TOOLS, PROFILE_BUDGET, Profile};
 pub use tools::BatonTools;

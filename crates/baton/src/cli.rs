@@ -117,4 +117,7 @@ pub enum Command {
     Need(queue::NeedArgs),
     Record(queue::RecordArgs),
     Demo(demo::DemoArgs),
+    /// The demo's cast (executor, reviewer, upstream MCP server), run by `baton demo`.
+    #[command(subcommand, hide = true)]
+    DemoPart(demo::DemoPart),
 }

@@ -1,31 +1,96 @@
-//! `baton demo`: a real round on a throwaway project. Every step runs this same binary as
-//! a separate process, so what it prints is what an agent would see.
+//! `baton demo`: the whole round on a throwaway project — a planner offers a Work Order, an
+//! executor launched through `baton run` does it (evidence, a receipt, a staged tool call
+//! through `baton gateway`) and reports, a reviewer process approves, the owner approves
+//! and the held effect runs once, and two agents settle a disagreement by negotiation.
+//! Every step is this same binary run as a separate process, so what it prints is what an
+//! agent would see. The cast the demo needs and no one else does (the executor, the
+//! reviewer and the upstream MCP server) are the hidden `baton demo-part` subcommands.
+//!
+//! This module only drives processes and prints: every rule it shows is Baton's own,
+//! reached through the command line like any agent reaches it.
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use baton_app::doc::{self, DemoStep};
-use clap::Args;
-use serde_json::{Value, json};
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value, json};
 
 use crate::cli::GlobalArgs;
 use crate::error::{CommandError, CommandResult};
-use crate::output::Output;
+use crate::output::{Output, visible};
 use crate::project::DIR;
 
-/// Run a short planner → executor round on a throwaway project, printing each step.
+/// Run a whole planner → executor → reviewer → owner round on a throwaway project,
+/// printing each step as it happens.
 ///
-/// The planner sends a request; the executor fetches it, asks a question in the thread;
-/// the planner answers; the executor completes with a note; both views are shown; the
-/// planner closes its own end. Each step is a real `baton` process.
+/// A planner offers a Work Order with Baton's contract (`handoff new`, one tool staged);
+/// an executor started through `baton run` accepts it, records evidence with `baton
+/// evidence run`, writes a receipt, calls the staged tool through `baton gateway` (held,
+/// not run) and reports with the held effect; a reviewer process reads the review packet
+/// and approves (`baton review`); the owner approves and the effect runs once; two agents
+/// settle a disagreement with `baton negotiate`; the planner's resume packet ends it.
+/// Each step is a real `baton` process; the project needs git on PATH.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  baton demo\n  baton demo --keep /tmp/baton-demo")]
+#[command(
+    after_help = "Examples:\n  baton demo\n  baton demo --keep /tmp/baton-demo\n  \
+                        baton --json demo"
+)]
 pub struct DemoArgs {
     /// Keep the project in DIR (created if missing; must not already hold a project).
     #[arg(long, value_name = "DIR")]
     pub keep: Option<PathBuf>,
 }
+
+/// The demo's cast, each run by `baton demo` as a process of its own.
+#[derive(Subcommand, Debug)]
+pub enum DemoPart {
+    /// An MCP server on stdio with `read` and `publish`; `publish` appends a line to FILE.
+    Upstream {
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// The executor agent: takes ORDER on, does it, and reports (under `baton run`).
+    Executor {
+        #[arg(long, value_name = "ID")]
+        order: String,
+        /// The upstream's file, for the gateway's upstream command line.
+        #[arg(long, value_name = "FILE")]
+        published: PathBuf,
+    },
+    /// The reviewer: reads the review packet on stdin and prints its verdict.
+    Reviewer,
+}
+
+/// The participants: the planner offers the order and, as the order's owner, approves it.
+const PLANNER: &str = "planner";
+const EXECUTOR: &str = "executor";
+const REVIEWER: &str = "reviewer";
+/// The upstream server's name in the order's tool patterns.
+const SERVER: &str = "notes";
+/// The file the upstream's `publish` appends to, in the project.
+const PUBLISHED: &str = "published.txt";
+/// The file the executor writes and the test command checks.
+const NOTES: &str = "notes/1.4.md";
+const ANNOUNCEMENT: &str = "Baton 1.4: the CSV export keeps its filters";
+const NEGOTIATION: &str = "notes-format";
+
+/// What a step must end with and how much of its output is shown.
+#[derive(Clone, Copy)]
+struct Expect {
+    code: i32,
+    /// Lines of output shown (the rest counted); all of them are in `--json`.
+    lines: usize,
+    /// Where the output is saved, shown as `> FILE`.
+    into: Option<&'static str>,
+}
+
+const OK: Expect = Expect {
+    code: 0,
+    lines: 12,
+    into: None,
+};
 
 struct Demo {
     exe: PathBuf,
@@ -34,60 +99,198 @@ struct Demo {
     steps: Vec<DemoStep>,
 }
 
+/// `arg` as a shell would need it quoted.
+fn quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@#,+%".contains(c));
+    if plain {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
 impl Demo {
     fn say(&self, text: &str) {
         if !self.quiet {
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{text}");
+            let _ = writeln!(out, "{}", visible(text));
             let _ = out.flush();
         }
     }
 
-    /// Runs `baton [--as NAME] ARGS…` against the demo project; fails the demo if the step
-    /// fails. Returns what it printed on stdout.
+    /// A path in the project.
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// `args` as a person would type them: this binary is `baton`, project paths are
+    /// relative.
+    fn shown(&self, program: &str, args: &[String]) -> String {
+        let exe = self.exe.display().to_string();
+        let root = format!("{}/", self.dir.display());
+        let mut words = vec![program.to_owned()];
+        words.extend(args.iter().map(|a| {
+            let a = a.replace(&quote(&exe), "baton").replace(&exe, "baton");
+            quote(&a.replace(&root, ""))
+        }));
+        words.join(" ")
+    }
+
+    /// Runs `baton [--as WHO] ARGS…` against the demo project as a step.
     fn baton(&mut self, who: Option<&str>, args: &[&str]) -> CommandResult<String> {
-        let mut argv: Vec<&str> = Vec::new();
+        self.baton_expect(who, args, OK)
+    }
+
+    fn baton_expect(
+        &mut self,
+        who: Option<&str>,
+        args: &[&str],
+        expect: Expect,
+    ) -> CommandResult<String> {
+        let mut argv: Vec<String> = Vec::new();
         if let Some(who) = who {
-            argv.extend(["--as", who]);
+            argv.extend(["--as".to_owned(), who.to_owned()]);
         }
-        argv.extend_from_slice(args);
-        let shown = argv
-            .iter()
-            .map(|a| {
-                if a.contains(' ') {
-                    format!("'{a}'")
-                } else {
-                    (*a).to_owned()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
-        self.say(&format!("$ baton {shown}"));
-        let out = Command::new(&self.exe)
-            .args(&argv)
+        argv.extend(args.iter().map(|a| (*a).to_owned()));
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(&argv).env_remove("BATON_AS");
+        self.step("baton", &argv, cmd, expect)
+    }
+
+    /// Runs a command in the project, printing its output line by line as it comes, and
+    /// fails the demo unless it exits with the expected code. Returns its stdout.
+    fn step(
+        &mut self,
+        program: &str,
+        args: &[String],
+        mut cmd: Command,
+        expect: Expect,
+    ) -> CommandResult<String> {
+        let mut shown = self.shown(program, args);
+        if let Some(file) = expect.into {
+            shown.push_str(&format!(" > {file}"));
+        }
+        self.say(&format!("$ {shown}"));
+        let mut child = cmd
             .current_dir(&self.dir)
             .env("BATON_PROJECT", &self.dir)
-            .env_remove("BATON_AS")
-            .output()?;
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        for line in stdout.lines() {
-            self.say(&format!("  {line}"));
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| CommandError::failed(format!("demo: cannot start `{shown}`: {e}")))?;
+        let mut err = child.stderr.take().expect("piped");
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = err.read_to_string(&mut text);
+            text
+        });
+        let mut stdout = String::new();
+        let (mut lines, mut hidden) = (0, 0);
+        for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+            let line = line?;
+            lines += 1;
+            if expect.into.is_none() && lines <= expect.lines {
+                self.say(&format!("  {line}"));
+            } else {
+                hidden += 1;
+            }
+            stdout.push_str(&line);
+            stdout.push('\n');
         }
-        self.say("");
+        let status = child.wait()?;
+        let stderr = stderr.join().unwrap_or_default();
+        let mut said = lines > hidden;
+        if hidden > 0 && expect.into.is_none() {
+            self.say(&format!("  … {hidden} more lines (all of them in --json)"));
+            said = true;
+        }
+        if expect.code != 0 && status.code() == Some(expect.code) {
+            self.say(&format!("  (exit {}, as expected)", expect.code));
+            said = true;
+        }
+        if said {
+            self.say("");
+        }
         self.steps.push(DemoStep {
-            command: format!("baton {shown}"),
-            exit_code: out.status.code(),
+            command: shown.clone(),
+            exit_code: status.code(),
             stdout: stdout.clone(),
         });
-        if !out.status.success() {
+        if status.code() != Some(expect.code) {
             return Err(CommandError::failed(format!(
-                "demo step `baton {shown}` failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
+                "demo step `{shown}` ended with {status}, not exit {}: {}",
+                expect.code,
+                stderr.trim()
             )));
+        }
+        if let Some(file) = expect.into {
+            std::fs::write(self.path(file), &stdout)?;
         }
         Ok(stdout.trim().to_owned())
     }
+
+    /// `git ARGS…` in the project, as an author named `who`.
+    fn git(&mut self, who: &str, args: &[&str]) -> CommandResult<()> {
+        let argv: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let mut cmd = Command::new("git");
+        cmd.args(&argv);
+        for var in ["GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"] {
+            cmd.env(var, who);
+        }
+        for var in ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"] {
+            cmd.env(var, format!("{who}@baton.demo"));
+        }
+        // A person's signing setup is not the demo's to use.
+        cmd.env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "commit.gpgsign")
+            .env("GIT_CONFIG_VALUE_0", "false");
+        self.step("git", &argv, cmd, OK).map(|_| ())
+    }
+
+    /// Writes `text` to the project's `name`, saying so.
+    fn write(&self, name: &str, text: &str) -> CommandResult<()> {
+        let path = self.path(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, text)?;
+        self.say(&format!("(writes {name})"));
+        Ok(())
+    }
+
+    fn write_json(&self, name: &str, doc: &Value) -> CommandResult<()> {
+        self.write(name, &serde_json::to_string_pretty(doc).unwrap_or_default())
+    }
+
+    fn read_json(&self, name: &str) -> CommandResult<Value> {
+        let text = std::fs::read_to_string(self.path(name))?;
+        serde_json::from_str(&text)
+            .map_err(|e| CommandError::failed(format!("demo: {name} is not JSON: {e}")))
+    }
+}
+
+/// Sets the string at `pointer` in `doc` (its parent must exist).
+fn set(doc: &mut Value, pointer: &str, value: Value) -> CommandResult<()> {
+    let slot = doc
+        .pointer_mut(pointer)
+        .ok_or_else(|| CommandError::failed(format!("demo: the template has no {pointer}")))?;
+    *slot = value;
+    Ok(())
+}
+
+/// Fails the demo if a `<fill in: …>` placeholder is left in `doc`.
+fn filled(doc: &Value, name: &str) -> CommandResult<()> {
+    let text = doc.to_string();
+    if text.contains(baton_core::awl::contract::PLACEHOLDER) {
+        return Err(CommandError::failed(format!(
+            "demo: {name} still holds a placeholder: {text}"
+        )));
+    }
+    Ok(())
 }
 
 pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
@@ -104,7 +307,7 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
         }
         None => {
             let tmp = tempfile::Builder::new().prefix("baton-demo-").tempdir()?;
-            (tmp.path().to_owned(), Some(tmp))
+            (tmp.path().canonicalize()?, Some(tmp))
         }
     };
     let mut demo = Demo {
@@ -114,7 +317,8 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
         steps: Vec::new(),
     };
     let d = &mut demo;
-    d.say("Baton demo: a planner hands work to an executor through a durable inbox.");
+    d.say("Baton demo: a planner, an executor, a reviewer and the owner hand one piece of");
+    d.say("work along, each a separate process; every step below is a real command.");
     d.say(&format!(
         "Project: {} ({})\n",
         dir.display(),
@@ -125,150 +329,22 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
         }
     ));
 
-    d.say("1. Create the project and register two participants.");
-    d.baton(None, &["init"])?;
-    d.baton(None, &["agent", "add", "planner", "--role", "planner"])?;
-    d.baton(None, &["agent", "add", "executor", "--role", "executor"])?;
-    d.baton(
-        Some("planner"),
-        &["focus", "set", "Ship the CSV export fix"],
-    )?;
-    d.baton(
-        Some("planner"),
-        &[
-            "decide",
-            "Filter in the query, not in the CSV writer",
-            "--why",
-            "one code path for every export",
-        ],
-    )?;
-
-    d.say("2. The planner sends a request: responsibility moves to the executor.");
-    let payload = json!({
-        "body": "CSV export drops the active filters. Reproduce: filter status=open, export, \
-                 count rows. Done when the export holds exactly the filtered rows and a \
-                 regression test covers it.",
-        "x-baton": {
-            "stop_when": ["the fixture cannot be read", "a schema migration looks necessary"],
-            "decision": { "resume_at": "run the export tests and read the first failure" }
-        }
-    });
-    std::fs::write(d.dir.join("request.json"), payload.to_string())?;
-    let request = d.baton(
-        Some("planner"),
-        &[
-            "send",
-            "--to",
-            "executor",
-            "--type",
-            "request",
-            "--topic",
-            "csv-export",
-            "--payload",
-            "request.json",
-        ],
-    )?;
-
-    d.say("3. A fresh executor session starts from one bounded read: the resume packet.");
-    d.baton(Some("executor"), &["resume", "--max-bytes", "1500"])?;
-    d.baton(Some("executor"), &["inbox"])?;
-
-    d.say("4. It fetches the full request: pending → delivered.");
-    d.baton(Some("executor"), &["show", &request])?;
-
-    d.say("5. It asks a question as a threaded reply (to the sender, same topic).");
-    let question = d.baton(
-        Some("executor"),
-        &[
-            "send",
-            "--reply-to",
-            &request,
-            "--body",
-            "Only the status filter, or the date range too?",
-        ],
-    )?;
-
-    d.say("6. The planner sees the question and answers in the thread.");
-    d.baton(Some("planner"), &["inbox"])?;
-    d.baton(Some("planner"), &["show", &question])?;
-    d.baton(Some("planner"), &["ack", &question])?;
-    let answer = d.baton(
-        Some("planner"),
-        &[
-            "send",
-            "--reply-to",
-            &question,
-            "--body",
-            "Both. The fixture is tests/fixtures/filters.csv.",
-        ],
-    )?;
-
-    d.say("7. The executor reads the answer, records where its evidence landed, and completes.");
-    d.baton(Some("executor"), &["show", &answer])?;
-    d.baton(Some("executor"), &["ack", &answer])?;
-    std::fs::write(
-        d.dir.join("export-test.log"),
-        "test export::keeps_filters ... ok\ntest result: ok. 1 passed; 0 failed\n",
-    )?;
-    d.baton(
-        Some("executor"),
-        &[
-            "receipt",
-            "write",
-            "--step",
-            "export-tests",
-            "--artifact",
-            "export-test.log",
-        ],
-    )?;
-    d.baton(
-        Some("executor"),
-        &[
-            "constrain",
-            "Fixtures are read-only",
-            "--tried",
-            "regenerating them",
-            "--result",
-            "permission denied",
-        ],
-    )?;
-    d.baton(
-        Some("executor"),
-        &[
-            "complete",
-            &request,
-            "--note",
-            "Export applies status and date filters; regression test added.",
-        ],
-    )?;
-
-    d.say("8. Both views: the executor owes nothing; the planner's request shows each end.");
-    d.baton(Some("executor"), &["inbox"])?;
-    d.baton(Some("planner"), &["outbox"])?;
-    d.baton(None, &["thread", &request])?;
-
-    d.say("9. The planner reads the note and closes its own end of the request.");
-    let inbox = d.baton(Some("planner"), &["inbox", "--json"])?;
-    let note = serde_json::from_str::<Value>(&inbox)
-        .ok()
-        .and_then(|v| v["items"][0]["id"].as_str().map(str::to_owned))
-        .ok_or_else(|| {
-            CommandError::failed("demo: the completion note did not reach the planner")
-        })?;
-    d.baton(Some("planner"), &["show", &note])?;
-    d.baton(Some("planner"), &["ack", &note])?;
-    d.baton(Some("planner"), &["receipt", "verify", "export-tests"])?;
-    d.baton(Some("planner"), &["complete", &request])?;
-    d.baton(Some("planner"), &["outbox"])?;
-
-    d.say("10. The state is rendered for people, checksummed, and checked.");
-    d.baton(None, &["state", "render"])?;
-    d.baton(None, &["check", "STATE.md"])?;
+    setup(d)?;
+    let (order, request) = offer(d)?;
+    execute(d, &order)?;
+    review(d, &order)?;
+    let lines = approve(d, &order, &request)?;
+    negotiate(d)?;
+    finale(d, args.keep.is_some())?;
 
     let human = format!(
-        "Done: one request, one question, one answer, one completion, all in the log.\n{}",
+        "Done: order {order} offered, done, reviewed, approved; its effect ran once ({lines} \
+         line in {PUBLISHED}); negotiation {NEGOTIATION} settled.\n{}",
         if args.keep.is_some() {
-            format!("Explore it: BATON_PROJECT={} baton search", dir.display())
+            format!(
+                "Explore it: cd {} && baton --as {PLANNER} order show {order}",
+                dir.display()
+            )
         } else {
             "Run `baton demo --keep DIR` to explore the result.".to_owned()
         }
@@ -276,8 +352,527 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> CommandResult<Output> {
     let out = doc::Demo {
         project: dir.display().to_string(),
         kept: args.keep.is_some(),
-        request,
+        order,
+        negotiation: NEGOTIATION.to_owned(),
         steps: demo.steps,
     };
     Ok(Output::of(&out, human))
+}
+
+/// A git repository with a test command, a Baton project and the cast.
+fn setup(d: &mut Demo) -> CommandResult<()> {
+    d.say("0. A repository with a test command, a Baton project, and the cast.");
+    d.write(
+        "check-notes.sh",
+        &format!(
+            "# The release notes name the fix.\ntest -f {NOTES} && grep -q 'keeps its filters' {NOTES}\n"
+        ),
+    )?;
+    d.git(PLANNER, &["init", "-q"])?;
+    d.git(PLANNER, &["add", "check-notes.sh"])?;
+    d.git(
+        PLANNER,
+        &["commit", "-q", "-m", "Add the release-notes check"],
+    )?;
+    d.baton(None, &["init"])?;
+    d.baton(None, &["agent", "add", PLANNER, "--role", "owner"])?;
+    d.baton(None, &["agent", "add", EXECUTOR, "--role", "executor"])?;
+    d.baton(None, &["agent", "add", REVIEWER, "--role", "reviewer"])?;
+    d.baton(Some(PLANNER), &["focus", "set", "Ship release 1.4"])?;
+    Ok(())
+}
+
+/// The planner writes a Work Order from what Baton knows, fills in what only it can
+/// decide (one tool staged), checks it and offers it. Returns the order's id and the id
+/// of the request message that carries it.
+fn offer(d: &mut Demo) -> CommandResult<(String, String)> {
+    d.say("1. The planner offers a Work Order: Baton fills what it knows, the planner the rest.");
+    d.baton_expect(
+        Some(PLANNER),
+        &[
+            "handoff",
+            "new",
+            "--to",
+            EXECUTOR,
+            "--goal",
+            "Publish the 1.4 release notes",
+            "--criterion",
+            "notes/1.4.md says the CSV export keeps its filters",
+            "--criterion",
+            "the release line is published once, after approval",
+            "--budget",
+            "tool_calls=5",
+            "--tool",
+            "notes/*",
+            "--deadline",
+            "1d",
+        ],
+        Expect {
+            into: Some("order.json"),
+            ..OK
+        },
+    )?;
+    let mut order = d.read_json("order.json")?;
+    // `staged` came in AWL 0.4: publishing waits for the owner's approval.
+    set(&mut order, "/spec", json!("awl/work-order@0.4"))?;
+    order["staged"] = json!([format!("{SERVER}/publish")]);
+    let fills = [
+        (
+            "/x-baton/context/reproduction",
+            json!("sh check-notes.sh (fails: there are no notes yet)"),
+        ),
+        (
+            "/x-baton/context/expected",
+            json!("notes/1.4.md names the fix, and one announcement line is published"),
+        ),
+        ("/x-baton/scope/allowed", json!(["notes/"])),
+        (
+            "/x-baton/execution/test_command",
+            json!("sh check-notes.sh"),
+        ),
+        (
+            "/x-baton/stop_when",
+            json!(["the fix is not in the 1.4 changes"]),
+        ),
+        (
+            "/x-baton/decision/resume_at",
+            json!("run sh check-notes.sh and read why it fails"),
+        ),
+    ];
+    for (pointer, value) in fills {
+        set(&mut order, pointer, value)?;
+    }
+    order["x-baton"]["acceptance"]["reviewers"] = json!([REVIEWER]);
+    filled(&order, "order.json")?;
+    d.write_json("order.json", &order)?;
+    d.baton(None, &["handoff", "check", "order.json"])?;
+    // "wo_…: offered to executor (seq 1, request ID)"
+    let created = d.baton(Some(PLANNER), &["order", "create", "order.json"])?;
+    let request = created
+        .split_once("request ")
+        .and_then(|(_, rest)| rest.split(')').next())
+        .map(str::to_owned);
+    match (order["id"].as_str(), request) {
+        (Some(id), Some(request)) => Ok((id.to_owned(), request)),
+        _ => Err(CommandError::failed(format!(
+            "demo: order create named no order and request: {created}"
+        ))),
+    }
+}
+
+/// The executor, started through the launch wrapper as a ledger row.
+fn execute(d: &mut Demo, order: &str) -> CommandResult<()> {
+    d.say("2. An executor agent starts through `baton run` (a ledger row before it spawns)");
+    d.say("   and does the work; its own steps are indented below its run.");
+    let exe = d.exe.display().to_string();
+    let published = d.path(PUBLISHED).display().to_string();
+    d.baton_expect(
+        Some(EXECUTOR),
+        &[
+            "run",
+            "--order",
+            order,
+            "--",
+            &exe,
+            "demo-part",
+            "executor",
+            "--order",
+            order,
+            "--published",
+            &published,
+        ],
+        Expect {
+            lines: usize::MAX,
+            ..OK
+        },
+    )?;
+    d.baton(None, &["runs", "--all"])?;
+    Ok(())
+}
+
+/// A reviewer process reads the packet and gives its verdict.
+fn review(d: &mut Demo, order: &str) -> CommandResult<()> {
+    d.say("3. A reviewer process reads the review packet on stdin and gives its verdict.");
+    let reviewer = format!("{} demo-part reviewer", quote(&d.exe.display().to_string()));
+    d.baton(Some(PLANNER), &["review", order, "--reviewer", &reviewer])?;
+    Ok(())
+}
+
+/// The owner approves: the held effect runs, once. Returns the upstream file's lines.
+fn approve(d: &mut Demo, order: &str, request: &str) -> CommandResult<usize> {
+    d.say("4. The owner approves: approval runs the held call, once (approve means ship).");
+    let effect = format!("{SERVER}/publish#1");
+    d.baton(
+        Some(PLANNER),
+        &["order", "approve", order, "--effects", &effect],
+    )?;
+    d.say("   Approving again runs nothing twice:");
+    d.baton(Some(PLANNER), &["order", "approve", order])?;
+    let text = std::fs::read_to_string(d.path(PUBLISHED)).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    d.say(&format!(
+        "$ cat {PUBLISHED}   # written by the upstream server, not by Baton"
+    ));
+    for line in &lines {
+        d.say(&format!("  {line}"));
+    }
+    d.say("");
+    if lines != [ANNOUNCEMENT] {
+        return Err(CommandError::failed(format!(
+            "demo: {PUBLISHED} should hold the announcement exactly once, holds {lines:?}"
+        )));
+    }
+    d.say("   The approval closed both ends of the order's request; the planner archives it:");
+    d.baton(Some(PLANNER), &["archive", request])?;
+    Ok(lines.len())
+}
+
+/// The executor and the reviewer disagree on the notes' form; the engine settles it.
+fn negotiate(d: &mut Demo) -> CommandResult<()> {
+    d.say("5. The executor and the reviewer disagree on how release notes are written; each");
+    d.say("   submits a private position, the engine settles it (no language model), and the");
+    d.say("   planner records the outcome as a decision.");
+    d.write_json(
+        "negotiation/spec.json",
+        &json!({
+            "id": NEGOTIATION, "rounds": 20,
+            "issues": [{"name": "detail", "options": ["summary", "highlights", "full"]},
+                       {"name": "timing", "options": ["each-release", "weekly"]}],
+            "constraints": [{"detail": "full", "timing": "weekly"}],
+            "parties": [{"name": EXECUTOR, "position": "negotiation/executor.json"},
+                        {"name": REVIEWER, "position": "negotiation/reviewer.json"}]
+        }),
+    )?;
+    // The executor wants a short summary with each release; the reviewer wants the full
+    // story, will not take a bare summary, and vetoes weekly batches. Neither's first
+    // choice is acceptable to the other.
+    d.write_json(
+        "negotiation/executor.json",
+        &json!({"weights": {"detail": 0.7, "timing": 0.3},
+                "utilities": {"detail": {"summary": 1, "highlights": 0.6, "full": 0.1},
+                              "timing": {"each-release": 1, "weekly": 0.2}},
+                "floor": 0.6}),
+    )?;
+    d.write_json(
+        "negotiation/reviewer.json",
+        &json!({"weights": {"detail": 0.6, "timing": 0.4},
+                "utilities": {"detail": {"summary": 0.3, "highlights": 0.8, "full": 1},
+                              "timing": {"each-release": 1, "weekly": 0.7}},
+                "floor": 0.75, "veto": [{"timing": "weekly"}]}),
+    )?;
+    d.baton(None, &["negotiate", "open", "negotiation/spec.json"])?;
+    d.baton(
+        Some(REVIEWER),
+        &[
+            "negotiate",
+            "submit",
+            NEGOTIATION,
+            "--position",
+            "negotiation/reviewer.json",
+        ],
+    )?;
+    let shown = d.baton(
+        Some(EXECUTOR),
+        &[
+            "negotiate",
+            "submit",
+            NEGOTIATION,
+            "--position",
+            "negotiation/executor.json",
+        ],
+    )?;
+    if !shown.starts_with(&format!("negotiation {NEGOTIATION}: agreement")) {
+        return Err(CommandError::failed(format!(
+            "demo: negotiation {NEGOTIATION} did not settle: {shown}"
+        )));
+    }
+    d.baton(
+        Some(PLANNER),
+        &[
+            "decide",
+            "Release notes: highlights, with each release",
+            "--why",
+            "negotiation notes-format settled it",
+        ],
+    )?;
+    Ok(())
+}
+
+/// The end of the round, and the one place it ends: the planner's resume packet, then
+/// where the status view and the board are. `baton status` is printed here too, and with
+/// `--keep` `baton board` is started here and its URL printed, once those commands exist.
+fn finale(d: &mut Demo, kept: bool) -> CommandResult<()> {
+    d.say("6. The planner's next session starts from one bounded read: its resume packet.");
+    d.baton_expect(
+        Some(PLANNER),
+        &["resume", "--max-bytes", "2000"],
+        Expect {
+            lines: usize::MAX,
+            ..OK
+        },
+    )?;
+    let root = d.dir.display().to_string();
+    d.say("The same facts for a person: the status view (`baton status`) and the board");
+    d.say(&if kept {
+        format!("(`baton board`, http://127.0.0.1:7879 by default), run in {root}.")
+    } else {
+        "(`baton board`): keep the project with `baton demo --keep DIR` to look.".to_owned()
+    });
+    d.say("");
+    Ok(())
+}
+
+// ---- the cast -----------------------------------------------------------------------------
+
+pub async fn part(g: &GlobalArgs, part: DemoPart) -> CommandResult<Output> {
+    match part {
+        DemoPart::Upstream { file } => {
+            baton_mcp::serve_demo_upstream(file)
+                .await
+                .map_err(|e| CommandError::failed(e.to_string()))?;
+            Ok(Output::nothing())
+        }
+        DemoPart::Executor { order, published } => executor(g, &order, &published).await,
+        DemoPart::Reviewer => {
+            let mut packet = String::new();
+            std::io::stdin().read_to_string(&mut packet)?;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{}", verdict(&packet))?;
+            Ok(Output::nothing())
+        }
+    }
+}
+
+/// The executor: a real process acting as an agent through the command line and an MCP
+/// session, as `BATON_AS` (set by `baton run`).
+async fn executor(g: &GlobalArgs, order: &str, published: &Path) -> CommandResult<Output> {
+    let dir = match &g.project {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()?,
+    };
+    let me = g
+        .as_name
+        .clone()
+        .ok_or_else(|| CommandError::usage("the demo's executor runs with --as NAME"))?;
+    let mut demo = Demo {
+        exe: std::env::current_exe()?,
+        dir,
+        quiet: false,
+        steps: Vec::new(),
+    };
+    let d = &mut demo;
+    let me = me.as_str();
+    d.say(&format!(
+        "[{me}] my run is {}; I start from what I owe",
+        std::env::var("BATON_RUN").unwrap_or_else(|_| "unknown".into())
+    ));
+    d.baton(Some(me), &["inbox"])?;
+    d.baton(Some(me), &["order", "accept", order])?;
+    d.baton(Some(me), &["order", "start", order])?;
+
+    d.say(&format!(
+        "[{me}] the check fails before the change: recorded as evidence"
+    ));
+    let check = [
+        "evidence",
+        "run",
+        "--order",
+        order,
+        "--",
+        "sh",
+        "check-notes.sh",
+    ];
+    d.baton_expect(Some(me), &check, Expect { code: 1, ..OK })?;
+    d.write(
+        NOTES,
+        "# 1.4\n\n- The CSV export keeps its filters (status and date range).\n",
+    )?;
+    d.git(me, &["add", NOTES])?;
+    d.git(me, &["commit", "-q", "-m", "Release notes for 1.4"])?;
+    d.say(&format!(
+        "[{me}] after the change it passes (exit 0): recorded too"
+    ));
+    d.baton(Some(me), &check)?;
+    d.baton(
+        Some(me),
+        &[
+            "receipt",
+            "write",
+            "--step",
+            "release-notes",
+            "--artifact",
+            NOTES,
+        ],
+    )?;
+
+    d.say(&format!(
+        "[{me}] an MCP session through `baton gateway`: the read passes, the publish is held"
+    ));
+    let upstream = vec![
+        d.exe.display().to_string(),
+        "demo-part".to_owned(),
+        "upstream".to_owned(),
+        "--file".to_owned(),
+        published.display().to_string(),
+    ];
+    let mut gateway = vec![
+        d.exe.display().to_string(),
+        "--as".to_owned(),
+        me.to_owned(),
+        "gateway".to_owned(),
+        "--order".to_owned(),
+        order.to_owned(),
+        "--name".to_owned(),
+        SERVER.to_owned(),
+        "--".to_owned(),
+    ];
+    gateway.extend(upstream);
+    let shown = d.shown("baton", &gateway[1..]);
+    d.say(&format!("$ {shown}   # as an MCP client"));
+    let mut publish = Map::new();
+    publish.insert("line".into(), ANNOUNCEMENT.into());
+    let calls = vec![
+        ("read".to_owned(), Map::new()),
+        ("publish".to_owned(), publish.clone()),
+    ];
+    let (tools, results) = baton_mcp::agent_session(&gateway, &calls)
+        .await
+        .map_err(|e| CommandError::failed(format!("demo: the gateway session failed: {e}")))?;
+    d.say(&format!("  tools: {}", tools.join(", ")));
+    for ((tool, _), result) in calls.iter().zip(&results) {
+        let said = result["structuredContent"].to_string();
+        let evidence = result
+            .pointer("/_meta/baton~1evidence")
+            .and_then(Value::as_str)
+            .map(|r| format!("   (forwarded; evidence {r})"))
+            .unwrap_or_default();
+        d.say(&format!("  {tool} → {said}{evidence}"));
+    }
+    let pending = results
+        .get(1)
+        .and_then(|r| r.pointer("/structuredContent/ref"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| CommandError::failed("demo: the publish call was not held"))?;
+    d.say("");
+
+    d.say(&format!(
+        "[{me}] the report: Baton fills what it knows (evidence runs, HEAD), I fill the rest"
+    ));
+    d.baton_expect(
+        Some(me),
+        &["handoff", "new", "--report", order],
+        Expect {
+            into: Some("report.json"),
+            ..OK
+        },
+    )?;
+    let mut report = d.read_json("report.json")?;
+    // `effects` came in AWL report 0.3.
+    set(&mut report, "/spec", json!("awl/work-report@0.3"))?;
+    set(
+        &mut report,
+        "/result/summary",
+        json!("Release notes written; the announcement is held for approval"),
+    )?;
+    let notes = [
+        "check-notes.sh passes after the change (evidence run)",
+        "the publish call is held by the gateway as an effect",
+    ];
+    if let Some(evidence) = report["evidence"].as_array_mut() {
+        for (e, note) in evidence.iter_mut().zip(notes) {
+            e["note"] = json!(note);
+        }
+    }
+    set(&mut report, "/cost/tool_calls", json!(results.len()))?;
+    set(
+        &mut report,
+        "/x-baton/evidence/change",
+        json!([{"file": NOTES, "reason": "the 1.4 notes did not exist"}]),
+    )?;
+    set(
+        &mut report,
+        "/x-baton/evidence/uncertainty",
+        json!(["the announcement's wording was not checked by a person"]),
+    )?;
+    report["tools_used"] = json!([format!("{SERVER}/read"), format!("{SERVER}/publish")]);
+    report["effects"] =
+        json!([{"ref": pending, "tool": format!("{SERVER}/publish"), "arguments": publish}]);
+    filled(&report, "report.json")?;
+    d.write_json("report.json", &report)?;
+    d.baton(
+        None,
+        &["handoff", "check", "report.json", "--order", "order.json"],
+    )?;
+    d.baton(Some(me), &["order", "report", order, "report.json"])?;
+    Ok(Output::nothing())
+}
+
+/// The reviewer's verdict on a packet: APPROVE, or the numbered fixes it needs.
+fn verdict(packet: &str) -> String {
+    let report = packet
+        .split_once("## Report\n")
+        .and_then(|(_, r)| serde_json::from_str::<Value>(r.trim()).ok());
+    let mut fixes = Vec::new();
+    match &report {
+        None => fixes.push("Include the Work Report in the packet.".to_owned()),
+        Some(r) => {
+            if r["status"] != "done" {
+                fixes.push("Finish the work: the report is not `done`.".to_owned());
+            }
+            if r.pointer("/x-baton/evidence/after/exit_code") != Some(&json!(0)) {
+                fixes.push("Show the check passing after the change.".to_owned());
+            }
+            if r["effects"].as_array().is_none_or(Vec::is_empty) {
+                fixes.push("List the held publish call under `effects`.".to_owned());
+            }
+        }
+    }
+    if !packet.contains(&format!("+++ b/{NOTES}")) {
+        fixes.push(format!("Change {NOTES}: the diff does not touch it."));
+    }
+    if fixes.is_empty() {
+        "APPROVE".to_owned()
+    } else {
+        fixes
+            .iter()
+            .enumerate()
+            .map(|(i, f)| format!("{}. {f}", i + 1))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(diff: &str, report: Value) -> String {
+        format!("# Review\n## Diff a..b\n{diff}\n## Report\n{report:#}\n")
+    }
+
+    fn done() -> Value {
+        json!({"status": "done", "effects": [{"ref": "notes/publish#1"}],
+               "x-baton": {"evidence": {"after": {"exit_code": 0}}}})
+    }
+
+    #[test]
+    fn the_reviewer_approves_only_a_done_report_with_its_diff_and_effects() {
+        let diff = format!("+++ b/{NOTES}\n+- fixed");
+        assert_eq!(verdict(&packet(&diff, done())), "APPROVE");
+        let mut failing = done();
+        failing["x-baton"]["evidence"]["after"]["exit_code"] = json!(1);
+        failing["effects"] = json!([]);
+        assert_eq!(
+            verdict(&packet("+++ b/other.md", failing)),
+            "1. Show the check passing after the change.\n\
+             2. List the held publish call under `effects`.\n\
+             3. Change notes/1.4.md: the diff does not touch it."
+        );
+        assert_eq!(
+            verdict("no report here"),
+            "1. Include the Work Report in the packet.\n\
+             2. Change notes/1.4.md: the diff does not touch it."
+        );
+    }
 }

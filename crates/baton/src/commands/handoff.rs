@@ -570,14 +570,13 @@ fn evidence_records(root: &Path, order: &str) -> Vec<Value> {
         })
         .filter(|r| r.get("order").and_then(Value::as_str) == Some(order))
         .collect();
-    found.sort_by(|a, b| {
-        let at = |v: &Value| {
-            v.get("started_at")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned()
-        };
-        at(a).cmp(&at(b))
+    // By time, not by text: RFC 3339 drops trailing zeros (`…:10Z` is before `…:10.02Z`).
+    found.sort_by_key(|v| {
+        let text = |key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
+        (
+            baton_core::time::instant(&text("started_at"), 0),
+            text("step"),
+        )
     });
     found
 }
@@ -1178,4 +1177,30 @@ fn exit_code(status: &std::process::ExitStatus) -> i32 {
 /// Temp file, fsync, rename: a crash leaves the old file or the new one, never half.
 fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     crate::files::write_atomically(path, bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evidence_records_are_ordered_by_time_not_by_text() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join(crate::project::DIR).join("evidence");
+        std::fs::create_dir_all(&dir).unwrap();
+        // As text, "…:10.02Z" sorts before "…:10Z"; as time it is 20 ms after.
+        for (file, step, at) in [
+            ("b.json", "evidence-b", "2026-11-30T18:45:10.02Z"),
+            ("a.json", "evidence-a", "2026-11-30T18:45:10Z"),
+            ("c.json", "evidence-c", "2026-11-30T18:45:09.5Z"),
+        ] {
+            let record = json!({"order": "wo_1", "step": step, "started_at": at});
+            std::fs::write(dir.join(file), record.to_string()).unwrap();
+        }
+        let steps: Vec<Value> = evidence_records(root.path(), "wo_1")
+            .into_iter()
+            .map(|r| r["step"].clone())
+            .collect();
+        assert_eq!(steps, ["evidence-c", "evidence-a", "evidence-b"]);
+    }
 }

@@ -99,6 +99,7 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Need(args) => queue::need(&Context::open(g).await?, args).await,
         Command::Record(args) => queue::record(&Context::open(g).await?, args).await,
         Command::Demo(args) => demo::run(g, args).await,
+        Command::DemoPart(part) => demo::part(g, part).await,
     }
 }
 

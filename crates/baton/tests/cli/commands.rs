@@ -888,28 +888,3 @@ fn help_has_examples() {
         );
     }
 }
-
-#[test]
-fn the_demo_runs_a_whole_round() {
-    let dir = tempfile::tempdir().unwrap();
-    let keep = dir.path().join("demo");
-    let out = std::process::Command::new(crate::common::baton_exe())
-        .args(["demo", "--keep", keep.to_str().unwrap()])
-        .env_remove("BATON_PROJECT")
-        .env_remove("BATON_AS")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("executor owes nothing"), "{text}");
-    assert!(text.contains("your own end open → completed"), "{text}");
-    // The kept project holds the round: the request, completed by the executor.
-    let outbox = std::process::Command::new(crate::common::baton_exe())
-        .args(["--json", "--as", "planner", "outbox"])
-        .env("BATON_PROJECT", &keep)
-        .output()
-        .unwrap();
-    let doc: Value = serde_json::from_slice(&outbox.stdout).unwrap();
-    assert_eq!(doc["items"][0]["status"]["executor"], "completed");
-    assert_eq!(doc["items"][0]["request_status"], "completed");
-}

@@ -8,6 +8,7 @@ mod awl_conformance;
 mod commands;
 mod concurrency;
 mod crash;
+mod demo;
 mod gateway;
 mod hostile;
 mod ledger;
