@@ -91,7 +91,11 @@
       replace("runs", nothing("No live run, and none ended in the last hour."));
       return;
     }
-    const rows = s.runs.map((r) => {
+    // Live runs first, then the newest: what a person looks for (the document keeps the
+    // ledger's order, oldest first).
+    const live = (r) => (r.ended_at === null ? 0 : 1);
+    const ordered = [...s.runs].sort((a, b) => live(a) - live(b) || b.registered_at.localeCompare(a.registered_at));
+    const rows = ordered.map((r) => {
       const p = r.progress;
       const progress = p
         ? el("span", { class: "progress" }, el("meter", { min: 0, max: p.total, value: p.done }), ` ${p.done}/${p.total}`)

@@ -39,8 +39,12 @@ function same(what, shown, expected) {
   if (String(shown) !== String(expected)) fail(`${what}: the page shows ${JSON.stringify(shown)}, baton status --json says ${JSON.stringify(expected)}`);
 }
 
+const batonEnv = { ...process.env };
+delete batonEnv.BATON_AS;
+delete batonEnv.BATON_PROJECT;
+
 function baton(...args) {
-  return execFileSync(BATON, args, { cwd: PROJECT, encoding: "utf8", env: { ...process.env, BATON_AS: "", BATON_PROJECT: "" } });
+  return execFileSync(BATON, args, { cwd: PROJECT, encoding: "utf8", env: batonEnv });
 }
 
 function status() {

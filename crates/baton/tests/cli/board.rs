@@ -193,7 +193,7 @@ fn fixture(b: &Bench) -> Vec<u32> {
     }
     p.ok(Some("impl-1"), &["need", HOSTILE]);
     // Runs: done (one with progress), failed, a spawn failure, stopped.
-    for _ in 0..92 {
+    for _ in 0..94 {
         p.ok(Some("impl-1"), &["run", "--", "true"]);
     }
     p.ok(
@@ -304,10 +304,11 @@ fn status_prints_the_board_in_100_columns_and_its_document_with_json() {
         Some("impl-1"),
         &["need", &format!("{HOSTILE} \u{1b}[2J{}", "x".repeat(300))],
     );
-    p.ok(
+    let failed = p.run(
         Some("impl-1"),
         &["run", "--", "sh", "-c", "echo PROGRESS 2/5; exit 3"],
     );
+    assert_eq!(code(&failed), 3, "{}", stderr(&failed));
     let doc = p.json(None, &["status"]);
     assert_eq!(doc["schema"], "baton/status@1");
     assert_eq!(doc["run_counts"]["failed"], 1);
