@@ -94,13 +94,11 @@ const HOSTILE: &str =
 fn background_run(p: &Project, command: &[&str]) -> Child {
     let mut args = vec!["run", "--"];
     args.extend_from_slice(command);
-    let child = p
-        .cmd(Some("impl-1"), &args)
+    p.cmd(Some("impl-1"), &args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start baton run");
-    child
+        .expect("start baton run")
 }
 
 /// Waits until a run of `command` is recorded as running with its process; its id and pid.
@@ -329,10 +327,7 @@ fn status_prints_the_board_in_100_columns_and_its_document_with_json() {
         (Some(2), Some(0))
     );
     assert_eq!(doc["orders"][0]["status"], "accepted");
-    assert_eq!(
-        doc["metrics"]["oldest_open_request"]["id"].is_string(),
-        true
-    );
+    assert!(doc["metrics"]["oldest_open_request"]["id"].is_string());
     assert_eq!(doc["generation"].as_i64(), Some(p.generation()));
 
     let text = p.ok(None, &["status"]);
