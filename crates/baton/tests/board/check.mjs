@@ -59,11 +59,15 @@ async function text(page, selector) {
 
 /** Waits until `selector`'s text is `expected`. */
 async function page_shows(page, selector, expected) {
-  await page.waitForFunction(
-    ([selector, expected]) => document.querySelector(selector)?.textContent.trim() === expected,
-    [selector, expected],
-    { timeout: PATIENCE },
-  );
+  try {
+    await page.waitForFunction(
+      ([selector, expected]) => document.querySelector(selector)?.textContent.trim() === expected,
+      [selector, expected],
+      { timeout: PATIENCE },
+    );
+  } catch {
+    fail(`${selector} never showed ${expected} (it shows ${JSON.stringify(await page.textContent(selector))})`);
+  }
 }
 
 /** Waits until the page has rendered generation `generation` (or later, with `later`). */
@@ -220,7 +224,7 @@ try {
 
   // 4. The server goes away: the page says its data is stale.
   process.kill(BOARD_PID, "SIGTERM");
-  await laptop.waitForSelector("#stale", { state: "visible", timeout: PATIENCE });
+  await laptop.waitForSelector("#stale", { state: "visible", timeout: PATIENCE }).catch(() => fail("no stale banner after the server stopped"));
   const banner = await text(laptop, "#stale");
   if (!banner.startsWith("stale: server unreachable")) fail(`the stale banner says: ${banner}`);
   checked.push(`stale: ${banner}`);
