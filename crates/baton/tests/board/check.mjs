@@ -5,6 +5,7 @@
 //   PROJECT         the fixture project's directory
 //   BOARD_URL       its board (`baton board`), whose process is BOARD_PID
 //   EMPTY_URL       the board of an empty project
+//   SERVE_URL       a `baton serve`, with project SERVE_PROJECT and read key SERVE_KEY
 //   CHROMIUM        the browser to drive
 //   SCREENSHOTS     where to save a screenshot of each state
 // Prints one JSON line: what was checked. Exits non-zero, saying why, on the first mismatch.
@@ -229,6 +230,17 @@ try {
   if (!banner.startsWith("stale: server unreachable")) fail(`the stale banner says: ${banner}`);
   checked.push(`stale: ${banner}`);
   await laptop.screenshot({ path: join(SHOTS, "stale.png"), fullPage: true });
+
+  // 5. On `baton serve` the page asks for a project and a read key, then shows it.
+  const served = await browser.newPage({ viewport: { width: 1366, height: 900 } });
+  await served.goto(env("SERVE_URL"));
+  await served.waitForSelector("#login", { state: "visible", timeout: PATIENCE });
+  await served.fill("#login-project", env("SERVE_PROJECT"));
+  await served.fill("#login-key", env("SERVE_KEY"));
+  await served.click("#login button");
+  await page_shows(served, `tr[data-participant="viewer"] [data-field="owed"]`, "0");
+  checked.push("serve: the page asked for a project and a read key, then showed the project");
+  await served.screenshot({ path: join(SHOTS, "serve-with-key.png"), fullPage: true });
 
   result = { ok: true, live_ms: liveMs, checked };
 } finally {

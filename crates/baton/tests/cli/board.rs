@@ -251,6 +251,8 @@ fn the_board_in_a_real_browser_equals_status_follows_the_log_and_escapes_agent_t
     let empty = Project::new(&[]);
     let mut shown = board(b.project.path());
     let empty_board = board(empty.path());
+    let store = tempfile::tempdir().unwrap();
+    let (served, key) = serve_with_a_read_key(store.path());
     let out = Command::new(node)
         .arg("check.mjs")
         .current_dir(&scripts)
@@ -259,6 +261,9 @@ fn the_board_in_a_real_browser_equals_status_follows_the_log_and_escapes_agent_t
         .env("BOARD_URL", &shown.url)
         .env("BOARD_PID", shown.child.id().to_string())
         .env("EMPTY_URL", &empty_board.url)
+        .env("SERVE_URL", &served.base)
+        .env("SERVE_PROJECT", "shop")
+        .env("SERVE_KEY", &key)
         .env("CHROMIUM", &chromium)
         .env("SCREENSHOTS", screenshots())
         .output()
@@ -283,6 +288,7 @@ fn the_board_in_a_real_browser_equals_status_follows_the_log_and_escapes_agent_t
         "live-update.png",
         "empty-project.png",
         "stale.png",
+        "serve-with-key.png",
     ] {
         assert!(screenshots().join(shot).is_file(), "no screenshot {shot}");
     }
@@ -408,20 +414,7 @@ fn the_board_serves_its_status_without_a_key_and_serve_asks_for_one() {
 
     // `baton serve`: the same endpoint needs a read key.
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite:{}", dir.path().join("projects").display());
-    crate::server::admin(&url, None, &["project", "add", "shop"]);
-    crate::server::admin(
-        &url,
-        Some("shop"),
-        &["agent", "add", "viewer", "--role", "planner"],
-    );
-    let key = crate::server::admin(
-        &url,
-        Some("shop"),
-        &["key", "issue", "viewer", "--scope", "read"],
-    );
-    let token = key["token"].as_str().unwrap();
-    let server = crate::server::serve(&url);
+    let (server, token) = serve_with_a_read_key(dir.path());
     let config: Value = ureq::get(&format!("{}/v1/board", server.base))
         .call()
         .unwrap()
@@ -444,6 +437,25 @@ fn the_board_serves_its_status_without_a_key_and_serve_asks_for_one() {
     assert_eq!(keyed["participants"][0]["name"], "viewer");
 }
 
+/// `baton serve` over a store in `dir` with project `shop`, participant `viewer` and a
+/// read key of it; the server and the key's token.
+fn serve_with_a_read_key(dir: &Path) -> (crate::server::Serving, String) {
+    let url = format!("sqlite:{}", dir.join("projects").display());
+    crate::server::admin(&url, None, &["project", "add", "shop"]);
+    crate::server::admin(
+        &url,
+        Some("shop"),
+        &["agent", "add", "viewer", "--role", "planner"],
+    );
+    let key = crate::server::admin(
+        &url,
+        Some("shop"),
+        &["key", "issue", "viewer", "--scope", "read"],
+    );
+    let token = key["token"].as_str().unwrap().to_owned();
+    (crate::server::serve(&url), token)
+}
+
 /// The project name a board serves (its `/v1/board`).
 fn shown_project(board: &Board) -> String {
     let config: Value = ureq::get(&format!("{}v1/board", board.url))
@@ -453,4 +465,34 @@ fn shown_project(board: &Board) -> String {
         .read_json()
         .unwrap();
     config["project"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn status_watch_prints_the_status_again_when_the_log_moves() {
+    let p = Project::new(&[("planner", "planner"), ("impl-1", "executor")]);
+    let mut watch = p
+        .cmd(None, &["--json", "status", "--watch"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start baton status --watch");
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["schema"], "baton/status@1");
+    p.ok(
+        Some("planner"),
+        &[
+            "send", "--to", "impl-1", "--type", "request", "--topic", "t", "--body", "x",
+        ],
+    );
+    let moved = p.generation();
+    // The next documents: the one at the new generation shows the new request.
+    let next = lines
+        .map(|l| serde_json::from_str::<Value>(&l.unwrap()).unwrap())
+        .find(|d| d["generation"].as_i64() >= Some(moved))
+        .expect("a document at the new generation");
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    assert_eq!(next["metrics"]["open_requests"], 1);
+    assert_eq!(first["metrics"]["open_requests"], 0);
 }
