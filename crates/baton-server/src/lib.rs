@@ -93,17 +93,7 @@ impl Server {
         settings: Settings,
         options: Options,
     ) -> Arc<Self> {
-        Arc::new(Self {
-            database,
-            settings,
-            apps: RwLock::new(HashMap::new()),
-            failed_authentications: AtomicU64::new(0),
-            failures: std::sync::Mutex::new(HashMap::new()),
-            folds: tokio::sync::Mutex::new(HashMap::new()),
-            traffic: std::sync::Mutex::new(metrics::Traffic::default()),
-            options,
-            keyless: None,
-        })
+        Arc::new(Self::build(database, settings, options, None))
     }
 
     /// A server of one project's store (the embedded `.baton/` of `baton board`) whose
@@ -118,7 +108,21 @@ impl Server {
             name: name.clone(),
             store,
         });
-        Arc::new(Self {
+        Arc::new(Self::build(
+            database,
+            settings,
+            Options::default(),
+            Some(name),
+        ))
+    }
+
+    fn build(
+        database: Arc<dyn Database>,
+        settings: Settings,
+        options: Options,
+        keyless: Option<ProjectName>,
+    ) -> Self {
+        Self {
             database,
             settings,
             apps: RwLock::new(HashMap::new()),
@@ -126,9 +130,9 @@ impl Server {
             failures: std::sync::Mutex::new(HashMap::new()),
             folds: tokio::sync::Mutex::new(HashMap::new()),
             traffic: std::sync::Mutex::new(metrics::Traffic::default()),
-            options: Options::default(),
-            keyless: Some(name),
-        })
+            options,
+            keyless,
+        }
     }
 
     /// Project `name`'s metrics fold, kept between calls so each pays only for the events
