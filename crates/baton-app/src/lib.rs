@@ -27,6 +27,7 @@ pub mod recall;
 mod receipts;
 mod review;
 pub mod settings;
+mod status;
 mod wait;
 mod webhooks;
 
@@ -50,6 +51,7 @@ pub use queue::MAX_NEED_BYTES;
 pub use receipts::{Verdict, Verified};
 pub use review::{ReviewDone, ReviewStart, Reviewed};
 pub use settings::Settings;
+pub use status::RECENT_MS;
 pub use wait::POLL;
 pub use webhooks::{Attempt, Delivery, Poster};
 

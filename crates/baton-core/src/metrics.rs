@@ -2,15 +2,19 @@
 //! pending volume, creation→delivery and delivery→completion latency, approval wait,
 //! clarification (replies per request) and thread depth, completed outcomes per topic.
 //!
+//! It also keeps the board's small trends: the latest latencies with when they were
+//! observed (a [`Series`] of at most [`SERIES_POINTS`]), and review verdicts by kind.
+//!
 //! A reader keeps a [`Fold`] and applies each new event once, so a scrape costs the events
 //! since the last one, not the whole history. What the log does not record (duplicate
 //! sends, refused requests, failed authentications) is counted where it happens, by the
 //! edge that sees it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use crate::delivery::{DeliveryStatus, RequestStatus};
 use crate::event::{Change, Event};
+use crate::gate::{GateChange, Verdict};
 use crate::message::MessageType;
 use crate::order::{OrderChange, OrderStatus};
 use crate::time::Millis;
@@ -29,6 +33,26 @@ impl Summary {
         self.count += 1;
         self.sum_ms = self.sum_ms.saturating_add(ms);
         self.max_ms = self.max_ms.max(ms);
+    }
+}
+
+/// How many of the latest observations a [`Series`] keeps.
+pub const SERIES_POINTS: usize = 60;
+
+/// The latest observations of a latency, oldest first: (when observed, milliseconds).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Series(VecDeque<(Millis, i64)>);
+
+impl Series {
+    fn observe(&mut self, at: Millis, ms: i64) {
+        if self.0.len() == SERIES_POINTS {
+            self.0.pop_front();
+        }
+        self.0.push_back((at, ms.max(0)));
+    }
+
+    pub fn points(&self) -> impl Iterator<Item = (Millis, i64)> + '_ {
+        self.0.iter().copied()
     }
 }
 
@@ -64,6 +88,13 @@ pub struct Fold {
     /// Completed deliveries of requests, per topic.
     pub completed_by_topic: BTreeMap<String, u64>,
     pub events: u64,
+    /// The latest creation→delivery and delivery→completion latencies.
+    pub delivery_trend: Series,
+    pub completion_trend: Series,
+    /// Review verdicts by kind: `approve`, `fix`, `invalid`, `stopped`.
+    pub verdicts: BTreeMap<&'static str, u64>,
+    /// Actions refused as beyond authority (security events).
+    pub security_refusals: u64,
 }
 
 impl Fold {
@@ -115,6 +146,7 @@ impl Fold {
                         self.pending = self.pending.saturating_sub(1);
                         if let Some(m) = &sent {
                             self.created_to_delivered.observe(event.at - m.at);
+                            self.delivery_trend.observe(event.at, event.at - m.at);
                         }
                         self.delivered_at.insert(key, event.at);
                     }
@@ -131,6 +163,7 @@ impl Fold {
                     DeliveryStatus::Completed => {
                         if let Some(at) = self.delivered_at.remove(&key) {
                             self.delivered_to_completed.observe(event.at - at);
+                            self.completion_trend.observe(event.at, event.at - at);
                         }
                         if let Some(m) = sent.filter(|m| m.kind == MessageType::Request) {
                             *self.completed_by_topic.entry(m.topic).or_default() += 1;
@@ -157,8 +190,25 @@ impl Fold {
                     self.approval_wait.observe(event.at - since);
                 }
             }
+            Change::Gate(GateChange::Reviewed { verdict, .. }) => {
+                let kind = match verdict {
+                    Verdict::Approve => "approve",
+                    Verdict::Fix { .. } => "fix",
+                    Verdict::Invalid { .. } => "invalid",
+                    Verdict::Stopped { .. } => "stopped",
+                };
+                *self.verdicts.entry(kind).or_default() += 1;
+            }
+            Change::Denied(_) => self.security_refusals += 1,
             _ => {}
         }
+    }
+
+    /// The oldest open request: when it was sent and its id.
+    pub fn oldest_open_request(&self) -> Option<(Millis, &str)> {
+        self.open_requests
+            .first()
+            .map(|(at, id)| (*at, id.as_str()))
     }
 
     /// How long the oldest open request has waited at `now`, if any is open.
@@ -252,5 +302,51 @@ mod tests {
         let before = f.pending;
         f.apply(&event(4, 7_000, step("r1", DeliveryStatus::Completed)));
         assert_eq!((f.pending, f.completed_by_topic["csv"]), (before, 1));
+        // The trends: each latency with when it was observed.
+        assert_eq!(
+            f.delivery_trend.points().collect::<Vec<_>>(),
+            [(3_000, 2_000)]
+        );
+        assert_eq!(
+            f.completion_trend.points().collect::<Vec<_>>(),
+            [(7_000, 4_000)]
+        );
+    }
+
+    #[test]
+    fn verdicts_are_counted_by_kind_and_series_keep_the_latest() {
+        let mut f = Fold::default();
+        let verdicts = [
+            Verdict::Approve,
+            Verdict::Fix {
+                fixes: vec!["x".into()],
+            },
+            Verdict::Invalid { raw: "lgtm".into() },
+            Verdict::Approve,
+        ];
+        for (i, verdict) in verdicts.into_iter().enumerate() {
+            f.apply(&event(
+                i as i64 + 1,
+                0,
+                Change::Gate(GateChange::Reviewed {
+                    order: "wo_1".into(),
+                    round: 1,
+                    reviewer: "r".into(),
+                    run: None,
+                    verdict,
+                }),
+            ));
+        }
+        assert_eq!(
+            f.verdicts,
+            BTreeMap::from([("approve", 2), ("fix", 1), ("invalid", 1)])
+        );
+        let mut s = Series::default();
+        for i in 0..(SERIES_POINTS as i64 + 5) {
+            s.observe(i, i);
+        }
+        let points: Vec<_> = s.points().collect();
+        assert_eq!(points.len(), SERIES_POINTS);
+        assert_eq!(points[0], (5, 5), "the oldest observations go first");
     }
 }

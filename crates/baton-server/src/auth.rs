@@ -57,6 +57,45 @@ impl Authed {
     }
 }
 
+/// A reader of project-wide views (the status the board renders): an authenticated
+/// request as [`Authed`], or — on a server made with [`Server::keyless`], which `baton
+/// board` binds to loopback only — a request without a key for that one project.
+pub struct Viewer {
+    pub app: App,
+    pub project: ProjectName,
+    pub server: Arc<Server>,
+}
+
+impl FromRequestParts<Arc<Server>> for Viewer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        server: &Arc<Server>,
+    ) -> Result<Self, Self::Rejection> {
+        if bearer(parts).is_none()
+            && let Some(keyless) = &server.keyless
+        {
+            let params: Path<HashMap<String, String>> = Path::from_request_parts(parts, server)
+                .await
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            if params.get("project").map(String::as_str) == Some(keyless.as_str()) {
+                return Ok(Self {
+                    app: server.app(keyless).await?,
+                    project: keyless.clone(),
+                    server: Arc::clone(server),
+                });
+            }
+        }
+        let a = Authed::from_request_parts(parts, server).await?;
+        Ok(Self {
+            app: a.app,
+            project: a.project,
+            server: a.server,
+        })
+    }
+}
+
 fn bearer(parts: &Parts) -> Option<&str> {
     let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;

@@ -9,6 +9,7 @@
 
 mod api;
 mod auth;
+mod board;
 mod error;
 mod host;
 mod metrics;
@@ -77,6 +78,9 @@ pub struct Server {
     folds: tokio::sync::Mutex<HashMap<ProjectName, baton_core::metrics::Fold>>,
     traffic: std::sync::Mutex<metrics::Traffic>,
     options: Options,
+    /// The one project whose project-wide views are served without a key (`baton
+    /// board`, on loopback); `None` on `baton serve`.
+    keyless: Option<ProjectName>,
 }
 
 impl Server {
@@ -89,7 +93,36 @@ impl Server {
         settings: Settings,
         options: Options,
     ) -> Arc<Self> {
-        Arc::new(Self {
+        Arc::new(Self::build(database, settings, options, None))
+    }
+
+    /// A server of one project's store (the embedded `.baton/` of `baton board`) whose
+    /// status and board are served without a key. Everything else still needs one. The
+    /// caller binds it to loopback only: whoever reaches it reads the project's status.
+    pub fn keyless(
+        store: Arc<dyn baton_store::Store>,
+        name: ProjectName,
+        settings: Settings,
+    ) -> Arc<Self> {
+        let database = Arc::new(board::OneProject {
+            name: name.clone(),
+            store,
+        });
+        Arc::new(Self::build(
+            database,
+            settings,
+            Options::default(),
+            Some(name),
+        ))
+    }
+
+    fn build(
+        database: Arc<dyn Database>,
+        settings: Settings,
+        options: Options,
+        keyless: Option<ProjectName>,
+    ) -> Self {
+        Self {
             database,
             settings,
             apps: RwLock::new(HashMap::new()),
@@ -98,7 +131,18 @@ impl Server {
             folds: tokio::sync::Mutex::new(HashMap::new()),
             traffic: std::sync::Mutex::new(metrics::Traffic::default()),
             options,
-        })
+            keyless,
+        }
+    }
+
+    /// Project `name`'s metrics fold, kept between calls so each pays only for the events
+    /// since the last; give it back with [`Server::keep_fold`].
+    async fn take_fold(&self, name: &ProjectName) -> baton_core::metrics::Fold {
+        self.folds.lock().await.remove(name).unwrap_or_default()
+    }
+
+    async fn keep_fold(&self, name: &ProjectName, fold: baton_core::metrics::Fold) {
+        self.folds.lock().await.insert(name.clone(), fold);
     }
 
     /// Project `name`'s use cases; not found when there is no such project.

@@ -77,10 +77,10 @@ pub async fn render(server: &Server) -> Result<String, baton_store::StoreError> 
     let mut folds: Vec<(ProjectName, Fold)> = Vec::new();
     for name in server.database.projects().await? {
         let app = server.app(&name).await?;
-        let mut fold = server.folds.lock().await.remove(&name).unwrap_or_default();
+        let mut fold = server.take_fold(&name).await;
         let caught_up = app.catch_up(&mut fold).await;
         let snapshot = fold.clone();
-        server.folds.lock().await.insert(name.clone(), fold);
+        server.keep_fold(&name, fold).await;
         caught_up?;
         folds.push((name, snapshot));
     }

@@ -29,7 +29,8 @@ use serde_json::{Map, Value};
 
 use crate::Server;
 use crate::api::{Api, Nothing};
-use crate::auth::{Acting, Authed};
+use crate::auth::{Acting, Authed, Viewer};
+use crate::board::{self, BoardConfig};
 use crate::error::ApiError;
 
 type Answer<T> = Result<Json<T>, ApiError>;
@@ -362,6 +363,15 @@ pub struct OrderWaitQuery {
 pub struct NewsQuery {
     /// The `after` of the previous answer (0 at first).
     #[serde(default)]
+    pub after: i64,
+    /// 1 to 300, default 30.
+    pub timeout_seconds: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatusWaitQuery {
+    /// The `generation` of the status the caller holds.
     pub after: i64,
     /// 1 to 300, default 30.
     pub timeout_seconds: Option<u32>,
@@ -938,6 +948,32 @@ async fn runs(a: Authed, Params(q): Params<AllQuery>) -> Answer<Runs> {
     }))
 }
 
+/// The status now, through the server's kept metrics fold.
+async fn status_now(v: &Viewer) -> Result<doc::Status, ApiError> {
+    let mut fold = v.server.take_fold(&v.project).await;
+    let status = v.app.status(&mut fold).await;
+    v.server.keep_fold(&v.project, fold).await;
+    Ok(status?)
+}
+
+async fn status(v: Viewer) -> Answer<doc::Status> {
+    Ok(Json(status_now(&v).await?))
+}
+
+async fn wait_status(v: Viewer, Params(q): Params<StatusWaitQuery>) -> Answer<doc::Status> {
+    let timeout = wait_for(q.timeout_seconds)?;
+    v.app.wait_generation(q.after, timeout).await?;
+    Ok(Json(status_now(&v).await?))
+}
+
+async fn board_config(
+    axum::extract::State(server): axum::extract::State<Arc<Server>>,
+) -> Json<BoardConfig> {
+    Json(BoardConfig {
+        project: server.keyless.as_ref().map(ToString::to_string),
+    })
+}
+
 /// What `GET /v1/health` answers.
 #[derive(Debug, serde::Serialize, JsonSchema)]
 pub struct Health {
@@ -1245,6 +1281,27 @@ pub fn router(server: Arc<Server>) -> Router {
             r,
             runs,
         )
+        .route::<Nothing, Nothing, doc::Status, _, _>(
+            Method::GET,
+            &p("/status"),
+            "Everything at one generation of the log: runs, loads, orders, queue, alerts, metrics",
+            r,
+            status,
+        )
+        .route::<StatusWaitQuery, Nothing, doc::Status, _, _>(
+            Method::GET,
+            &p("/status/wait"),
+            "The status once the log is past `after` (or at the timeout)",
+            r,
+            wait_status,
+        )
+        .route::<Nothing, Nothing, BoardConfig, _, _>(
+            Method::GET,
+            "/v1/board",
+            "What the board page asks first: the project it may show without a key",
+            None,
+            board_config,
+        )
         .route::<NewsQuery, Nothing, doc::News, _, _>(
             Method::GET,
             &p("/wait"),
@@ -1269,6 +1326,9 @@ pub fn router(server: Arc<Server>) -> Router {
             )),
         )
         .route("/metrics", get(crate::metrics::endpoint))
+        .route("/", get(board::page))
+        .route("/board.js", get(board::script))
+        .route("/board.css", get(board::style))
         .route(
             "/v1/openapi.json",
             get(move || {

@@ -16,11 +16,12 @@ use baton_app::doc::{
     AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Inbox, KeyIssued, KeyRevoked, KeyRow,
     Keys, MessageRow, News, OrderRow, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted,
     ReceiptShown, ReceiptWritten, Recorded, Resume, RunDoc, Runs, Search, SecurityEvents, Sent,
-    Show, State, Step, Thread, WebhookSet, Webhooks,
+    Show, State, Status, Step, Thread, WebhookSet, Webhooks,
 };
 use baton_app::{App, Layout, OrderStep, Outgoing, PolicyEdit};
 use baton_core::gate::NeedSource;
 use baton_core::key::Scope;
+use baton_core::metrics::Fold;
 use baton_core::queue::Lane;
 use baton_core::state::StateOp;
 use baton_core::{Passname, Refusal, Verb};
@@ -132,6 +133,15 @@ pub trait Cases: Send + Sync {
     async fn raise_need(&self, actor: &str, text: &str, order: Option<&str>) -> Answer<QueueNoted>;
     async fn ack_item(&self, actor: &str, item: &str) -> Answer<QueueNoted>;
     async fn runs(&self, all: bool) -> Answer<Runs>;
+    /// The project at a glance; `fold` carries the handoff metrics between calls (locally).
+    async fn status(&self, fold: &mut Fold) -> Answer<Status>;
+    /// The status once the log is past `generation`, or when `timeout` has passed.
+    async fn status_after(
+        &self,
+        fold: &mut Fold,
+        generation: i64,
+        timeout: Duration,
+    ) -> Answer<Status>;
 
     async fn participants(&self) -> Answer<Agents>;
     async fn add_participant(
@@ -361,6 +371,20 @@ impl Cases for Local {
             item: item.to_owned(),
             seq: Some(event.seq),
         })
+    }
+
+    async fn status(&self, fold: &mut Fold) -> Answer<Status> {
+        Ok(self.app.status(fold).await?)
+    }
+
+    async fn status_after(
+        &self,
+        fold: &mut Fold,
+        generation: i64,
+        timeout: Duration,
+    ) -> Answer<Status> {
+        self.app.wait_generation(generation, timeout).await?;
+        Ok(self.app.status(fold).await?)
     }
 
     async fn runs(&self, all: bool) -> Answer<Runs> {

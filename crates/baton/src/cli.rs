@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    agent, demo, gateway, handoff, hook, init, key, mcp, messages, negotiate, order, portable,
-    project_cmd, queue, reap, receipt, resume, review, run, runs, search, send, serve, state, step,
-    wait,
+    agent, board, demo, gateway, handoff, hook, init, key, mcp, messages, negotiate, order,
+    portable, project_cmd, queue, reap, receipt, resume, review, run, runs, search, send, serve,
+    state, status, step, wait,
 };
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
@@ -117,6 +117,8 @@ pub enum Command {
     Need(queue::NeedArgs),
     Record(queue::RecordArgs),
     Demo(demo::DemoArgs),
+    Status(status::StatusArgs),
+    Board(board::BoardArgs),
     /// The demo's cast (executor, reviewer, upstream MCP server), run by `baton demo`.
     #[command(subcommand, hide = true)]
     DemoPart(demo::DemoPart),

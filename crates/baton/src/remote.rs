@@ -14,11 +14,12 @@ use async_trait::async_trait;
 use baton_app::doc::{
     AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Caller, Inbox, KeyIssued, KeyRevoked,
     Keys, News, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted, ReceiptShown,
-    ReceiptWritten, Recorded, Resume, Runs, Search, SecurityEvents, Sent, Show, State, Step,
-    Thread, WebhookSet, Webhooks,
+    ReceiptWritten, Recorded, Resume, Runs, Search, SecurityEvents, Sent, Show, State, Status,
+    Step, Thread, WebhookSet, Webhooks,
 };
 use baton_app::{Body, OrderStep, Outgoing, PolicyEdit, Settings};
 use baton_core::key::Scope;
+use baton_core::metrics::Fold;
 use baton_core::queue::Lane;
 use baton_core::state::StateOp;
 use baton_core::time::rfc3339;
@@ -561,6 +562,25 @@ impl Cases for Remote {
 
     async fn runs(&self, all: bool) -> Answer<Runs> {
         self.get(&["runs"], &[("all", all.to_string())])
+    }
+
+    async fn status(&self, _fold: &mut Fold) -> Answer<Status> {
+        self.get(&["status"], &[])
+    }
+
+    async fn status_after(
+        &self,
+        _fold: &mut Fold,
+        generation: i64,
+        timeout: Duration,
+    ) -> Answer<Status> {
+        self.get(
+            &["status", "wait"],
+            &[
+                ("after", generation.to_string()),
+                ("timeout_seconds", seconds(timeout.min(MAX_WAIT))?),
+            ],
+        )
     }
 
     async fn participants(&self) -> Answer<Agents> {

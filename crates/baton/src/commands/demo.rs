@@ -611,15 +611,55 @@ fn finale(d: &mut Demo, kept: bool) -> CommandResult<()> {
             ..OK
         },
     )?;
-    let root = d.dir.display().to_string();
-    d.say("The same facts for a person: the status view (`baton status`) and the board");
-    d.say(&if kept {
-        format!("(`baton board`, http://127.0.0.1:7879 by default), run in {root}.")
+    d.say("7. The same facts for a person: the status view (the board shows this document).");
+    d.baton_expect(
+        Some(PLANNER),
+        &["status"],
+        Expect {
+            lines: usize::MAX,
+            ..OK
+        },
+    )?;
+    if kept {
+        let (url, pid) = start_board(d)?;
+        d.say(&format!(
+            "The board is running at {url} (process {pid}; stop it with `kill {pid}`)."
+        ));
     } else {
-        "(`baton board`): keep the project with `baton demo --keep DIR` to look.".to_owned()
-    });
+        d.say("Keep the project with `baton demo --keep DIR` to leave a running board to look at.");
+    }
     d.say("");
     Ok(())
+}
+
+/// Starts `baton board` on the kept project, left running after the demo: on a free
+/// loopback port, its own process group, its words in `.baton/board.log`. Its address.
+fn start_board(d: &Demo) -> CommandResult<(String, u32)> {
+    use std::os::unix::process::CommandExt;
+    let log_path = d.dir.join(DIR).join("board.log");
+    let log = std::fs::File::create(&log_path)?;
+    let child = Command::new(&d.exe)
+        .args(["board", "--bind", "127.0.0.1:0"])
+        .current_dir(&d.dir)
+        .env_remove("BATON_AS")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .process_group(0)
+        .spawn()?;
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if let Some(url) = said.lines().find_map(|l| l.strip_prefix("baton board: ")) {
+            return Ok((url.trim().to_owned(), pid));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Err(CommandError::failed(format!(
+        "baton board did not start within 10 s (see {})",
+        log_path.display()
+    )))
 }
 
 // ---- the cast -----------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 pub mod admission;
 pub mod agent;
+pub mod board;
 pub mod demo;
 pub mod gateway;
 pub mod handoff;
@@ -26,6 +27,7 @@ pub mod search;
 pub mod send;
 pub mod serve;
 pub mod state;
+pub mod status;
 pub mod step;
 pub mod wait;
 
@@ -99,6 +101,8 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Need(args) => queue::need(&Context::open(g).await?, args).await,
         Command::Record(args) => queue::record(&Context::open(g).await?, args).await,
         Command::Demo(args) => demo::run(g, args).await,
+        Command::Status(args) => status::run(&Context::open(g).await?, args, g.json).await,
+        Command::Board(args) => board::run(g, args).await,
         Command::DemoPart(part) => demo::part(g, part).await,
     }
 }

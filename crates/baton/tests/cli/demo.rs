@@ -41,6 +41,28 @@ fn the_demo_runs_a_whole_round_and_keeps_what_it_claims() {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(code(&out), 0, "{text}\n{}", stderr(&out));
 
+    // It ended with the status view and left a board running on the kept project.
+    assert!(text.contains("$ baton --as planner status"), "{text}");
+    let board = text
+        .split("The board is running at ")
+        .nth(1)
+        .expect("the board's address is printed");
+    let (url, rest) = board.split_once(" (process ").unwrap();
+    let pid: i32 = rest.split(';').next().unwrap().parse().unwrap();
+    let shown: Result<Value, _> = ureq::get(&format!("{url}v1/board"))
+        .call()
+        .map_err(|e| e.to_string())
+        .and_then(|mut r| r.body_mut().read_json().map_err(|e| e.to_string()));
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    assert_eq!(
+        shown.unwrap()["project"],
+        "demo",
+        "the board shows the kept project"
+    );
+
     // Each step was printed as a command a person could type, the executor's own steps
     // nested under its run.
     for step in [

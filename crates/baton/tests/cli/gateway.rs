@@ -20,15 +20,15 @@ const TEAM: &[(&str, &str)] = &[
 ];
 
 /// A project, its upstream's file, and helpers to drive the order `wo_1`.
-struct Bench {
-    project: Project,
+pub(crate) struct Bench {
+    pub(crate) project: Project,
     file: PathBuf,
     from: String,
 }
 
 impl Bench {
     /// An order from `from` to impl-1 with `tools`, `staged` and `budget`, accepted.
-    fn new(from: &str, tools: Value, staged: Value, budget: Value) -> Self {
+    pub(crate) fn new(from: &str, tools: Value, staged: Value, budget: Value) -> Self {
         let project = Project::new(TEAM);
         let file = project.path().join("upstream.txt");
         let order = json!({
@@ -121,7 +121,7 @@ impl Bench {
     }
 
     /// As [`Bench::gateway`], insisting the session worked; its JSON summary.
-    fn session(&self, calls: Value) -> Value {
+    pub(crate) fn session(&self, calls: Value) -> Value {
         let out = self.gateway("impl-1", calls);
         assert!(
             out.status.success(),
@@ -133,7 +133,7 @@ impl Bench {
     }
 
     /// A `done` report listing `effects`.
-    fn report(&self, effects: Value) {
+    pub(crate) fn report(&self, effects: Value) {
         let report = json!({
             "spec": "awl/work-report@0.3", "order_id": "wo_1", "from": "impl-1", "status": "done",
             "result": {"summary": "Notes staged"},
@@ -170,7 +170,7 @@ impl Bench {
     }
 }
 
-fn effect(reference: &str, tool: &str, arguments: Value) -> Value {
+pub(crate) fn effect(reference: &str, tool: &str, arguments: Value) -> Value {
     json!({"ref": reference, "tool": tool, "arguments": arguments})
 }
 

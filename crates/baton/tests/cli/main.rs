@@ -5,6 +5,7 @@ mod common;
 
 mod agents;
 mod awl_conformance;
+mod board;
 mod commands;
 mod concurrency;
 mod crash;

@@ -1,0 +1,282 @@
+//! `baton status`: the board in a terminal — the `baton/status@1` document the app gathers,
+//! as a compact table within 100 columns; `--watch` redraws it whenever the log moves.
+
+use std::io::Write;
+use std::time::Duration;
+
+use baton_app::doc::{Latency, Status};
+use baton_core::metrics::Fold;
+use baton_core::time::age;
+use clap::Args;
+
+use crate::commands::Context;
+use crate::error::CommandResult;
+use crate::output::{Output, table, visible};
+
+/// Show the project at a glance: runs with their health, idle time, progress and tokens;
+/// what each participant owes and waits on; orders by status with their held effects; the
+/// human queue; open alerts; and the handoff metrics (oldest open request first).
+///
+/// Runs and closed orders are those of the last hour. Unknown values read `-` (null in
+/// JSON). `--watch` redraws in place each time the log moves (and every few seconds, so
+/// ages stay current) until interrupted; with `--json` it prints one document a line.
+/// `baton board` shows the same document in a browser.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  baton status\n  baton status --watch\n  baton --json status")]
+pub struct StatusArgs {
+    /// Redraw whenever the log moves, until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+/// The widest line the table prints.
+pub const WIDTH: usize = 100;
+/// How often `--watch` redraws when nothing moved (ages and health change with time).
+const REFRESH: Duration = Duration::from_secs(5);
+
+pub async fn run(ctx: &Context, args: StatusArgs, json: bool) -> CommandResult<Output> {
+    let mut fold = Fold::default();
+    let mut status = ctx.cases.status(&mut fold).await?;
+    if !args.watch {
+        return Ok(Output::of(&status, render(&status)));
+    }
+    let mut stdout = std::io::stdout();
+    loop {
+        let frame = Output::of(&status, render(&status)).render(json);
+        // Home and clear, then the frame: it replaces the last one in place.
+        let written = if json {
+            stdout.write_all(frame.as_bytes())
+        } else {
+            stdout.write_all(format!("\x1b[H\x1b[2J{frame}").as_bytes())
+        };
+        match written.and_then(|()| stdout.flush()) {
+            Ok(()) => {}
+            // The reader went away (`| head`): stop quietly.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(Output::nothing()),
+            Err(e) => return Err(e.into()),
+        }
+        status = ctx
+            .cases
+            .status_after(&mut fold, status.generation, REFRESH)
+            .await?;
+    }
+}
+
+/// `text` made [`visible`], cut to `max` characters (the cut marked).
+fn fit(text: &str, max: usize) -> String {
+    let text = visible(text);
+    if text.chars().count() <= max {
+        return text;
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+fn dash<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+fn duration(ms: i64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else {
+        age(0, ms)
+    }
+}
+
+fn latency(l: &Latency) -> String {
+    match (l.mean_ms, l.max_ms) {
+        (Some(mean), Some(max)) => format!(
+            "mean {} max {} (n={})",
+            duration(mean),
+            duration(max),
+            l.count
+        ),
+        _ => "-".to_owned(),
+    }
+}
+
+/// The status as text, every line within [`WIDTH`] columns (agent text is clipped; the
+/// JSON document has all of it).
+pub fn render(s: &Status) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("generation {} at {}\n", s.generation, s.at));
+    let empty = s.runs.is_empty()
+        && s.participants.is_empty()
+        && s.orders.is_empty()
+        && s.metrics.requests == 0;
+    if empty {
+        out.push_str(
+            "Nothing here yet. Register agents (`baton agent add NAME --role ROLE`), send a \
+             request\n(`baton --as NAME send --to OTHER --type request …`) or start one through \
+             `baton run`.\n",
+        );
+    }
+
+    let c = &s.run_counts;
+    out.push_str(&format!(
+        "\nRUNS  running {} (stalled {})  registered {}  done {}  failed {}  stopped {}  lost {}  untracked {}\n",
+        c.running, c.stalled, c.registered, c.done, c.failed, c.stopped, c.lost, c.untracked
+    ));
+    if !s.runs.is_empty() {
+        let rows: Vec<Vec<String>> = s
+            .runs
+            .iter()
+            .map(|r| {
+                vec![
+                    r.id.clone(),
+                    r.status.to_string(),
+                    dash(r.health),
+                    fit(r.participant.as_deref().unwrap_or("-"), 12),
+                    dash(r.idle_ms.map(duration)),
+                    dash(r.progress.map(|p| format!("{}/{}", p.done, p.total))),
+                    dash(r.tokens.as_ref().and_then(|t| t.total)),
+                    fit(&r.command.join(" "), 40),
+                ]
+            })
+            .collect();
+        out.push_str(&narrow(&table(
+            &[
+                "ID", "STATUS", "HEALTH", "WHO", "IDLE", "PROGRESS", "TOKENS", "COMMAND",
+            ],
+            &rows,
+        )));
+    }
+
+    if !s.participants.is_empty() {
+        out.push_str("\nPARTICIPANTS\n");
+        let rows: Vec<Vec<String>> = s
+            .participants
+            .iter()
+            .map(|p| {
+                vec![
+                    fit(&p.name, 40),
+                    fit(&p.role, 20),
+                    p.owed.to_string(),
+                    p.waiting.to_string(),
+                ]
+            })
+            .collect();
+        out.push_str(&narrow(&table(&["NAME", "ROLE", "OWED", "WAITING"], &rows)));
+    }
+
+    if !s.orders.is_empty() {
+        out.push_str("\nORDERS\n");
+        let mut rows = Vec::new();
+        for g in &s.orders {
+            for o in &g.items {
+                let held = o
+                    .effects
+                    .iter()
+                    .filter(|e| e.status == baton_core::effect::EffectStatus::Held)
+                    .count();
+                rows.push(vec![
+                    g.status.to_string(),
+                    fit(&o.order.id, 20),
+                    fit(&o.order.to, 12),
+                    if o.effects.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        format!("{held}/{} held", o.effects.len())
+                    },
+                    fit(&o.order.goal, 60),
+                ]);
+            }
+        }
+        out.push_str(&narrow(&table(
+            &["STATUS", "ID", "TO", "EFFECTS", "GOAL"],
+            &rows,
+        )));
+    }
+
+    let queued: usize = s.queue.iter().map(|l| l.items.len() + l.held_back).sum();
+    out.push_str(&format!("\nQUEUE ({queued})\n"));
+    for lane in &s.queue {
+        if lane.items.is_empty() {
+            continue;
+        }
+        let more = if lane.held_back > 0 {
+            format!(", +{} held back", lane.held_back)
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "  {} ({}{more})\n",
+            lane.lane.as_str(),
+            lane.items.len()
+        ));
+        for i in &lane.items {
+            out.push_str(&format!("    {}\n", fit(&one_line(&i.text), WIDTH - 4)));
+        }
+    }
+
+    if !s.alerts.is_empty() {
+        out.push_str(&format!("\nALERTS ({})\n", s.alerts.len()));
+        for a in &s.alerts {
+            out.push_str(&format!(
+                "  {}\n",
+                fit(&one_line(&format!("{} {}", a.id, a.message)), WIDTH - 2)
+            ));
+        }
+    }
+
+    let m = &s.metrics;
+    out.push_str("\nMETRICS\n");
+    out.push_str(&format!(
+        "  oldest open request  {}\n",
+        m.oldest_open_request.as_ref().map_or_else(
+            || "-".to_owned(),
+            |o| format!("{} ({} old)", fit(&o.id, 40), duration(o.age_ms))
+        )
+    ));
+    out.push_str(&format!(
+        "  open requests {}  pending deliveries {}  awaiting approval {}  requests {}\n",
+        m.open_requests, m.pending_deliveries, m.orders_awaiting_approval, m.requests
+    ));
+    out.push_str(&format!(
+        "  created→delivered    {}\n",
+        latency(&m.created_to_delivered)
+    ));
+    out.push_str(&format!(
+        "  delivered→completed  {}\n",
+        latency(&m.delivered_to_completed)
+    ));
+    out.push_str(&format!(
+        "  approval wait        {}\n",
+        latency(&m.approval_wait)
+    ));
+    out.push_str(&format!(
+        "  clarification {}  thread depth {}  security refusals {}\n",
+        dash(m.clarification_rate.map(|r| format!("{r:.2}"))),
+        m.max_thread_depth,
+        m.security_refusals
+    ));
+    let v = &s.trends.verdicts;
+    out.push_str(&format!(
+        "  verdicts approve {}  fix {}  invalid {}  stopped {}\n",
+        v.approve, v.fix, v.invalid, v.stopped
+    ));
+    if !m.completed_by_topic.is_empty() {
+        let topics: Vec<String> = m
+            .completed_by_topic
+            .iter()
+            .map(|(t, n)| format!("{} {n}", fit(t, 30)))
+            .collect();
+        out.push_str(&format!(
+            "  completed  {}\n",
+            fit(&topics.join("  "), WIDTH - 13)
+        ));
+    }
+    out
+}
+
+/// A table with each line cut to [`WIDTH`]: its last column gives way.
+fn narrow(table: &str) -> String {
+    table.lines().map(|l| fit(l, WIDTH) + "\n").collect()
+}
+
+/// Agent text on one line: newlines shown as `\n` (as tables do).
+fn one_line(text: &str) -> String {
+    text.replace('\n', "\\n")
+}
