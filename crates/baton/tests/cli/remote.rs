@@ -118,8 +118,8 @@ fn normalised(text: &str) -> String {
     let padding = Regex::new(r" {2,}").unwrap();
     let secret = Regex::new(r"whsec_[0-9a-f]{64}").unwrap();
     let time = Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z").unwrap();
-    let age = Regex::new(r"\b\d+[smhd]\b").unwrap();
-    let millis = Regex::new(r#""(idle_ms|at|changed_at)":\d+"#).unwrap();
+    let age = Regex::new(r"\b\d+(ms|[smhd])\b").unwrap();
+    let millis = Regex::new(r#""(idle_ms|at|changed_at|mean_ms|max_ms|ms|age_ms)":\d+"#).unwrap();
     let text = secret.replace_all(text, "[SECRET]");
     let text = ulid.replace_all(&text, "[ID]");
     let text = time.replace_all(&text, "[TIME]");
@@ -329,6 +329,7 @@ fn remote_commands_print_what_local_ones_print_with_the_same_exit_codes() {
         ok("planner", Both, &["alerts"]),
         ok("planner", Both, &["queue"]),
         ok("planner", Both, &["runs", "--all"]),
+        ok("planner", Both, &["status"]),
         ok("planner", Both, &["order", "list", "--all"]),
         ok("planner", Human, &["order", "create", "{order}"]),
         ok(
