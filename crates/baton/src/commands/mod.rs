@@ -259,7 +259,9 @@ fn local_only(command: &Command) -> Option<&'static str> {
         Command::Negotiate(_) => "negotiate",
         Command::Record(_) => "record",
         Command::Check(_) => "check",
-        Command::Demo(_) => "demo",
+        Command::Demo(_) | Command::DemoPart(_) => "demo",
+        // A server has its own board at `/`.
+        Command::Board(_) => "board",
         _ => return None,
     })
 }

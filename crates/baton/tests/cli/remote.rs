@@ -622,6 +622,7 @@ fn remote_usage_errors_are_clear_and_never_show_the_token() {
         &["reap"],
         &["run", "--", "true"],
         &["state", "render"],
+        &["board"],
     ] {
         let out = run(&mut t.remote_cmd(Some(writer), args));
         assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
