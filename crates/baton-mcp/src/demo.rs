@@ -12,7 +12,7 @@ use rmcp::model::{
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
 use crate::ServeError;
@@ -117,15 +117,8 @@ impl ServerHandler for DemoUpstream {
 
 /// Serves the demo's upstream MCP server on stdin/stdout; `publish` appends to `file`.
 pub async fn serve_demo_upstream(file: PathBuf) -> Result<(), ServeError> {
-    let running = DemoUpstream { file }
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| ServeError::Start(e.to_string()))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| ServeError::Run(e.to_string()))?;
-    Ok(())
+    let cap = crate::frame::max_frame(baton_core::message::DEFAULT_PAYLOAD_CAP);
+    crate::serve_gated(DemoUpstream { file }, cap).await
 }
 
 /// One session as an agent: starts `command` (an MCP server on stdio, such as `baton

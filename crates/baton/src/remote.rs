@@ -110,16 +110,13 @@ impl Remote {
     }
 
     fn get<T: DeserializeOwned>(&self, segments: &[&str], query: &[(&str, String)]) -> Answer<T> {
-        let mut url = self.url(segments);
-        if !query.is_empty() {
-            url.query_pairs_mut()
-                .extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
-        }
-        let request = self
-            .agent
-            .get(url.as_str())
-            .header("Authorization", &format!("Bearer {}", self.token.0));
-        self.answer(request.call())
+        let url = self.address(segments, query);
+        self.answer(
+            self.agent
+                .get(url.as_str())
+                .header("Authorization", &self.bearer())
+                .call(),
+        )
     }
 
     fn post<T: DeserializeOwned>(
@@ -128,16 +125,26 @@ impl Remote {
         query: &[(&str, String)],
         body: Value,
     ) -> Answer<T> {
+        let url = self.address(segments, query);
+        let request = self
+            .agent
+            .post(url.as_str())
+            .header("Authorization", &self.bearer());
+        self.answer(request.send_json(body))
+    }
+
+    /// The operation's URL with its query.
+    fn address(&self, segments: &[&str], query: &[(&str, String)]) -> Url {
         let mut url = self.url(segments);
         if !query.is_empty() {
             url.query_pairs_mut()
                 .extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
         }
-        let request = self
-            .agent
-            .post(url.as_str())
-            .header("Authorization", &format!("Bearer {}", self.token.0));
-        self.answer(request.send_json(body))
+        url
+    }
+
+    fn bearer(&self) -> String {
+        format!("Bearer {}", self.token.0)
     }
 
     /// The document of a 2xx answer, or the server's error in the command line's kinds.

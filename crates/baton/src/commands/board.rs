@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 
 use baton_core::ProjectName;
 use clap::Args;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::GlobalArgs;
 use crate::error::{CommandError, CommandResult};
@@ -53,18 +52,7 @@ pub async fn run(g: &GlobalArgs, args: BoardArgs) -> CommandResult<Output> {
     let project = Project::locate(g.project.as_deref())?;
     let store = project.open_store(project.config.busy_timeout).await?;
     let name = name_of(&project);
-    let listener = tokio::net::TcpListener::bind(args.bind)
-        .await
-        .map_err(|e| CommandError::failed(format!("cannot listen on {}: {e}", args.bind)))?;
-    let bound = listener.local_addr()?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut terminate = signal(SignalKind::terminate())?;
-    let shutdown = async move {
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
-        }
-    };
+    let (listener, bound, shutdown) = crate::commands::serve::listen(args.bind).await?;
     let server = baton_server::Server::keyless(store, name, project.config.clone());
     // The address goes to stderr, like `baton serve`'s.
     eprintln!("baton board: http://{bound}/");

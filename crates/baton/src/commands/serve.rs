@@ -37,18 +37,7 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
     };
     let settings = Settings::default();
     let database = baton_store::database(url, settings.busy_timeout).await?;
-    let listener = tokio::net::TcpListener::bind(args.bind)
-        .await
-        .map_err(|e| CommandError::failed(format!("cannot listen on {}: {e}", args.bind)))?;
-    let bound = listener.local_addr()?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut terminate = signal(SignalKind::terminate())?;
-    let shutdown = async move {
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
-        }
-    };
+    let (listener, bound, shutdown) = listen(args.bind).await?;
     let options = baton_server::Options {
         failure_limit: args.max_auth_failures,
         ..baton_server::Options::default()
@@ -64,4 +53,28 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
     served?;
     eprintln!("baton serve: stopped");
     Ok(Output::nothing())
+}
+
+/// A listener on `bind`, the address it took, and the future that ends at SIGINT or
+/// SIGTERM (a server's graceful stop).
+pub async fn listen(
+    bind: SocketAddr,
+) -> CommandResult<(
+    tokio::net::TcpListener,
+    SocketAddr,
+    impl std::future::Future<Output = ()>,
+)> {
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| CommandError::failed(format!("cannot listen on {bind}: {e}")))?;
+    let bound = listener.local_addr()?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    };
+    Ok((listener, bound, shutdown))
 }
