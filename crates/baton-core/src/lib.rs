@@ -25,6 +25,7 @@ pub mod participant;
 pub mod queue;
 pub mod record;
 pub mod refusal;
+pub mod search;
 pub mod run;
 pub mod state;
 pub mod statefile;

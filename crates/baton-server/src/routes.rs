@@ -21,7 +21,7 @@ use baton_core::key::Scope;
 use baton_core::packet::DEFAULT_MAX_BYTES;
 use baton_core::state::StateOp;
 use baton_core::{DeliveryStatus, MessageType, Refusal, Verb};
-use baton_store::{RunQuery, SearchQuery};
+use baton_store::SearchQuery;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -909,12 +909,9 @@ async fn news(a: Authed, Params(q): Params<NewsQuery>) -> Answer<doc::News> {
 
 async fn runs(a: Authed, Params(q): Params<AllQuery>) -> Answer<Runs> {
     let now = a.app.now();
-    let query = RunQuery {
-        ended_since: (!q.all).then_some(now - 3_600_000),
-        ..RunQuery::default()
-    };
-    let rows = a.app.runs(&query).await?;
+    let (rows, next) = a.app.runs_view(q.all, None, u32::MAX).await?;
     Ok(Json(Runs {
+        next,
         items: rows.iter().map(|r| RunDoc::new(r, now)).collect(),
     }))
 }

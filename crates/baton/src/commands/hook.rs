@@ -214,7 +214,7 @@ async fn record(g: &GlobalArgs, args: &HookArgs) -> CommandResult<String> {
     }
     let found = payload(args).await;
     let project = Project::locate(g.project.as_deref())?;
-    let app = project.app_with(STORE_WAIT).await?;
+    let app = project.hook_app(STORE_WAIT).await?;
     let run = std::env::var("BATON_RUN")
         .ok()
         .filter(|r| !r.is_empty() && r.len() <= MAX_FIELD);

@@ -3,7 +3,6 @@
 use baton_app::doc::{RunDoc, Runs};
 use baton_core::packet::clip;
 use baton_core::time::age;
-use baton_store::RunQuery;
 use clap::Args;
 
 use crate::commands::Context;
@@ -13,18 +12,23 @@ use crate::output::{Output, now, table};
 /// List runs: status (a recorded fact), health (derived now), age, idle time, progress,
 /// tokens and exit code.
 ///
-/// Without --all: live runs and those that ended in the last hour. Unknown values read
-/// `-` (null in JSON), never 0.
+/// Without --all: live runs and the 50 newest others. Unknown values read `-` (null in
+/// JSON), never 0.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  baton runs\n  baton runs --all --json")]
+#[command(
+    after_help = "Examples:\n  baton runs\n  baton runs --all --json\n  baton runs --all --cursor c1f4 --limit 500"
+)]
 pub struct RunsArgs {
-    /// Every run ever recorded.
+    /// Every run ever recorded, oldest first, a page at a time (`next` in --json output).
     #[arg(long)]
     pub all: bool,
+    /// With --all: runs per page.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: u32,
+    /// With --all: the page after this cursor (the `next` of the previous page).
+    #[arg(long, requires = "all")]
+    pub cursor: Option<String>,
 }
-
-/// How long an ended run stays in the default view.
-const RECENT_MS: i64 = 3_600_000;
 /// How much of a command the table shows, in bytes (JSON has all of it).
 const COMMAND_SHOWN: usize = 80;
 
@@ -34,11 +38,10 @@ fn or_dash<T: ToString>(v: Option<T>) -> String {
 
 pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
     let now = now();
-    let query = RunQuery {
-        ended_since: (!args.all).then_some(now - RECENT_MS),
-        ..RunQuery::default()
-    };
-    let runs = ctx.app.runs(&query).await?;
+    let (runs, next) = ctx
+        .app
+        .runs_view(args.all, args.cursor.as_deref(), args.limit)
+        .await?;
     let mut items = Vec::new();
     let mut rows = Vec::new();
     for row in &runs {
@@ -85,5 +88,10 @@ pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
             &rows,
         )
     };
-    Ok(Output::of(&Runs { items }, human))
+    let human = if next.is_empty() {
+        human
+    } else {
+        format!("{}\nMore: baton runs --all --cursor {next}\n", human.trim_end())
+    };
+    Ok(Output::of(&Runs { items, next }, human))
 }
