@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use error::StoreError;
-pub use rows::{decode_cursor, encode_cursor};
 pub use postgres::{PostgresDatabase, PostgresStore};
+pub use rows::{decode_cursor, encode_cursor};
 pub use sqlite::SqliteStore;
 pub use types::*;
 
@@ -92,7 +92,9 @@ pub async fn open_for_hooks(url: &str, busy_timeout: Duration) -> Result<Arc<dyn
     match url.split_once(':') {
         Some(("sqlite", path)) if !path.is_empty() => {
             let path = std::path::Path::new(path.strip_prefix("//").unwrap_or(path));
-            Ok(Arc::new(SqliteStore::open_spooling(path, busy_timeout).await?))
+            Ok(Arc::new(
+                SqliteStore::open_spooling(path, busy_timeout).await?,
+            ))
         }
         _ => Err(StoreError::Url {
             url: postgres::redact(url),

@@ -1558,9 +1558,13 @@ async fn the_log_is_the_truth<B: Backend>() {
             "seed {seed}: the mix moved no delivery, so the replay proves little"
         );
         // The search index and the state are among the projections compared.
-        assert!(live.iter().any(|row| row.starts_with("t|")), "no words indexed");
         assert!(
-            live.iter().any(|row| row.starts_with("s|") && row.contains("decision")),
+            live.iter().any(|row| row.starts_with("t|")),
+            "no words indexed"
+        );
+        assert!(
+            live.iter()
+                .any(|row| row.starts_with("s|") && row.contains("decision")),
             "no state projected"
         );
         let generation_before = generation(store).await;
@@ -2094,9 +2098,7 @@ async fn a_lost_run_resurfaces_what_it_held_once(store: &dyn Store) {
 
 /// Story: the bounded view of the ledger is every live run and the newest `recent` ended
 /// ones, oldest first; pages after a run's seq walk every run once.
-async fn the_runs_view_is_live_runs_and_the_newest_others_and_pages_walk_all(
-    store: &dyn Store,
-) {
+async fn the_runs_view_is_live_runs_and_the_newest_others_and_pages_walk_all(store: &dyn Store) {
     cast(store).await;
     let ended = |id: &str| RunChange::Exited {
         run: id.into(),

@@ -90,9 +90,7 @@ fn main() {
         let seeded = prepare(&exe, &runtime, &project, size);
         notes.push(format!(
             "{size} messages: {} ({} events, {} runs)",
-            seeded.how,
-            seeded.events,
-            seeded.runs
+            seeded.how, seeded.events, seeded.runs
         ));
         // Warm-up, timed runs, and one more for the memory measurement.
         let fixtures = runtime.block_on(fixtures(&project, scale.runs + 2));
@@ -307,13 +305,24 @@ impl Bench<'_> {
                 "send",
                 |i| {
                     me(&[
-                        "send", "--to", "planner", "--type", "info", "--topic", "topic-3",
-                        "--body", &format!("bench send {i}: the export keeps its filters"),
+                        "send",
+                        "--to",
+                        "planner",
+                        "--type",
+                        "info",
+                        "--topic",
+                        "topic-3",
+                        "--body",
+                        &format!("bench send {i}: the export keeps its filters"),
                     ])
                 },
                 &write_floor,
             ),
-            self.compare("show (first fetch)", |i| me(&["show", &fx.requests[i]]), &write_floor),
+            self.compare(
+                "show (first fetch)",
+                |i| me(&["show", &fx.requests[i]]),
+                &write_floor,
+            ),
             self.compare("ack", |i| me(&["ack", &fx.infos[i]]), &write_floor),
             self.compare(
                 "complete",
@@ -344,7 +353,11 @@ impl Bench<'_> {
                 ),
             ),
             self.compare("search (newest page)", |_| me(&["search"]), newest),
-            self.compare("search TEXT (match)", |_| me(&["search", "filters"]), &text("filters")),
+            self.compare(
+                "search TEXT (match)",
+                |_| me(&["search", "filters"]),
+                &text("filters"),
+            ),
             self.compare(
                 "search TEXT (no match)",
                 |_| me(&["search", "xylophone"]),
@@ -362,7 +375,9 @@ impl Bench<'_> {
         ];
         let last = self.runs + 1;
         let rss_of: [Vec<String>; 12] = [
-            me(&["send", "--to", "planner", "--type", "info", "--topic", "topic-3", "--body", "rss"]),
+            me(&[
+                "send", "--to", "planner", "--type", "info", "--topic", "topic-3", "--body", "rss",
+            ]),
             me(&["show", &fx.requests[last]]),
             me(&["ack", &fx.infos[last]]),
             me(&["complete", &fx.requests[last]]),
@@ -459,8 +474,19 @@ impl Bench<'_> {
         baton(
             self.exe,
             self.project,
-            &["--as", "planner", "send", "--to", ME, "--type", "info", "--topic", "bench",
-              "--body", "after the hooks"],
+            &[
+                "--as",
+                "planner",
+                "send",
+                "--to",
+                ME,
+                "--type",
+                "info",
+                "--topic",
+                "bench",
+                "--body",
+                "after the hooks",
+            ],
         );
         let after = sqlite_scalar(&self.db(), count);
         let recorded = after - before;
@@ -732,14 +758,14 @@ async fn seed(db: &Path, size: usize) {
     // One long thread, each message a reply to the one before.
     let mut parent: Option<String> = None;
     for i in 0..THREAD {
-        let (from, to) = if i % 2 == 0 { (&names[0], &me) } else { (&me, &names[0]) };
+        let (from, to) = if i % 2 == 0 {
+            (&names[0], &me)
+        } else {
+            (&me, &names[0])
+        };
         let mut message = draft(to, MessageType::Message, i, parent.clone());
         message.topic = Topic::new("bench-thread").expect("topic");
-        let id = store
-            .send(from, message, 0)
-            .await
-            .expect("seed thread")
-            .id;
+        let id = store.send(from, message, 0).await.expect("seed thread").id;
         parent = Some(id);
     }
     seed_runs(&store, size).await;
@@ -780,12 +806,18 @@ async fn seed_runs(store: &SqliteStore, count: usize) {
             reason: None,
         });
         if changes.len() >= 3000 {
-            store.record_run("@bench", &changes).await.expect("seed runs");
+            store
+                .record_run("@bench", &changes)
+                .await
+                .expect("seed runs");
             changes.clear();
         }
     }
     if !changes.is_empty() {
-        store.record_run("@bench", &changes).await.expect("seed runs");
+        store
+            .record_run("@bench", &changes)
+            .await
+            .expect("seed runs");
     }
 }
 

@@ -1023,7 +1023,9 @@ impl Backend for PostgresStore {
             sql.push(" AND m.created_at < ").push_bind(until);
         }
         let text = q.text.as_deref().filter(|t| !t.is_empty());
-        let words = text.map(baton_core::search::query_words).unwrap_or_default();
+        let words = text
+            .map(baton_core::search::query_words)
+            .unwrap_or_default();
         if !words.is_empty() {
             // Each word must start a word of the payload: a prefix `tsquery` over the
             // GIN-indexed words. The words are letters and digits only, so quoting is safe.

@@ -125,8 +125,11 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(busy_timeout)
             .foreign_keys(true);
+        // One connection: a command's reads and writes run one after another, and a pool
+        // of more would open a second connection (a thread, the file, the schema) while
+        // the first is still on its way back. A grouped store takes more ([`Self::grouped`]).
         let pool = SqlitePoolOptions::new()
-            .max_connections(4)
+            .max_connections(1)
             .acquire_timeout(busy_timeout)
             .connect_with(options)
             .await
@@ -172,6 +175,12 @@ impl SqliteStore {
     /// transaction and one fsync, each acknowledged only after it (see [`group`]). For a
     /// server, where many clients write at once; a one-shot command gains nothing.
     pub fn grouped(mut self) -> Self {
+        // The group holds the writer connection; readers need their own beside it.
+        let options = (*self.pool.connect_options()).clone();
+        self.pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(self.busy_timeout)
+            .connect_lazy_with(options);
         self.group = Some(Arc::new(group::Group::new(
             self.pool.clone(),
             self.busy_timeout,
@@ -850,7 +859,9 @@ impl Backend for SqliteStore {
     async fn search(&self, caller: Option<&Passname>, q: &SearchQuery) -> Result<Page> {
         let limit = q.limit.clamp(1, 100);
         let text = q.text.as_deref().filter(|t| !t.is_empty());
-        let words = text.map(baton_core::search::query_words).unwrap_or_default();
+        let words = text
+            .map(baton_core::search::query_words)
+            .unwrap_or_default();
         // With words to look for, the index is walked newest first and each match joined
         // to its message: a page reads a page of matches, and no match reads none.
         let (mut sql, order) = if words.is_empty() {

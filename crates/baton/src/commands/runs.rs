@@ -91,7 +91,10 @@ pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
     let human = if next.is_empty() {
         human
     } else {
-        format!("{}\nMore: baton runs --all --cursor {next}\n", human.trim_end())
+        format!(
+            "{}\nMore: baton runs --all --cursor {next}\n",
+            human.trim_end()
+        )
     };
     Ok(Output::of(&Runs { items, next }, human))
 }

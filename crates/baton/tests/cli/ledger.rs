@@ -727,9 +727,8 @@ fn a_hook_spools_its_event_rather_than_wait_for_a_locked_store_and_the_next_comm
         .enable_all()
         .build()
         .unwrap();
-    let logged = |runtime: &tokio::runtime::Runtime, text: &str| {
-        runtime.block_on(logged_events(&db, text))
-    };
+    let logged =
+        |runtime: &tokio::runtime::Runtime, text: &str| runtime.block_on(logged_events(&db, text));
     let events_before = logged(&runtime, "");
     let mut lock = runtime.block_on(async {
         use sqlx::Connection;
@@ -758,12 +757,24 @@ fn a_hook_spools_its_event_rather_than_wait_for_a_locked_store_and_the_next_comm
     assert_eq!(stderr(&out), "", "the hook complained");
     // Far below the store's own 30 s wait (the real numbers are in `cargo bench --bench floor`).
     assert!(took < Duration::from_secs(5), "the hook waited {took:?}");
-    assert_eq!(logged(&runtime, ""), events_before, "the hook wrote to the locked log");
+    assert_eq!(
+        logged(&runtime, ""),
+        events_before,
+        "the hook wrote to the locked log"
+    );
     // The next command that opens the store folds the spool into the log first.
     project.ok(None, &["runs"]);
     project.ok(None, &["runs"]);
-    assert_eq!(logged(&runtime, ""), events_before + 1, "one event was folded in");
-    assert_eq!(logged(&runtime, "s-spooled"), 1, "the hook's event is in the log once");
+    assert_eq!(
+        logged(&runtime, ""),
+        events_before + 1,
+        "one event was folded in"
+    );
+    assert_eq!(
+        logged(&runtime, "s-spooled"),
+        1,
+        "the hook's event is in the log once"
+    );
     assert!(
         !db.with_file_name("baton.db-spool").exists()
             && !db.with_file_name("baton.db-spool.claimed").exists(),
