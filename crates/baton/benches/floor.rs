@@ -11,7 +11,8 @@
 //! process writes continuously, and every hook event is counted in the log afterwards.
 //! Resume is also timed on a store of 100 events. It asserts nothing about time. Run
 //! without `--bench` (as `cargo test --benches` does) it only checks that it works, on a
-//! small store of its own.
+//! small store of its own. `BATON_FLOOR_SIZES=10000` (comma-separated) times only those
+//! stores.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,13 +26,14 @@ use support::baton;
 use baton_core::run::{ProcessRef, Registration, RunChange, RunStatus};
 use baton_core::state::{StateOp, Subject};
 use baton_core::{Draft, MessageType, Passname, Payload, Topic};
-use baton_store::{Backend, SqliteStore, Store, Verb};
+use baton_store::{SqliteStore, Store, Verb};
 
 /// The participant whose commands are timed.
 const ME: &str = "impl-1";
 const PARTICIPANTS: [(&str, &str); 6] = [
     ("planner", "planner"),
-    ("impl-1", "executor"),
+    // A lead: it owes requests and sends its own (an executor may not send requests).
+    ("impl-1", "planner"),
     ("impl-2", "executor"),
     ("impl-3", "executor"),
     ("reviewer", "reviewer"),
@@ -68,10 +70,6 @@ fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let scale = if full { FULL } else { SMOKE };
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_baton"));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
     // Kept beside the build, so the next run reuses them; the smoke run uses a temp dir.
     let temp = tempfile::tempdir().expect("temp dir");
     let base = if full {
@@ -83,17 +81,25 @@ fn main() {
         temp.path().to_owned()
     };
 
+    // `BATON_FLOOR_SIZES=10000` (comma-separated) times only those stores.
+    let sizes: Vec<usize> = match std::env::var("BATON_FLOOR_SIZES") {
+        Ok(list) if full => list
+            .split(',')
+            .map(|n| n.trim().parse().expect("BATON_FLOOR_SIZES: numbers"))
+            .collect(),
+        _ => scale.sizes.to_vec(),
+    };
     let mut table: Vec<Row> = Vec::new();
     let mut notes = Vec::new();
-    for &size in scale.sizes {
+    for &size in &sizes {
         let project = base.join(format!("floor-{size}"));
-        let seeded = prepare(&exe, &runtime, &project, size);
+        let seeded = prepare(&exe, &project, size);
         notes.push(format!(
             "{size} messages: {} ({} events, {} runs)",
             seeded.how, seeded.events, seeded.runs
         ));
         // Warm-up, timed runs, and one more for the memory measurement.
-        let fixtures = runtime.block_on(fixtures(&project, scale.runs + 2));
+        let fixtures = settle(fixtures(&project, scale.runs + 2));
         let bench = Bench {
             exe: &exe,
             project: &project,
@@ -105,7 +111,7 @@ fn main() {
     }
     // Resume as history grows: a store of 100 events beside the big ones.
     let small = base.join("floor-resume-100");
-    let seeded = prepare_small(&exe, &runtime, &small);
+    let seeded = prepare_small(&exe, &small);
     notes.push(format!("resume store: {} events", seeded));
     let bench = Bench {
         exe: &exe,
@@ -270,7 +276,8 @@ impl Bench<'_> {
     fn everyday(&self, fx: &Fixtures) -> Vec<Row> {
         sqlite(
             &self.db(),
-            "CREATE TABLE IF NOT EXISTS bench_floor (id INTEGER PRIMARY KEY, data TEXT NOT NULL)",
+            "PRAGMA busy_timeout = 10000; \
+             CREATE TABLE IF NOT EXISTS bench_floor (id INTEGER PRIMARY KEY, data TEXT NOT NULL)",
         );
         let write_floor = format!(
             "PRAGMA synchronous = FULL; INSERT INTO bench_floor (data) VALUES ('{}');",
@@ -517,6 +524,18 @@ done"#;
 
 const HOOK_PAYLOAD: &[u8] = br#"{"session_id":"5f1c2a9e-8d1b-4c1e-9a51-2b7c0e3d4f10","transcript_path":"/tmp/t.jsonl","cwd":"/repo","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cargo test"}}"#;
 
+/// Runs `work` on a runtime of its own and drops it, so every connection the work opened
+/// is closed (and no write lock held) when it returns.
+fn settle<T>(work: impl std::future::Future<Output = T>) -> T {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let out = runtime.block_on(work);
+    drop(runtime);
+    out
+}
+
 fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| (*s).to_owned()).collect()
 }
@@ -555,7 +574,7 @@ struct Seeded {
 
 /// The store of `size` messages at `project`: reused when a finished one is there,
 /// otherwise seeded from nothing.
-fn prepare(exe: &Path, runtime: &tokio::runtime::Runtime, project: &Path, size: usize) -> Seeded {
+fn prepare(exe: &Path, project: &Path, size: usize) -> Seeded {
     let done = project.join("seeded");
     let db = project.join(".baton/baton.db");
     let how = if done.exists() {
@@ -568,7 +587,7 @@ fn prepare(exe: &Path, runtime: &tokio::runtime::Runtime, project: &Path, size: 
             baton(exe, project, &["agent", "add", name, "--role", role]);
         }
         let started = Instant::now();
-        runtime.block_on(seed(&db, size));
+        settle(seed(&db, size));
         std::fs::write(&done, "").expect("mark the store seeded");
         format!("seeded in {:.0} s", started.elapsed().as_secs_f64())
     };
@@ -582,7 +601,7 @@ fn prepare(exe: &Path, runtime: &tokio::runtime::Runtime, project: &Path, size: 
 }
 
 /// A store of about 100 events: a few requests, some owed, a few state changes.
-fn prepare_small(exe: &Path, runtime: &tokio::runtime::Runtime, project: &Path) -> i64 {
+fn prepare_small(exe: &Path, project: &Path) -> i64 {
     let done = project.join("seeded");
     let db = project.join(".baton/baton.db");
     if !done.exists() {
@@ -592,7 +611,7 @@ fn prepare_small(exe: &Path, runtime: &tokio::runtime::Runtime, project: &Path) 
         for (name, role) in PARTICIPANTS {
             baton(exe, project, &["agent", "add", name, "--role", role]);
         }
-        runtime.block_on(async {
+        settle(async {
             let store = SqliteStore::open(&db, Duration::from_secs(30))
                 .await
                 .expect("open the store");
@@ -688,6 +707,10 @@ async fn seed(db: &Path, size: usize) {
         .map(|(n, _)| Passname::new(n).expect("passname"))
         .collect();
     let others: Vec<Passname> = names.iter().filter(|n| **n != me).cloned().collect();
+    let leads = [
+        Passname::new("planner").expect("passname"),
+        Passname::new("owner").expect("passname"),
+    ];
     let mut ids: Vec<String> = Vec::with_capacity(size);
     let mut planned = 0;
     while planned < size {
@@ -702,11 +725,25 @@ async fn seed(db: &Path, size: usize) {
                 } else {
                     Part::Other
                 };
+                let kind = match part {
+                    Part::Owed | Part::Open => MessageType::Request,
+                    _ if i % 3 == 0 => MessageType::Request,
+                    _ if i % 3 == 1 => MessageType::Info,
+                    _ => MessageType::Message,
+                };
+                // Requests come from those whose role may send them: the planner, the owner.
+                let sender = |k: usize| {
+                    if kind == MessageType::Request {
+                        leads[k % leads.len()].clone()
+                    } else {
+                        others[k % others.len()].clone()
+                    }
+                };
                 let (from, to) = match part {
-                    Part::Owed | Part::Handled => (others[i % others.len()].clone(), me.clone()),
+                    Part::Owed | Part::Handled => (sender(i), me.clone()),
                     Part::Open => (me.clone(), others[i % others.len()].clone()),
                     Part::Other => {
-                        let from = others[i % others.len()].clone();
+                        let from = sender(i);
                         let to = others[(i * 7 + 1) % others.len()].clone();
                         let to = if to == from {
                             others[(i * 7 + 2) % others.len()].clone()
@@ -715,12 +752,6 @@ async fn seed(db: &Path, size: usize) {
                         };
                         (from, to)
                     }
-                };
-                let kind = match part {
-                    Part::Owed | Part::Open => MessageType::Request,
-                    _ if i % 3 == 0 => MessageType::Request,
-                    _ if i % 3 == 1 => MessageType::Info,
-                    _ => MessageType::Message,
                 };
                 let reply_to = (part == Part::Other && i % 5 == 4 && !ids.is_empty())
                     .then(|| ids[i / 2 % ids.len()].clone());
