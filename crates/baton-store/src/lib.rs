@@ -195,6 +195,24 @@ pub trait Backend: Send + Sync {
     async fn state(&self) -> Result<ProjectState>;
     /// When `subject` (a message, order or other record id) last changed after `after_seq`.
     async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>>;
+    /// [`Backend::last_change`] of each `(subject, after_seq)`, in order: one read where
+    /// the backend can make it one.
+    async fn last_changes(&self, subjects: &[(String, i64)]) -> Result<Vec<Option<Millis>>> {
+        let mut out = Vec::with_capacity(subjects.len());
+        for (subject, after) in subjects {
+            out.push(self.last_change(subject, *after).await?);
+        }
+        Ok(out)
+    }
+    /// The payloads of messages `ids`, in order (`None` for an unknown id): one read where
+    /// the backend can make it one.
+    async fn payloads(&self, ids: &[String]) -> Result<Vec<Option<Map<String, Value>>>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            out.push(self.message(id).await?.map(|(_, payload)| payload));
+        }
+        Ok(out)
+    }
     /// Runs matching `query`, oldest first.
     async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>>;
     async fn order(&self, id: &str) -> Result<Option<Order>>;

@@ -445,6 +445,7 @@ impl Bench<'_> {
         let mut times = Vec::new();
         let mut floors = Vec::new();
         let mut complained = 0;
+        let mut complaints: Vec<String> = Vec::new();
         for i in 0..=calls {
             let started = Instant::now();
             let mut child = Command::new(self.exe)
@@ -468,6 +469,10 @@ impl Bench<'_> {
             assert!(out.status.success(), "a hook exited {}", out.status);
             if !out.stderr.is_empty() {
                 complained += 1;
+                let said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+                if !complaints.contains(&said) {
+                    complaints.push(said);
+                }
             }
             let b = self.once(&floor);
             if i > 0 {
@@ -508,8 +513,13 @@ impl Bench<'_> {
             rss_kb: None,
             extra: format!(
                 "p99 {p99:.1} ms · {recorded} of {} events in the log · {complained} \
-                 complained on stderr",
-                calls + 1
+                 complained on stderr{}",
+                calls + 1,
+                if complaints.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", complaints.join(" | "))
+                }
             ),
         }
     }

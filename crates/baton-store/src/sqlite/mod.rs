@@ -148,13 +148,14 @@ impl SqliteStore {
             spool: spool::Spool::beside(path),
             spools: false,
         };
-        if !create && store.user_version(None).await? == 0 {
+        let version = store.user_version(None).await?;
+        if !create && version == 0 {
             return Err(StoreError::NotAStore {
                 path: path.display().to_string(),
                 reason: "a SQLite database that Baton never set up".to_owned(),
             });
         }
-        store.migrate().await?;
+        store.migrate(version).await?;
         Ok(store)
     }
 
@@ -188,11 +189,12 @@ impl SqliteStore {
         self
     }
 
-    /// Brings the schema up to date. Safe when several processes open a new store at once:
-    /// the check is repeated under the write lock.
-    async fn migrate(&self) -> Result<()> {
+    /// Brings the schema up to date from version `seen` (read on opening). Safe when
+    /// several processes open a new store at once: the check is repeated under the write
+    /// lock.
+    async fn migrate(&self, seen: i64) -> Result<()> {
         let latest = MIGRATIONS.len() as i64;
-        if self.user_version(None).await? == latest {
+        if seen == latest {
             return Ok(());
         }
         let mut tx = self.write().await?;
@@ -980,6 +982,40 @@ impl Backend for SqliteStore {
             .fetch_one(&self.pool)
             .await
             .map_err(|e| self.err(e))
+    }
+
+    async fn last_changes(&self, subjects: &[(String, i64)]) -> Result<Vec<Option<Millis>>> {
+        let list = serde_json::to_string(subjects).expect("pairs serialize");
+        let found: Vec<Option<Millis>> = sqlx::query_scalar(
+            "SELECT (SELECT max(at) FROM events WHERE subject = j.value ->> 0 \
+             AND seq > j.value ->> 1) FROM json_each(?) j ORDER BY j.key",
+        )
+        .bind(list)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        Ok(found)
+    }
+
+    async fn payloads(&self, ids: &[String]) -> Result<Vec<Option<Map<String, Value>>>> {
+        let list = serde_json::to_string(ids).expect("strings serialize");
+        let found: Vec<(String, String)> = sqlx::query_as(
+            "SELECT m.id, e.data FROM messages m JOIN events e ON e.seq = m.seq \
+             WHERE m.id IN (SELECT value FROM json_each(?))",
+        )
+        .bind(list)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        let by_id: std::collections::HashMap<String, String> = found.into_iter().collect();
+        ids.iter()
+            .map(|id| {
+                by_id
+                    .get(id)
+                    .map(|data| rows::payload(id, data))
+                    .transpose()
+            })
+            .collect()
     }
 
     async fn generation(&self) -> Result<i64> {
