@@ -772,6 +772,9 @@ impl RunDoc {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Runs {
     pub items: Vec<RunDoc>,
+    /// With `--all`, the cursor of the next page (`--cursor`); empty on the last page and
+    /// in the default view.
+    pub next: String,
 }
 doc!(Runs, "baton/runs@1");
 

@@ -40,6 +40,9 @@ impl Pass {
     }
 }
 
+/// How many ended runs the default view of the ledger shows beside the live ones.
+pub const RECENT_RUNS: u32 = 50;
+
 /// The actor recorded for the reaper's facts.
 pub const REAPER: &str = "@reaper";
 
@@ -47,6 +50,39 @@ impl App {
     /// Records facts about runs as `actor`, in one transaction.
     pub async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>> {
         self.store().record_run(actor, changes).await
+    }
+
+    /// The runs `baton runs` shows, oldest first, each with its health now: by default
+    /// the live runs and the newest `RECENT_RUNS` others (a bounded read, however long the
+    /// ledger); with `all`, a page of `limit` of every run after `cursor`, and the cursor
+    /// of the next page (empty on the last).
+    pub async fn runs_view(
+        &self,
+        all: bool,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<(Vec<RunRow>, String)> {
+        if !all {
+            let query = RunQuery {
+                recent: Some(RECENT_RUNS),
+                ..RunQuery::default()
+            };
+            return Ok((self.runs(&query).await?, String::new()));
+        }
+        let query = RunQuery {
+            after_seq: cursor.map(baton_store::decode_cursor).transpose()?,
+            limit: Some(limit.saturating_add(1)),
+            ..RunQuery::default()
+        };
+        let mut rows = self.runs(&query).await?;
+        let next = if rows.len() > limit as usize {
+            rows.truncate(limit as usize);
+            rows.last()
+                .map_or_else(String::new, |r| baton_store::encode_cursor(r.run.seq))
+        } else {
+            String::new()
+        };
+        Ok((rows, next))
     }
 
     /// Runs matching `query`, oldest first, each with its health now.
@@ -110,7 +146,7 @@ impl App {
             .as_ref()
             .map_or(baton_core::event::LOCAL_OPERATOR, Passname::as_str);
         let wants_packet = inject && baton_core::run::hook_injects(&call.event);
-        self.record_run(actor, &[RunChange::Hook(call)]).await?;
+        self.store().record_hook(actor, call).await?;
         match me.filter(|_| wants_packet) {
             Some(me) => Ok(Some(self.resume(&me, DEFAULT_MAX_BYTES).await?.packet.text)),
             None => Ok(None),

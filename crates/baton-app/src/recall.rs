@@ -21,34 +21,29 @@ const PAYLOADS_READ: usize = 20;
 /// How many of the newest notes the packet examines for staleness.
 const NOTES_EXAMINED: usize = 50;
 
-/// When a note's subject last changed: a path per the clock; a record at its newest event
-/// after the note (none means unchanged since).
-async fn subject_changed_at(
-    store: &dyn Store,
-    clock: &dyn PathClock,
-    note: &Note,
-) -> Result<Option<Millis>> {
-    Ok(match &note.subject {
-        Subject::Path(path) => clock.changed_at(path),
-        Subject::Record(id) => Some(
-            store
-                .last_change(id, note.written.seq)
-                .await?
-                .unwrap_or(note.written.at),
-        ),
-    })
-}
-
-/// The newest `limit` notes with their freshness, newest first.
+/// The newest `limit` notes with their freshness, newest first. The records' last changes
+/// are read together, in one read where the store can.
 pub(crate) async fn notes_freshness(
     store: &dyn Store,
     clock: &dyn PathClock,
     state: &ProjectState,
     limit: usize,
 ) -> Result<Vec<(Note, Freshness)>> {
-    let mut out = Vec::new();
-    for note in state.notes.iter().rev().take(limit) {
-        let changed = subject_changed_at(store, clock, note).await?;
+    let notes: Vec<&Note> = state.notes.iter().rev().take(limit).collect();
+    let records: Vec<(String, i64)> = notes
+        .iter()
+        .filter_map(|n| match &n.subject {
+            Subject::Record(id) => Some((id.clone(), n.written.seq)),
+            Subject::Path(_) => None,
+        })
+        .collect();
+    let mut changes = store.last_changes(&records).await?.into_iter();
+    let mut out = Vec::with_capacity(notes.len());
+    for note in notes {
+        let changed = match &note.subject {
+            Subject::Path(path) => clock.changed_at(path),
+            Subject::Record(_) => Some(changes.next().flatten().unwrap_or(note.written.at)),
+        };
         out.push((note.clone(), freshness(note, changed)));
     }
     Ok(out)
@@ -129,10 +124,17 @@ pub(crate) async fn resume(
     let (owed, owed_total) = store.owed(me, owed_read_limit(max_bytes)).await?;
     let mut owed_lines = Vec::new();
     let mut stops = Vec::new();
+    let read: Vec<String> = owed
+        .iter()
+        .take(PAYLOADS_READ)
+        .filter(|env| env.kind == MessageType::Request)
+        .map(|env| env.id.clone())
+        .collect();
+    let mut payloads = store.payloads(&read).await?.into_iter();
     for (i, env) in owed.iter().enumerate() {
         if i < PAYLOADS_READ && env.kind == MessageType::Request {
-            let payload = match store.message(&env.id).await? {
-                Some((_, payload)) => Value::Object(payload),
+            let payload = match payloads.next().flatten() {
+                Some(payload) => Value::Object(payload),
                 None => Value::Null,
             };
             let resume_at = contract_field(&payload, &["decision", "resume_at"])

@@ -26,6 +26,7 @@ pub mod queue;
 pub mod record;
 pub mod refusal;
 pub mod run;
+pub mod search;
 pub mod state;
 pub mod statefile;
 pub mod time;

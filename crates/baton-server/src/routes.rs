@@ -21,7 +21,7 @@ use baton_core::key::Scope;
 use baton_core::packet::DEFAULT_MAX_BYTES;
 use baton_core::state::StateOp;
 use baton_core::{DeliveryStatus, MessageType, Refusal, Verb};
-use baton_store::{RunQuery, SearchQuery};
+use baton_store::SearchQuery;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -164,6 +164,22 @@ pub struct AllQuery {
     #[serde(default)]
     pub all: bool,
 }
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunsQuery {
+    /// Every run ever recorded, a page at a time; without it, live runs and the newest
+    /// others.
+    #[serde(default)]
+    pub all: bool,
+    /// With `all`: the page after this cursor (the `next` of the previous page).
+    pub cursor: Option<String>,
+    /// With `all`: runs per page (1 to 1000; 100 when absent).
+    pub limit: Option<u32>,
+}
+
+/// The most runs a page of `…/runs?all=true` holds.
+const MAX_RUNS_PAGE: u32 = 1000;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -936,14 +952,12 @@ async fn news(a: Authed, Params(q): Params<NewsQuery>) -> Answer<doc::News> {
     Ok(Json((&news).into()))
 }
 
-async fn runs(a: Authed, Params(q): Params<AllQuery>) -> Answer<Runs> {
+async fn runs(a: Authed, Params(q): Params<RunsQuery>) -> Answer<Runs> {
     let now = a.app.now();
-    let query = RunQuery {
-        ended_since: (!q.all).then_some(now - 3_600_000),
-        ..RunQuery::default()
-    };
-    let rows = a.app.runs(&query).await?;
+    let limit = q.limit.unwrap_or(100).clamp(1, MAX_RUNS_PAGE);
+    let (rows, next) = a.app.runs_view(q.all, q.cursor.as_deref(), limit).await?;
     Ok(Json(Runs {
+        next,
         items: rows.iter().map(|r| RunDoc::new(r, now)).collect(),
     }))
 }
@@ -1274,7 +1288,7 @@ pub fn router(server: Arc<Server>) -> Router {
             w,
             ack_queue_item,
         )
-        .route::<AllQuery, Nothing, Runs, _, _>(
+        .route::<RunsQuery, Nothing, Runs, _, _>(
             Method::GET,
             &p("/runs"),
             "Runs with their health",

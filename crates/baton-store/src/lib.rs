@@ -26,6 +26,7 @@ use std::time::Duration;
 
 pub use error::StoreError;
 pub use postgres::{PostgresDatabase, PostgresStore};
+pub use rows::{decode_cursor, encode_cursor};
 pub use sqlite::SqliteStore;
 pub use types::*;
 
@@ -36,7 +37,7 @@ use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::negotiation::Negotiation;
 use baton_core::order::{Order, OrderRequest};
-use baton_core::run::{Run, RunChange};
+use baton_core::run::{HookCall, Run, RunChange};
 use baton_core::state::{ProjectState, StateOp};
 use baton_core::webhook::Webhook;
 use baton_core::{
@@ -79,6 +80,22 @@ pub async fn database(url: &str, busy_timeout: Duration) -> Result<Arc<dyn Datab
         Some(("postgres" | "postgresql", rest)) if rest.starts_with("//") => Ok(Arc::new(
             PostgresDatabase::connect(url, busy_timeout).await?,
         )),
+        _ => Err(StoreError::Url {
+            url: postgres::redact(url),
+        }),
+    }
+}
+
+/// Opens an existing one-project store for an agent's hook: on SQLite its hook events
+/// are spooled beside the store rather than wait for the write lock.
+pub async fn open_for_hooks(url: &str, busy_timeout: Duration) -> Result<Arc<dyn Store>> {
+    match url.split_once(':') {
+        Some(("sqlite", path)) if !path.is_empty() => {
+            let path = std::path::Path::new(path.strip_prefix("//").unwrap_or(path));
+            Ok(Arc::new(
+                SqliteStore::open_spooling(path, busy_timeout).await?,
+            ))
+        }
         _ => Err(StoreError::Url {
             url: postgres::redact(url),
         }),
@@ -150,6 +167,13 @@ pub trait Backend: Send + Sync {
     /// Starts a write transaction, waiting at most the busy timeout for the write lock.
     async fn begin(&self) -> Result<Box<dyn Tx>>;
 
+    /// Keeps `event`, already planned, durably for the next writer to append, without
+    /// waiting for the write lock: `true` when it did (an agent hook's store on SQLite,
+    /// see `sqlite::spool`), `false` when the caller must write it itself.
+    async fn spool(&self, _event: &NewEvent) -> Result<bool> {
+        Ok(false)
+    }
+
     async fn participants(&self) -> Result<Vec<Participant>>;
     async fn participant(&self, name: &str) -> Result<Option<Participant>>;
     /// A message's envelope and payload, read without side effects.
@@ -171,6 +195,24 @@ pub trait Backend: Send + Sync {
     async fn state(&self) -> Result<ProjectState>;
     /// When `subject` (a message, order or other record id) last changed after `after_seq`.
     async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>>;
+    /// [`Backend::last_change`] of each `(subject, after_seq)`, in order: one read where
+    /// the backend can make it one.
+    async fn last_changes(&self, subjects: &[(String, i64)]) -> Result<Vec<Option<Millis>>> {
+        let mut out = Vec::with_capacity(subjects.len());
+        for (subject, after) in subjects {
+            out.push(self.last_change(subject, *after).await?);
+        }
+        Ok(out)
+    }
+    /// The payloads of messages `ids`, in order (`None` for an unknown id): one read where
+    /// the backend can make it one.
+    async fn payloads(&self, ids: &[String]) -> Result<Vec<Option<Map<String, Value>>>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            out.push(self.message(id).await?.map(|(_, payload)| payload));
+        }
+        Ok(out)
+    }
     /// Runs matching `query`, oldest first.
     async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>>;
     async fn order(&self, id: &str) -> Result<Option<Order>>;
@@ -275,6 +317,9 @@ pub trait Store: Backend {
     /// Records facts about runs in one transaction, each checked against the run's status
     /// left by the ones before it. An untracked process already recorded writes nothing.
     async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>>;
+    /// Records an agent hook's call: spooled where the backend keeps a spool (the next
+    /// writer appends it), otherwise written now.
+    async fn record_hook(&self, actor: &str, call: HookCall) -> Result<()>;
     /// Records review verdicts, needs and acknowledgements in one transaction.
     async fn record_gate(&self, actor: &str, changes: &[GateChange]) -> Result<Vec<Event>>;
     /// Marks a registered or running run lost and, in the same transaction, resurfaces as
@@ -421,6 +466,10 @@ impl<B: Backend + ?Sized> Store for B {
 
     async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>> {
         write::record_run(self, actor, changes).await
+    }
+
+    async fn record_hook(&self, actor: &str, call: HookCall) -> Result<()> {
+        write::record_hook(self, actor, call).await
     }
 
     async fn record_gate(&self, actor: &str, changes: &[GateChange]) -> Result<Vec<Event>> {

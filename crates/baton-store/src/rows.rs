@@ -218,11 +218,11 @@ pub(crate) fn depth_first(flat: Vec<Envelope>, root: &str) -> Vec<Envelope> {
 }
 
 /// The search cursor: the log position to continue before, opaque to callers.
-pub(crate) fn encode_cursor(seq: i64) -> String {
+pub fn encode_cursor(seq: i64) -> String {
     format!("c{seq:x}")
 }
 
-pub(crate) fn decode_cursor(cursor: &str) -> Result<i64> {
+pub fn decode_cursor(cursor: &str) -> Result<i64> {
     cursor
         .strip_prefix('c')
         .and_then(|hex| i64::from_str_radix(hex, 16).ok())

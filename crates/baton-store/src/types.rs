@@ -119,6 +119,12 @@ pub struct RunQuery {
     pub live: bool,
     /// Live runs plus those that ended at or after this time.
     pub ended_since: Option<Millis>,
+    /// Live runs plus this many of the newest others (a bounded view, whatever the history).
+    pub recent: Option<u32>,
+    /// Only runs created after the one whose `seq` this is: the page after it.
+    pub after_seq: Option<i64>,
+    /// At most this many runs.
+    pub limit: Option<u32>,
 }
 
 /// What the reaper did about one lost run.

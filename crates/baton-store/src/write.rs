@@ -320,6 +320,28 @@ pub async fn record_run<B: Backend + ?Sized>(
     Ok(written)
 }
 
+/// A hook's call is an observation the run's status never refuses (`run::plan` accepts
+/// every hook whatever the run), so it is planned without reading the run and, where the
+/// backend keeps a spool, kept there durably for the next writer instead of waiting for
+/// the write lock.
+pub async fn record_hook<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &str,
+    call: run::HookCall,
+) -> Result<()> {
+    let change = RunChange::Hook(call);
+    if !run::plan(None, &change)? {
+        return Ok(());
+    }
+    let event = NewEvent::new(actor, Change::Run(change), now());
+    if backend.spool(&event).await? {
+        return Ok(());
+    }
+    let mut tx = backend.begin().await?;
+    tx.append(event).await?;
+    tx.commit().await
+}
+
 /// Gate facts are the caller's observations (a reviewer's output, a need, an
 /// acknowledgement): appended as they are, together.
 pub async fn record_gate<B: Backend + ?Sized>(

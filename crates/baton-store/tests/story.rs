@@ -20,6 +20,7 @@ use baton_core::delivery::{request_transition, transition};
 use baton_core::message::DEFAULT_PAYLOAD_CAP;
 use baton_core::order::{OrderChange, OrderRequest, OrderStatus};
 use baton_core::run::{ProcessRef, Progress, Registration, Run, RunChange, RunStatus, TokenUsage};
+use baton_core::state::StateOp;
 use baton_core::{
     Change, DeliveryAction, DeliveryStatus, Draft, Field, InvalidTransition, MessageType, Millis,
     Passname, Payload, ProjectName, Record, Refusal, RefusalKind, RequestAction, RequestStatus,
@@ -1348,7 +1349,7 @@ async fn search_filters_narrow_and_pages_walk_everything_once(store: &dyn Store)
     let all = find(&[]).await;
     assert_eq!(all, newest_first.map(String::clone));
 
-    let cases: [(&[Filter], Vec<&String>); 10] = [
+    let cases: [(&[Filter], Vec<&String>); 14] = [
         (&[F::Topic("alpha")], vec![&m4, &m3, &m1]),
         (&[F::Kind(Info)], vec![&m5, &m2]),
         (&[F::Sender("planner")], vec![&m4, &m2, &m1]),
@@ -1358,6 +1359,13 @@ async fn search_filters_narrow_and_pages_walk_everything_once(store: &dyn Store)
         (&[F::Mine("exec-1", Delivered)], vec![&m1]),
         (&[F::Mine("exec-1", Pending)], vec![&m5, &m4]),
         (&[F::Text("Export")], vec![&m3, &m1]),
+        // Every word of the query starts a word of the payload, in any order and case.
+        (&[F::Text("expo")], vec![&m3, &m1]),
+        (&[F::Text("the QUESTION, export")], vec![&m3]),
+        // Inside a word is not the start of one.
+        (&[F::Text("xport")], vec![]),
+        // Punctuation alone has no words: the payload's text is compared.
+        (&[F::Text("\"body\":")], vec![&m5, &m4, &m3, &m2, &m1]),
         (
             &[F::Topic("alpha"), F::Kind(Request), F::Sender("planner")],
             vec![&m4, &m1],
@@ -1521,12 +1529,43 @@ async fn the_log_is_the_truth<B: Backend>() {
         let store = backend.store();
         cast(store).await;
         random_mix(store, &mut Dice(seed), 200).await;
+        // State changes between the messages: the state's projection is replayed too.
+        for i in 0..3 {
+            store
+                .change_state(
+                    "planner",
+                    &[
+                        StateOp::Decide {
+                            text: format!("decision {seed}.{i}"),
+                            why: "replayed".into(),
+                            supersedes: None,
+                        },
+                        StateOp::Stream {
+                            name: format!("s{}", i % 2),
+                            status: format!("step {i}"),
+                        },
+                    ],
+                )
+                .await
+                .unwrap();
+            random_mix(store, &mut Dice(seed + i), 20).await;
+        }
 
         let live = backend.projection_dump().await;
         assert!(
             live.iter()
                 .any(|row| row.starts_with("d|") && !row.contains("|pending|")),
             "seed {seed}: the mix moved no delivery, so the replay proves little"
+        );
+        // The search index and the state are among the projections compared.
+        assert!(
+            live.iter().any(|row| row.starts_with("t|")),
+            "no words indexed"
+        );
+        assert!(
+            live.iter()
+                .any(|row| row.starts_with("s|") && row.contains("decision")),
+            "no state projected"
         );
         let generation_before = generation(store).await;
         backend.rebuild_projections().await;
@@ -2055,6 +2094,56 @@ async fn a_lost_run_resurfaces_what_it_held_once(store: &dyn Store) {
         generation_before,
         "a second reap wrote"
     );
+}
+
+/// Story: the bounded view of the ledger is every live run and the newest `recent` ended
+/// ones, oldest first; pages after a run's seq walk every run once.
+async fn the_runs_view_is_live_runs_and_the_newest_others_and_pages_walk_all(store: &dyn Store) {
+    cast(store).await;
+    let ended = |id: &str| RunChange::Exited {
+        run: id.into(),
+        status: RunStatus::Done,
+        exit_code: Some(0),
+        signal: None,
+        reason: None,
+    };
+    // r1 stays live, oldest of all; r2..r6 end; r7 stays live, newest of all.
+    let mut changes = vec![registration("r1", Some("exec-1"))];
+    for i in 2..=6 {
+        let id = format!("r{i}");
+        changes.push(registration(&id, Some("exec-1")));
+        changes.push(ended(&id));
+    }
+    changes.push(registration("r7", Some("exec-2")));
+    store.record_run("exec-1", &changes).await.unwrap();
+    let ids = |runs: Vec<Run>| runs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+
+    let view = store
+        .runs(&RunQuery {
+            recent: Some(2),
+            ..RunQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(view), ["r1", "r5", "r6", "r7"]);
+
+    let mut walked = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .runs(&RunQuery {
+                after_seq: after,
+                limit: Some(3),
+                ..RunQuery::default()
+            })
+            .await
+            .unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.seq);
+        walked.extend(ids(page));
+        assert!(walked.len() <= 7, "the pages do not end: {walked:?}");
+    }
+    assert_eq!(walked, ["r1", "r2", "r3", "r4", "r5", "r6", "r7"]);
 }
 
 /// Story 16: Run rows, too, are a projection: replaying the log rebuilds them exactly.
@@ -3114,6 +3203,7 @@ macro_rules! every_backend {
                     a_thread_comes_back_depth_first,
                     search_filters_narrow_and_pages_walk_everything_once,
                     a_run_is_the_fold_of_its_facts,
+                    the_runs_view_is_live_runs_and_the_newest_others_and_pages_walk_all,
                     a_lost_run_resurfaces_what_it_held_once,
                     an_order_goes_round_its_lifecycle,
                     an_offer_is_checked_and_orders_list_by_party,

@@ -25,7 +25,7 @@ use baton_core::metrics::Fold;
 use baton_core::queue::Lane;
 use baton_core::state::StateOp;
 use baton_core::{Passname, Refusal, Verb};
-use baton_store::{RunQuery, SearchQuery, StoreError};
+use baton_store::{SearchQuery, StoreError};
 use serde_json::Value;
 
 use crate::error::{CommandError, ErrorKind};
@@ -61,9 +61,6 @@ impl From<Failure> for CommandError {
 }
 
 pub type Answer<T> = Result<T, Failure>;
-
-/// How long ago runs count as recent for `baton runs` without `--all` (the server's too).
-pub const RECENT_RUNS_MS: i64 = 3_600_000;
 
 /// Every operation a command can make where the project is not on this machine. `me` and
 /// `actor` are who acts: locally the `--as` participant (checked), remotely the key's
@@ -132,7 +129,8 @@ pub trait Cases: Send + Sync {
     async fn queue(&self, lane: Option<Lane>) -> Answer<Queue>;
     async fn raise_need(&self, actor: &str, text: &str, order: Option<&str>) -> Answer<QueueNoted>;
     async fn ack_item(&self, actor: &str, item: &str) -> Answer<QueueNoted>;
-    async fn runs(&self, all: bool) -> Answer<Runs>;
+    /// Live runs and the newest others; with `all`, every run a page of `limit` at a time.
+    async fn runs(&self, all: bool, cursor: Option<&str>, limit: u32) -> Answer<Runs>;
     /// The project at a glance; `fold` carries the handoff metrics between calls (locally).
     async fn status(&self, fold: &mut Fold) -> Answer<Status>;
     /// The status once the log is past `generation`, or when `timeout` has passed.
@@ -387,15 +385,12 @@ impl Cases for Local {
         Ok(self.app.status(fold).await?)
     }
 
-    async fn runs(&self, all: bool) -> Answer<Runs> {
+    async fn runs(&self, all: bool, cursor: Option<&str>, limit: u32) -> Answer<Runs> {
         let at = now();
-        let query = RunQuery {
-            ended_since: (!all).then_some(at - RECENT_RUNS_MS),
-            ..RunQuery::default()
-        };
-        let rows = self.app.runs(&query).await?;
+        let (rows, next) = self.app.runs_view(all, cursor, limit).await?;
         Ok(Runs {
             items: rows.iter().map(|r| RunDoc::new(r, at)).collect(),
+            next,
         })
     }
 

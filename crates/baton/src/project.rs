@@ -80,12 +80,14 @@ impl Project {
     /// The project's use cases over its store, with the configured busy timeout. A wait
     /// that blocks says so on stderr ([`say_waiting`]).
     pub async fn open_app(&self) -> CommandResult<App> {
-        self.app_with(self.config.busy_timeout).await
+        let store = self.open_store(self.config.busy_timeout).await?;
+        Ok(App::new(store, self.config.clone(), crate::host::of(self)).on_wait(say_waiting))
     }
 
-    /// The use cases with another busy timeout (a hook waits far less).
-    pub async fn app_with(&self, busy_timeout: Duration) -> CommandResult<App> {
-        let store = self.open_store(busy_timeout).await?;
+    /// The use cases for an agent's hook: a short busy timeout, and its events spooled
+    /// beside the store rather than wait for the write lock.
+    pub async fn hook_app(&self, busy_timeout: Duration) -> CommandResult<App> {
+        let store = baton_store::open_for_hooks(&self.store_url(), busy_timeout).await?;
         Ok(App::new(store, self.config.clone(), crate::host::of(self)).on_wait(say_waiting))
     }
 }

@@ -567,8 +567,12 @@ impl Cases for Remote {
         self.post(&["queue", item, "ack"], &[], json!({}))
     }
 
-    async fn runs(&self, all: bool) -> Answer<Runs> {
-        self.get(&["runs"], &[("all", all.to_string())])
+    async fn runs(&self, all: bool, cursor: Option<&str>, limit: u32) -> Answer<Runs> {
+        let mut query = vec![("all", all.to_string()), ("limit", limit.to_string())];
+        if let Some(cursor) = cursor {
+            query.push(("cursor", cursor.to_owned()));
+        }
+        self.get(&["runs"], &query)
     }
 
     async fn status(&self, _fold: &mut Fold) -> Answer<Status> {

@@ -47,6 +47,10 @@ use baton_core::negotiation::Negotiation;
 use baton_core::webhook::Webhook;
 
 /// Schema migrations, applied in order; the `migrations` table records which ran.
+/// The migration that added the messages' words and the `state` projection: a database
+/// made before it has them filled from its logs.
+const TEXT_AND_STATE: i64 = 7;
+
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/001_event_log.sql"),
     include_str!("migrations/002_runs.sql"),
@@ -54,6 +58,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/004_keys.sql"),
     include_str!("migrations/005_authority.sql"),
     include_str!("migrations/006_webhooks.sql"),
+    include_str!("migrations/007_text_and_state.sql"),
 ];
 
 /// Connections one database keeps open, shared by all its projects.
@@ -215,6 +220,9 @@ async fn migrate(
             .execute(&mut *tx)
             .await
             .map_err(err)?;
+        if version == TEXT_AND_STATE && current > 0 {
+            fill_text_and_state(&mut tx).await.map_err(err)?;
+        }
         sqlx::query("INSERT INTO migrations (version, applied_at) VALUES ($1, $2)")
             .bind(version)
             .bind(now())
@@ -394,6 +402,7 @@ impl PostgresStore {
     pub async fn rebuild_projections(&self) -> Result<()> {
         let mut tx = self.write().await?;
         for table in [
+            "state",
             "deliveries",
             "messages",
             "participants",
@@ -451,6 +460,9 @@ impl PostgresStore {
              FROM keys WHERE project = $1 ORDER BY id COLLATE \"C\"",
             "SELECT 'w|' || participant || '|' || url || '|' || set_seq \
              FROM webhooks WHERE project = $1 ORDER BY participant COLLATE \"C\"",
+            "SELECT 't|' || seq || '|' || words::text FROM messages \
+             WHERE project = $1 ORDER BY seq",
+            "SELECT 's|' || data FROM state WHERE project = $1",
         ];
         let mut tx = self.snapshot().await?;
         let mut dump = Vec::new();
@@ -544,8 +556,9 @@ async fn project(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::
                 (m.kind == MessageType::Request).then_some(RequestStatus::Open.as_str());
             sqlx::query(
                 "INSERT INTO messages (project, id, seq, from_name, type, topic, reply_to, \
-                 root_id, depth, excerpt, size, hash, idempotency_key, created_at, request_status) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                 root_id, depth, excerpt, size, hash, idempotency_key, created_at, request_status, \
+                 words) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
+                 to_tsvector('simple', $16))",
             )
             .bind(project)
             .bind(&m.id)
@@ -562,6 +575,7 @@ async fn project(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::
             .bind(&m.idempotency_key)
             .bind(event.at)
             .bind(request_status)
+            .bind(baton_core::search::words(&m.payload))
             .execute(&mut *conn)
             .await?;
             for (ordinal, to) in (0_i64..).zip(&m.to) {
@@ -606,8 +620,7 @@ async fn project(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::
                 .execute(&mut *conn)
                 .await?;
         }
-        // Project state is folded in memory from its events (`ProjectState::replay`).
-        Change::State(_) => {}
+        Change::State(_) => advance_state(conn, project, event).await?,
         Change::Run(change) => runs::project(conn, project, event, change).await?,
         Change::Order(change) => orders::project(conn, project, event, change).await?,
         Change::Key(change) => keys::project(conn, project, event, change).await?,
@@ -694,16 +707,75 @@ async fn read_about(
     rows::events(&found)
 }
 
-/// The project state: the fold of every `state.changed` event.
+/// The project state: the fold of every `state.changed` event, as its projection keeps it.
 async fn read_state(conn: &mut PgConnection, project: i64) -> sqlx::Result<ProjectState> {
-    let found = sqlx::query(
-        "SELECT seq, id, at, actor, kind, data FROM events \
-         WHERE project = $1 AND kind = 'state.changed' ORDER BY seq",
+    let data: Option<String> = sqlx::query_scalar("SELECT data FROM state WHERE project = $1")
+        .bind(project)
+        .fetch_optional(&mut *conn)
+        .await?;
+    Ok(match data {
+        Some(data) => rows::folded(&data)?,
+        None => ProjectState::default(),
+    })
+}
+
+/// Folds one state event into the project's state projection.
+async fn advance_state(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::Result<()> {
+    let mut state = read_state(conn, project).await?;
+    state.apply(event);
+    let data = serde_json::to_string(&state).expect("the state always serializes");
+    sqlx::query(
+        "INSERT INTO state (project, data) VALUES ($1, $2) \
+         ON CONFLICT (project) DO UPDATE SET data = excluded.data",
     )
     .bind(project)
-    .fetch_all(&mut *conn)
+    .bind(data)
+    .execute(&mut *conn)
     .await?;
-    Ok(ProjectState::replay(&rows::events(&found)?))
+    Ok(())
+}
+
+/// Fills the messages' words and `state` from the logs of a database made before they
+/// existed.
+async fn fill_text_and_state(conn: &mut PgConnection) -> sqlx::Result<()> {
+    let mut after = (0_i64, 0_i64);
+    loop {
+        let found = sqlx::query(
+            "SELECT project, seq, id, at, actor, kind, data FROM events \
+             WHERE (project, seq) > ($1, $2) AND kind IN ('message.sent', 'state.changed') \
+             ORDER BY project, seq LIMIT 1000",
+        )
+        .bind(after.0)
+        .bind(after.1)
+        .fetch_all(&mut *conn)
+        .await?;
+        let projects: Vec<i64> = found
+            .iter()
+            .map(|row| row.try_get("project"))
+            .collect::<sqlx::Result<_>>()?;
+        let batch = rows::events(&found)?;
+        let (Some(last), Some(&project)) = (batch.last(), projects.last()) else {
+            return Ok(());
+        };
+        after = (project, last.seq);
+        for (event, &project) in batch.iter().zip(&projects) {
+            match &event.change {
+                Change::MessageSent(m) => {
+                    sqlx::query(
+                        "UPDATE messages SET words = to_tsvector('simple', $1) \
+                         WHERE project = $2 AND id = $3",
+                    )
+                    .bind(baton_core::search::words(&m.payload))
+                    .bind(project)
+                    .bind(&m.id)
+                    .execute(&mut *conn)
+                    .await?;
+                }
+                Change::State(_) => advance_state(conn, project, event).await?,
+                _ => {}
+            }
+        }
+    }
 }
 
 async fn fetch_participant(
@@ -950,9 +1022,21 @@ impl Backend for PostgresStore {
         if let Some(until) = q.until {
             sql.push(" AND m.created_at < ").push_bind(until);
         }
-        if let Some(text) = q.text.as_deref().filter(|t| !t.is_empty()) {
-            // The stored event's text, ignoring ASCII case only, as on SQLite (`lower()`
-            // there folds ASCII alone).
+        let text = q.text.as_deref().filter(|t| !t.is_empty());
+        let words = text
+            .map(baton_core::search::query_words)
+            .unwrap_or_default();
+        if !words.is_empty() {
+            // Each word must start a word of the payload: a prefix `tsquery` over the
+            // GIN-indexed words. The words are letters and digits only, so quoting is safe.
+            let query: Vec<String> = words.iter().map(|w| format!("'{w}':*")).collect();
+            sql.push(" AND m.words @@ to_tsquery('simple', ")
+                .push_bind(query.join(" & "))
+                .push(")");
+        }
+        if let Some(text) = text.filter(|_| words.is_empty()) {
+            // Punctuation alone has no words to look up: the stored event's text is read,
+            // ignoring ASCII case only, as on SQLite (`lower()` there folds ASCII alone).
             sql.push(
                 " AND strpos(translate((SELECT e.data FROM events e \
                  WHERE e.project = m.project AND e.seq = m.seq), \

@@ -85,6 +85,20 @@ pub(super) async fn other_live(
 }
 
 pub(super) async fn query(pool: &PgPool, project: i64, query: &RunQuery) -> sqlx::Result<Vec<Run>> {
+    if let Some(recent) = query.recent {
+        // Live runs, and the newest others found walking the `seq` index back from the end.
+        let data: Vec<String> = sqlx::query_scalar(
+            "SELECT data FROM (SELECT data, seq FROM runs WHERE project = $1 AND status IN \
+             ('registered', 'running', 'untracked') UNION ALL (SELECT data, seq FROM runs \
+             WHERE project = $1 AND status NOT IN ('registered', 'running', 'untracked') \
+             ORDER BY seq DESC LIMIT $2)) AS shown ORDER BY seq",
+        )
+        .bind(project)
+        .bind(i64::from(recent))
+        .fetch_all(pool)
+        .await?;
+        return data.iter().map(|d| rows::folded(d)).collect();
+    }
     let mut sql = QueryBuilder::<Postgres>::new("SELECT data FROM runs WHERE project = ");
     sql.push_bind(project);
     if let Some(id) = &query.id {
@@ -100,7 +114,13 @@ pub(super) async fn query(pool: &PgPool, project: i64, query: &RunQuery) -> sqlx
             .push_bind(since)
             .push(")");
     }
+    if let Some(after) = query.after_seq {
+        sql.push(" AND seq > ").push_bind(after);
+    }
     sql.push(" ORDER BY seq");
+    if let Some(limit) = query.limit {
+        sql.push(" LIMIT ").push_bind(i64::from(limit));
+    }
     let data: Vec<String> = sql.build_query_scalar().fetch_all(pool).await?;
     data.iter().map(|d| rows::folded(d)).collect()
 }

@@ -32,6 +32,7 @@ mod group;
 mod keys;
 mod orders;
 mod runs;
+mod spool;
 mod webhooks;
 
 use crate::rows::{self, decode_cursor, depth_first, encode_cursor};
@@ -49,7 +50,11 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/005_keys.sql"),
     include_str!("migrations/006_authority.sql"),
     include_str!("migrations/007_webhooks.sql"),
+    include_str!("migrations/008_text_and_state.sql"),
 ];
+/// How many migrations ran before the one that added `message_text` and `state`: a store
+/// older than that has them filled from its log when it is brought up to date.
+const BEFORE_TEXT_AND_STATE: i64 = 7;
 
 #[derive(Clone)]
 pub struct SqliteStore {
@@ -58,6 +63,10 @@ pub struct SqliteStore {
     busy_timeout: Duration,
     /// With group commit, the writers' shared transaction ([`group`]).
     group: Option<Arc<group::Group>>,
+    /// Where hooks' events wait for the next writer ([`spool`]).
+    spool: spool::Spool,
+    /// Whether this store's hook events go to the spool (a hook's own process).
+    spools: bool,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -85,7 +94,27 @@ impl SqliteStore {
             });
         }
         check_header(path)?;
-        Self::connect(path, busy_timeout, false).await
+        let store = Self::connect(path, busy_timeout, false).await?;
+        // What hooks spooled is in the log before this process reads anything.
+        if store.spool.pending() {
+            store.begin().await?.commit().await?;
+        }
+        Ok(store)
+    }
+
+    /// Opens an existing database for an agent's hook: its events are spooled beside the
+    /// store instead of waiting for the write lock ([`spool`]), and nothing spooled is
+    /// folded on opening.
+    pub async fn open_spooling(path: &Path, busy_timeout: Duration) -> Result<Self> {
+        if !path.exists() {
+            return Err(StoreError::Missing {
+                path: path.display().to_string(),
+            });
+        }
+        check_header(path)?;
+        let mut store = Self::connect(path, busy_timeout, false).await?;
+        store.spools = true;
+        Ok(store)
     }
 
     async fn connect(path: &Path, busy_timeout: Duration, create: bool) -> Result<Self> {
@@ -96,8 +125,11 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(busy_timeout)
             .foreign_keys(true);
+        // One connection: a command's reads and writes run one after another, and a pool
+        // of more would open a second connection (a thread, the file, the schema) while
+        // the first is still on its way back. A grouped store takes more ([`Self::grouped`]).
         let pool = SqlitePoolOptions::new()
-            .max_connections(4)
+            .max_connections(1)
             .acquire_timeout(busy_timeout)
             .connect_with(options)
             .await
@@ -113,14 +145,17 @@ impl SqliteStore {
             path: path.to_owned(),
             busy_timeout,
             group: None,
+            spool: spool::Spool::beside(path),
+            spools: false,
         };
-        if !create && store.user_version(None).await? == 0 {
+        let version = store.user_version(None).await?;
+        if !create && version == 0 {
             return Err(StoreError::NotAStore {
                 path: path.display().to_string(),
                 reason: "a SQLite database that Baton never set up".to_owned(),
             });
         }
-        store.migrate().await?;
+        store.migrate(version).await?;
         Ok(store)
     }
 
@@ -141,6 +176,12 @@ impl SqliteStore {
     /// transaction and one fsync, each acknowledged only after it (see [`group`]). For a
     /// server, where many clients write at once; a one-shot command gains nothing.
     pub fn grouped(mut self) -> Self {
+        // The group holds the writer connection; readers need their own beside it.
+        let options = (*self.pool.connect_options()).clone();
+        self.pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(self.busy_timeout)
+            .connect_lazy_with(options);
         self.group = Some(Arc::new(group::Group::new(
             self.pool.clone(),
             self.busy_timeout,
@@ -148,11 +189,12 @@ impl SqliteStore {
         self
     }
 
-    /// Brings the schema up to date. Safe when several processes open a new store at once:
-    /// the check is repeated under the write lock.
-    async fn migrate(&self) -> Result<()> {
+    /// Brings the schema up to date from version `seen` (read on opening). Safe when
+    /// several processes open a new store at once: the check is repeated under the write
+    /// lock.
+    async fn migrate(&self, seen: i64) -> Result<()> {
         let latest = MIGRATIONS.len() as i64;
-        if self.user_version(None).await? == latest {
+        if seen == latest {
             return Ok(());
         }
         let mut tx = self.write().await?;
@@ -167,6 +209,11 @@ impl SqliteStore {
         for script in &MIGRATIONS[current as usize..] {
             sqlx::raw_sql(*script)
                 .execute(&mut *tx)
+                .await
+                .map_err(|e| self.err(e))?;
+        }
+        if (1..=BEFORE_TEXT_AND_STATE).contains(&current) {
+            fill_text_and_state(&mut tx)
                 .await
                 .map_err(|e| self.err(e))?;
         }
@@ -213,7 +260,12 @@ impl SqliteStore {
     /// the log does not.
     pub async fn rebuild_projections(&self) -> Result<()> {
         let mut tx = self.write().await?;
+        sqlx::query("INSERT INTO message_text (message_text) VALUES ('delete-all')")
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.err(e))?;
         for table in [
+            "state",
             "deliveries",
             "messages",
             "participants",
@@ -263,6 +315,9 @@ impl SqliteStore {
              FROM keys ORDER BY id",
             "SELECT 'w|' || participant || '|' || url || '|' || set_seq \
              FROM webhooks ORDER BY participant",
+            "SELECT 't|' || doc || '|' || \"offset\" || '|' || term \
+             FROM message_words ORDER BY doc, \"offset\"",
+            "SELECT 's|' || data FROM state",
         ];
         let mut rows = Vec::new();
         for q in queries {
@@ -467,6 +522,7 @@ async fn project(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()>
             .bind(request_status)
             .execute(&mut *conn)
             .await?;
+            index_words(conn, event.seq, m).await?;
             for to in &m.to {
                 sqlx::query(
                     "INSERT INTO deliveries (message_id, participant, status, updated_at) \
@@ -504,8 +560,7 @@ async fn project(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()>
                 .execute(&mut *conn)
                 .await?;
         }
-        // Project state is folded in memory from its events (`ProjectState::replay`).
-        Change::State(_) => {}
+        Change::State(_) => advance_state(conn, event).await?,
         Change::Run(change) => runs::project(conn, event, change).await?,
         Change::Order(change) => orders::project(conn, event, change).await?,
         Change::Key(change) => keys::project(conn, event, change).await?,
@@ -556,14 +611,70 @@ async fn read_events(
     rows::events(&found)
 }
 
-/// The project state: the fold of every `state.changed` event.
+/// The project state: the fold of every `state.changed` event, as its projection keeps it.
 async fn read_state(conn: &mut SqliteConnection) -> sqlx::Result<ProjectState> {
-    let found = sqlx::query(
-        "SELECT seq, id, at, actor, kind, data FROM events WHERE kind = 'state.changed' ORDER BY seq",
+    let data: Option<String> = sqlx::query_scalar("SELECT data FROM state WHERE id = 1")
+        .fetch_optional(&mut *conn)
+        .await?;
+    Ok(match data {
+        Some(data) => rows::folded(&data)?,
+        None => ProjectState::default(),
+    })
+}
+
+/// Folds one state event into the state's projection.
+async fn advance_state(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()> {
+    let mut state = read_state(conn).await?;
+    state.apply(event);
+    let data = serde_json::to_string(&state).expect("the state always serializes");
+    sqlx::query(
+        "INSERT INTO state (id, data) VALUES (1, ?) \
+         ON CONFLICT (id) DO UPDATE SET data = excluded.data",
     )
-    .fetch_all(&mut *conn)
+    .bind(data)
+    .execute(&mut *conn)
     .await?;
-    Ok(ProjectState::replay(&rows::events(&found)?))
+    Ok(())
+}
+
+/// Indexes a message's words for free-text search, under its event's seq.
+async fn index_words(
+    conn: &mut SqliteConnection,
+    seq: i64,
+    m: &baton_core::event::SentMessage,
+) -> sqlx::Result<()> {
+    sqlx::query("INSERT INTO message_text (rowid, words) VALUES (?, ?)")
+        .bind(seq)
+        .bind(baton_core::search::words(&m.payload))
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Fills `message_text` and `state` from the log of a store made before they existed.
+async fn fill_text_and_state(conn: &mut SqliteConnection) -> sqlx::Result<()> {
+    let mut after = 0;
+    loop {
+        let found = sqlx::query(
+            "SELECT seq, id, at, actor, kind, data FROM events \
+             WHERE seq > ? AND kind IN ('message.sent', 'state.changed') ORDER BY seq LIMIT 1000",
+        )
+        .bind(after)
+        .fetch_all(&mut *conn)
+        .await?;
+        let batch = rows::events(&found)?;
+        let Some(last) = batch.last() else {
+            return Ok(());
+        };
+        after = last.seq;
+        for event in &batch {
+            match &event.change {
+                Change::MessageSent(m) => index_words(conn, event.seq, m).await?,
+                Change::State(_) => advance_state(conn, event).await?,
+                _ => {}
+            }
+        }
+    }
 }
 
 /// Negotiation `id`: the fold of its events, found by the subject index.
@@ -628,10 +739,38 @@ impl Backend for SqliteStore {
             Some(group) => Handle::Member(group.begin().await?),
             None => Handle::Own(self.write().await?),
         };
-        Ok(Box::new(SqliteTx {
+        let mut tx = SqliteTx {
             handle,
             busy_timeout: self.busy_timeout,
-        }))
+            folded: None,
+        };
+        // Every writer folds what hooks spooled, in its own transaction.
+        if self.group.is_none() && self.spool.pending() {
+            let unavailable = |e: std::io::Error| StoreError::Unavailable {
+                path: self.path.display().to_string(),
+                reason: format!("the hook spool: {e}"),
+            };
+            for event in self.spool.claim().map_err(unavailable)? {
+                if !tx.has_event(&event.id).await? {
+                    tx.append(event).await?;
+                }
+            }
+            tx.folded = Some(self.spool.clone());
+        }
+        Ok(Box::new(tx))
+    }
+
+    async fn spool(&self, event: &NewEvent) -> Result<bool> {
+        if !self.spools || self.group.is_some() {
+            return Ok(false);
+        }
+        self.spool
+            .append(event)
+            .map_err(|e| StoreError::Unavailable {
+                path: self.path.display().to_string(),
+                reason: format!("the hook spool: {e}"),
+            })?;
+        Ok(true)
     }
 
     async fn participants(&self) -> Result<Vec<Participant>> {
@@ -721,7 +860,21 @@ impl Backend for SqliteStore {
 
     async fn search(&self, caller: Option<&Passname>, q: &SearchQuery) -> Result<Page> {
         let limit = q.limit.clamp(1, 100);
-        let mut sql = QueryBuilder::<Sqlite>::new("SELECT m.seq, m.id FROM messages m");
+        let text = q.text.as_deref().filter(|t| !t.is_empty());
+        let words = text
+            .map(baton_core::search::query_words)
+            .unwrap_or_default();
+        // With words to look for, the index is walked newest first and each match joined
+        // to its message: a page reads a page of matches, and no match reads none.
+        let (mut sql, order) = if words.is_empty() {
+            let sql = QueryBuilder::<Sqlite>::new("SELECT m.seq, m.id FROM messages m");
+            (sql, "m.seq")
+        } else {
+            let sql = QueryBuilder::<Sqlite>::new(
+                "SELECT m.seq, m.id FROM message_text f JOIN messages m ON m.seq = f.rowid",
+            );
+            (sql, "f.rowid")
+        };
         if let Some(status) = q.status {
             let caller = caller.ok_or(Refusal::StatusNeedsIdentity)?;
             sql.push(" JOIN deliveries mine ON mine.message_id = m.id AND mine.participant = ")
@@ -730,6 +883,12 @@ impl Backend for SqliteStore {
                 .push_bind(status.as_str());
         }
         sql.push(" WHERE 1 = 1");
+        if !words.is_empty() {
+            // Each word must start a word of the payload: an FTS5 prefix query.
+            let query: Vec<String> = words.iter().map(|w| format!("\"{w}\"*")).collect();
+            sql.push(" AND f.message_text MATCH ")
+                .push_bind(query.join(" "));
+        }
         if let Some(topic) = &q.topic {
             sql.push(" AND m.topic = ").push_bind(topic.clone());
         }
@@ -750,15 +909,21 @@ impl Backend for SqliteStore {
         if let Some(until) = q.until {
             sql.push(" AND m.created_at < ").push_bind(until);
         }
-        if let Some(text) = q.text.as_deref().filter(|t| !t.is_empty()) {
+        if let Some(text) = text.filter(|_| words.is_empty()) {
+            // Punctuation alone has no words to look up: the payloads' text is read.
             sql.push(" AND instr(lower((SELECT e.data FROM events e WHERE e.seq = m.seq)), lower(")
                 .push_bind(text.to_owned())
                 .push(")) > 0");
         }
         if let Some(cursor) = &q.cursor {
-            sql.push(" AND m.seq < ").push_bind(decode_cursor(cursor)?);
+            sql.push(" AND ")
+                .push(order)
+                .push(" < ")
+                .push_bind(decode_cursor(cursor)?);
         }
-        sql.push(" ORDER BY m.seq DESC LIMIT ")
+        sql.push(" ORDER BY ")
+            .push(order)
+            .push(" DESC LIMIT ")
             .push_bind(i64::from(limit) + 1);
         let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
         let rows: Vec<(i64, String)> = sql
@@ -817,6 +982,40 @@ impl Backend for SqliteStore {
             .fetch_one(&self.pool)
             .await
             .map_err(|e| self.err(e))
+    }
+
+    async fn last_changes(&self, subjects: &[(String, i64)]) -> Result<Vec<Option<Millis>>> {
+        let list = serde_json::to_string(subjects).expect("pairs serialize");
+        let found: Vec<Option<Millis>> = sqlx::query_scalar(
+            "SELECT (SELECT max(at) FROM events WHERE subject = j.value ->> 0 \
+             AND seq > j.value ->> 1) FROM json_each(?) j ORDER BY j.key",
+        )
+        .bind(list)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        Ok(found)
+    }
+
+    async fn payloads(&self, ids: &[String]) -> Result<Vec<Option<Map<String, Value>>>> {
+        let list = serde_json::to_string(ids).expect("strings serialize");
+        let found: Vec<(String, String)> = sqlx::query_as(
+            "SELECT m.id, e.data FROM messages m JOIN events e ON e.seq = m.seq \
+             WHERE m.id IN (SELECT value FROM json_each(?))",
+        )
+        .bind(list)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        let by_id: std::collections::HashMap<String, String> = found.into_iter().collect();
+        ids.iter()
+            .map(|id| {
+                by_id
+                    .get(id)
+                    .map(|data| rows::payload(id, data))
+                    .transpose()
+            })
+            .collect()
     }
 
     async fn generation(&self) -> Result<i64> {
@@ -916,6 +1115,8 @@ impl Backend for SqliteStore {
 struct SqliteTx {
     handle: Handle,
     busy_timeout: Duration,
+    /// The spool this transaction folded, released once it commits.
+    folded: Option<spool::Spool>,
 }
 
 enum Handle {
@@ -1056,9 +1257,15 @@ impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<()> {
         let busy_timeout = self.busy_timeout;
         match self.handle {
-            Handle::Own(tx) => tx.commit().await.map_err(|e| classify(&e, busy_timeout)),
-            Handle::Member(member) => member.commit(busy_timeout).await,
+            Handle::Own(tx) => tx.commit().await.map_err(|e| classify(&e, busy_timeout))?,
+            Handle::Member(member) => member.commit(busy_timeout).await?,
         }
+        if let Some(spool) = self.folded {
+            // Committed: the claimed events are in the log. Should the removal fail, the
+            // next writer finds them there by id and appends nothing twice.
+            let _ = spool.release();
+        }
+        Ok(())
     }
 }
 

@@ -10,14 +10,22 @@ use crate::output::{Output, age_of, now, table};
 /// List runs: status (a recorded fact), health (derived now), age, idle time, progress,
 /// tokens and exit code.
 ///
-/// Without --all: live runs and those that ended in the last hour. Unknown values read
-/// `-` (null in JSON), never 0.
+/// Without --all: live runs and the 50 newest others. Unknown values read `-` (null in
+/// JSON), never 0.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  baton runs\n  baton runs --all --json")]
+#[command(
+    after_help = "Examples:\n  baton runs\n  baton runs --all --json\n  baton runs --all --cursor c1f4 --limit 500"
+)]
 pub struct RunsArgs {
-    /// Every run ever recorded.
+    /// Every run ever recorded, oldest first, a page at a time (`next` in --json output).
     #[arg(long)]
     pub all: bool,
+    /// With --all: runs per page.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: u32,
+    /// With --all: the page after this cursor (the `next` of the previous page).
+    #[arg(long, requires = "all")]
+    pub cursor: Option<String>,
 }
 
 /// How much of a command the table shows, in bytes (JSON has all of it).
@@ -29,7 +37,10 @@ fn or_dash<T: ToString>(v: Option<T>) -> String {
 
 pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
     let now = now();
-    let doc = ctx.cases.runs(args.all).await?;
+    let doc = ctx
+        .cases
+        .runs(args.all, args.cursor.as_deref(), args.limit)
+        .await?;
     let mut rows = Vec::new();
     for run in &doc.items {
         let exit = match (run.exit_code, run.signal) {
@@ -72,6 +83,15 @@ pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
                 "PID", "COMMAND",
             ],
             &rows,
+        )
+    };
+    let human = if doc.next.is_empty() {
+        human
+    } else {
+        format!(
+            "{}\nMore: baton runs --all --cursor {}\n",
+            human.trim_end(),
+            doc.next
         )
     };
     Ok(Output::of(&doc, human))

@@ -1,0 +1,921 @@
+//! `cargo bench -p baton --bench floor`: every everyday command as a whole `baton` process
+//! beside its floor — a bare `sqlite3` process doing the same database work on the same
+//! store (one fsync'd insert for a write; the same rows for a read) — on stores of 10,000
+//! and 100,000 messages.
+//!
+//! The stores are seeded once through the `baton-store` library (a grouped store, so a
+//! batch of writers shares one fsync) and kept under `target/bench-stores/`, reused by the
+//! next run. Each command and its floor run alternately (A B A B …) after one warm-up of
+//! each; the table shows the median and p90 of the command, the floor's median, their
+//! ratio, and the command's peak RSS (`/usr/bin/time`). A hook is timed while another
+//! process writes continuously, and every hook event is counted in the log afterwards.
+//! Resume is also timed on a store of 100 events. It asserts nothing about time. Run
+//! without `--bench` (as `cargo test --benches` does) it only checks that it works, on a
+//! small store of its own. `BATON_FLOOR_SIZES=10000` (comma-separated) times only those
+//! stores.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+mod support;
+use support::baton;
+
+use baton_core::run::{ProcessRef, Registration, RunChange, RunStatus};
+use baton_core::state::{StateOp, Subject};
+use baton_core::{Draft, MessageType, Passname, Payload, Topic};
+use baton_store::{SqliteStore, Store, Verb};
+
+/// The participant whose commands are timed.
+const ME: &str = "impl-1";
+const PARTICIPANTS: [(&str, &str); 6] = [
+    ("planner", "planner"),
+    // A lead: it owes requests and sends its own (an executor may not send requests).
+    ("impl-1", "planner"),
+    ("impl-2", "executor"),
+    ("impl-3", "executor"),
+    ("reviewer", "reviewer"),
+    ("owner", "owner"),
+];
+const TOPICS: usize = 20;
+/// Requests owed to `ME` (its inbox) and requests `ME` keeps open (its outbox).
+const OWED: usize = 100;
+const OPEN: usize = 100;
+/// Messages in the one long thread `thread` shows.
+const THREAD: usize = 20;
+/// Writers sharing one commit while seeding.
+const SEED_BATCH: usize = 256;
+
+struct Scale {
+    sizes: &'static [usize],
+    runs: usize,
+    hooks: usize,
+}
+
+const FULL: Scale = Scale {
+    sizes: &[10_000, 100_000],
+    runs: 30,
+    hooks: 300,
+};
+const SMOKE: Scale = Scale {
+    sizes: &[400],
+    runs: 2,
+    hooks: 5,
+};
+
+fn main() {
+    let started = Instant::now();
+    let full = std::env::args().any(|a| a == "--bench");
+    let scale = if full { FULL } else { SMOKE };
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_baton"));
+    // Kept beside the build, so the next run reuses them; the smoke run uses a temp dir.
+    let temp = tempfile::tempdir().expect("temp dir");
+    let base = if full {
+        exe.parent()
+            .and_then(Path::parent)
+            .expect("target/release/baton")
+            .join("bench-stores")
+    } else {
+        temp.path().to_owned()
+    };
+
+    // `BATON_FLOOR_SIZES=10000` (comma-separated) times only those stores.
+    let sizes: Vec<usize> = match std::env::var("BATON_FLOOR_SIZES") {
+        Ok(list) if full => list
+            .split(',')
+            .map(|n| n.trim().parse().expect("BATON_FLOOR_SIZES: numbers"))
+            .collect(),
+        _ => scale.sizes.to_vec(),
+    };
+    let mut table: Vec<Row> = Vec::new();
+    let mut notes = Vec::new();
+    for &size in &sizes {
+        let project = base.join(format!("floor-{size}"));
+        let seeded = prepare(&exe, &project, size);
+        notes.push(format!(
+            "{size} messages: {} ({} events, {} runs)",
+            seeded.how, seeded.events, seeded.runs
+        ));
+        // Warm-up, timed runs, and one more for the memory measurement.
+        let fixtures = settle(fixtures(&project, scale.runs + 2));
+        let bench = Bench {
+            exe: &exe,
+            project: &project,
+            runs: scale.runs,
+            size,
+        };
+        table.extend(bench.everyday(&fixtures));
+        table.push(bench.hook(scale.hooks));
+    }
+    // Resume as history grows: a store of 100 events beside the big ones.
+    let small = base.join("floor-resume-100");
+    let seeded = prepare_small(&exe, &small);
+    notes.push(format!("resume store: {} events", seeded));
+    let bench = Bench {
+        exe: &exe,
+        project: &small,
+        runs: scale.runs,
+        size: 0,
+    };
+    table.push(bench.resume("resume (100 events)"));
+
+    println!(
+        "baton floor bench: {} · {} runs of each command and of its floor, alternating, \
+         after 1 warm-up each",
+        exe.display(),
+        scale.runs
+    );
+    for note in &notes {
+        println!("  {note}");
+    }
+    println!(
+        "{:<26} {:>9} {:>10} {:>8} {:>10} {:>6} {:>8}",
+        "command", "messages", "median ms", "p90 ms", "floor ms", "ratio", "RSS MB"
+    );
+    for row in &table {
+        row.print();
+    }
+    println!("wall time {:.1} s", started.elapsed().as_secs_f64());
+}
+
+struct Row {
+    command: String,
+    size: usize,
+    times: Vec<Duration>,
+    floor: Vec<Duration>,
+    rss_kb: Option<u64>,
+    /// What the row's numbers mean beyond median and p90 (a hook's p99, dropped events).
+    extra: String,
+}
+
+impl Row {
+    fn print(&self) {
+        let mut times = self.times.clone();
+        times.sort();
+        let mut floor = self.floor.clone();
+        floor.sort();
+        let median = ms(times[times.len() / 2]);
+        let p90 = ms(times[percentile(times.len(), 90)]);
+        let (floor_ms, ratio) = if floor.is_empty() {
+            ("-".to_owned(), "-".to_owned())
+        } else {
+            let f = ms(floor[floor.len() / 2]);
+            (format!("{f:.1}"), format!("{:.2}", median / f))
+        };
+        let size = if self.size == 0 {
+            "-".to_owned()
+        } else {
+            self.size.to_string()
+        };
+        let rss = self
+            .rss_kb
+            .map_or_else(|| "-".to_owned(), |kb| format!("{:.1}", kb as f64 / 1024.0));
+        println!(
+            "{:<26} {size:>9} {median:>10.1} {p90:>8.1} {floor_ms:>10} {ratio:>6} {rss:>8}{}",
+            self.command,
+            if self.extra.is_empty() {
+                String::new()
+            } else {
+                format!("  {}", self.extra)
+            }
+        );
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The index of the `p`th percentile in a sorted list of `len`.
+fn percentile(len: usize, p: usize) -> usize {
+    (len * p).div_ceil(100).max(1) - 1
+}
+
+/// What the timed commands act on, made fresh for each run of the bench (outside timing):
+/// requests to `ME` not yet fetched (for `show`, then `complete`) and infos to `ME`
+/// already fetched (for `ack`).
+struct Fixtures {
+    requests: Vec<String>,
+    infos: Vec<String>,
+    thread: String,
+}
+
+struct Bench<'a> {
+    exe: &'a Path,
+    project: &'a Path,
+    runs: usize,
+    size: usize,
+}
+
+/// One side of a comparison: a `baton` command line or a `sqlite3` script.
+enum Side {
+    Baton(Vec<String>),
+    Sqlite(String),
+}
+
+impl Bench<'_> {
+    fn db(&self) -> PathBuf {
+        self.project.join(".baton/baton.db")
+    }
+
+    /// Runs `side` once; returns its wall time.
+    fn once(&self, side: &Side) -> Duration {
+        let started = Instant::now();
+        match side {
+            Side::Baton(argv) => {
+                let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+                baton(self.exe, self.project, &argv);
+            }
+            Side::Sqlite(sql) => sqlite(&self.db(), sql),
+        }
+        started.elapsed()
+    }
+
+    /// `runs + 1` command lines (`argv(i)`, the first a warm-up) against the floor `sql`,
+    /// alternately.
+    fn compare(&self, name: &str, argv: impl Fn(usize) -> Vec<String>, sql: &str) -> Row {
+        let floor = Side::Sqlite(sql.to_owned());
+        let mut times = Vec::new();
+        let mut floors = Vec::new();
+        for i in 0..=self.runs {
+            let a = self.once(&Side::Baton(argv(i)));
+            let b = self.once(&floor);
+            if i > 0 {
+                times.push(a);
+                floors.push(b);
+            }
+        }
+        Row {
+            command: name.to_owned(),
+            size: self.size,
+            times,
+            floor: floors,
+            rss_kb: None,
+            extra: String::new(),
+        }
+    }
+
+    /// Peak resident memory of one more run of `argv`, in KiB.
+    fn rss(&self, argv: &[String]) -> Option<u64> {
+        let out = Command::new("/usr/bin/time")
+            .args(["-f", "%M"])
+            .arg(self.exe)
+            .args(argv)
+            .current_dir(self.project)
+            .env_remove("BATON_PROJECT")
+            .env_remove("BATON_AS")
+            .stdout(Stdio::null())
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stderr);
+        text.lines().last()?.trim().parse().ok()
+    }
+
+    fn everyday(&self, fx: &Fixtures) -> Vec<Row> {
+        sqlite(
+            &self.db(),
+            "PRAGMA busy_timeout = 10000; \
+             CREATE TABLE IF NOT EXISTS bench_floor (id INTEGER PRIMARY KEY, data TEXT NOT NULL)",
+        );
+        let write_floor = format!(
+            "PRAGMA synchronous = FULL; INSERT INTO bench_floor (data) VALUES ('{}');",
+            "x".repeat(300)
+        );
+        let me = |rest: &[&str]| -> Vec<String> {
+            ["--as", ME]
+                .iter()
+                .chain(rest)
+                .map(|s| (*s).to_owned())
+                .collect()
+        };
+        let owed = format!(
+            "SELECT m.id, m.from_name, m.type, m.topic, m.excerpt, m.size, m.created_at, \
+             m.depth, d.status FROM deliveries d JOIN messages m ON m.id = d.message_id \
+             WHERE d.participant = '{ME}' AND d.status IN ('pending', 'delivered') \
+             ORDER BY m.seq;"
+        );
+        let newest = "SELECT m.id, m.from_name, m.type, m.topic, m.excerpt, m.size, \
+             m.created_at, m.depth, d.participant, d.status FROM (SELECT * FROM messages \
+             ORDER BY seq DESC LIMIT 50) m JOIN deliveries d ON d.message_id = m.id;";
+        let text = |word: &str| {
+            format!(
+                "SELECT m.id, m.from_name, m.type, m.topic, m.excerpt, m.size, m.created_at, \
+                 m.depth, d.participant, d.status FROM (SELECT * FROM messages WHERE seq IN \
+                 (SELECT rowid FROM message_text WHERE message_text MATCH '\"{word}\"*' \
+                 ORDER BY rowid DESC LIMIT 50)) m JOIN deliveries d ON d.message_id = m.id;"
+            )
+        };
+        let mut rows = vec![
+            self.compare(
+                "send",
+                |i| {
+                    me(&[
+                        "send",
+                        "--to",
+                        "planner",
+                        "--type",
+                        "info",
+                        "--topic",
+                        "topic-3",
+                        "--body",
+                        &format!("bench send {i}: the export keeps its filters"),
+                    ])
+                },
+                &write_floor,
+            ),
+            self.compare(
+                "show (first fetch)",
+                |i| me(&["show", &fx.requests[i]]),
+                &write_floor,
+            ),
+            self.compare("ack", |i| me(&["ack", &fx.infos[i]]), &write_floor),
+            self.compare(
+                "complete",
+                |i| me(&["complete", &fx.requests[i]]),
+                &write_floor,
+            ),
+            self.compare("inbox (100 owed)", |_| me(&["inbox"]), &owed),
+            self.compare(
+                "outbox (100 open)",
+                |_| me(&["outbox"]),
+                &format!(
+                    "SELECT m.id, m.topic, m.excerpt, d.participant, d.status, \
+                     (SELECT count(*) FROM messages r WHERE r.reply_to = m.id) \
+                     FROM messages m JOIN deliveries d ON d.message_id = m.id \
+                     WHERE m.from_name = '{ME}' AND m.type = 'request' \
+                     AND m.request_status != 'archived' ORDER BY m.seq;"
+                ),
+            ),
+            self.compare(
+                "thread (20 messages)",
+                |_| me(&["thread", &fx.thread]),
+                &format!(
+                    "SELECT m.id, m.from_name, m.type, m.topic, m.excerpt, m.size, \
+                     m.created_at, m.depth, d.participant, d.status FROM messages m \
+                     JOIN deliveries d ON d.message_id = m.id WHERE m.root_id = \
+                     (SELECT root_id FROM messages WHERE id = '{}') ORDER BY m.seq;",
+                    fx.thread
+                ),
+            ),
+            self.compare("search (newest page)", |_| me(&["search"]), newest),
+            self.compare(
+                "search TEXT (match)",
+                |_| me(&["search", "filters"]),
+                &text("filters"),
+            ),
+            self.compare(
+                "search TEXT (no match)",
+                |_| me(&["search", "xylophone"]),
+                &text("xylophone"),
+            ),
+            self.resume("resume"),
+            self.compare(
+                "runs (live + newest 50)",
+                |_| args(&["runs"]),
+                "SELECT data FROM runs WHERE status IN ('registered', 'running', 'untracked') \
+                 UNION ALL SELECT data FROM (SELECT data FROM runs \
+                 WHERE status NOT IN ('registered', 'running', 'untracked') \
+                 ORDER BY seq DESC LIMIT 50);",
+            ),
+        ];
+        let last = self.runs + 1;
+        let rss_of: [Vec<String>; 12] = [
+            me(&[
+                "send", "--to", "planner", "--type", "info", "--topic", "topic-3", "--body", "rss",
+            ]),
+            me(&["show", &fx.requests[last]]),
+            me(&["ack", &fx.infos[last]]),
+            me(&["complete", &fx.requests[last]]),
+            me(&["inbox"]),
+            me(&["outbox"]),
+            me(&["thread", &fx.thread]),
+            me(&["search"]),
+            me(&["search", "filters"]),
+            me(&["search", "xylophone"]),
+            me(&["resume"]),
+            args(&["runs"]),
+        ];
+        for (row, argv) in rows.iter_mut().zip(rss_of) {
+            row.rss_kb = self.rss(&argv);
+        }
+        rows
+    }
+
+    /// `resume` against the rows its first section reads (the owed requests, first page).
+    fn resume(&self, name: &str) -> Row {
+        let argv = args(&["--as", ME, "resume"]);
+        let mut row = self.compare(
+            name,
+            |_| argv.clone(),
+            &format!(
+                "SELECT m.id, m.from_name, m.type, m.topic, m.excerpt FROM deliveries d \
+                 JOIN messages m ON m.id = d.message_id WHERE d.participant = '{ME}' \
+                 AND d.status IN ('pending', 'delivered') ORDER BY m.type != 'request', \
+                 m.seq LIMIT 121;"
+            ),
+        );
+        row.rss_kb = self.rss(&argv);
+        row
+    }
+
+    /// `baton hook claude PreToolUse` while another process sends messages without pause,
+    /// against the write floor under the same writer; then every hook event is looked
+    /// for in the log.
+    fn hook(&self, calls: usize) -> Row {
+        let count = "SELECT count(*) FROM events WHERE kind = 'run.changed' \
+                     AND data LIKE '%\"hook\"%';";
+        let before = sqlite_scalar(&self.db(), count);
+        let mut writer = Command::new("sh")
+            .args(["-c", WRITER, "writer"])
+            .arg(self.exe)
+            .current_dir(self.project)
+            .env_remove("BATON_PROJECT")
+            .env_remove("BATON_AS")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the writer");
+        let floor = Side::Sqlite(format!(
+            "PRAGMA busy_timeout = 5000; PRAGMA synchronous = FULL; \
+             INSERT INTO bench_floor (data) VALUES ('{}');",
+            "x".repeat(300)
+        ));
+        let mut times = Vec::new();
+        let mut floors = Vec::new();
+        let mut complained = 0;
+        let mut complaints: Vec<String> = Vec::new();
+        for i in 0..=calls {
+            let started = Instant::now();
+            let mut child = Command::new(self.exe)
+                .args(["hook", "claude", "PreToolUse"])
+                .current_dir(self.project)
+                .env_remove("BATON_PROJECT")
+                .env("BATON_AS", ME)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn the hook");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(HOOK_PAYLOAD)
+                .expect("write the payload");
+            let out = child.wait_with_output().expect("wait for the hook");
+            let took = started.elapsed();
+            assert!(out.status.success(), "a hook exited {}", out.status);
+            if !out.stderr.is_empty() {
+                complained += 1;
+                let said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+                if !complaints.contains(&said) {
+                    complaints.push(said);
+                }
+            }
+            let b = self.once(&floor);
+            if i > 0 {
+                times.push(took);
+                floors.push(b);
+            }
+        }
+        let _ = writer.kill();
+        let _ = writer.wait();
+        // One more write folds in whatever a hook left for the next writer.
+        baton(
+            self.exe,
+            self.project,
+            &[
+                "--as",
+                "planner",
+                "send",
+                "--to",
+                ME,
+                "--type",
+                "info",
+                "--topic",
+                "bench",
+                "--body",
+                "after the hooks",
+            ],
+        );
+        let after = sqlite_scalar(&self.db(), count);
+        let recorded = after - before;
+        let mut sorted = times.clone();
+        sorted.sort();
+        let p99 = ms(sorted[percentile(sorted.len(), 99)]);
+        Row {
+            command: "hook (under a writer)".to_owned(),
+            size: self.size,
+            times,
+            floor: floors,
+            rss_kb: None,
+            extra: format!(
+                "p99 {p99:.1} ms · {recorded} of {} events in the log · {complained} \
+                 complained on stderr{}",
+                calls + 1,
+                if complaints.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", complaints.join(" | "))
+                }
+            ),
+        }
+    }
+}
+
+/// A writer that never stops: one `baton send` after another, each its own process.
+const WRITER: &str = r#"i=0
+while :; do
+  "$1" --as planner send --to impl-2 --type info --topic bench --body "write $i" > /dev/null
+  i=$((i + 1))
+done"#;
+
+const HOOK_PAYLOAD: &[u8] = br#"{"session_id":"5f1c2a9e-8d1b-4c1e-9a51-2b7c0e3d4f10","transcript_path":"/tmp/t.jsonl","cwd":"/repo","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cargo test"}}"#;
+
+/// Runs `work` on a runtime of its own and drops it, so every connection the work opened
+/// is closed (and no write lock held) when it returns.
+fn settle<T>(work: impl std::future::Future<Output = T>) -> T {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let out = runtime.block_on(work);
+    drop(runtime);
+    out
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Runs `sql` in a bare `sqlite3` process on `db`, reading all it prints.
+fn sqlite(db: &Path, sql: &str) {
+    let out = Command::new("sqlite3")
+        .arg(db)
+        .arg(sql)
+        .output()
+        .expect("run sqlite3");
+    assert!(
+        out.status.success(),
+        "sqlite3 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn sqlite_scalar(db: &Path, sql: &str) -> i64 {
+    let out = Command::new("sqlite3")
+        .arg(db)
+        .arg(sql)
+        .output()
+        .expect("run sqlite3");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a number")
+}
+
+struct Seeded {
+    how: String,
+    events: i64,
+    runs: i64,
+}
+
+/// The store of `size` messages at `project`: reused when a finished one is there,
+/// otherwise seeded from nothing.
+fn prepare(exe: &Path, project: &Path, size: usize) -> Seeded {
+    let done = project.join("seeded");
+    let db = project.join(".baton/baton.db");
+    let how = if done.exists() {
+        "reused".to_owned()
+    } else {
+        let _ = std::fs::remove_dir_all(project);
+        std::fs::create_dir_all(project).expect("store dir");
+        baton(exe, project, &["init"]);
+        for (name, role) in PARTICIPANTS {
+            baton(exe, project, &["agent", "add", name, "--role", role]);
+        }
+        let started = Instant::now();
+        settle(seed(&db, size));
+        std::fs::write(&done, "").expect("mark the store seeded");
+        format!("seeded in {:.0} s", started.elapsed().as_secs_f64())
+    };
+    // Opening through the binary brings an older store's schema up to date, untimed.
+    baton(exe, project, &["--as", ME, "inbox"]);
+    Seeded {
+        how,
+        events: sqlite_scalar(&db, "SELECT max(seq) FROM events;"),
+        runs: sqlite_scalar(&db, "SELECT count(*) FROM runs;"),
+    }
+}
+
+/// A store of about 100 events: a few requests, some owed, a few state changes.
+fn prepare_small(exe: &Path, project: &Path) -> i64 {
+    let done = project.join("seeded");
+    let db = project.join(".baton/baton.db");
+    if !done.exists() {
+        let _ = std::fs::remove_dir_all(project);
+        std::fs::create_dir_all(project).expect("store dir");
+        baton(exe, project, &["init"]);
+        for (name, role) in PARTICIPANTS {
+            baton(exe, project, &["agent", "add", name, "--role", role]);
+        }
+        settle(async {
+            let store = SqliteStore::open(&db, Duration::from_secs(30))
+                .await
+                .expect("open the store");
+            let planner = Passname::new("planner").expect("passname");
+            let me = Passname::new(ME).expect("passname");
+            for i in 0..30 {
+                let id = store
+                    .send(&planner, draft(&me, MessageType::Request, i, None), 0)
+                    .await
+                    .expect("send")
+                    .id;
+                if i % 4 != 0 {
+                    store.fetch(Some(&me), &id).await.expect("fetch");
+                    store
+                        .step(&me, &id, Verb::Complete, None)
+                        .await
+                        .expect("complete");
+                }
+            }
+            store
+                .change_state("planner", &state_ops(1))
+                .await
+                .expect("state");
+        });
+        std::fs::write(&done, "").expect("mark the store seeded");
+    }
+    baton(exe, project, &["--as", ME, "inbox"]);
+    sqlite_scalar(&db, "SELECT max(seq) FROM events;")
+}
+
+fn state_ops(i: usize) -> Vec<StateOp> {
+    vec![
+        StateOp::Decide {
+            text: format!("decision {i}: keep the export path single"),
+            why: "fewer places to fix".into(),
+            supersedes: None,
+        },
+        StateOp::Note {
+            text: format!("note {i} on request {}", i - 1),
+            subject: Subject::Record(format!("req-{i}")),
+        },
+        StateOp::Stream {
+            name: format!("stream-{}", i % 7),
+            status: format!("step {i}"),
+        },
+    ]
+}
+
+fn draft(to: &Passname, kind: MessageType, i: usize, reply_to: Option<String>) -> Draft {
+    let words = 20 + (i * 37) % 400;
+    let body = format!(
+        "Message {i}: CSV export drops the active filters; {}",
+        "keep status and date filters when exporting rows. ".repeat(words / 8)
+    );
+    Draft {
+        to: vec![to.clone()],
+        kind,
+        topic: Topic::new(&format!("topic-{}", i % TOPICS)).expect("topic"),
+        reply_to,
+        payload: Payload::body(&body, 1 << 20).expect("payload"),
+        idempotency_key: None,
+    }
+}
+
+/// What one seeded message is for.
+#[derive(Clone, Copy, PartialEq)]
+enum Part {
+    /// A request to `ME` left pending: its inbox.
+    Owed,
+    /// A request from `ME` left open: its outbox.
+    Open,
+    /// To `ME` and dealt with (fetched, then completed or acknowledged).
+    Handled,
+    /// Between the others.
+    Other,
+}
+
+/// Fills the store with `size` messages shaped like a busy project (twenty lanes, payloads
+/// of a few hundred bytes to a few KiB, one in five a reply, one in ten to `ME` and dealt
+/// with, `OWED` requests to `ME` pending and `OPEN` requests from `ME` open, spread through
+/// the history), a state change every hundred messages, one thread of `THREAD`, and `size`
+/// finished runs.
+async fn seed(db: &Path, size: usize) {
+    let store = Arc::new(
+        SqliteStore::open(db, Duration::from_secs(60))
+            .await
+            .expect("open the store")
+            .grouped(),
+    );
+    let me = Passname::new(ME).expect("passname");
+    let names: Vec<Passname> = PARTICIPANTS
+        .iter()
+        .map(|(n, _)| Passname::new(n).expect("passname"))
+        .collect();
+    let others: Vec<Passname> = names.iter().filter(|n| **n != me).cloned().collect();
+    let leads = [
+        Passname::new("planner").expect("passname"),
+        Passname::new("owner").expect("passname"),
+    ];
+    let mut ids: Vec<String> = Vec::with_capacity(size);
+    let mut planned = 0;
+    while planned < size {
+        let batch: Vec<(Passname, Draft, Part)> = (planned..(planned + SEED_BATCH).min(size))
+            .map(|i| {
+                let part = if i % (size / OWED) == 0 {
+                    Part::Owed
+                } else if i % (size / OPEN) == 1 {
+                    Part::Open
+                } else if i % 10 == 5 {
+                    Part::Handled
+                } else {
+                    Part::Other
+                };
+                let kind = match part {
+                    Part::Owed | Part::Open => MessageType::Request,
+                    _ if i % 3 == 0 => MessageType::Request,
+                    _ if i % 3 == 1 => MessageType::Info,
+                    _ => MessageType::Message,
+                };
+                // Requests come from those whose role may send them: the planner, the owner.
+                let sender = |k: usize| {
+                    if kind == MessageType::Request {
+                        leads[k % leads.len()].clone()
+                    } else {
+                        others[k % others.len()].clone()
+                    }
+                };
+                let (from, to) = match part {
+                    Part::Owed | Part::Handled => (sender(i), me.clone()),
+                    Part::Open => (me.clone(), others[i % others.len()].clone()),
+                    Part::Other => {
+                        let from = sender(i);
+                        let to = others[(i * 7 + 1) % others.len()].clone();
+                        let to = if to == from {
+                            others[(i * 7 + 2) % others.len()].clone()
+                        } else {
+                            to
+                        };
+                        (from, to)
+                    }
+                };
+                let reply_to = (part == Part::Other && i % 5 == 4 && !ids.is_empty())
+                    .then(|| ids[i / 2 % ids.len()].clone());
+                (from, draft(&to, kind, i, reply_to), part)
+            })
+            .collect();
+        planned += batch.len();
+        let mut tasks = Vec::with_capacity(batch.len());
+        for (from, draft, part) in batch {
+            let store = Arc::clone(&store);
+            let me = me.clone();
+            tasks.push(tokio::spawn(async move {
+                let kind = draft.kind;
+                let id = store.send(&from, draft, 0).await.expect("seed send").id;
+                if part == Part::Handled {
+                    store.fetch(Some(&me), &id).await.expect("seed fetch");
+                    let verb = if kind == MessageType::Request {
+                        Verb::Complete
+                    } else {
+                        Verb::Ack
+                    };
+                    store.step(&me, &id, verb, None).await.expect("seed step");
+                }
+                id
+            }));
+        }
+        for task in tasks {
+            ids.push(task.await.expect("seed task"));
+        }
+        store
+            .change_state("planner", &state_ops(planned))
+            .await
+            .expect("seed state");
+    }
+    // One long thread, each message a reply to the one before.
+    let mut parent: Option<String> = None;
+    for i in 0..THREAD {
+        let (from, to) = if i % 2 == 0 {
+            (&names[0], &me)
+        } else {
+            (&me, &names[0])
+        };
+        let mut message = draft(to, MessageType::Message, i, parent.clone());
+        message.topic = Topic::new("bench-thread").expect("topic");
+        let id = store.send(from, message, 0).await.expect("seed thread").id;
+        parent = Some(id);
+    }
+    seed_runs(&store, size).await;
+}
+
+/// `count` runs, registered, started and exited, in batches of one transaction each.
+async fn seed_runs(store: &SqliteStore, count: usize) {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned());
+    let dead = ProcessRef {
+        pid: 1 << 22,
+        start: Some(1),
+    };
+    let mut changes = Vec::new();
+    for n in 0..count {
+        let run = format!("run-{n:07}");
+        changes.push(RunChange::Registered(Box::new(Registration {
+            run: run.clone(),
+            participant: Some(ME.into()),
+            agent: Some("claude".into()),
+            command: vec!["claude".into(), "-p".into(), "fix the export".into()],
+            host: host.clone(),
+            monitor: Some(dead),
+            heartbeat_ms: Some(15_000),
+            ..Registration::default()
+        })));
+        changes.push(RunChange::Started {
+            run: run.clone(),
+            process: dead,
+            pgid: dead.pid,
+        });
+        changes.push(RunChange::Exited {
+            run,
+            status: RunStatus::Done,
+            exit_code: Some(0),
+            signal: None,
+            reason: None,
+        });
+        if changes.len() >= 3000 {
+            store
+                .record_run("@bench", &changes)
+                .await
+                .expect("seed runs");
+            changes.clear();
+        }
+    }
+    if !changes.is_empty() {
+        store
+            .record_run("@bench", &changes)
+            .await
+            .expect("seed runs");
+    }
+}
+
+/// Fresh messages for this run's `show`, `ack` and `complete`, and the thread's newest
+/// message.
+async fn fixtures(project: &Path, count: usize) -> Fixtures {
+    let db = project.join(".baton/baton.db");
+    let store = Arc::new(
+        SqliteStore::open(&db, Duration::from_secs(60))
+            .await
+            .expect("open the store")
+            .grouped(),
+    );
+    let me = Passname::new(ME).expect("passname");
+    let planner = Passname::new("planner").expect("passname");
+    let mut tasks = Vec::new();
+    for i in 0..count * 2 {
+        let store = Arc::clone(&store);
+        let (me, planner) = (me.clone(), planner.clone());
+        tasks.push(tokio::spawn(async move {
+            let kind = if i < count {
+                MessageType::Request
+            } else {
+                MessageType::Info
+            };
+            let id = store
+                .send(&planner, draft(&me, kind, i, None), 0)
+                .await
+                .expect("fixture")
+                .id;
+            if kind == MessageType::Info {
+                store.fetch(Some(&me), &id).await.expect("fixture fetch");
+            }
+            id
+        }));
+    }
+    let mut ids = Vec::new();
+    for task in tasks {
+        ids.push(task.await.expect("fixture task"));
+    }
+    let infos = ids.split_off(count);
+    let thread = sqlite_text(
+        &db,
+        "SELECT id FROM messages WHERE topic = 'bench-thread' ORDER BY seq DESC LIMIT 1;",
+    );
+    Fixtures {
+        requests: ids,
+        infos,
+        thread,
+    }
+}
+
+fn sqlite_text(db: &Path, sql: &str) -> String {
+    let out = Command::new("sqlite3")
+        .arg(db)
+        .arg(sql)
+        .output()
+        .expect("run sqlite3");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
