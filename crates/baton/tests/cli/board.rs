@@ -226,11 +226,48 @@ fn fixture(b: &Bench) -> Vec<u32> {
     let (_, orphan) = running(p, "sleep 301", &[live_id]);
     doomed.kill().unwrap();
     doomed.wait().unwrap();
+    // Untracked: an agent started without `baton run` (a script named like one).
+    let untracked = untracked_agent(p.path());
     let reaped = p.json(None, &["reap"]);
     assert_eq!(reaped["lost"].as_array().unwrap().len(), 1, "{reaped}");
+    assert_eq!(reaped["untracked"].as_array().unwrap().len(), 1, "{reaped}");
     // `live` stays running until the test ends its command.
     std::thread::spawn(move || live.wait());
-    vec![live_pid, orphan]
+    vec![live_pid, orphan, untracked]
+}
+
+/// A process named like an agent (`claude`), not started through `baton run`, running
+/// once this returns; its pid.
+fn untracked_agent(dir: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let claude = bin.join("claude");
+    std::fs::write(
+        &claude,
+        "#!/bin/sh\necho $$ > \"$1\"\nwhile :; do sleep 1; done\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let said = dir.join("untracked.pid");
+    let mut child = Command::new(&claude)
+        .arg(&said)
+        .env_remove("BATON_RUN")
+        .env_remove("BATON_AS")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(&said).is_ok_and(|s| s.trim() == pid.to_string()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::spawn(move || child.wait());
+    pid
 }
 
 fn end(pids: &[u32]) {
