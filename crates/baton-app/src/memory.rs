@@ -93,6 +93,13 @@ impl App {
         self.store().state().await
     }
 
+    /// `baton state show`'s document: the state and every note with its freshness.
+    pub async fn state_shown(&self) -> Result<crate::doc::State> {
+        let state = self.state().await?;
+        let notes = self.notes(&state, usize::MAX).await?;
+        Ok(crate::doc::State::new(&state, notes))
+    }
+
     /// The newest `limit` notes of `state` with their freshness, newest first.
     pub async fn notes(
         &self,

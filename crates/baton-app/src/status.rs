@@ -52,6 +52,17 @@ impl App {
         Ok(status)
     }
 
+    /// The status once the log is past `generation`, or when `timeout` has passed.
+    pub async fn status_after(
+        &self,
+        fold: &mut Fold,
+        generation: i64,
+        timeout: Duration,
+    ) -> Result<Status> {
+        self.wait_generation(generation, timeout).await?;
+        self.status(fold).await
+    }
+
     /// Waits until the log is past `generation` or `timeout` passes; the generation then.
     pub async fn wait_generation(&self, generation: i64, timeout: Duration) -> Result<i64> {
         let moved = wait::until(

@@ -687,9 +687,7 @@ async fn revoke_key(
 }
 
 async fn state(a: Authed) -> Answer<State> {
-    let state = a.app.state().await?;
-    let notes = a.app.notes(&state, usize::MAX).await?;
-    Ok(Json(State::new(&state, notes)))
+    Ok(Json(a.app.state_shown().await?))
 }
 
 /// Records state changes as the key's participant, answering as the CLI command `schema`.
@@ -974,6 +972,8 @@ async fn status(v: Viewer) -> Answer<doc::Status> {
     Ok(Json(status_now(&v).await?))
 }
 
+/// Waits first, then takes the kept fold: a long poll never holds it while it waits (other
+/// requests would fold the log from the start meanwhile).
 async fn wait_status(v: Viewer, Params(q): Params<StatusWaitQuery>) -> Answer<doc::Status> {
     let timeout = wait_for(q.timeout_seconds)?;
     v.app.wait_generation(q.after, timeout).await?;

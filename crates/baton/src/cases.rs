@@ -255,9 +255,7 @@ impl Cases for Local {
     }
 
     async fn state(&self) -> Answer<State> {
-        let state = self.app.state().await?;
-        let notes = self.app.notes(&state, usize::MAX).await?;
-        Ok(State::new(&state, notes))
+        Ok(self.app.state_shown().await?)
     }
 
     async fn resume(&self, me: &Passname, max_bytes: usize) -> Answer<Resume> {
@@ -381,8 +379,7 @@ impl Cases for Local {
         generation: i64,
         timeout: Duration,
     ) -> Answer<Status> {
-        self.app.wait_generation(generation, timeout).await?;
-        Ok(self.app.status(fold).await?)
+        Ok(self.app.status_after(fold, generation, timeout).await?)
     }
 
     async fn runs(&self, all: bool, cursor: Option<&str>, limit: u32) -> Answer<Runs> {
