@@ -33,7 +33,6 @@ use baton_store::{
 use proptest::prelude::*;
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
 use tempfile::TempDir;
 
 use DeliveryStatus::{Acknowledged, Archived, Completed, Delivered, HandedBack, Pending, Refused};
@@ -78,13 +77,14 @@ struct Sqlite {
 }
 
 impl Sqlite {
-    fn raw_options(&self) -> SqliteConnectOptions {
-        SqliteConnectOptions::new().filename(self.store.path())
+    /// A connection of its own to the store's file.
+    fn raw(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(self.store.path()).expect("a raw connection to the store's file")
     }
 }
 
 impl Backend for Sqlite {
-    type Lock = SqliteConnection;
+    type Lock = rusqlite::Connection;
 
     async fn fresh(busy_timeout: Duration) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
@@ -107,35 +107,22 @@ impl Backend for Sqlite {
     }
 
     async fn behind_the_back(&self, sql: &'static str) -> Result<u64, String> {
-        let pool = SqlitePool::connect_with(self.raw_options())
-            .await
-            .expect("a raw pool on the store's file");
-        let outcome = sqlx::query(sql)
-            .execute(&pool)
-            .await
-            .map(|done| done.rows_affected())
-            .map_err(|e| e.to_string());
-        pool.close().await;
-        outcome
+        self.raw()
+            .execute(sql, [])
+            .map(|changed| changed as u64)
+            .map_err(|e| e.to_string())
     }
 
-    async fn hold_write_lock(&self) -> SqliteConnection {
-        let mut conn = SqliteConnection::connect_with(&self.raw_options())
-            .await
-            .expect("a raw connection to the store's file");
-        sqlx::raw_sql("BEGIN IMMEDIATE")
-            .execute(&mut conn)
-            .await
+    async fn hold_write_lock(&self) -> rusqlite::Connection {
+        let conn = self.raw();
+        conn.execute_batch("BEGIN IMMEDIATE")
             .expect("the write lock");
         conn
     }
 
-    async fn release(mut conn: SqliteConnection) {
-        sqlx::raw_sql("ROLLBACK")
-            .execute(&mut conn)
-            .await
-            .expect("a rollback");
-        conn.close().await.expect("a clean close");
+    async fn release(conn: rusqlite::Connection) {
+        conn.execute_batch("ROLLBACK").expect("a rollback");
+        conn.close().map_err(|(_, e)| e).expect("a clean close");
     }
 }
 
@@ -144,7 +131,7 @@ impl Backend for Sqlite {
 struct Grouped(Sqlite);
 
 impl Backend for Grouped {
-    type Lock = SqliteConnection;
+    type Lock = rusqlite::Connection;
 
     async fn fresh(busy_timeout: Duration) -> Self {
         let Sqlite { store, _dir } = Sqlite::fresh(busy_timeout).await;
@@ -170,11 +157,11 @@ impl Backend for Grouped {
         self.0.behind_the_back(sql).await
     }
 
-    async fn hold_write_lock(&self) -> SqliteConnection {
+    async fn hold_write_lock(&self) -> rusqlite::Connection {
         self.0.hold_write_lock().await
     }
 
-    async fn release(conn: SqliteConnection) {
+    async fn release(conn: rusqlite::Connection) {
         Sqlite::release(conn).await;
     }
 }

@@ -26,10 +26,14 @@ fn main() -> ExitCode {
         Err(e) => return usage(e),
     };
     let as_json = cli.global.json;
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // A command does one thing at a time, on one thread. A server answers many clients at
+    // once, and its store runs SQLite in the calling thread: it gets a thread a core.
+    let mut builder = if matches!(cli.command, cli::Command::Serve(_)) {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => return report(&CommandError::failed(e.to_string()), as_json),
     };

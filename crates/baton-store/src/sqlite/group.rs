@@ -13,21 +13,37 @@
 //! Readers use other connections and see only what was committed: nothing a writer has
 //! not been told is durable is ever read.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::pool::PoolConnection;
-use sqlx::sqlite::{Sqlite, SqliteConnection, SqlitePool};
+use rusqlite::Connection;
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard, oneshot};
 
-use super::classify;
+use super::sql::{self, classify, exec};
 use crate::{Result, StoreError};
 
+/// Runs `work`, which may wait on the disk (an fsync) or on another process's write
+/// lock, so that it holds up no other task: on a multi-threaded runtime this worker's
+/// other tasks move to another thread meanwhile. On a single-threaded one (a command)
+/// there is nothing else to run, and it simply runs.
+pub(super) fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
 /// The writer connection and what its open transaction holds.
-#[derive(Default)]
 struct Batch {
-    /// The connection; `Some` while a transaction is open on it.
-    conn: Option<PoolConnection<Sqlite>>,
+    conn: Connection,
+    path: PathBuf,
+    busy_timeout: Duration,
+    /// Whether a transaction is open on the connection.
+    open: bool,
     /// A member dropped without committing left its savepoint to roll back.
     undo: bool,
     /// Members whose savepoints were released, waiting for the commit.
@@ -40,7 +56,6 @@ struct Batch {
 pub(super) struct Group {
     batch: Arc<Mutex<Batch>>,
     bell: Arc<Notify>,
-    pool: SqlitePool,
     busy_timeout: Duration,
     committer: tokio::task::JoinHandle<()>,
 }
@@ -51,36 +66,34 @@ impl Drop for Group {
     }
 }
 
-async fn exec(conn: &mut SqliteConnection, sql: &'static str) -> sqlx::Result<()> {
-    sqlx::raw_sql(sql).execute(conn).await.map(drop)
-}
-
 impl Batch {
     /// Rolls back a dropped member's savepoint. If that fails the whole transaction is
     /// gone (SQLite rolls back on some errors): every member waiting is told so.
-    async fn settle_undo(&mut self) {
-        if !std::mem::take(&mut self.undo) {
+    fn settle_undo(&mut self) {
+        if !std::mem::take(&mut self.undo) || !self.open {
             return;
         }
-        let Some(conn) = self.conn.as_mut() else {
-            return;
-        };
-        let undone = match exec(conn, "ROLLBACK TO member").await {
-            Ok(()) => exec(conn, "RELEASE member").await,
-            Err(e) => Err(e),
-        };
+        let undone = exec(&self.conn, "ROLLBACK TO member", [])
+            .and_then(|_| exec(&self.conn, "RELEASE member", []));
         if let Err(e) = undone {
-            self.abandon(&format!("the group's transaction was lost: {e}"))
-                .await;
+            self.abandon(&format!(
+                "the group's transaction was lost: {}",
+                classify(&e, self.busy_timeout)
+            ));
         }
     }
 
     /// Ends the open transaction without committing it; the members waiting fail.
-    async fn abandon(&mut self, why: &str) {
-        if let Some(mut conn) = self.conn.take() {
-            let _ = exec(&mut conn, "ROLLBACK").await;
-            // Never hand a connection in an unknown state back to the pool.
-            conn.close_on_drop();
+    fn abandon(&mut self, why: &str) {
+        if self.open {
+            let _ = exec(&self.conn, "ROLLBACK", []);
+            self.open = false;
+            // Never write on through a connection in an unknown state.
+            if !self.conn.is_autocommit()
+                && let Ok(fresh) = sql::connect(&self.path, self.busy_timeout, false)
+            {
+                self.conn = fresh;
+            }
         }
         for waiter in self.waiting.drain(..) {
             let _ = waiter.send(Err(why.to_owned()));
@@ -88,29 +101,39 @@ impl Batch {
     }
 
     /// Commits the open transaction (one fsync) and tells every member waiting.
-    async fn commit(&mut self) {
-        self.settle_undo().await;
-        let Some(mut conn) = self.conn.take() else {
+    fn commit(&mut self) {
+        self.settle_undo();
+        if !self.open {
             return;
-        };
-        match exec(&mut conn, "COMMIT").await {
-            Ok(()) => {
+        }
+        match blocking(|| exec(&self.conn, "COMMIT", [])) {
+            Ok(_) => {
+                self.open = false;
                 self.commits += 1;
                 for waiter in self.waiting.drain(..) {
                     let _ = waiter.send(Ok(()));
                 }
             }
             Err(e) => {
-                self.conn = Some(conn);
-                self.abandon(&format!("the commit failed: {e}")).await;
+                let why = format!("the commit failed: {}", classify(&e, self.busy_timeout));
+                self.abandon(&why);
             }
         }
     }
 }
 
 impl Group {
-    pub(super) fn new(pool: SqlitePool, busy_timeout: Duration) -> Self {
-        let batch = Arc::new(Mutex::new(Batch::default()));
+    /// The group writing through `conn`, the store at `path`'s connection.
+    pub(super) fn new(conn: Connection, path: &Path, busy_timeout: Duration) -> Self {
+        let batch = Arc::new(Mutex::new(Batch {
+            conn,
+            path: path.to_owned(),
+            busy_timeout,
+            open: false,
+            undo: false,
+            waiting: Vec::new(),
+            commits: 0,
+        }));
         let bell = Arc::new(Notify::new());
         let committer = tokio::spawn({
             let batch = Arc::clone(&batch);
@@ -119,14 +142,13 @@ impl Group {
                 loop {
                     bell.notified().await;
                     // Behind every writer already queued: they join this commit.
-                    batch.lock().await.commit().await;
+                    batch.lock().await.commit();
                 }
             }
         });
         Self {
             batch,
             bell,
-            pool,
             busy_timeout,
             committer,
         }
@@ -142,20 +164,13 @@ impl Group {
     /// a member's savepoint.
     pub(super) async fn begin(&self) -> Result<Member> {
         let mut batch = Arc::clone(&self.batch).lock_owned().await;
-        batch.settle_undo().await;
-        if batch.conn.is_none() {
-            let mut conn = self
-                .pool
-                .acquire()
-                .await
+        batch.settle_undo();
+        if !batch.open {
+            blocking(|| exec(&batch.conn, "BEGIN IMMEDIATE", []))
                 .map_err(|e| classify(&e, self.busy_timeout))?;
-            exec(&mut conn, "BEGIN IMMEDIATE")
-                .await
-                .map_err(|e| classify(&e, self.busy_timeout))?;
-            batch.conn = Some(conn);
+            batch.open = true;
         }
-        let conn = batch.conn.as_mut().expect("a transaction is open");
-        if let Err(e) = exec(conn, "SAVEPOINT member").await {
+        if let Err(e) = exec(&batch.conn, "SAVEPOINT member", []) {
             // Ring so the transaction does not stay open holding the write lock.
             self.bell.notify_one();
             return Err(classify(&e, self.busy_timeout));
@@ -174,18 +189,18 @@ pub(super) struct Member {
 }
 
 impl Member {
-    pub(super) fn conn(&mut self) -> &mut SqliteConnection {
-        self.batch
-            .as_mut()
-            .and_then(|b| b.conn.as_deref_mut())
+    pub(super) fn conn(&self) -> &Connection {
+        &self
+            .batch
+            .as_ref()
             .expect("a member holds the open transaction")
+            .conn
     }
 
     /// Releases the savepoint and waits until the group's transaction has committed.
     pub(super) async fn commit(mut self, busy_timeout: Duration) -> Result<()> {
         let mut batch = self.batch.take().expect("a member holds the batch");
-        let conn = batch.conn.as_deref_mut().expect("a transaction is open");
-        if let Err(e) = exec(conn, "RELEASE member").await {
+        if let Err(e) = exec(&batch.conn, "RELEASE member", []) {
             batch.undo = true;
             self.bell.notify_one();
             return Err(classify(&e, busy_timeout));

@@ -3,44 +3,37 @@
 
 use baton_core::Event;
 use baton_core::key::{self, Key, KeyChange};
-use sqlx::sqlite::{SqliteConnection, SqlitePool};
+use rusqlite::{Connection, params};
 
 use super::load_folded;
+use super::sql::{Sql, column, exec};
+use crate::rows;
 
 /// Applies one key event to the projection (live writes and replay alike).
-pub(super) async fn project(
-    conn: &mut SqliteConnection,
-    event: &Event,
-    change: &KeyChange,
-) -> sqlx::Result<()> {
-    let current = load(conn, change.key()).await?;
+pub(super) fn project(conn: &Connection, event: &Event, change: &KeyChange) -> Sql<()> {
+    let current = load(conn, change.key())?;
     let Some(k) = key::fold(current, change, event.at) else {
         return Ok(());
     };
     let data = serde_json::to_string(&k).expect("a key always serializes");
-    sqlx::query(
+    exec(
+        conn,
         "INSERT INTO keys (id, seq, participant, data) VALUES (?, ?, ?, ?) \
          ON CONFLICT (id) DO UPDATE SET data = excluded.data",
-    )
-    .bind(&k.id)
-    .bind(event.seq)
-    .bind(k.participant.as_str())
-    .bind(data)
-    .execute(&mut *conn)
-    .await?;
+        params![k.id, event.seq, k.participant.as_str(), data],
+    )?;
     Ok(())
 }
 
-pub(super) async fn load(conn: &mut SqliteConnection, id: &str) -> sqlx::Result<Option<Key>> {
-    load_folded(conn, "SELECT data FROM keys WHERE id = ?", id).await
+pub(super) fn load(conn: &Connection, id: &str) -> Sql<Option<Key>> {
+    load_folded(conn, "SELECT data FROM keys WHERE id = ?", id)
 }
 
 /// Every key, oldest first.
-pub(super) async fn all(pool: &SqlitePool) -> sqlx::Result<Vec<Key>> {
-    let rows: Vec<String> = sqlx::query_scalar("SELECT data FROM keys ORDER BY seq")
-        .fetch_all(pool)
-        .await?;
-    rows.iter()
-        .map(|d| serde_json::from_str(d).map_err(|e| sqlx::Error::Decode(Box::new(e))))
-        .collect()
+pub(super) fn all(conn: &Connection) -> Sql<Vec<Key>> {
+    let data: Vec<String> = column(conn, "SELECT data FROM keys ORDER BY seq", [])?;
+    Ok(data
+        .iter()
+        .map(|d| rows::folded(d))
+        .collect::<sqlx::Result<_>>()?)
 }

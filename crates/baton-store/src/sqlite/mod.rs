@@ -1,10 +1,15 @@
-//! The embedded store: one SQLite file in WAL mode.
+//! The embedded store: one SQLite file in WAL mode, driven in the calling thread
+//! (rusqlite, through [`sql`]).
 //!
 //! Writers take `BEGIN IMMEDIATE` so a write never upgrades a read lock mid-transaction
 //! (which SQLite refuses without waiting); waiting for the lock is bounded by the busy
 //! timeout, past which the caller gets [`StoreError::Busy`]. Commits are fsync'd
-//! (`synchronous = FULL`), so an acknowledged write survives a crash. Readers use plain
-//! snapshots and never block writers.
+//! (`synchronous = FULL`), so an acknowledged write survives a crash. Each read runs in
+//! one read transaction (one snapshot) and never blocks writers.
+//!
+//! A store holds one connection, which a command's reads and writes take in turn. A
+//! grouped store (a server's) gives that connection to its [`group`] and reads through
+//! connections of their own beside it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,21 +26,20 @@ use baton_core::{
     Change, DeliveryStatus, Draft, Envelope, Event, MessageType, Millis, Participant, Passname,
     ProjectName, Refusal, RequestStatus,
 };
+use rusqlite::{Connection, params};
 use serde_json::{Map, Value};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteRow, SqliteSynchronous,
-};
-use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
+use tokio::sync::{Mutex, OwnedMutexGuard};
 
 mod group;
 mod keys;
 mod orders;
 mod runs;
 mod spool;
+mod sql;
 mod webhooks;
 
-use crate::rows::{self, decode_cursor, depth_first, encode_cursor};
+use self::sql::{Builder, Fault, Sql, classify, column, exec, row, rows, scalar};
+use crate::rows::{self as decode, decode_cursor, depth_first, encode_cursor};
 use crate::{
     Backend, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Settled, StoreError, Tx,
 };
@@ -56,26 +60,87 @@ const MIGRATIONS: &[&str] = &[
 /// older than that has them filled from its log when it is brought up to date.
 const BEFORE_TEXT_AND_STATE: i64 = 7;
 
+/// Idle reader connections a grouped store keeps open for the next read.
+const IDLE_READERS: usize = 8;
+
 #[derive(Clone)]
 pub struct SqliteStore {
-    pool: SqlitePool,
+    conns: Conns,
     path: PathBuf,
     busy_timeout: Duration,
-    /// With group commit, the writers' shared transaction ([`group`]).
-    group: Option<Arc<group::Group>>,
     /// Where hooks' events wait for the next writer ([`spool`]).
     spool: spool::Spool,
     /// Whether this store's hook events go to the spool (a hook's own process).
     spools: bool,
 }
 
+/// The connections a store reads and writes through.
+#[derive(Clone)]
+enum Conns {
+    /// One connection for everything, taken in turn.
+    One(Arc<Mutex<Connection>>),
+    /// Group commit: the writers' shared transaction, and readers beside it.
+    Grouped {
+        group: Arc<group::Group>,
+        readers: Arc<Readers>,
+    },
+}
+
+/// A grouped store's idle reader connections.
+struct Readers {
+    path: PathBuf,
+    busy_timeout: Duration,
+    idle: std::sync::Mutex<Vec<Connection>>,
+}
+
+impl Readers {
+    fn take(&self) -> Sql<Connection> {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match idle {
+            Some(conn) => Ok(conn),
+            None => sql::connect(&self.path, self.busy_timeout, false),
+        }
+    }
+
+    fn give(&self, conn: Connection) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < IDLE_READERS && conn.is_autocommit() {
+            idle.push(conn);
+        }
+    }
+}
+
 impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteStore")
             .field("path", &self.path)
-            .field("grouped", &self.group.is_some())
+            .field("grouped", &matches!(self.conns, Conns::Grouped { .. }))
             .finish()
     }
+}
+
+/// Runs `work` in one read transaction: everything it reads comes from one snapshot.
+fn snapshot<T>(conn: &Connection, work: impl FnOnce(&Connection) -> Sql<T>) -> Sql<T> {
+    exec(conn, "BEGIN", [])?;
+    let out = work(conn);
+    let end = exec(conn, if out.is_ok() { "COMMIT" } else { "ROLLBACK" }, []);
+    let out = out?;
+    end?;
+    Ok(out)
+}
+
+/// Runs `work` in a write transaction of its own on `conn` (`BEGIN IMMEDIATE`, committed
+/// with an fsync), rolled back when it fails.
+fn transaction<T>(conn: &Connection, work: impl FnOnce(&Connection) -> Sql<T>) -> Sql<T> {
+    group::blocking(|| exec(conn, "BEGIN IMMEDIATE", []))?;
+    let out = work(conn).and_then(|out| {
+        group::blocking(|| exec(conn, "COMMIT", []))?;
+        Ok(out)
+    });
+    if out.is_err() && !conn.is_autocommit() {
+        let _ = exec(conn, "ROLLBACK", []);
+    }
+    out
 }
 
 impl SqliteStore {
@@ -118,43 +183,34 @@ impl SqliteStore {
     }
 
     async fn connect(path: &Path, busy_timeout: Duration, create: bool) -> Result<Self> {
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(create)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(busy_timeout)
-            .foreign_keys(true);
-        // One connection: a command's reads and writes run one after another, and a pool
-        // of more would open a second connection (a thread, the file, the schema) while
-        // the first is still on its way back. A grouped store takes more ([`Self::grouped`]).
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(busy_timeout)
-            .connect_with(options)
-            .await
-            .map_err(|e| match classify(&e, busy_timeout) {
+        let conn = sql::connect(path, busy_timeout, create).map_err(|e| {
+            match classify(&e, busy_timeout) {
                 known @ (StoreError::Busy { .. } | StoreError::Corrupt { .. }) => known,
                 _ => StoreError::Unavailable {
                     path: path.display().to_string(),
-                    reason: e.to_string(),
+                    reason: match e {
+                        Fault::Engine(e) => e.to_string(),
+                        Fault::Row(e) => e.to_string(),
+                    },
                 },
-            })?;
-        let store = Self {
-            pool,
-            path: path.to_owned(),
-            busy_timeout,
-            group: None,
-            spool: spool::Spool::beside(path),
-            spools: false,
-        };
-        let version = store.user_version(None).await?;
+            }
+        })?;
+        let version = scalar::<i64>(&conn, "PRAGMA user_version", [])
+            .map_err(|e| classify(&e, busy_timeout))?
+            .unwrap_or(0);
         if !create && version == 0 {
             return Err(StoreError::NotAStore {
                 path: path.display().to_string(),
                 reason: "a SQLite database that Baton never set up".to_owned(),
             });
         }
+        let store = Self {
+            conns: Conns::One(Arc::new(Mutex::new(conn))),
+            path: path.to_owned(),
+            busy_timeout,
+            spool: spool::Spool::beside(path),
+            spools: false,
+        };
         store.migrate(version).await?;
         Ok(store)
     }
@@ -166,27 +222,68 @@ impl SqliteStore {
     /// With group commit, how many transactions the group has committed (one fsync
     /// each); `None` without it.
     pub async fn commits(&self) -> Option<u64> {
-        match &self.group {
-            Some(group) => Some(group.commits().await),
-            None => None,
+        match &self.conns {
+            Conns::Grouped { group, .. } => Some(group.commits().await),
+            Conns::One(_) => None,
         }
     }
 
     /// This store with group commit: concurrent writers in this process share one
     /// transaction and one fsync, each acknowledged only after it (see [`group`]). For a
-    /// server, where many clients write at once; a one-shot command gains nothing.
+    /// server, where many clients write at once; a one-shot command gains nothing. Must
+    /// be called inside a Tokio runtime (the group's committer is a task).
     pub fn grouped(mut self) -> Self {
-        // The group holds the writer connection; readers need their own beside it.
-        let options = (*self.pool.connect_options()).clone();
-        self.pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(self.busy_timeout)
-            .connect_lazy_with(options);
-        self.group = Some(Arc::new(group::Group::new(
-            self.pool.clone(),
-            self.busy_timeout,
-        )));
+        if let Conns::One(conn) = &self.conns {
+            let conn = match Arc::try_unwrap(Arc::clone(conn)) {
+                Ok(conn) => conn.into_inner(),
+                // Shared with a clone: the group writes through a connection of its own.
+                Err(_) => match sql::connect(&self.path, self.busy_timeout, false) {
+                    Ok(conn) => conn,
+                    Err(_) => return self,
+                },
+            };
+            self.conns = Conns::Grouped {
+                group: Arc::new(group::Group::new(conn, &self.path, self.busy_timeout)),
+                readers: Arc::new(Readers {
+                    path: self.path.clone(),
+                    busy_timeout: self.busy_timeout,
+                    idle: std::sync::Mutex::new(Vec::new()),
+                }),
+            };
+        }
         self
+    }
+
+    fn err(&self, e: Fault) -> StoreError {
+        classify(&e, self.busy_timeout)
+    }
+
+    /// Runs `work` in one read transaction on a connection of the store's.
+    async fn read<T>(&self, work: impl FnOnce(&Connection) -> Sql<T>) -> Result<T> {
+        let out = match &self.conns {
+            Conns::One(conn) => snapshot(&*conn.lock().await, work),
+            Conns::Grouped { readers, .. } => {
+                let conn = readers.take().map_err(|e| self.err(e))?;
+                let out = snapshot(&conn, work);
+                readers.give(conn);
+                out
+            }
+        };
+        out.map_err(|e| self.err(e))
+    }
+
+    /// Runs `work`, a write of the store's own bookkeeping outside the log (a webhook's
+    /// lease), in a write transaction: the group's in a grouped store.
+    async fn bookkeep<T>(&self, work: impl FnOnce(&Connection) -> Sql<T>) -> Result<T> {
+        match &self.conns {
+            Conns::One(conn) => transaction(&*conn.lock().await, work).map_err(|e| self.err(e)),
+            Conns::Grouped { group, .. } => {
+                let member = group.begin().await?;
+                let out = work(member.conn()).map_err(|e| self.err(e))?;
+                member.commit(self.busy_timeout).await?;
+                Ok(out)
+            }
+        }
     }
 
     /// Brings the schema up to date from version `seen` (read on opening). Safe when
@@ -197,101 +294,76 @@ impl SqliteStore {
         if seen == latest {
             return Ok(());
         }
-        let mut tx = self.write().await?;
-        let current = self.user_version(Some(&mut tx)).await?;
-        if current > latest {
-            return Err(StoreError::TooNew {
-                path: self.path.display().to_string(),
-                found: current,
-                known: latest,
-            });
-        }
-        for script in &MIGRATIONS[current as usize..] {
-            sqlx::raw_sql(*script)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| self.err(e))?;
-        }
-        if (1..=BEFORE_TEXT_AND_STATE).contains(&current) {
-            fill_text_and_state(&mut tx)
-                .await
-                .map_err(|e| self.err(e))?;
-        }
-        // PRAGMA takes no bound parameters; `latest` is a count we computed.
-        let pragma = format!("PRAGMA user_version = {latest}");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(pragma))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.err(e))?;
-        tx.commit().await.map_err(|e| self.err(e))
-    }
-
-    async fn user_version(&self, tx: Option<&mut SqliteConnection>) -> Result<i64> {
-        let query = sqlx::query_scalar::<_, i64>("PRAGMA user_version");
-        let version = match tx {
-            Some(conn) => query.fetch_one(conn).await,
-            None => query.fetch_one(&self.pool).await,
+        let Conns::One(conn) = &self.conns else {
+            unreachable!("a store is migrated when it opens, before it is grouped");
         };
-        version.map_err(|e| self.err(e))
-    }
-
-    /// Starts a write transaction, waiting at most the busy timeout for the lock.
-    async fn write(&self) -> Result<Transaction<'static, Sqlite>> {
-        self.pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(|e| self.err(e))
-    }
-
-    fn err(&self, e: sqlx::Error) -> StoreError {
-        classify(&e, self.busy_timeout)
+        let conn = conn.lock().await;
+        let found = transaction(&conn, |conn| {
+            let current = scalar::<i64>(conn, "PRAGMA user_version", [])?.unwrap_or(0);
+            if current > latest {
+                return Ok(Some(current));
+            }
+            for script in &MIGRATIONS[current as usize..] {
+                conn.execute_batch(script)?;
+            }
+            if (1..=BEFORE_TEXT_AND_STATE).contains(&current) {
+                fill_text_and_state(conn)?;
+            }
+            // PRAGMA takes no bound parameters; `latest` is a count we computed.
+            conn.execute_batch(&format!("PRAGMA user_version = {latest}"))?;
+            Ok(None)
+        })
+        .map_err(|e| self.err(e))?;
+        match found {
+            Some(found) => Err(StoreError::TooNew {
+                path: self.path.display().to_string(),
+                found,
+                known: latest,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Result of `PRAGMA integrity_check`: `ok` when the file is sound.
     pub async fn integrity_check(&self) -> Result<String> {
-        sqlx::query_scalar("PRAGMA integrity_check")
-            .fetch_one(&self.pool)
+        self.read(|c| Ok(scalar(c, "PRAGMA integrity_check", [])?.unwrap_or_default()))
             .await
-            .map_err(|e| self.err(e))
     }
 
     /// Drops every projection and rebuilds it by replaying the log, in one transaction.
     /// The result must equal what the live writes produced: the projections hold nothing
     /// the log does not.
     pub async fn rebuild_projections(&self) -> Result<()> {
-        let mut tx = self.write().await?;
-        sqlx::query("INSERT INTO message_text (message_text) VALUES ('delete-all')")
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.err(e))?;
-        for table in [
-            "state",
-            "deliveries",
-            "messages",
-            "participants",
-            "runs",
-            "orders",
-            "keys",
-            "webhooks",
-        ] {
-            let sql = format!("DELETE FROM {table}");
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| self.err(e))?;
-        }
-        let mut after = 0;
-        loop {
-            let batch = read_events(&mut tx, after, 1000)
-                .await
-                .map_err(|e| self.err(e))?;
-            let Some(last) = batch.last() else { break };
-            after = last.seq;
-            for event in &batch {
-                project(&mut tx, event).await.map_err(|e| self.err(e))?;
+        self.bookkeep(|conn| {
+            exec(
+                conn,
+                "INSERT INTO message_text (message_text) VALUES ('delete-all')",
+                [],
+            )?;
+            for table in [
+                "state",
+                "deliveries",
+                "messages",
+                "participants",
+                "runs",
+                "orders",
+                "keys",
+                "webhooks",
+            ] {
+                conn.execute_batch(&format!("DELETE FROM {table}"))?;
             }
-        }
-        tx.commit().await.map_err(|e| self.err(e))
+            let mut after = 0;
+            loop {
+                let batch = read_events(conn, after, 1000)?;
+                let Some(last) = batch.last() else { break };
+                after = last.seq;
+                for event in &batch {
+                    project(conn, event)?;
+                }
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Every projection row as text, in a stable order, for comparing two stores.
@@ -319,18 +391,16 @@ impl SqliteStore {
              FROM message_words ORDER BY doc, \"offset\"",
             "SELECT 's|' || data FROM state",
         ];
-        let mut rows = Vec::new();
-        for q in queries {
-            let part: Vec<String> = sqlx::query_scalar(q)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| self.err(e))?;
-            rows.extend(part);
-        }
-        Ok(rows)
+        self.read(|conn| {
+            let mut out = Vec::new();
+            for q in queries {
+                out.extend(column::<String>(conn, q, [])?);
+            }
+            Ok(out)
+        })
+        .await
     }
 }
-
 /// Projects as SQLite files in one directory, `NAME.db` each.
 pub struct SqliteDirectory {
     dir: PathBuf,
@@ -391,8 +461,6 @@ impl crate::Database for SqliteDirectory {
     }
 }
 
-/// Maps an engine error to what the user can act on: lock contention is `Busy` (retryable),
-/// never a raw "database is locked".
 /// Refuses a file that cannot be a SQLite database: shorter than its 100-byte header (an
 /// empty file, say), or without SQLite's magic string at its start.
 fn check_header(path: &Path) -> Result<()> {
@@ -419,48 +487,23 @@ fn check_header(path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn classify(e: &sqlx::Error, busy_timeout: Duration) -> StoreError {
-    let busy = StoreError::Busy {
-        timeout_ms: busy_timeout.as_millis() as u64,
-    };
-    match e {
-        sqlx::Error::PoolTimedOut => busy,
-        sqlx::Error::Database(db) => {
-            // SQLite primary codes 5 (BUSY) and 6 (LOCKED), with any extended code.
-            let code = db.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0);
-            if matches!(code & 0xff, 5 | 6) {
-                busy
-            } else if code & 0xff == 11 {
-                StoreError::Corrupt {
-                    what: "SQLite reports a malformed page",
-                }
-            } else if code & 0xff == 26 {
-                StoreError::Corrupt {
-                    what: "SQLite does not recognise the file as a database",
-                }
-            } else {
-                StoreError::Engine(db.message().to_owned())
-            }
-        }
-        other => StoreError::Engine(other.to_string()),
-    }
-}
-
 /// Appends `event` to the log and applies it to the projections, inside the caller's
 /// transaction: what [`Tx::append`] does.
-async fn append(conn: &mut SqliteConnection, new: NewEvent) -> sqlx::Result<Event> {
-    let seq: i64 = sqlx::query_scalar(
+fn append(conn: &Connection, new: NewEvent) -> Sql<Event> {
+    let seq: i64 = scalar(
+        conn,
         "INSERT INTO events (id, at, actor, kind, subject, data) VALUES (?, ?, ?, ?, ?, ?) \
          RETURNING seq",
-    )
-    .bind(&new.id)
-    .bind(new.at)
-    .bind(&new.actor)
-    .bind(new.change.kind())
-    .bind(new.change.subject())
-    .bind(new.change.data().to_string())
-    .fetch_one(&mut *conn)
-    .await?;
+        params![
+            new.id,
+            new.at,
+            new.actor,
+            new.change.kind(),
+            new.change.subject(),
+            new.change.data().to_string()
+        ],
+    )?
+    .expect("an insert returns its row");
     let event = Event {
         seq,
         id: new.id,
@@ -468,72 +511,74 @@ async fn append(conn: &mut SqliteConnection, new: NewEvent) -> sqlx::Result<Even
         actor: new.actor,
         change: new.change,
     };
-    project(conn, &event).await?;
+    project(conn, &event)?;
     Ok(event)
 }
 
 /// Applies one event to the projections. Used for live writes and for replay alike.
-async fn project(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()> {
+fn project(conn: &Connection, event: &Event) -> Sql<()> {
     match &event.change {
         Change::ParticipantAdded { name, role } => {
-            sqlx::query(
+            exec(
+                conn,
                 "INSERT INTO participants (name, role, added_at) VALUES (?, ?, ?) \
                  ON CONFLICT (name) DO UPDATE SET role = excluded.role",
-            )
-            .bind(name.as_str())
-            .bind(role)
-            .bind(event.at)
-            .execute(&mut *conn)
-            .await?;
+                params![name.as_str(), role, event.at],
+            )?;
         }
         Change::MessageSent(m) => {
-            let (root, depth) = match &m.reply_to {
+            let parent = match &m.reply_to {
+                Some(parent) => row(
+                    conn,
+                    "SELECT root_id, depth FROM messages WHERE id = ?",
+                    [parent],
+                )?,
+                None => None,
+            };
+            let (root, depth) = match parent {
                 Some(parent) => {
-                    let row: Option<(String, i64)> =
-                        sqlx::query_as("SELECT root_id, depth FROM messages WHERE id = ?")
-                            .bind(parent)
-                            .fetch_optional(&mut *conn)
-                            .await?;
-                    row.map(|(root, depth)| (root, depth + 1))
-                        .unwrap_or_else(|| (m.id.clone(), 0))
+                    use decode::Columns;
+                    (parent.text("root_id")?, parent.int("depth")? + 1)
                 }
                 None => (m.id.clone(), 0),
             };
             let request_status =
                 (m.kind == MessageType::Request).then_some(RequestStatus::Open.as_str());
-            sqlx::query(
+            exec(
+                conn,
                 "INSERT INTO messages (id, seq, from_name, type, topic, reply_to, root_id, depth, \
                  excerpt, size, hash, idempotency_key, created_at, request_status) \
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(&m.id)
-            .bind(event.seq)
-            .bind(m.from.as_str())
-            .bind(m.kind.as_str())
-            .bind(m.topic.as_str())
-            .bind(&m.reply_to)
-            .bind(root)
-            .bind(depth)
-            .bind(&m.excerpt)
-            .bind(m.size as i64)
-            .bind(&m.hash)
-            .bind(&m.idempotency_key)
-            .bind(event.at)
-            .bind(request_status)
-            .execute(&mut *conn)
-            .await?;
-            index_words(conn, event.seq, m).await?;
+                params![
+                    m.id,
+                    event.seq,
+                    m.from.as_str(),
+                    m.kind.as_str(),
+                    m.topic.as_str(),
+                    m.reply_to,
+                    root,
+                    depth,
+                    m.excerpt,
+                    m.size as i64,
+                    m.hash,
+                    m.idempotency_key,
+                    event.at,
+                    request_status
+                ],
+            )?;
+            index_words(conn, event.seq, m)?;
             for to in &m.to {
-                sqlx::query(
+                exec(
+                    conn,
                     "INSERT INTO deliveries (message_id, participant, status, updated_at) \
                      VALUES (?, ?, ?, ?)",
-                )
-                .bind(&m.id)
-                .bind(to.as_str())
-                .bind(DeliveryStatus::Pending.as_str())
-                .bind(event.at)
-                .execute(&mut *conn)
-                .await?;
+                    params![
+                        m.id,
+                        to.as_str(),
+                        DeliveryStatus::Pending.as_str(),
+                        event.at
+                    ],
+                )?;
             }
         }
         Change::DeliveryChanged {
@@ -542,35 +587,31 @@ async fn project(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()>
             status,
             ..
         } => {
-            sqlx::query(
+            exec(
+                conn,
                 "UPDATE deliveries SET status = ?, updated_at = ? \
                  WHERE message_id = ? AND participant = ?",
-            )
-            .bind(status.as_str())
-            .bind(event.at)
-            .bind(message)
-            .bind(participant.as_str())
-            .execute(&mut *conn)
-            .await?;
+                params![status.as_str(), event.at, message, participant.as_str()],
+            )?;
         }
         Change::RequestChanged { message, status } => {
-            sqlx::query("UPDATE messages SET request_status = ? WHERE id = ?")
-                .bind(status.as_str())
-                .bind(message)
-                .execute(&mut *conn)
-                .await?;
+            exec(
+                conn,
+                "UPDATE messages SET request_status = ? WHERE id = ?",
+                params![status.as_str(), message],
+            )?;
         }
-        Change::State(_) => advance_state(conn, event).await?,
-        Change::Run(change) => runs::project(conn, event, change).await?,
-        Change::Order(change) => orders::project(conn, event, change).await?,
-        Change::Key(change) => keys::project(conn, event, change).await?,
-        Change::Webhook(change) => webhooks::project(conn, event, change).await?,
+        Change::State(_) => advance_state(conn, event)?,
+        Change::Run(change) => runs::project(conn, event, change)?,
+        Change::Order(change) => orders::project(conn, event, change)?,
+        Change::Key(change) => keys::project(conn, event, change)?,
+        Change::Webhook(change) => webhooks::project(conn, event, change)?,
         Change::PolicySet { name, policy } => {
-            sqlx::query("UPDATE participants SET policy = ? WHERE name = ?")
-                .bind(rows::policy_text(policy.as_ref()))
-                .bind(name.as_str())
-                .execute(&mut *conn)
-                .await?;
+            exec(
+                conn,
+                "UPDATE participants SET policy = ? WHERE name = ?",
+                params![decode::policy_text(policy.as_ref()), name.as_str()],
+            )?;
         }
         // The log is the record of a refusal; nothing projects it.
         Change::Denied(_) => {}
@@ -584,93 +625,76 @@ async fn project(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()>
 
 /// A projection row kept as the JSON of its fold (runs, orders): `query` selects its `data`
 /// column by id.
-async fn load_folded<T: serde::de::DeserializeOwned>(
-    conn: &mut SqliteConnection,
+fn load_folded<T: serde::de::DeserializeOwned>(
+    conn: &Connection,
     query: &'static str,
     id: &str,
-) -> sqlx::Result<Option<T>> {
-    let data: Option<String> = sqlx::query_scalar(query)
-        .bind(id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    data.as_deref().map(rows::folded).transpose()
+) -> Sql<Option<T>> {
+    let data: Option<String> = scalar(conn, query, [id])?;
+    Ok(data.as_deref().map(decode::folded).transpose()?)
 }
 
-async fn read_events(
-    conn: &mut SqliteConnection,
-    after: i64,
-    limit: u32,
-) -> sqlx::Result<Vec<Event>> {
-    let found = sqlx::query(
+fn read_events(conn: &Connection, after: i64, limit: u32) -> Sql<Vec<Event>> {
+    let found = rows(
+        conn,
         "SELECT seq, id, at, actor, kind, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-    )
-    .bind(after)
-    .bind(limit)
-    .fetch_all(&mut *conn)
-    .await?;
-    rows::events(&found)
+        params![after, limit],
+    )?;
+    Ok(decode::events(&found)?)
 }
 
 /// The project state: the fold of every `state.changed` event, as its projection keeps it.
-async fn read_state(conn: &mut SqliteConnection) -> sqlx::Result<ProjectState> {
-    let data: Option<String> = sqlx::query_scalar("SELECT data FROM state WHERE id = 1")
-        .fetch_optional(&mut *conn)
-        .await?;
+fn read_state(conn: &Connection) -> Sql<ProjectState> {
+    let data: Option<String> = scalar(conn, "SELECT data FROM state WHERE id = 1", [])?;
     Ok(match data {
-        Some(data) => rows::folded(&data)?,
+        Some(data) => decode::folded(&data)?,
         None => ProjectState::default(),
     })
 }
 
 /// Folds one state event into the state's projection.
-async fn advance_state(conn: &mut SqliteConnection, event: &Event) -> sqlx::Result<()> {
-    let mut state = read_state(conn).await?;
+fn advance_state(conn: &Connection, event: &Event) -> Sql<()> {
+    let mut state = read_state(conn)?;
     state.apply(event);
     let data = serde_json::to_string(&state).expect("the state always serializes");
-    sqlx::query(
+    exec(
+        conn,
         "INSERT INTO state (id, data) VALUES (1, ?) \
          ON CONFLICT (id) DO UPDATE SET data = excluded.data",
-    )
-    .bind(data)
-    .execute(&mut *conn)
-    .await?;
+        [data],
+    )?;
     Ok(())
 }
 
 /// Indexes a message's words for free-text search, under its event's seq.
-async fn index_words(
-    conn: &mut SqliteConnection,
-    seq: i64,
-    m: &baton_core::event::SentMessage,
-) -> sqlx::Result<()> {
-    sqlx::query("INSERT INTO message_text (rowid, words) VALUES (?, ?)")
-        .bind(seq)
-        .bind(baton_core::search::words(&m.payload))
-        .execute(&mut *conn)
-        .await?;
+fn index_words(conn: &Connection, seq: i64, m: &baton_core::event::SentMessage) -> Sql<()> {
+    exec(
+        conn,
+        "INSERT INTO message_text (rowid, words) VALUES (?, ?)",
+        params![seq, baton_core::search::words(&m.payload)],
+    )?;
     Ok(())
 }
 
 /// Fills `message_text` and `state` from the log of a store made before they existed.
-async fn fill_text_and_state(conn: &mut SqliteConnection) -> sqlx::Result<()> {
+fn fill_text_and_state(conn: &Connection) -> Sql<()> {
     let mut after = 0;
     loop {
-        let found = sqlx::query(
+        let found = rows(
+            conn,
             "SELECT seq, id, at, actor, kind, data FROM events \
              WHERE seq > ? AND kind IN ('message.sent', 'state.changed') ORDER BY seq LIMIT 1000",
-        )
-        .bind(after)
-        .fetch_all(&mut *conn)
-        .await?;
-        let batch = rows::events(&found)?;
+            [after],
+        )?;
+        let batch = decode::events(&found)?;
         let Some(last) = batch.last() else {
             return Ok(());
         };
         after = last.seq;
         for event in &batch {
             match &event.change {
-                Change::MessageSent(m) => index_words(conn, event.seq, m).await?,
-                Change::State(_) => advance_state(conn, event).await?,
+                Change::MessageSent(m) => index_words(conn, event.seq, m)?,
+                Change::State(_) => advance_state(conn, event)?,
                 _ => {}
             }
         }
@@ -678,66 +702,93 @@ async fn fill_text_and_state(conn: &mut SqliteConnection) -> sqlx::Result<()> {
 }
 
 /// Negotiation `id`: the fold of its events, found by the subject index.
-async fn read_negotiation(
-    conn: &mut SqliteConnection,
-    id: &str,
-) -> sqlx::Result<Option<Negotiation>> {
-    Ok(Negotiation::replay(
-        &read_about(conn, id, "negotiation.changed").await?,
-    ))
+fn read_negotiation(conn: &Connection, id: &str) -> Sql<Option<Negotiation>> {
+    Ok(Negotiation::replay(&read_about(
+        conn,
+        id,
+        "negotiation.changed",
+    )?))
 }
 
 /// The events of `kind` about `subject`, oldest first, found by the subject index.
-async fn read_about(
-    conn: &mut SqliteConnection,
-    subject: &str,
-    kind: &str,
-) -> sqlx::Result<Vec<Event>> {
-    let found = sqlx::query(
+fn read_about(conn: &Connection, subject: &str, kind: &str) -> Sql<Vec<Event>> {
+    let found = rows(
+        conn,
         "SELECT seq, id, at, actor, kind, data FROM events \
          WHERE subject = ? AND kind = ? ORDER BY seq",
-    )
-    .bind(subject)
-    .bind(kind)
-    .fetch_all(&mut *conn)
-    .await?;
-    rows::events(&found)
+        [subject, kind],
+    )?;
+    Ok(decode::events(&found)?)
 }
 
 /// Loads the envelopes of `ids`, in the order given; unknown ids are skipped.
-async fn load_envelopes(
-    conn: &mut SqliteConnection,
-    ids: &[String],
-) -> sqlx::Result<Vec<Envelope>> {
+fn load_envelopes(conn: &Connection, ids: &[String]) -> Sql<Vec<Envelope>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
     let list = serde_json::to_string(ids).expect("strings serialize");
-    let messages = sqlx::query(
+    let messages = rows(
+        conn,
         "SELECT m.id, m.from_name, m.type, m.topic, m.reply_to, m.depth, m.excerpt, m.size, \
                 m.hash, m.created_at, m.request_status, \
                 (SELECT count(*) FROM messages r WHERE r.reply_to = m.id) AS replies \
          FROM messages m WHERE m.id IN (SELECT value FROM json_each(?))",
-    )
-    .bind(&list)
-    .fetch_all(&mut *conn)
-    .await?;
-    let recipients = sqlx::query(
+        [&list],
+    )?;
+    let recipients = rows(
+        conn,
         "SELECT message_id, participant, status FROM deliveries \
          WHERE message_id IN (SELECT value FROM json_each(?)) ORDER BY rowid",
-    )
-    .bind(&list)
-    .fetch_all(&mut *conn)
-    .await?;
-    rows::envelopes(ids, &messages, &recipients)
+        [&list],
+    )?;
+    Ok(decode::envelopes(ids, &messages, &recipients)?)
 }
 
+/// Runs a query that selects message ids and loads their envelopes, in that order.
+fn listed(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Sql<Vec<Envelope>> {
+    let ids: Vec<String> = column(conn, sql, params)?;
+    load_envelopes(conn, &ids)
+}
+
+/// One message's envelope.
+fn envelope(conn: &Connection, id: &str) -> Sql<Option<Envelope>> {
+    Ok(load_envelopes(conn, &[id.to_owned()])?.pop())
+}
+
+fn fetch_participant(conn: &Connection, name: &str) -> Sql<Option<Participant>> {
+    let found = row(
+        conn,
+        "SELECT name, role, added_at, policy FROM participants WHERE name = ?",
+        [name],
+    )?;
+    Ok(found.as_ref().map(decode::participant).transpose()?)
+}
+
+/// Earlier messages as the duplicate rule compares them, with their recipients.
+fn priors(conn: &Connection, found: &[sql::Row]) -> Sql<Vec<Prior>> {
+    use decode::Columns;
+    let mut out = Vec::with_capacity(found.len());
+    for r in found {
+        let id = r.text("id")?;
+        let to: Vec<String> = column(
+            conn,
+            "SELECT participant FROM deliveries WHERE message_id = ?",
+            [&id],
+        )?;
+        out.push(decode::prior(r, to)?);
+    }
+    Ok(out)
+}
 #[async_trait]
 impl Backend for SqliteStore {
     async fn begin(&self) -> Result<Box<dyn Tx>> {
-        let handle = match &self.group {
-            Some(group) => Handle::Member(group.begin().await?),
-            None => Handle::Own(self.write().await?),
+        let handle = match &self.conns {
+            Conns::Grouped { group, .. } => Handle::Member(group.begin().await?),
+            Conns::One(conn) => {
+                let conn = Arc::clone(conn).lock_owned().await;
+                group::blocking(|| exec(&conn, "BEGIN IMMEDIATE", [])).map_err(|e| self.err(e))?;
+                Handle::Own(Own(conn))
+            }
         };
         let mut tx = SqliteTx {
             handle,
@@ -745,7 +796,7 @@ impl Backend for SqliteStore {
             folded: None,
         };
         // Every writer folds what hooks spooled, in its own transaction.
-        if self.group.is_none() && self.spool.pending() {
+        if matches!(self.conns, Conns::One(_)) && self.spool.pending() {
             let unavailable = |e: std::io::Error| StoreError::Unavailable {
                 path: self.path.display().to_string(),
                 reason: format!("the hook spool: {e}"),
@@ -761,7 +812,7 @@ impl Backend for SqliteStore {
     }
 
     async fn spool(&self, event: &NewEvent) -> Result<bool> {
-        if !self.spools || self.group.is_some() {
+        if !self.spools || matches!(self.conns, Conns::Grouped { .. }) {
             return Ok(false);
         }
         self.spool
@@ -774,23 +825,22 @@ impl Backend for SqliteStore {
     }
 
     async fn participants(&self) -> Result<Vec<Participant>> {
-        let found =
-            sqlx::query("SELECT name, role, added_at, policy FROM participants ORDER BY name")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| self.err(e))?;
-        found
-            .iter()
-            .map(rows::participant)
-            .collect::<sqlx::Result<_>>()
-            .map_err(|e| self.err(e))
+        self.read(|conn| {
+            let found = rows(
+                conn,
+                "SELECT name, role, added_at, policy FROM participants ORDER BY name",
+                [],
+            )?;
+            Ok(found
+                .iter()
+                .map(decode::participant)
+                .collect::<sqlx::Result<_>>()?)
+        })
+        .await
     }
 
     async fn participant(&self, name: &str) -> Result<Option<Participant>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        fetch_participant(&mut conn, name)
-            .await
-            .map_err(|e| self.err(e))
+        self.read(|conn| fetch_participant(conn, name)).await
     }
 
     async fn inbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>> {
@@ -801,30 +851,28 @@ impl Backend for SqliteStore {
             "SELECT m.id FROM deliveries d JOIN messages m ON m.id = d.message_id \
              WHERE d.participant = ? AND d.status IN ('pending', 'delivered') ORDER BY m.seq"
         };
-        self.list(sqlx::query_scalar(sql).bind(who.as_str())).await
+        self.read(|conn| listed(conn, sql, [who.as_str()])).await
     }
 
     async fn owed(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
-        let total: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM deliveries \
-             WHERE participant = ? AND status IN ('pending', 'delivered')",
-        )
-        .bind(who.as_str())
-        .fetch_one(&self.pool)
+        self.read(|conn| {
+            let total: i64 = scalar(
+                conn,
+                "SELECT count(*) FROM deliveries \
+                 WHERE participant = ? AND status IN ('pending', 'delivered')",
+                [who.as_str()],
+            )?
+            .unwrap_or(0);
+            let first = listed(
+                conn,
+                "SELECT m.id FROM deliveries d JOIN messages m ON m.id = d.message_id \
+                 WHERE d.participant = ? AND d.status IN ('pending', 'delivered') \
+                 ORDER BY m.type != 'request', m.seq LIMIT ?",
+                params![who.as_str(), limit],
+            )?;
+            Ok((first, total as u64))
+        })
         .await
-        .map_err(|e| self.err(e))?;
-        let first = self
-            .list(
-                sqlx::query_scalar(
-                    "SELECT m.id FROM deliveries d JOIN messages m ON m.id = d.message_id \
-                     WHERE d.participant = ? AND d.status IN ('pending', 'delivered') \
-                     ORDER BY m.type != 'request', m.seq LIMIT ?",
-                )
-                .bind(who.as_str())
-                .bind(limit),
-            )
-            .await?;
-        Ok((first, total as u64))
     }
 
     async fn outbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>> {
@@ -834,27 +882,27 @@ impl Backend for SqliteStore {
             "SELECT id FROM messages WHERE from_name = ? AND type = 'request' \
              AND request_status != 'archived' ORDER BY seq"
         };
-        self.list(sqlx::query_scalar(sql).bind(who.as_str())).await
+        self.read(|conn| listed(conn, sql, [who.as_str()])).await
     }
 
     async fn thread(&self, id: &str) -> Result<Vec<Envelope>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        let root: Option<String> = sqlx::query_scalar("SELECT root_id FROM messages WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(|e| self.err(e))?;
-        let root = root
+        let found = self
+            .read(|conn| {
+                let Some(root) =
+                    scalar::<String>(conn, "SELECT root_id FROM messages WHERE id = ?", [id])?
+                else {
+                    return Ok(None);
+                };
+                let flat = listed(
+                    conn,
+                    "SELECT id FROM messages WHERE root_id = ? ORDER BY seq",
+                    [&root],
+                )?;
+                Ok(Some((root, flat)))
+            })
+            .await?;
+        let (root, flat) = found
             .ok_or_else(|| StoreError::from(Refusal::not_found(baton_core::Record::Message, id)))?;
-        let ids: Vec<String> =
-            sqlx::query_scalar("SELECT id FROM messages WHERE root_id = ? ORDER BY seq")
-                .bind(&root)
-                .fetch_all(&mut *conn)
-                .await
-                .map_err(|e| self.err(e))?;
-        let flat = load_envelopes(&mut conn, &ids)
-            .await
-            .map_err(|e| self.err(e))?;
         Ok(depth_first(flat, &root))
     }
 
@@ -867,10 +915,9 @@ impl Backend for SqliteStore {
         // With words to look for, the index is walked newest first and each match joined
         // to its message: a page reads a page of matches, and no match reads none.
         let (mut sql, order) = if words.is_empty() {
-            let sql = QueryBuilder::<Sqlite>::new("SELECT m.seq, m.id FROM messages m");
-            (sql, "m.seq")
+            (Builder::new("SELECT m.seq, m.id FROM messages m"), "m.seq")
         } else {
-            let sql = QueryBuilder::<Sqlite>::new(
+            let sql = Builder::new(
                 "SELECT m.seq, m.id FROM message_text f JOIN messages m ON m.seq = f.rowid",
             );
             (sql, "f.rowid")
@@ -878,70 +925,70 @@ impl Backend for SqliteStore {
         if let Some(status) = q.status {
             let caller = caller.ok_or(Refusal::StatusNeedsIdentity)?;
             sql.push(" JOIN deliveries mine ON mine.message_id = m.id AND mine.participant = ")
-                .push_bind(caller.as_str().to_owned())
+                .bind(caller.as_str().to_owned())
                 .push(" AND mine.status = ")
-                .push_bind(status.as_str());
+                .bind(status.as_str().to_owned());
         }
         sql.push(" WHERE 1 = 1");
         if !words.is_empty() {
             // Each word must start a word of the payload: an FTS5 prefix query.
             let query: Vec<String> = words.iter().map(|w| format!("\"{w}\"*")).collect();
-            sql.push(" AND f.message_text MATCH ")
-                .push_bind(query.join(" "));
+            sql.push(" AND f.message_text MATCH ").bind(query.join(" "));
         }
         if let Some(topic) = &q.topic {
-            sql.push(" AND m.topic = ").push_bind(topic.clone());
+            sql.push(" AND m.topic = ").bind(topic.clone());
         }
         if let Some(kind) = q.kind {
-            sql.push(" AND m.type = ").push_bind(kind.as_str());
+            sql.push(" AND m.type = ").bind(kind.as_str().to_owned());
         }
         if let Some(from) = &q.from {
-            sql.push(" AND m.from_name = ").push_bind(from.clone());
+            sql.push(" AND m.from_name = ").bind(from.clone());
         }
         if let Some(to) = &q.to {
             sql.push(" AND EXISTS (SELECT 1 FROM deliveries t WHERE t.message_id = m.id AND t.participant = ")
-                .push_bind(to.clone())
+                .bind(to.clone())
                 .push(")");
         }
         if let Some(since) = q.since {
-            sql.push(" AND m.created_at >= ").push_bind(since);
+            sql.push(" AND m.created_at >= ").bind(since);
         }
         if let Some(until) = q.until {
-            sql.push(" AND m.created_at < ").push_bind(until);
+            sql.push(" AND m.created_at < ").bind(until);
         }
         if let Some(text) = text.filter(|_| words.is_empty()) {
             // Punctuation alone has no words to look up: the payloads' text is read.
             sql.push(" AND instr(lower((SELECT e.data FROM events e WHERE e.seq = m.seq)), lower(")
-                .push_bind(text.to_owned())
+                .bind(text.to_owned())
                 .push(")) > 0");
         }
         if let Some(cursor) = &q.cursor {
             sql.push(" AND ")
                 .push(order)
                 .push(" < ")
-                .push_bind(decode_cursor(cursor)?);
+                .bind(decode_cursor(cursor)?);
         }
         sql.push(" ORDER BY ")
             .push(order)
             .push(" DESC LIMIT ")
-            .push_bind(i64::from(limit) + 1);
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        let rows: Vec<(i64, String)> = sql
-            .build_query_as()
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(|e| self.err(e))?;
-        let more = rows.len() > limit as usize;
-        let rows = &rows[..rows.len().min(limit as usize)];
-        let next = match (more, rows.last()) {
-            (true, Some((seq, _))) => encode_cursor(*seq),
-            _ => String::new(),
-        };
-        let ids: Vec<String> = rows.iter().map(|(_, id)| id.clone()).collect();
-        let items = load_envelopes(&mut conn, &ids)
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok(Page { items, next })
+            .bind(i64::from(limit) + 1);
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&sql.sql)?;
+            let found = stmt
+                .query_map(sql.params(), |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let more = found.len() > limit as usize;
+            let found = &found[..found.len().min(limit as usize)];
+            let next = match (more, found.last()) {
+                (true, Some((seq, _))) => encode_cursor(*seq),
+                _ => String::new(),
+            };
+            let ids: Vec<String> = found.iter().map(|(_, id)| id.clone()).collect();
+            let items = load_envelopes(conn, &ids)?;
+            Ok(Page { items, next })
+        })
+        .await
     }
 
     async fn events_of_kind(
@@ -950,163 +997,153 @@ impl Backend for SqliteStore {
         before_seq: Option<i64>,
         limit: u32,
     ) -> Result<Vec<Event>> {
-        let found = sqlx::query(
-            "SELECT seq, id, at, actor, kind, data FROM events \
-             WHERE kind = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
-        )
-        .bind(kind)
-        .bind(before_seq.unwrap_or(i64::MAX))
-        .bind(limit)
-        .fetch_all(&self.pool)
+        self.read(|conn| {
+            let found = rows(
+                conn,
+                "SELECT seq, id, at, actor, kind, data FROM events \
+                 WHERE kind = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+                params![kind, before_seq.unwrap_or(i64::MAX), limit],
+            )?;
+            Ok(decode::events(&found)?)
+        })
         .await
-        .map_err(|e| self.err(e))?;
-        rows::events(&found).map_err(|e| self.err(e))
     }
 
     async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        read_events(&mut conn, after_seq, limit)
-            .await
-            .map_err(|e| self.err(e))
+        self.read(|conn| read_events(conn, after_seq, limit)).await
     }
 
     async fn state(&self) -> Result<ProjectState> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        read_state(&mut conn).await.map_err(|e| self.err(e))
+        self.read(read_state).await
     }
 
     async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>> {
-        sqlx::query_scalar("SELECT max(at) FROM events WHERE subject = ? AND seq > ?")
-            .bind(subject)
-            .bind(after_seq)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|e| self.err(e))
+        self.read(|conn| {
+            Ok(scalar::<Option<Millis>>(
+                conn,
+                "SELECT max(at) FROM events WHERE subject = ? AND seq > ?",
+                params![subject, after_seq],
+            )?
+            .flatten())
+        })
+        .await
     }
 
     async fn last_changes(&self, subjects: &[(String, i64)]) -> Result<Vec<Option<Millis>>> {
         let list = serde_json::to_string(subjects).expect("pairs serialize");
-        let found: Vec<Option<Millis>> = sqlx::query_scalar(
-            "SELECT (SELECT max(at) FROM events WHERE subject = j.value ->> 0 \
-             AND seq > j.value ->> 1) FROM json_each(?) j ORDER BY j.key",
-        )
-        .bind(list)
-        .fetch_all(&self.pool)
+        self.read(|conn| {
+            column(
+                conn,
+                "SELECT (SELECT max(at) FROM events WHERE subject = j.value ->> 0 \
+                 AND seq > j.value ->> 1) FROM json_each(?) j ORDER BY j.key",
+                [&list],
+            )
+        })
         .await
-        .map_err(|e| self.err(e))?;
-        Ok(found)
     }
 
     async fn payloads(&self, ids: &[String]) -> Result<Vec<Option<Map<String, Value>>>> {
         let list = serde_json::to_string(ids).expect("strings serialize");
-        let found: Vec<(String, String)> = sqlx::query_as(
-            "SELECT m.id, e.data FROM messages m JOIN events e ON e.seq = m.seq \
-             WHERE m.id IN (SELECT value FROM json_each(?))",
-        )
-        .bind(list)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
-        let by_id: std::collections::HashMap<String, String> = found.into_iter().collect();
+        let found = self
+            .read(|conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT m.id, e.data FROM messages m JOIN events e ON e.seq = m.seq \
+                     WHERE m.id IN (SELECT value FROM json_each(?))",
+                )?;
+                let found = stmt
+                    .query_map([&list], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                    })?
+                    .collect::<rusqlite::Result<std::collections::HashMap<_, _>>>()?;
+                Ok(found)
+            })
+            .await?;
         ids.iter()
             .map(|id| {
-                by_id
+                found
                     .get(id)
-                    .map(|data| rows::payload(id, data))
+                    .map(|data| decode::payload(id, data))
                     .transpose()
             })
             .collect()
     }
 
     async fn generation(&self) -> Result<i64> {
-        sqlx::query_scalar("SELECT coalesce(max(seq), 0) FROM events")
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|e| self.err(e))
+        self.read(|conn| {
+            Ok(scalar(conn, "SELECT coalesce(max(seq), 0) FROM events", [])?.unwrap_or(0))
+        })
+        .await
     }
 
     async fn message(&self, id: &str) -> Result<Option<(Envelope, Map<String, Value>)>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        let Some(envelope) = envelope(&mut conn, id).await.map_err(|e| self.err(e))? else {
-            return Ok(None);
-        };
-        let data: String = sqlx::query_scalar(
-            "SELECT e.data FROM events e JOIN messages m ON m.seq = e.seq WHERE m.id = ?",
-        )
-        .bind(id)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(|e| self.err(e))?;
-        Ok(Some((envelope, rows::payload(id, &data)?)))
+        let found = self
+            .read(|conn| {
+                let Some(envelope) = envelope(conn, id)? else {
+                    return Ok(None);
+                };
+                let data: Option<String> = scalar(
+                    conn,
+                    "SELECT e.data FROM events e JOIN messages m ON m.seq = e.seq WHERE m.id = ?",
+                    [id],
+                )?;
+                Ok(data.map(|data| (envelope, data)))
+            })
+            .await?;
+        match found {
+            Some((envelope, data)) => Ok(Some((envelope, decode::payload(id, &data)?))),
+            None => Ok(None),
+        }
     }
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>> {
-        runs::query(&self.pool, query)
-            .await
-            .map_err(|e| self.err(e))
+        self.read(|conn| runs::query(conn, query)).await
     }
 
     async fn order(&self, id: &str) -> Result<Option<Order>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        orders::load(&mut conn, id).await.map_err(|e| self.err(e))
+        self.read(|conn| orders::load(conn, id)).await
     }
 
     async fn orders(&self, query: &OrderQuery) -> Result<Vec<Order>> {
-        orders::query(&self.pool, query)
-            .await
-            .map_err(|e| self.err(e))
+        self.read(|conn| orders::query(conn, query)).await
     }
 
     async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>> {
-        orders::events_since(&self.pool, id, after_seq)
+        self.read(|conn| orders::events_since(conn, id, after_seq))
             .await
-            .map_err(|e| self.err(e))
     }
 
     async fn key(&self, id: &str) -> Result<Option<Key>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        keys::load(&mut conn, id).await.map_err(|e| self.err(e))
+        self.read(|conn| keys::load(conn, id)).await
     }
 
     async fn keys(&self) -> Result<Vec<Key>> {
-        keys::all(&self.pool).await.map_err(|e| self.err(e))
+        self.read(keys::all).await
     }
 
     async fn webhook(&self, participant: &str) -> Result<Option<Webhook>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        webhooks::load(&mut conn, participant)
-            .await
-            .map_err(|e| self.err(e))
+        self.read(|conn| webhooks::load(conn, participant)).await
     }
 
     async fn webhooks(&self) -> Result<Vec<Webhook>> {
-        webhooks::all(&self.pool).await.map_err(|e| self.err(e))
+        self.read(webhooks::all).await
     }
 
     async fn claim_webhook(&self, now: Millis, lease_until: Millis) -> Result<Option<Webhook>> {
-        webhooks::claim(&self.pool, now, lease_until)
+        self.bookkeep(|conn| webhooks::claim(conn, now, lease_until))
             .await
-            .map_err(|e| self.err(e))
     }
 
     async fn settle_webhook(&self, hook: &Webhook, settled: Settled) -> Result<()> {
-        webhooks::settle(&self.pool, hook, &settled)
+        self.bookkeep(|conn| webhooks::settle(conn, hook, &settled))
             .await
-            .map_err(|e| self.err(e))
     }
 
     async fn negotiation(&self, id: &str) -> Result<Option<Negotiation>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        read_negotiation(&mut conn, id)
-            .await
-            .map_err(|e| self.err(e))
+        self.read(|conn| read_negotiation(conn, id)).await
     }
 
     async fn events_about(&self, subject: &str, kind: &str) -> Result<Vec<Event>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        read_about(&mut conn, subject, kind)
-            .await
-            .map_err(|e| self.err(e))
+        self.read(|conn| read_about(conn, subject, kind)).await
     }
 }
 
@@ -1120,52 +1157,60 @@ struct SqliteTx {
 }
 
 enum Handle {
-    Own(Transaction<'static, Sqlite>),
+    Own(Own),
     Member(group::Member),
 }
 
-impl SqliteTx {
-    fn err(&self, e: sqlx::Error) -> StoreError {
-        classify(&e, self.busy_timeout)
-    }
+/// The store's connection with a transaction of its own open on it; dropped without a
+/// commit, it rolls back.
+struct Own(OwnedMutexGuard<Connection>);
 
-    fn conn(&mut self) -> &mut SqliteConnection {
-        match &mut self.handle {
-            Handle::Own(tx) => tx,
+impl Drop for Own {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit() {
+            let _ = exec(&self.0, "ROLLBACK", []);
+        }
+    }
+}
+
+impl SqliteTx {
+    fn conn(&self) -> &Connection {
+        match &self.handle {
+            Handle::Own(own) => &own.0,
             Handle::Member(member) => member.conn(),
         }
+    }
+
+    /// Runs `work` on the transaction's connection.
+    fn on<T>(&self, work: impl FnOnce(&Connection) -> Sql<T>) -> Result<T> {
+        work(self.conn()).map_err(|e| classify(&e, self.busy_timeout))
     }
 }
 
 #[async_trait]
 impl Tx for SqliteTx {
     async fn append(&mut self, event: NewEvent) -> Result<Event> {
-        let result = append(self.conn(), event).await;
-        result.map_err(|e| self.err(e))
+        self.on(|conn| append(conn, event))
     }
 
     async fn participant(&mut self, name: &str) -> Result<Option<Participant>> {
-        let result = fetch_participant(self.conn(), name).await;
-        result.map_err(|e| self.err(e))
+        self.on(|conn| fetch_participant(conn, name))
     }
 
     async fn envelope(&mut self, id: &str) -> Result<Option<Envelope>> {
-        let result = envelope(self.conn(), id).await;
-        result.map_err(|e| self.err(e))
+        self.on(|conn| envelope(conn, id))
     }
 
     async fn keyed(&mut self, from: &Passname, key: &str) -> Result<Option<Prior>> {
-        let rows = sqlx::query(
-            "SELECT id, hash, type, topic, reply_to, idempotency_key FROM messages \
-             WHERE from_name = ? AND idempotency_key = ?",
-        )
-        .bind(from.as_str())
-        .bind(key)
-        .fetch_all(self.conn())
-        .await;
-        let rows = rows.map_err(|e| self.err(e))?;
-        let priors = priors(self.conn(), &rows).await;
-        Ok(priors.map_err(|e| self.err(e))?.pop())
+        self.on(|conn| {
+            let found = rows(
+                conn,
+                "SELECT id, hash, type, topic, reply_to, idempotency_key FROM messages \
+                 WHERE from_name = ? AND idempotency_key = ?",
+                [from.as_str(), key],
+            )?;
+            Ok(priors(conn, &found)?.pop())
+        })
     }
 
     async fn recent(
@@ -1174,90 +1219,80 @@ impl Tx for SqliteTx {
         draft: &Draft,
         since: Millis,
     ) -> Result<Vec<Prior>> {
-        let rows = sqlx::query(
-            "SELECT id, hash, type, topic, reply_to, idempotency_key FROM messages \
-             WHERE from_name = ? AND hash = ? AND type = ? AND topic = ? \
-             AND reply_to IS ? AND created_at >= ? ORDER BY seq DESC LIMIT 20",
-        )
-        .bind(from.as_str())
-        .bind(draft.payload.hash())
-        .bind(draft.kind.as_str())
-        .bind(draft.topic.as_str())
-        .bind(&draft.reply_to)
-        .bind(since)
-        .fetch_all(self.conn())
-        .await;
-        let rows = rows.map_err(|e| self.err(e))?;
-        let priors = priors(self.conn(), &rows).await;
-        priors.map_err(|e| self.err(e))
+        self.on(|conn| {
+            let found = rows(
+                conn,
+                "SELECT id, hash, type, topic, reply_to, idempotency_key FROM messages \
+                 WHERE from_name = ? AND hash = ? AND type = ? AND topic = ? \
+                 AND reply_to IS ? AND created_at >= ? ORDER BY seq DESC LIMIT 20",
+                params![
+                    from.as_str(),
+                    draft.payload.hash(),
+                    draft.kind.as_str(),
+                    draft.topic.as_str(),
+                    draft.reply_to,
+                    since
+                ],
+            )?;
+            priors(conn, &found)
+        })
     }
 
     async fn order(&mut self, id: &str) -> Result<Option<Order>> {
-        let result = orders::load(self.conn(), id).await;
-        result.map_err(|e| self.err(e))
+        self.on(|conn| orders::load(conn, id))
     }
 
     async fn run(&mut self, id: &str) -> Result<Option<Run>> {
-        let result = runs::load(self.conn(), id).await;
-        result.map_err(|e| self.err(e))
+        self.on(|conn| runs::load(conn, id))
     }
 
     async fn key(&mut self, id: &str) -> Result<Option<Key>> {
-        let result = keys::load(self.conn(), id).await;
-        result.map_err(|e| self.err(e))
+        self.on(|conn| keys::load(conn, id))
     }
 
     async fn webhook(&mut self, participant: &str) -> Result<Option<Webhook>> {
-        let result = webhooks::load(self.conn(), participant).await;
-        result.map_err(|e| self.err(e))
+        self.on(|conn| webhooks::load(conn, participant))
     }
 
     async fn has_event(&mut self, id: &str) -> Result<bool> {
-        let found: sqlx::Result<Option<i64>> =
-            sqlx::query_scalar("SELECT 1 FROM events WHERE id = ?")
-                .bind(id)
-                .fetch_optional(self.conn())
-                .await;
-        Ok(found.map_err(|e| self.err(e))?.is_some())
+        self.on(|conn| {
+            Ok(scalar::<i64>(conn, "SELECT 1 FROM events WHERE id = ?", [id])?.is_some())
+        })
     }
 
     async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool> {
-        let result = runs::other_live(self.conn(), participant, except).await;
-        result.map_err(|e| self.err(e))
+        self.on(|conn| runs::other_live(conn, participant, except))
     }
 
     async fn held(&mut self, participant: &str, since: Millis) -> Result<Vec<String>> {
-        let held = sqlx::query_scalar(
-            "SELECT message_id FROM deliveries WHERE participant = ? AND status = ? \
-             AND updated_at >= ? ORDER BY updated_at, message_id",
-        )
-        .bind(participant)
-        .bind(DeliveryStatus::Delivered.as_str())
-        .bind(since)
-        .fetch_all(self.conn())
-        .await;
-        held.map_err(|e| self.err(e))
+        self.on(|conn| {
+            column(
+                conn,
+                "SELECT message_id FROM deliveries WHERE participant = ? AND status = ? \
+                 AND updated_at >= ? ORDER BY updated_at, message_id",
+                params![participant, DeliveryStatus::Delivered.as_str(), since],
+            )
+        })
     }
 
     async fn state(&mut self) -> Result<ProjectState> {
-        let result = read_state(self.conn()).await;
-        result.map_err(|e| self.err(e))
+        self.on(read_state)
     }
 
     async fn negotiation(&mut self, id: &str) -> Result<Option<Negotiation>> {
-        let result = read_negotiation(self.conn(), id).await;
-        result.map_err(|e| self.err(e))
+        self.on(|conn| read_negotiation(conn, id))
     }
 
     async fn events_about(&mut self, subject: &str, kind: &str) -> Result<Vec<Event>> {
-        let result = read_about(self.conn(), subject, kind).await;
-        result.map_err(|e| self.err(e))
+        self.on(|conn| read_about(conn, subject, kind))
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
         let busy_timeout = self.busy_timeout;
         match self.handle {
-            Handle::Own(tx) => tx.commit().await.map_err(|e| classify(&e, busy_timeout))?,
+            Handle::Own(own) => group::blocking(|| exec(&own.0, "COMMIT", []))
+                .map(drop)
+                .map_err(|e| classify(&e, busy_timeout))?,
             Handle::Member(member) => member.commit(busy_timeout).await?,
         }
         if let Some(spool) = self.folded {
@@ -1267,49 +1302,4 @@ impl Tx for SqliteTx {
         }
         Ok(())
     }
-}
-
-/// Earlier messages as the duplicate rule compares them, with their recipients.
-async fn priors(conn: &mut SqliteConnection, rows: &[SqliteRow]) -> sqlx::Result<Vec<Prior>> {
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        let id: String = row.try_get("id")?;
-        let to: Vec<String> =
-            sqlx::query_scalar("SELECT participant FROM deliveries WHERE message_id = ?")
-                .bind(&id)
-                .fetch_all(&mut *conn)
-                .await?;
-        out.push(rows::prior(row, to)?);
-    }
-    Ok(out)
-}
-
-/// One message's envelope.
-async fn envelope(conn: &mut SqliteConnection, id: &str) -> sqlx::Result<Option<Envelope>> {
-    Ok(load_envelopes(conn, &[id.to_owned()]).await?.pop())
-}
-
-impl SqliteStore {
-    /// Runs a query that selects message ids and loads their envelopes, in that order.
-    async fn list<'q>(
-        &self,
-        query: sqlx::query::QueryScalar<'q, Sqlite, String, sqlx::sqlite::SqliteArguments>,
-    ) -> Result<Vec<Envelope>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        let ids = query.fetch_all(&mut *conn).await.map_err(|e| self.err(e))?;
-        load_envelopes(&mut conn, &ids)
-            .await
-            .map_err(|e| self.err(e))
-    }
-}
-
-async fn fetch_participant(
-    conn: &mut SqliteConnection,
-    name: &str,
-) -> sqlx::Result<Option<Participant>> {
-    let row = sqlx::query("SELECT name, role, added_at, policy FROM participants WHERE name = ?")
-        .bind(name)
-        .fetch_optional(&mut *conn)
-        .await?;
-    row.as_ref().map(rows::participant).transpose()
 }

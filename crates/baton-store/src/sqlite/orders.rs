@@ -3,85 +3,79 @@
 
 use baton_core::Event;
 use baton_core::order::{self, Order, OrderChange};
-use sqlx::sqlite::{SqliteConnection, SqlitePool};
-use sqlx::{QueryBuilder, Sqlite};
+use rusqlite::{Connection, params};
 
 use super::load_folded;
+use super::sql::{Builder, Sql, column, exec, rows};
 use crate::OrderQuery;
-use crate::rows;
+use crate::rows as decode;
 
 const CLOSED: &str = "('approved', 'declined', 'expired', 'cancelled')";
 
 /// Applies one order event to the projection (live writes and replay alike).
-pub(super) async fn project(
-    conn: &mut SqliteConnection,
-    event: &Event,
-    change: &OrderChange,
-) -> sqlx::Result<()> {
-    let current = load(conn, change.order()).await?;
+pub(super) fn project(conn: &Connection, event: &Event, change: &OrderChange) -> Sql<()> {
+    let current = load(conn, change.order())?;
     if let Some(order) = order::fold(current, change, event.seq, event.at) {
-        save(conn, &order).await?;
+        save(conn, &order)?;
     }
     Ok(())
 }
 
-pub(super) async fn load(conn: &mut SqliteConnection, id: &str) -> sqlx::Result<Option<Order>> {
-    load_folded(conn, "SELECT data FROM orders WHERE id = ?", id).await
+pub(super) fn load(conn: &Connection, id: &str) -> Sql<Option<Order>> {
+    load_folded(conn, "SELECT data FROM orders WHERE id = ?", id)
 }
 
-async fn save(conn: &mut SqliteConnection, order: &Order) -> sqlx::Result<()> {
+fn save(conn: &Connection, order: &Order) -> Sql<()> {
     let data = serde_json::to_string(order).expect("an order always serializes");
-    sqlx::query(
+    exec(
+        conn,
         "INSERT INTO orders (id, log_seq, seq, status, from_name, to_name, escalate_to, data) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
          ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, status = excluded.status, \
          data = excluded.data",
-    )
-    .bind(&order.id)
-    .bind(order.log_seq)
-    .bind(order.seq)
-    .bind(order.status.as_str())
-    .bind(&order.from)
-    .bind(&order.to)
-    .bind(&order.escalate_to)
-    .bind(data)
-    .execute(&mut *conn)
-    .await?;
+        params![
+            order.id,
+            order.log_seq,
+            order.seq,
+            order.status.as_str(),
+            order.from,
+            order.to,
+            order.escalate_to,
+            data
+        ],
+    )?;
     Ok(())
 }
 
-pub(super) async fn query(pool: &SqlitePool, query: &OrderQuery) -> sqlx::Result<Vec<Order>> {
-    let mut sql = QueryBuilder::<Sqlite>::new("SELECT data FROM orders WHERE 1 = 1");
+pub(super) fn query(conn: &Connection, query: &OrderQuery) -> Sql<Vec<Order>> {
+    let mut sql = Builder::new("SELECT data FROM orders WHERE 1 = 1");
     if let Some(who) = &query.party {
         sql.push(" AND (from_name = ")
-            .push_bind(who.clone())
+            .bind(who.clone())
             .push(" OR to_name = ")
-            .push_bind(who.clone())
+            .bind(who.clone())
             .push(" OR escalate_to = ")
-            .push_bind(who.clone())
+            .bind(who.clone())
             .push(")");
     }
     if !query.closed {
         sql.push(" AND status NOT IN ").push(CLOSED);
     }
     sql.push(" ORDER BY log_seq");
-    let data: Vec<String> = sql.build_query_scalar().fetch_all(pool).await?;
-    data.iter().map(|d| rows::folded(d)).collect()
+    let data: Vec<String> = column(conn, &sql.sql, sql.params())?;
+    Ok(data
+        .iter()
+        .map(|d| decode::folded(d))
+        .collect::<sqlx::Result<_>>()?)
 }
 
-pub(super) async fn events_since(
-    pool: &SqlitePool,
-    id: &str,
-    after_seq: i64,
-) -> sqlx::Result<Vec<Event>> {
-    let found = sqlx::query(
+pub(super) fn events_since(conn: &Connection, id: &str, after_seq: i64) -> Sql<Vec<Event>> {
+    let found = rows(
+        conn,
         "SELECT seq, id, at, actor, kind, data FROM events \
          WHERE subject = ? AND kind = 'order.changed' AND json_extract(data, '$.seq') > ? \
          ORDER BY seq",
-    )
-    .bind(id)
-    .bind(after_seq)
-    .fetch_all(pool)
-    .await?;
-    rows::events(&found)
+        params![id, after_seq],
+    )?;
+    Ok(decode::events(&found)?)
 }

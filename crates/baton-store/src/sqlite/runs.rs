@@ -3,90 +3,83 @@
 
 use baton_core::Event;
 use baton_core::run::{self, Run, RunChange};
-use sqlx::sqlite::{SqliteConnection, SqlitePool};
-use sqlx::{QueryBuilder, Sqlite};
+use rusqlite::{Connection, params};
 
 use super::load_folded;
+use super::sql::{Builder, Sql, column, exec, scalar};
 use crate::RunQuery;
 use crate::rows;
 
 const LIVE: &str = "('registered', 'running', 'untracked')";
 
 /// Applies one run event to the projection (live writes and replay alike).
-pub(super) async fn project(
-    conn: &mut SqliteConnection,
-    event: &Event,
-    change: &RunChange,
-) -> sqlx::Result<()> {
+pub(super) fn project(conn: &Connection, event: &Event, change: &RunChange) -> Sql<()> {
     let Some(id) = change.run() else {
         return Ok(());
     };
-    let current = load(conn, id).await?;
+    let current = load(conn, id)?;
     if let Some(run) = run::fold(current, change, event.seq, event.at) {
-        save(conn, &run).await?;
+        save(conn, &run)?;
     }
     Ok(())
 }
 
-pub(super) async fn load(conn: &mut SqliteConnection, id: &str) -> sqlx::Result<Option<Run>> {
-    load_folded(conn, "SELECT data FROM runs WHERE id = ?", id).await
+pub(super) fn load(conn: &Connection, id: &str) -> Sql<Option<Run>> {
+    load_folded(conn, "SELECT data FROM runs WHERE id = ?", id)
 }
 
-async fn save(conn: &mut SqliteConnection, run: &Run) -> sqlx::Result<()> {
+fn save(conn: &Connection, run: &Run) -> Sql<()> {
     let data = serde_json::to_string(run).expect("a run always serializes");
-    sqlx::query(
+    exec(
+        conn,
         "INSERT INTO runs (id, seq, status, participant, host, ended_at, data) \
          VALUES (?, ?, ?, ?, ?, ?, ?) \
          ON CONFLICT (id) DO UPDATE SET status = excluded.status, \
          participant = excluded.participant, host = excluded.host, \
          ended_at = excluded.ended_at, data = excluded.data",
-    )
-    .bind(&run.id)
-    .bind(run.seq)
-    .bind(run.status.as_str())
-    .bind(&run.participant)
-    .bind(&run.host)
-    .bind(run.ended_at)
-    .bind(data)
-    .execute(&mut *conn)
-    .await?;
+        params![
+            run.id,
+            run.seq,
+            run.status.as_str(),
+            run.participant,
+            run.host,
+            run.ended_at,
+            data
+        ],
+    )?;
     Ok(())
 }
 
 /// Whether `participant` has a registered or running run other than `except`.
-pub(super) async fn other_live(
-    conn: &mut SqliteConnection,
-    participant: &str,
-    except: &str,
-) -> sqlx::Result<bool> {
-    let found: Option<i64> = sqlx::query_scalar(
+pub(super) fn other_live(conn: &Connection, participant: &str, except: &str) -> Sql<bool> {
+    let found: Option<i64> = scalar(
+        conn,
         "SELECT 1 FROM runs WHERE participant = ? AND id != ? \
          AND status IN ('registered', 'running') LIMIT 1",
-    )
-    .bind(participant)
-    .bind(except)
-    .fetch_optional(&mut *conn)
-    .await?;
+        [participant, except],
+    )?;
     Ok(found.is_some())
 }
 
-pub(super) async fn query(pool: &SqlitePool, query: &RunQuery) -> sqlx::Result<Vec<Run>> {
+pub(super) fn query(conn: &Connection, query: &RunQuery) -> Sql<Vec<Run>> {
     if let Some(recent) = query.recent {
         // Live runs, and the newest others found walking the `seq` index back from the end.
-        let data: Vec<String> = sqlx::query_scalar(
+        let data: Vec<String> = column(
+            conn,
             "SELECT data FROM (SELECT data, seq FROM runs WHERE status IN \
              ('registered', 'running', 'untracked') UNION ALL SELECT data, seq FROM \
              (SELECT data, seq FROM runs WHERE status NOT IN ('registered', 'running', 'untracked') \
              ORDER BY seq DESC LIMIT ?)) ORDER BY seq",
-        )
-        .bind(i64::from(recent))
-        .fetch_all(pool)
-        .await?;
-        return data.iter().map(|d| rows::folded(d)).collect();
+            [i64::from(recent)],
+        )?;
+        return Ok(data
+            .iter()
+            .map(|d| rows::folded(d))
+            .collect::<sqlx::Result<_>>()?);
     }
-    let mut sql = QueryBuilder::<Sqlite>::new("SELECT data FROM runs WHERE 1 = 1");
+    let mut sql = Builder::new("SELECT data FROM runs WHERE 1 = 1");
     if let Some(id) = &query.id {
-        sql.push(" AND id = ").push_bind(id.clone());
+        sql.push(" AND id = ").bind(id.clone());
     }
     if query.live {
         sql.push(" AND status IN ").push(LIVE);
@@ -95,16 +88,19 @@ pub(super) async fn query(pool: &SqlitePool, query: &RunQuery) -> sqlx::Result<V
         sql.push(" AND (status IN ")
             .push(LIVE)
             .push(" OR ended_at >= ")
-            .push_bind(since)
+            .bind(since)
             .push(")");
     }
     if let Some(after) = query.after_seq {
-        sql.push(" AND seq > ").push_bind(after);
+        sql.push(" AND seq > ").bind(after);
     }
     sql.push(" ORDER BY seq");
     if let Some(limit) = query.limit {
-        sql.push(" LIMIT ").push_bind(i64::from(limit));
+        sql.push(" LIMIT ").bind(i64::from(limit));
     }
-    let data: Vec<String> = sql.build_query_scalar().fetch_all(pool).await?;
-    data.iter().map(|d| rows::folded(d)).collect()
+    let data: Vec<String> = column(conn, &sql.sql, sql.params())?;
+    Ok(data
+        .iter()
+        .map(|d| rows::folded(d))
+        .collect::<sqlx::Result<_>>()?)
 }

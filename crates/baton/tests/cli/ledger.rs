@@ -723,24 +723,10 @@ fn a_hook_spools_its_event_rather_than_wait_for_a_locked_store_and_the_next_comm
     )
     .unwrap();
     let db = project.db();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let logged =
-        |runtime: &tokio::runtime::Runtime, text: &str| runtime.block_on(logged_events(&db, text));
-    let events_before = logged(&runtime, "");
-    let mut lock = runtime.block_on(async {
-        use sqlx::Connection;
-        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
-            .await
-            .unwrap();
-        sqlx::raw_sql("BEGIN IMMEDIATE")
-            .execute(&mut conn)
-            .await
-            .unwrap();
-        conn
-    });
+    let logged = |text: &str| logged_events(&db, text);
+    let events_before = logged("");
+    let lock = rusqlite::Connection::open(&db).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
     let started = Instant::now();
     let out = hook(
         &project,
@@ -749,29 +735,23 @@ fn a_hook_spools_its_event_rather_than_wait_for_a_locked_store_and_the_next_comm
         br#"{"session_id":"s-spooled"}"#,
     );
     let took = started.elapsed();
-    runtime.block_on(async {
-        sqlx::raw_sql("ROLLBACK").execute(&mut lock).await.unwrap();
-    });
+    lock.execute_batch("ROLLBACK").unwrap();
     assert_eq!(code(out.status), 0);
     assert!(out.stdout.is_empty());
     assert_eq!(stderr(&out), "", "the hook complained");
     // Far below the store's own 30 s wait (the real numbers are in `cargo bench --bench floor`).
     assert!(took < Duration::from_secs(5), "the hook waited {took:?}");
     assert_eq!(
-        logged(&runtime, ""),
+        logged(""),
         events_before,
         "the hook wrote to the locked log"
     );
     // The next command that opens the store folds the spool into the log first.
     project.ok(None, &["runs"]);
     project.ok(None, &["runs"]);
+    assert_eq!(logged(""), events_before + 1, "one event was folded in");
     assert_eq!(
-        logged(&runtime, ""),
-        events_before + 1,
-        "one event was folded in"
-    );
-    assert_eq!(
-        logged(&runtime, "s-spooled"),
+        logged("s-spooled"),
         1,
         "the hook's event is in the log once"
     );
@@ -784,16 +764,14 @@ fn a_hook_spools_its_event_rather_than_wait_for_a_locked_store_and_the_next_comm
 
 /// How many events in the log hold `text`, read with a bare connection (opening the store
 /// would fold the spool).
-async fn logged_events(db: &Path, text: &str) -> i64 {
-    use sqlx::Connection;
-    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
-        .await
-        .unwrap();
-    sqlx::query_scalar("SELECT count(*) FROM events WHERE instr(data, ?) > 0 OR ? = ''")
-        .bind(text)
-        .bind(text)
-        .fetch_one(&mut conn)
-        .await
+fn logged_events(db: &Path, text: &str) -> i64 {
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM events WHERE instr(data, ?1) > 0 OR ?1 = ''",
+            [text],
+            |r| r.get(0),
+        )
         .unwrap()
 }
 

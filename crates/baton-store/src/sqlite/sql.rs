@@ -1,0 +1,211 @@
+//! The thin layer between the embedded store and SQLite (rusqlite): opening a connection
+//! with the store's settings, running a statement from the connection's statement cache,
+//! rows read into owned values that [`crate::rows`] decodes, and what an engine error
+//! means to a caller.
+//!
+//! SQLite runs in the calling thread: a query is a function call, not a message to a
+//! driver's worker thread and back. A one-shot command makes a handful of queries, and on
+//! a busy machine each round trip to another thread costs a scheduling delay.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::types::{FromSql, Value};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Params};
+
+use crate::StoreError;
+
+/// What went wrong in a store function: the engine, or a row the store cannot read back.
+#[derive(Debug)]
+pub(super) enum Fault {
+    Engine(rusqlite::Error),
+    Row(sqlx::Error),
+}
+
+impl From<rusqlite::Error> for Fault {
+    fn from(e: rusqlite::Error) -> Self {
+        Fault::Engine(e)
+    }
+}
+
+impl From<sqlx::Error> for Fault {
+    fn from(e: sqlx::Error) -> Self {
+        Fault::Row(e)
+    }
+}
+
+pub(super) type Sql<T> = std::result::Result<T, Fault>;
+
+/// Maps an engine error to what the user can act on: lock contention is `Busy`
+/// (retryable), never a raw "database is locked".
+pub(super) fn classify(e: &Fault, busy_timeout: Duration) -> StoreError {
+    use rusqlite::ErrorCode;
+    match e {
+        Fault::Engine(rusqlite::Error::SqliteFailure(failure, message)) => match failure.code {
+            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => StoreError::Busy {
+                timeout_ms: busy_timeout.as_millis() as u64,
+            },
+            ErrorCode::DatabaseCorrupt => StoreError::Corrupt {
+                what: "SQLite reports a malformed page",
+            },
+            ErrorCode::NotADatabase => StoreError::Corrupt {
+                what: "SQLite does not recognise the file as a database",
+            },
+            _ => StoreError::Engine(message.clone().unwrap_or_else(|| failure.to_string())),
+        },
+        Fault::Engine(other) => StoreError::Engine(other.to_string()),
+        Fault::Row(other) => StoreError::Engine(other.to_string()),
+    }
+}
+
+/// Opens a connection to the store's file: WAL, every commit fsync'd (`synchronous =
+/// FULL`), waits for the write lock bounded by `busy_timeout`, foreign keys on.
+pub(super) fn connect(path: &Path, busy_timeout: Duration, create: bool) -> Sql<Connection> {
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(busy_timeout)?;
+    // Statements are compiled once a connection and kept: a command repeats a few, a
+    // server's connections repeat them all.
+    conn.set_prepared_statement_cache_capacity(128);
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Fault::Row(sqlx::Error::Protocol(format!(
+            "the store could not switch to WAL mode (it is in {mode} mode)"
+        ))));
+    }
+    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")?;
+    Ok(conn)
+}
+
+/// A row read out of SQLite into owned values, its columns found by name.
+pub(super) struct Row {
+    names: Arc<[String]>,
+    values: Vec<Value>,
+}
+
+impl Row {
+    fn get(&self, column: &str) -> sqlx::Result<&Value> {
+        self.names
+            .iter()
+            .position(|n| n == column)
+            .map(|i| &self.values[i])
+            .ok_or_else(|| sqlx::Error::ColumnNotFound(column.to_owned()))
+    }
+}
+
+fn mismatch(column: &str, want: &str, got: &Value) -> sqlx::Error {
+    sqlx::Error::Decode(format!("column {column}: expected {want}, found {got:?}").into())
+}
+
+impl crate::rows::Columns for Row {
+    fn text(&self, column: &str) -> sqlx::Result<String> {
+        self.maybe_text(column)?
+            .ok_or_else(|| mismatch(column, "text", &Value::Null))
+    }
+
+    fn maybe_text(&self, column: &str) -> sqlx::Result<Option<String>> {
+        match self.get(column)? {
+            Value::Text(t) => Ok(Some(t.clone())),
+            Value::Null => Ok(None),
+            other => Err(mismatch(column, "text", other)),
+        }
+    }
+
+    fn int(&self, column: &str) -> sqlx::Result<i64> {
+        self.maybe_int(column)?
+            .ok_or_else(|| mismatch(column, "an integer", &Value::Null))
+    }
+
+    fn maybe_int(&self, column: &str) -> sqlx::Result<Option<i64>> {
+        match self.get(column)? {
+            Value::Integer(i) => Ok(Some(*i)),
+            Value::Null => Ok(None),
+            other => Err(mismatch(column, "an integer", other)),
+        }
+    }
+}
+
+/// Every row `sql` selects.
+pub(super) fn rows(conn: &Connection, sql: &str, params: impl Params) -> Sql<Vec<Row>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let names: Arc<[String]> = stmt.column_names().into_iter().map(str::to_owned).collect();
+    let width = names.len();
+    let mut found = stmt.query(params)?;
+    let mut out = Vec::new();
+    while let Some(row) = found.next()? {
+        let mut values = Vec::with_capacity(width);
+        for i in 0..width {
+            values.push(row.get::<_, Value>(i)?);
+        }
+        out.push(Row {
+            names: Arc::clone(&names),
+            values,
+        });
+    }
+    Ok(out)
+}
+
+/// The first row `sql` selects, if any.
+pub(super) fn row(conn: &Connection, sql: &str, params: impl Params) -> Sql<Option<Row>> {
+    Ok(rows(conn, sql, params)?.into_iter().next())
+}
+
+/// The first column of every row `sql` selects.
+pub(super) fn column<T: FromSql>(conn: &Connection, sql: &str, params: impl Params) -> Sql<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let found = stmt.query_map(params, |r| r.get::<_, T>(0))?;
+    Ok(found.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The first column of the first row `sql` selects, if any.
+pub(super) fn scalar<T: FromSql>(
+    conn: &Connection,
+    sql: &str,
+    params: impl Params,
+) -> Sql<Option<T>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    Ok(stmt.query_row(params, |r| r.get::<_, T>(0)).optional()?)
+}
+
+/// Runs `sql` (a write); how many rows it changed.
+pub(super) fn exec(conn: &Connection, sql: &str, params: impl Params) -> Sql<usize> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    Ok(stmt.execute(params)?)
+}
+
+/// A statement put together from optional parts, with its parameters beside it.
+#[derive(Default)]
+pub(super) struct Builder {
+    pub(super) sql: String,
+    pub(super) params: Vec<Value>,
+}
+
+impl Builder {
+    pub(super) fn new(sql: &str) -> Self {
+        Self {
+            sql: sql.to_owned(),
+            params: Vec::new(),
+        }
+    }
+
+    /// Appends SQL text.
+    pub(super) fn push(&mut self, sql: &str) -> &mut Self {
+        self.sql.push_str(sql);
+        self
+    }
+
+    /// Appends a parameter placeholder bound to `value`.
+    pub(super) fn bind(&mut self, value: impl Into<Value>) -> &mut Self {
+        self.sql.push('?');
+        self.params.push(value.into());
+        self
+    }
+
+    pub(super) fn params(&self) -> rusqlite::ParamsFromIter<std::slice::Iter<'_, Value>> {
+        rusqlite::params_from_iter(self.params.iter())
+    }
+}
