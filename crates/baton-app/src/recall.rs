@@ -153,9 +153,8 @@ pub(crate) async fn resume(
             owed_lines.push(owed_line(env, None));
         }
     }
-    let waiting: Vec<String> = store
-        .outbox(me, false)
-        .await?
+    let (waiting, waiting_total) = store.waiting(me, owed_read_limit(max_bytes)).await?;
+    let waiting: Vec<String> = waiting
         .iter()
         .map(|e| {
             let ends =
@@ -236,7 +235,7 @@ pub(crate) async fn resume(
         },
         Section {
             title: "What I am waiting for",
-            unlisted: 0,
+            unlisted: usize::try_from(waiting_total).unwrap_or(usize::MAX) - waiting.len(),
             items: waiting,
             more: "baton outbox",
             empty: Some("nothing"),

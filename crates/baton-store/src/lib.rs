@@ -187,6 +187,9 @@ pub trait Backend: Send + Sync {
     /// The requests `who` sent whose own end is not archived (with `all`, every one),
     /// oldest first, with each recipient's status and the reply count.
     async fn outbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>>;
+    /// The first `limit` requests `who` sent whose own end is not archived, oldest first,
+    /// and how many there are in all. For bounded reads such as the resume packet.
+    async fn waiting(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)>;
     /// The whole thread `id` belongs to, depth-first from the root.
     async fn thread(&self, id: &str) -> Result<Vec<Envelope>>;
     /// Newest first, one page at a time.

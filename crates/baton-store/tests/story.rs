@@ -1047,6 +1047,11 @@ async fn the_sender_closes_its_own_end_of_a_request(store: &dyn Store) {
         ids(&store.outbox(&planner, false).await.unwrap()),
         [id.as_str()]
     );
+    // The bounded view lists at most its limit and counts every open one.
+    let (first, total) = store.waiting(&planner, 10).await.unwrap();
+    assert_eq!((ids(&first), total), (vec![id.clone()], 1));
+    let (first, total) = store.waiting(&planner, 0).await.unwrap();
+    assert_eq!((first.len(), total), (0, 1));
 
     let stepped = store
         .step(&planner, &id, Verb::Archive, None)
@@ -1057,6 +1062,7 @@ async fn the_sender_closes_its_own_end_of_a_request(store: &dyn Store) {
         (End::Sender, "completed", "archived")
     );
     assert!(store.outbox(&planner, false).await.unwrap().is_empty());
+    assert_eq!(store.waiting(&planner, 10).await.unwrap().1, 0);
     let all = store.outbox(&planner, true).await.unwrap();
     assert_eq!(ids(&all), [id.as_str()]);
     assert_eq!(all[0].request_status, Some(RequestStatus::Archived));

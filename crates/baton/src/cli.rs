@@ -123,3 +123,157 @@ pub enum Command {
     #[command(subcommand, hide = true)]
     DemoPart(demo::DemoPart),
 }
+
+/// How each subcommand is built, by name: what the derive of [`Command`] does for that one
+/// variant. [`Cli::parse_lazily`] builds only the one a command line names; the test
+/// `every_subcommand_builds_lazily_as_the_derive_builds_it` holds this list to the enum.
+type Build = fn(clap::Command) -> clap::Command;
+
+fn group<T: Subcommand>(cmd: clap::Command) -> clap::Command {
+    T::augment_subcommands(cmd.subcommand_required(true).arg_required_else_help(true))
+}
+
+const SUBCOMMANDS: &[(&str, Build)] = &[
+    ("init", init::InitArgs::augment_args),
+    ("agent", group::<agent::AgentCommand>),
+    ("key", group::<key::KeyCommand>),
+    ("security-events", agent::SecurityEventsArgs::augment_args),
+    ("project", group::<project_cmd::ProjectCommand>),
+    ("send", send::SendArgs::augment_args),
+    ("inbox", messages::InboxArgs::augment_args),
+    ("outbox", messages::OutboxArgs::augment_args),
+    ("show", messages::ShowArgs::augment_args),
+    ("thread", messages::ThreadArgs::augment_args),
+    ("ack", step::AckArgs::augment_args),
+    ("complete", step::CompleteArgs::augment_args),
+    ("hand-back", step::HandBackArgs::augment_args),
+    ("refuse", step::RefuseArgs::augment_args),
+    ("archive", step::ArchiveArgs::augment_args),
+    ("search", search::SearchArgs::augment_args),
+    ("wait", wait::WaitArgs::augment_args),
+    ("focus", group::<state::FocusCommand>),
+    ("stream", group::<state::StreamCommand>),
+    ("decide", state::DecideArgs::augment_args),
+    ("constrain", state::ConstrainArgs::augment_args),
+    ("note", state::NoteArgs::augment_args),
+    ("session", group::<state::SessionCommand>),
+    ("state", group::<state::StateCommand>),
+    ("check", state::CheckArgs::augment_args),
+    ("resume", resume::ResumeArgs::augment_args),
+    ("receipt", group::<receipt::ReceiptCommand>),
+    ("alerts", receipt::AlertsArgs::augment_args),
+    ("mcp", mcp::McpArgs::augment_args),
+    ("gateway", gateway::GatewayArgs::augment_args),
+    ("serve", serve::ServeArgs::augment_args),
+    ("export", portable::ExportArgs::augment_args),
+    ("import", portable::ImportArgs::augment_args),
+    ("run", run::RunArgs::augment_args),
+    ("runs", runs::RunsArgs::augment_args),
+    ("hook", hook::HookArgs::augment_args),
+    ("reap", reap::ReapArgs::augment_args),
+    ("handoff", group::<handoff::HandoffCommand>),
+    ("evidence", group::<handoff::EvidenceCommand>),
+    ("order", group::<order::OrderCommand>),
+    ("negotiate", negotiate::NegotiateArgs::augment_args),
+    ("review", review::ReviewArgs::augment_args),
+    ("queue", queue::QueueArgs::augment_args),
+    ("need", queue::NeedArgs::augment_args),
+    ("record", queue::RecordArgs::augment_args),
+    ("demo", demo::DemoArgs::augment_args),
+    ("status", status::StatusArgs::augment_args),
+    ("board", board::BoardArgs::augment_args),
+];
+
+impl Cli {
+    /// Parses the command line. Building every subcommand's arguments (and copying the
+    /// global options into each) is most of what parsing costs, and a command runs for a
+    /// few milliseconds: so the line is first parsed against the one subcommand it names.
+    /// Anything that does not parse that way — help, a usage error, a name that is an
+    /// option's value — is parsed again against the whole command line, so what clap
+    /// prints is what it always printed.
+    pub fn parse_lazily() -> Result<Cli, clap::Error> {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        Self::lazily(&args).unwrap_or_else(|| Cli::try_parse_from(&args))
+    }
+
+    fn lazily(args: &[std::ffi::OsString]) -> Option<Result<Cli, clap::Error>> {
+        use clap::FromArgMatches;
+        let (name, build) = args.iter().skip(1).find_map(|arg| {
+            let arg = arg.to_str()?;
+            SUBCOMMANDS.iter().find(|(name, _)| *name == arg)
+        })?;
+        let root = GlobalArgs::augment_args(
+            clap::Command::new("baton")
+                .subcommand_required(true)
+                .arg_required_else_help(true),
+        );
+        let mut root = root.subcommand(build(clap::Command::new(*name)));
+        let matches = root.try_get_matches_from_mut(args).ok()?;
+        let cli = Cli::from_arg_matches(&matches).ok()?;
+        // Nothing is kept from the tree once the line is parsed; freeing it costs time.
+        std::mem::forget(root);
+        Some(Ok(cli))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Each entry builds its subcommand as the derive does (the same help, every option),
+    /// and the list names every subcommand of [`Command`] but the hidden demo cast.
+    #[test]
+    fn every_subcommand_builds_lazily_as_the_derive_builds_it() {
+        let mut full = Cli::command();
+        full.build();
+        let names: Vec<&str> = full
+            .get_subcommands()
+            .map(|c| c.get_name())
+            .filter(|n| !["help", "demo-part"].contains(n))
+            .collect();
+        let listed: Vec<&str> = SUBCOMMANDS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(listed, names, "SUBCOMMANDS must follow the enum");
+        for (name, build) in SUBCOMMANDS {
+            let mut lazy = GlobalArgs::augment_args(clap::Command::new("baton"))
+                .subcommand(build(clap::Command::new(*name)));
+            lazy.build();
+            let lazy = lazy.find_subcommand_mut(name).unwrap().render_long_help();
+            let derived = full.find_subcommand_mut(name).unwrap().render_long_help();
+            assert_eq!(lazy.to_string(), derived.to_string(), "{name}");
+        }
+    }
+
+    /// A line parsed against its one subcommand gives what the whole parser gives; a line
+    /// it cannot parse that way is left to the whole parser.
+    #[test]
+    fn a_lazy_parse_equals_the_whole_parse() {
+        let line = |s: &str| -> Vec<std::ffi::OsString> {
+            s.split(' ').map(std::ffi::OsString::from).collect()
+        };
+        for ok in [
+            "baton --as planner send --to executor --type request --topic t --body hi",
+            "baton send --json --to a,b --body x --as planner",
+            "baton --project /tmp/p inbox --all",
+            "baton agent add impl-1 --role executor",
+            "baton order step 01ABC --seq 2 accept",
+            "baton runs --all --limit 5",
+        ] {
+            let whole = Cli::try_parse_from(line(ok)).map(|c| format!("{c:?}"));
+            let lazy = Cli::lazily(&line(ok)).map(|r| r.map(|c| format!("{c:?}")));
+            match whole {
+                Ok(whole) => assert_eq!(lazy.unwrap().unwrap(), whole, "{ok}"),
+                Err(_) => assert!(lazy.is_none(), "{ok}: parsed lazily, not whole"),
+            }
+        }
+        for left in [
+            "baton --as send inbox",
+            "baton send --help",
+            "baton inbox --no-such-flag",
+            "baton",
+        ] {
+            assert!(Cli::lazily(&line(left)).is_none(), "{left}");
+        }
+    }
+}

@@ -15,13 +15,12 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use baton_app::doc::{self, ErrorBody};
-use clap::Parser;
 
 use crate::cli::Cli;
 use crate::error::CommandError;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::parse_lazily() {
         Ok(cli) => cli,
         Err(e) => return usage(e),
     };

@@ -957,6 +957,33 @@ impl Backend for PostgresStore {
         self.list(sql, who).await
     }
 
+    async fn waiting(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
+        let mut tx = self.snapshot().await?;
+        let read = async {
+            let total: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM messages WHERE project = $1 AND from_name = $2 \
+                 AND type = 'request' AND request_status != 'archived'",
+            )
+            .bind(self.project)
+            .bind(who.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+            let ids: Vec<String> = sqlx::query_scalar(
+                "SELECT id FROM messages WHERE project = $1 AND from_name = $2 \
+                 AND type = 'request' AND request_status != 'archived' ORDER BY seq LIMIT $3",
+            )
+            .bind(self.project)
+            .bind(who.as_str())
+            .bind(i64::from(limit))
+            .fetch_all(&mut *tx)
+            .await?;
+            let first = load_envelopes(&mut tx, self.project, &ids).await?;
+            Ok((first, total as u64))
+        }
+        .await;
+        self.done(tx, read).await
+    }
+
     async fn thread(&self, id: &str) -> Result<Vec<Envelope>> {
         let mut tx = self.snapshot().await?;
         let read = async {

@@ -885,6 +885,26 @@ impl Backend for SqliteStore {
         self.read(|conn| listed(conn, sql, [who.as_str()])).await
     }
 
+    async fn waiting(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
+        self.read(|conn| {
+            let total: i64 = scalar(
+                conn,
+                "SELECT count(*) FROM messages WHERE from_name = ? AND type = 'request' \
+                 AND request_status != 'archived'",
+                [who.as_str()],
+            )?
+            .unwrap_or(0);
+            let first = listed(
+                conn,
+                "SELECT id FROM messages WHERE from_name = ? AND type = 'request' \
+                 AND request_status != 'archived' ORDER BY seq LIMIT ?",
+                params![who.as_str(), limit],
+            )?;
+            Ok((first, total as u64))
+        })
+        .await
+    }
+
     async fn thread(&self, id: &str) -> Result<Vec<Envelope>> {
         let found = self
             .read(|conn| {
