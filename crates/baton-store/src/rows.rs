@@ -90,6 +90,19 @@ pub(crate) fn participant(row: &impl Columns) -> sqlx::Result<Participant> {
     })
 }
 
+/// The tables derived from the log, which a rebuild empties and replays into (the
+/// search index is the backend's own).
+pub(crate) const PROJECTIONS: [&str; 8] = [
+    "state",
+    "deliveries",
+    "messages",
+    "participants",
+    "runs",
+    "orders",
+    "keys",
+    "webhooks",
+];
+
 /// The columns a webhook is read from.
 pub(crate) const WEBHOOK_COLUMNS: &str =
     "participant, url, secret, set_seq, cursor, failures, next_at, last_error, delivered_at";
@@ -215,6 +228,19 @@ pub(crate) fn depth_first(flat: Vec<Envelope>, root: &str) -> Vec<Envelope> {
         out.push(env);
     }
     out
+}
+
+/// A search page from the `(seq, id)` rows a query found newest first, asking for one
+/// more than `limit`: the ids of the page, and the cursor to the next page (empty when
+/// this is the last).
+pub(crate) fn page_ids(found: &[(i64, String)], limit: u32) -> (Vec<String>, String) {
+    let more = found.len() > limit as usize;
+    let found = &found[..found.len().min(limit as usize)];
+    let next = match (more, found.last()) {
+        (true, Some((seq, _))) => encode_cursor(*seq),
+        _ => String::new(),
+    };
+    (found.iter().map(|(_, id)| id.clone()).collect(), next)
 }
 
 /// The search cursor: the log position to continue before, opaque to callers.

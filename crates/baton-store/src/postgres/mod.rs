@@ -38,7 +38,7 @@ mod orders;
 mod runs;
 mod webhooks;
 
-use crate::rows::{self, decode_cursor, depth_first, encode_cursor};
+use crate::rows::{self, decode_cursor, depth_first};
 use crate::{
     Backend, Database, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Settled, Store,
     StoreError, Tx,
@@ -401,16 +401,7 @@ impl PostgresStore {
     /// in one transaction. The result must equal what the live writes produced.
     pub async fn rebuild_projections(&self) -> Result<()> {
         let mut tx = self.write().await?;
-        for table in [
-            "state",
-            "deliveries",
-            "messages",
-            "participants",
-            "runs",
-            "orders",
-            "keys",
-            "webhooks",
-        ] {
+        for table in crate::rows::PROJECTIONS {
             let sql = format!("DELETE FROM {table} WHERE project = $1");
             sqlx::query(AssertSqlSafe(sql))
                 .bind(self.project)
@@ -478,6 +469,36 @@ impl PostgresStore {
 
     /// Runs a query selecting message ids (`$1` the project, `$2` a participant) and loads
     /// their envelopes, in that order, from one snapshot.
+    /// A bounded list for `who`: the envelopes of the first `limit` ids `ids` selects
+    /// (`$1` the project, `$2` who, `$3` the limit) and the count `count` gives, in one
+    /// snapshot.
+    async fn counted(
+        &self,
+        count: &'static str,
+        ids: &'static str,
+        who: &Passname,
+        limit: u32,
+    ) -> Result<(Vec<Envelope>, u64)> {
+        let mut tx = self.snapshot().await?;
+        let read = async {
+            let total: i64 = sqlx::query_scalar(count)
+                .bind(self.project)
+                .bind(who.as_str())
+                .fetch_one(&mut *tx)
+                .await?;
+            let ids: Vec<String> = sqlx::query_scalar(ids)
+                .bind(self.project)
+                .bind(who.as_str())
+                .bind(i64::from(limit))
+                .fetch_all(&mut *tx)
+                .await?;
+            let first = load_envelopes(&mut tx, self.project, &ids).await?;
+            Ok((first, total as u64))
+        }
+        .await;
+        self.done(tx, read).await
+    }
+
     async fn list(&self, sql: &'static str, who: &Passname) -> Result<Vec<Envelope>> {
         let mut tx = self.snapshot().await?;
         let read = async {
@@ -916,33 +937,18 @@ impl Backend for PostgresStore {
     }
 
     async fn owed(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
-        let mut tx = self.snapshot().await?;
-        let read = async {
-            let total: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM deliveries \
-                 WHERE project = $1 AND participant = $2 AND status IN ('pending', 'delivered')",
-            )
-            .bind(self.project)
-            .bind(who.as_str())
-            .fetch_one(&mut *tx)
-            .await?;
-            let ids: Vec<String> = sqlx::query_scalar(
-                "SELECT m.id FROM deliveries d \
-                 JOIN messages m ON m.project = d.project AND m.id = d.message_id \
-                 WHERE d.project = $1 AND d.participant = $2 \
-                 AND d.status IN ('pending', 'delivered') \
-                 ORDER BY m.type != 'request', m.seq LIMIT $3",
-            )
-            .bind(self.project)
-            .bind(who.as_str())
-            .bind(i64::from(limit))
-            .fetch_all(&mut *tx)
-            .await?;
-            let first = load_envelopes(&mut tx, self.project, &ids).await?;
-            Ok((first, total as u64))
-        }
-        .await;
-        self.done(tx, read).await
+        self.counted(
+            "SELECT count(*) FROM deliveries \
+             WHERE project = $1 AND participant = $2 AND status IN ('pending', 'delivered')",
+            "SELECT m.id FROM deliveries d \
+             JOIN messages m ON m.project = d.project AND m.id = d.message_id \
+             WHERE d.project = $1 AND d.participant = $2 \
+             AND d.status IN ('pending', 'delivered') \
+             ORDER BY m.type != 'request', m.seq LIMIT $3",
+            who,
+            limit,
+        )
+        .await
     }
 
     async fn outbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>> {
@@ -958,30 +964,15 @@ impl Backend for PostgresStore {
     }
 
     async fn waiting(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
-        let mut tx = self.snapshot().await?;
-        let read = async {
-            let total: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM messages WHERE project = $1 AND from_name = $2 \
-                 AND type = 'request' AND request_status != 'archived'",
-            )
-            .bind(self.project)
-            .bind(who.as_str())
-            .fetch_one(&mut *tx)
-            .await?;
-            let ids: Vec<String> = sqlx::query_scalar(
-                "SELECT id FROM messages WHERE project = $1 AND from_name = $2 \
-                 AND type = 'request' AND request_status != 'archived' ORDER BY seq LIMIT $3",
-            )
-            .bind(self.project)
-            .bind(who.as_str())
-            .bind(i64::from(limit))
-            .fetch_all(&mut *tx)
-            .await?;
-            let first = load_envelopes(&mut tx, self.project, &ids).await?;
-            Ok((first, total as u64))
-        }
-        .await;
-        self.done(tx, read).await
+        self.counted(
+            "SELECT count(*) FROM messages WHERE project = $1 AND from_name = $2 \
+             AND type = 'request' AND request_status != 'archived'",
+            "SELECT id FROM messages WHERE project = $1 AND from_name = $2 \
+             AND type = 'request' AND request_status != 'archived' ORDER BY seq LIMIT $3",
+            who,
+            limit,
+        )
+        .await
     }
 
     async fn thread(&self, id: &str) -> Result<Vec<Envelope>> {
@@ -1080,13 +1071,7 @@ impl Backend for PostgresStore {
         let mut tx = self.snapshot().await?;
         let read = async {
             let found: Vec<(i64, String)> = sql.build_query_as().fetch_all(&mut *tx).await?;
-            let more = found.len() > limit as usize;
-            let found = &found[..found.len().min(limit as usize)];
-            let next = match (more, found.last()) {
-                (true, Some((seq, _))) => encode_cursor(*seq),
-                _ => String::new(),
-            };
-            let ids: Vec<String> = found.iter().map(|(_, id)| id.clone()).collect();
+            let (ids, next) = rows::page_ids(&found, limit);
             let items = load_envelopes(&mut tx, self.project, &ids).await?;
             Ok(Page { items, next })
         }

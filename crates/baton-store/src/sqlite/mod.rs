@@ -39,7 +39,7 @@ mod sql;
 mod webhooks;
 
 use self::sql::{Builder, Fault, Sql, classify, column, exec, row, rows, scalar};
-use crate::rows::{self as decode, decode_cursor, depth_first, encode_cursor};
+use crate::rows::{self as decode, decode_cursor, depth_first};
 use crate::{
     Backend, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Settled, StoreError, Tx,
 };
@@ -340,16 +340,7 @@ impl SqliteStore {
                 "INSERT INTO message_text (message_text) VALUES ('delete-all')",
                 [],
             )?;
-            for table in [
-                "state",
-                "deliveries",
-                "messages",
-                "participants",
-                "runs",
-                "orders",
-                "keys",
-                "webhooks",
-            ] {
+            for table in crate::rows::PROJECTIONS {
                 conn.execute_batch(&format!("DELETE FROM {table}"))?;
             }
             let mut after = 0;
@@ -750,6 +741,20 @@ fn listed(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Sql<Ve
     load_envelopes(conn, &ids)
 }
 
+/// A bounded list for `who`: the envelopes of the first `limit` ids `ids` selects (bound:
+/// who, the limit) and the count `count` gives (bound: who).
+fn counted(
+    conn: &Connection,
+    count: &str,
+    ids: &str,
+    who: &Passname,
+    limit: u32,
+) -> Sql<(Vec<Envelope>, u64)> {
+    let total: i64 = scalar(conn, count, [who.as_str()])?.unwrap_or(0);
+    let first = listed(conn, ids, params![who.as_str(), limit])?;
+    Ok((first, total as u64))
+}
+
 /// One message's envelope.
 fn envelope(conn: &Connection, id: &str) -> Sql<Option<Envelope>> {
     Ok(load_envelopes(conn, &[id.to_owned()])?.pop())
@@ -856,21 +861,16 @@ impl Backend for SqliteStore {
 
     async fn owed(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
         self.read(|conn| {
-            let total: i64 = scalar(
+            counted(
                 conn,
                 "SELECT count(*) FROM deliveries \
                  WHERE participant = ? AND status IN ('pending', 'delivered')",
-                [who.as_str()],
-            )?
-            .unwrap_or(0);
-            let first = listed(
-                conn,
                 "SELECT m.id FROM deliveries d JOIN messages m ON m.id = d.message_id \
                  WHERE d.participant = ? AND d.status IN ('pending', 'delivered') \
                  ORDER BY m.type != 'request', m.seq LIMIT ?",
-                params![who.as_str(), limit],
-            )?;
-            Ok((first, total as u64))
+                who,
+                limit,
+            )
         })
         .await
     }
@@ -887,20 +887,15 @@ impl Backend for SqliteStore {
 
     async fn waiting(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
         self.read(|conn| {
-            let total: i64 = scalar(
+            counted(
                 conn,
                 "SELECT count(*) FROM messages WHERE from_name = ? AND type = 'request' \
                  AND request_status != 'archived'",
-                [who.as_str()],
-            )?
-            .unwrap_or(0);
-            let first = listed(
-                conn,
                 "SELECT id FROM messages WHERE from_name = ? AND type = 'request' \
                  AND request_status != 'archived' ORDER BY seq LIMIT ?",
-                params![who.as_str(), limit],
-            )?;
-            Ok((first, total as u64))
+                who,
+                limit,
+            )
         })
         .await
     }
@@ -998,13 +993,7 @@ impl Backend for SqliteStore {
                     Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
-            let more = found.len() > limit as usize;
-            let found = &found[..found.len().min(limit as usize)];
-            let next = match (more, found.last()) {
-                (true, Some((seq, _))) => encode_cursor(*seq),
-                _ => String::new(),
-            };
-            let ids: Vec<String> = found.iter().map(|(_, id)| id.clone()).collect();
+            let (ids, next) = decode::page_ids(&found, limit);
             let items = load_envelopes(conn, &ids)?;
             Ok(Page { items, next })
         })
