@@ -25,6 +25,9 @@ fn main() -> ExitCode {
         Err(e) => return usage(e),
     };
     let as_json = cli.global.json;
+    if !as_json {
+        output::text_only();
+    }
     // A command does one thing at a time, on one thread. A server answers many clients at
     // once, and its store runs SQLite in the calling thread: it gets a thread a core.
     let mut builder = if matches!(cli.command, cli::Command::Serve(_)) {

@@ -6,6 +6,7 @@ use baton_app::doc::{MessageRow, RowStatus};
 use baton_core::Millis;
 use baton_core::time::age;
 use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::ErrorKind;
 
@@ -22,11 +23,26 @@ pub struct Output {
     pub note: Option<String>,
 }
 
+/// Set by `main` when this process prints text: a command's JSON document is then not
+/// built (for a list, building and freeing it cost as much as reading it from the store).
+static TEXT_ONLY: AtomicBool = AtomicBool::new(false);
+
+/// This process prints text, never the JSON documents ([`Output::render`] with `false`).
+pub fn text_only() {
+    TEXT_ONLY.store(true, Ordering::Relaxed);
+}
+
 impl Output {
     /// `doc` rendered as `--json` prints it (its `schema` field first), and `human`.
     pub fn of(doc: &impl Doc, human: impl Into<String>) -> Self {
+        let json = if TEXT_ONLY.load(Ordering::Relaxed) {
+            // Never printed: the process prints text.
+            Value::Null
+        } else {
+            to_json(doc)
+        };
         Self {
-            json: Some(to_json(doc)),
+            json: Some(json),
             human: human.into(),
             exit: None,
             note: None,
