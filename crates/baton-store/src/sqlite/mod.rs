@@ -188,10 +188,7 @@ impl SqliteStore {
                 known @ (StoreError::Busy { .. } | StoreError::Corrupt { .. }) => known,
                 _ => StoreError::Unavailable {
                     path: path.display().to_string(),
-                    reason: match e {
-                        Fault::Engine(e) => e.to_string(),
-                        Fault::Row(e) => e.to_string(),
-                    },
+                    reason: e.to_string(),
                 },
             }
         })?;

@@ -16,11 +16,24 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Params};
 
 use crate::StoreError;
 
-/// What went wrong in a store function: the engine, or a row the store cannot read back.
+/// What went wrong in a store function: the engine, a row the store cannot read back
+/// (the shared decoders in [`crate::rows`] speak sqlx's error), or a connection that
+/// cannot be given the store's settings.
 #[derive(Debug)]
 pub(super) enum Fault {
     Engine(rusqlite::Error),
     Row(sqlx::Error),
+    Setup(String),
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::Engine(e) => e.fmt(f),
+            Fault::Row(e) => e.fmt(f),
+            Fault::Setup(why) => f.write_str(why),
+        }
+    }
 }
 
 impl From<rusqlite::Error> for Fault {
@@ -54,8 +67,7 @@ pub(super) fn classify(e: &Fault, busy_timeout: Duration) -> StoreError {
             },
             _ => StoreError::Engine(message.clone().unwrap_or_else(|| failure.to_string())),
         },
-        Fault::Engine(other) => StoreError::Engine(other.to_string()),
-        Fault::Row(other) => StoreError::Engine(other.to_string()),
+        other => StoreError::Engine(other.to_string()),
     }
 }
 
@@ -73,9 +85,9 @@ pub(super) fn connect(path: &Path, busy_timeout: Duration, create: bool) -> Sql<
     conn.set_prepared_statement_cache_capacity(128);
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(Fault::Row(sqlx::Error::Protocol(format!(
+        return Err(Fault::Setup(format!(
             "the store could not switch to WAL mode (it is in {mode} mode)"
-        ))));
+        )));
     }
     conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")?;
     Ok(conn)
