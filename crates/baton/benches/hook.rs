@@ -1,9 +1,12 @@
 //! `cargo bench -p baton --bench hook`: the wall time of `baton hook claude PreToolUse` as
-//! a whole process (start, read the hook JSON, open the store, append, exit), 1,000 calls,
-//! on an idle store and while another process keeps writing to it. Prints median, p99
-//! and max, and how many events were dropped (a hook gives up after 25 ms of waiting for
-//! the store and 150 ms in all). Asserts nothing about time. Run without `--bench` (as
-//! `cargo test --benches` does) it only checks that it works, with a few calls.
+//! a whole process (start, read the hook JSON, open the store, spool the event, exit),
+//! 1,000 calls, on an idle store and while another process keeps writing to it. Prints
+//! median, p99 and max, and how many calls complained on stderr (a hook that gave up: it
+//! waits at most 100 ms to open the store and 150 ms in all; its event goes to the spool
+//! beside the store, so it never waits for the write lock). Asserts nothing about time.
+//! `cargo bench --bench floor` times hooks beside a floor and counts every event in the
+//! log. Run without `--bench` (as `cargo test --benches` does) it only checks that it
+//! works, with a few calls.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
