@@ -20,8 +20,9 @@ const ME: &str = "impl-1";
 const PARTICIPANTS: [(&str, &str); 6] = [
     ("planner", "planner"),
     ("impl-1", "executor"),
-    ("impl-2", "executor"),
-    ("impl-3", "executor"),
+    // Leads: they send requests as well as messages (an executor may not send requests).
+    ("impl-2", "planner"),
+    ("impl-3", "planner"),
     ("reviewer", "reviewer"),
     ("owner", "owner"),
 ];

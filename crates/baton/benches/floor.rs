@@ -14,17 +14,15 @@
 //! small store of its own. `BATON_FLOOR_SIZES=10000` (comma-separated) times only those
 //! stores.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod support;
-use support::baton;
+use support::{baton, hook, record_runs, state_ops};
 
 use baton_core::run::{ProcessRef, Registration, RunChange, RunStatus};
-use baton_core::state::{StateOp, Subject};
 use baton_core::{Draft, MessageType, Passname, Payload, Topic};
 use baton_store::{SqliteStore, Store, Verb};
 
@@ -447,29 +445,9 @@ impl Bench<'_> {
         let mut complained = 0;
         let mut complaints: Vec<String> = Vec::new();
         for i in 0..=calls {
-            let started = Instant::now();
-            let mut child = Command::new(self.exe)
-                .args(["hook", "claude", "PreToolUse"])
-                .current_dir(self.project)
-                .env_remove("BATON_PROJECT")
-                .env("BATON_AS", ME)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn the hook");
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(HOOK_PAYLOAD)
-                .expect("write the payload");
-            let out = child.wait_with_output().expect("wait for the hook");
-            let took = started.elapsed();
-            assert!(out.status.success(), "a hook exited {}", out.status);
-            if !out.stderr.is_empty() {
+            let (took, said) = hook(self.exe, self.project, ME);
+            if !said.is_empty() {
                 complained += 1;
-                let said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
                 if !complaints.contains(&said) {
                     complaints.push(said);
                 }
@@ -531,8 +509,6 @@ while :; do
   "$1" --as planner send --to impl-2 --type info --topic bench --body "write $i" > /dev/null
   i=$((i + 1))
 done"#;
-
-const HOOK_PAYLOAD: &[u8] = br#"{"session_id":"5f1c2a9e-8d1b-4c1e-9a51-2b7c0e3d4f10","transcript_path":"/tmp/t.jsonl","cwd":"/repo","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cargo test"}}"#;
 
 /// Runs `work` on a runtime of its own and drops it, so every connection the work opened
 /// is closed (and no write lock held) when it returns.
@@ -650,24 +626,6 @@ fn prepare_small(exe: &Path, project: &Path) -> i64 {
     }
     baton(exe, project, &["--as", ME, "inbox"]);
     sqlite_scalar(&db, "SELECT max(seq) FROM events;")
-}
-
-fn state_ops(i: usize) -> Vec<StateOp> {
-    vec![
-        StateOp::Decide {
-            text: format!("decision {i}: keep the export path single"),
-            why: "fewer places to fix".into(),
-            supersedes: None,
-        },
-        StateOp::Note {
-            text: format!("note {i} on request {}", i - 1),
-            subject: Subject::Record(format!("req-{i}")),
-        },
-        StateOp::Stream {
-            name: format!("stream-{}", i % 7),
-            status: format!("step {i}"),
-        },
-    ]
 }
 
 fn draft(to: &Passname, kind: MessageType, i: usize, reply_to: Option<String>) -> Draft {
@@ -847,19 +805,10 @@ async fn seed_runs(store: &SqliteStore, count: usize) {
             reason: None,
         });
         if changes.len() >= 3000 {
-            store
-                .record_run("@bench", &changes)
-                .await
-                .expect("seed runs");
-            changes.clear();
+            record_runs(store, &mut changes).await;
         }
     }
-    if !changes.is_empty() {
-        store
-            .record_run("@bench", &changes)
-            .await
-            .expect("seed runs");
-    }
+    record_runs(store, &mut changes).await;
 }
 
 /// Fresh messages for this run's `show`, `ack` and `complete`, and the thread's newest

@@ -8,15 +8,12 @@
 //! log. Run without `--bench` (as `cargo test --benches` does) it only checks that it
 //! works, with a few calls.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod support;
-use support::baton;
-
-const PAYLOAD: &[u8] = br#"{"session_id":"5f1c2a9e-8d1b-4c1e-9a51-2b7c0e3d4f10","transcript_path":"/tmp/t.jsonl","cwd":"/repo","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cargo test"}}"#;
+use support::{baton, hook};
 
 /// A writer that never stops: one `baton send` after another, each its own process and
 /// its own short write transaction, as agents sending messages would be.
@@ -36,28 +33,9 @@ fn time_hooks(exe: &Path, project: &Path, calls: usize, label: &'static str) -> 
     let mut times = Vec::with_capacity(calls);
     let mut dropped = 0;
     for _ in 0..calls {
-        let started = Instant::now();
-        let mut child = Command::new(exe)
-            .args(["hook", "claude", "PreToolUse"])
-            .current_dir(project)
-            .env_remove("BATON_PROJECT")
-            .env("BATON_AS", "impl-1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn the hook");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(PAYLOAD)
-            .expect("write the payload");
-        let out = child.wait_with_output().expect("wait for the hook");
-        times.push(started.elapsed());
-        assert!(out.status.success(), "a hook exited {}", out.status);
-        assert!(out.stdout.is_empty(), "a hook printed on stdout");
-        if !out.stderr.is_empty() {
+        let (took, said) = hook(exe, project, "impl-1");
+        times.push(took);
+        if !said.is_empty() {
             dropped += 1;
         }
     }

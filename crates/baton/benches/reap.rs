@@ -11,10 +11,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod support;
-use support::baton;
+use support::{baton, record_runs};
 
 use baton_core::run::{ProcessRef, Registration, RunChange, RunStatus};
-use baton_store::{SqliteStore, Store};
+use baton_store::SqliteStore;
 
 /// Runs written per transaction while seeding.
 const BATCH: usize = 1000;
@@ -75,19 +75,10 @@ async fn seed(db: &Path, finished: usize, stranded: usize) {
             });
         }
         if changes.len() >= BATCH * 3 {
-            store
-                .record_run("@bench", &changes)
-                .await
-                .expect("seed runs");
-            changes.clear();
+            record_runs(&store, &mut changes).await;
         }
     }
-    if !changes.is_empty() {
-        store
-            .record_run("@bench", &changes)
-            .await
-            .expect("seed runs");
-    }
+    record_runs(&store, &mut changes).await;
 }
 
 fn ms(d: Duration) -> String {

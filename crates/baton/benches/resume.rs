@@ -10,9 +10,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod support;
-use support::baton;
+use support::{baton, state_ops};
 
-use baton_core::state::{StateOp, Subject};
 use baton_core::{Draft, MessageType, Passname, Payload, Topic};
 use baton_store::{Backend, SqliteStore, Store, Verb};
 
@@ -85,21 +84,7 @@ async fn seed(db: &Path, target: usize) -> (i64, usize, usize) {
     while store.generation().await.unwrap() < target as i64 {
         i += 1;
         if i.is_multiple_of(10) {
-            let ops = [
-                StateOp::Decide {
-                    text: format!("decision {i}: keep the export path single"),
-                    why: "fewer places to fix".into(),
-                    supersedes: None,
-                },
-                StateOp::Note {
-                    text: format!("note {i} on request {}", i - 1),
-                    subject: Subject::Record(format!("req-{i}")),
-                },
-                StateOp::Stream {
-                    name: format!("stream-{}", i % 7),
-                    status: format!("step {i}"),
-                },
-            ];
+            let ops = state_ops(i);
             state_events += store.change_state("planner", &ops).await.unwrap().len();
             continue;
         }

@@ -257,7 +257,7 @@ mod tests {
             "baton send --json --to a,b --body x --as planner",
             "baton --project /tmp/p inbox --all",
             "baton agent add impl-1 --role executor",
-            "baton order step 01ABC --seq 2 accept",
+            "baton order decline 01ABC --expect-seq 2 --reason no",
             "baton runs --all --limit 5",
         ] {
             let whole = Cli::try_parse_from(line(ok)).map(|c| format!("{c:?}"));

@@ -20,22 +20,8 @@ use std::time::Duration;
 use rusqlite::Connection;
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard, oneshot};
 
-use super::sql::{self, classify, exec};
+use super::sql::{self, blocking, classify, exec};
 use crate::{Result, StoreError};
-
-/// Runs `work`, which may wait on the disk (an fsync) or on another process's write
-/// lock, so that it holds up no other task: on a multi-threaded runtime this worker's
-/// other tasks move to another thread meanwhile. On a single-threaded one (a command)
-/// there is nothing else to run, and it simply runs.
-pub(super) fn blocking<T>(work: impl FnOnce() -> T) -> T {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(work)
-        }
-        _ => work(),
-    }
-}
 
 /// The writer connection and what its open transaction holds.
 struct Batch {

@@ -38,7 +38,7 @@ mod spool;
 mod sql;
 mod webhooks;
 
-use self::sql::{Builder, Fault, Sql, classify, column, exec, row, rows, scalar};
+use self::sql::{Builder, Fault, Sql, blocking, classify, column, exec, row, rows, scalar};
 use crate::rows::{self as decode, decode_cursor, depth_first};
 use crate::{
     Backend, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Settled, StoreError, Tx,
@@ -132,9 +132,9 @@ fn snapshot<T>(conn: &Connection, work: impl FnOnce(&Connection) -> Sql<T>) -> S
 /// Runs `work` in a write transaction of its own on `conn` (`BEGIN IMMEDIATE`, committed
 /// with an fsync), rolled back when it fails.
 fn transaction<T>(conn: &Connection, work: impl FnOnce(&Connection) -> Sql<T>) -> Sql<T> {
-    group::blocking(|| exec(conn, "BEGIN IMMEDIATE", []))?;
+    blocking(|| exec(conn, "BEGIN IMMEDIATE", []))?;
     let out = work(conn).and_then(|out| {
-        group::blocking(|| exec(conn, "COMMIT", []))?;
+        blocking(|| exec(conn, "COMMIT", []))?;
         Ok(out)
     });
     if out.is_err() && !conn.is_autocommit() {
@@ -229,26 +229,42 @@ impl SqliteStore {
     /// transaction and one fsync, each acknowledged only after it (see [`group`]). For a
     /// server, where many clients write at once; a one-shot command gains nothing. Must
     /// be called inside a Tokio runtime (the group's committer is a task).
-    pub fn grouped(mut self) -> Self {
-        if let Conns::One(conn) = &self.conns {
-            let conn = match Arc::try_unwrap(Arc::clone(conn)) {
-                Ok(conn) => conn.into_inner(),
-                // Shared with a clone: the group writes through a connection of its own.
-                Err(_) => match sql::connect(&self.path, self.busy_timeout, false) {
+    pub fn grouped(self) -> Self {
+        let SqliteStore {
+            conns,
+            path,
+            busy_timeout,
+            spool,
+            spools,
+        } = self;
+        let keep = |conns| SqliteStore {
+            conns,
+            path: path.clone(),
+            busy_timeout,
+            spool: spool.clone(),
+            spools,
+        };
+        // The group takes the store's connection. While a clone of the store still holds
+        // it, the group writes through a connection of its own; should that one not open,
+        // the store stays as it was (every write its own commit).
+        let writer = match conns {
+            grouped @ Conns::Grouped { .. } => return keep(grouped),
+            Conns::One(shared) => match Arc::try_unwrap(shared) {
+                Ok(only) => only.into_inner(),
+                Err(shared) => match sql::connect(&path, busy_timeout, false) {
                     Ok(conn) => conn,
-                    Err(_) => return self,
+                    Err(_) => return keep(Conns::One(shared)),
                 },
-            };
-            self.conns = Conns::Grouped {
-                group: Arc::new(group::Group::new(conn, &self.path, self.busy_timeout)),
-                readers: Arc::new(Readers {
-                    path: self.path.clone(),
-                    busy_timeout: self.busy_timeout,
-                    idle: std::sync::Mutex::new(Vec::new()),
-                }),
-            };
-        }
-        self
+            },
+        };
+        keep(Conns::Grouped {
+            group: Arc::new(group::Group::new(writer, &path, busy_timeout)),
+            readers: Arc::new(Readers {
+                path: path.clone(),
+                busy_timeout,
+                idle: std::sync::Mutex::new(Vec::new()),
+            }),
+        })
     }
 
     fn err(&self, e: Fault) -> StoreError {
@@ -788,7 +804,7 @@ impl Backend for SqliteStore {
             Conns::Grouped { group, .. } => Handle::Member(group.begin().await?),
             Conns::One(conn) => {
                 let conn = Arc::clone(conn).lock_owned().await;
-                group::blocking(|| exec(&conn, "BEGIN IMMEDIATE", [])).map_err(|e| self.err(e))?;
+                blocking(|| exec(&conn, "BEGIN IMMEDIATE", [])).map_err(|e| self.err(e))?;
                 Handle::Own(Own(conn))
             }
         };
@@ -1296,7 +1312,7 @@ impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<()> {
         let busy_timeout = self.busy_timeout;
         match self.handle {
-            Handle::Own(own) => group::blocking(|| exec(&own.0, "COMMIT", []))
+            Handle::Own(own) => blocking(|| exec(&own.0, "COMMIT", []))
                 .map(drop)
                 .map_err(|e| classify(&e, busy_timeout))?,
             Handle::Member(member) => member.commit(busy_timeout).await?,

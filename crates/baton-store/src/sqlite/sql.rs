@@ -71,6 +71,20 @@ pub(super) fn classify(e: &Fault, busy_timeout: Duration) -> StoreError {
     }
 }
 
+/// Runs `work`, which may wait on the disk (an fsync) or on another process's write
+/// lock, so that it holds up no other task: on a multi-threaded runtime this worker's
+/// other tasks move to another thread meanwhile. On a single-threaded one (a command)
+/// there is nothing else to run, and it simply runs.
+pub(super) fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
 /// Opens a connection to the store's file: WAL, every commit fsync'd (`synchronous =
 /// FULL`), waits for the write lock bounded by `busy_timeout`, foreign keys on.
 pub(super) fn connect(path: &Path, busy_timeout: Duration, create: bool) -> Sql<Connection> {
@@ -190,7 +204,6 @@ pub(super) fn exec(conn: &Connection, sql: &str, params: impl Params) -> Sql<usi
 }
 
 /// A statement put together from optional parts, with its parameters beside it.
-#[derive(Default)]
 pub(super) struct Builder {
     pub(super) sql: String,
     pub(super) params: Vec<Value>,
