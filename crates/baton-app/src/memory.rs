@@ -106,7 +106,8 @@ impl App {
         state: &ProjectState,
         limit: usize,
     ) -> Result<Vec<(Note, Freshness)>> {
-        recall::notes_freshness(self.store(), self.host.paths.as_ref(), state, limit).await
+        let newest = state.notes.iter().rev().take(limit);
+        recall::notes_freshness(self.store(), self.host.paths.as_ref(), newest).await
     }
 
     /// `me`'s resume packet, within `max_bytes`.

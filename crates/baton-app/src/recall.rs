@@ -6,7 +6,7 @@
 //! host's [`PathClock`]; everything else comes from the store.
 
 use baton_core::packet::{self, Packet, Section};
-use baton_core::state::{Freshness, Note, ProjectState, Subject, freshness};
+use baton_core::state::{Freshness, Note, Subject, freshness};
 use baton_core::time::rfc3339;
 use baton_core::{Envelope, MessageType, Millis, Passname};
 use baton_store::Store;
@@ -21,15 +21,14 @@ const PAYLOADS_READ: usize = 20;
 /// How many of the newest notes the packet examines for staleness.
 const NOTES_EXAMINED: usize = 50;
 
-/// The newest `limit` notes with their freshness, newest first. The records' last changes
-/// are read together, in one read where the store can.
-pub(crate) async fn notes_freshness(
+/// `notes` (newest first) with their freshness. The records' last changes are read
+/// together, in one read where the store can.
+pub(crate) async fn notes_freshness<'a>(
     store: &dyn Store,
     clock: &dyn PathClock,
-    state: &ProjectState,
-    limit: usize,
+    notes: impl Iterator<Item = &'a Note>,
 ) -> Result<Vec<(Note, Freshness)>> {
-    let notes: Vec<&Note> = state.notes.iter().rev().take(limit).collect();
+    let notes: Vec<&Note> = notes.collect();
     let records: Vec<(String, i64)> = notes
         .iter()
         .filter_map(|n| match &n.subject {
@@ -90,11 +89,15 @@ fn owed_line(env: &Envelope, resume_at: Option<&str>) -> String {
     line
 }
 
-/// The shortest owed line is well over 50 bytes (a 26-character id, type, sender, topic),
-/// so a packet of `max_bytes` never shows more than this many.
-fn owed_read_limit(max_bytes: usize) -> u32 {
+/// The shortest owed or waiting line is well over 50 bytes (a 26-character id, type,
+/// sender, topic), so a packet of `max_bytes` never shows more than this many of either.
+fn whole_read_limit(max_bytes: usize) -> u32 {
     u32::try_from(max_bytes / 50 + 1).unwrap_or(u32::MAX)
 }
+
+/// What the first reading takes of the owed and waiting lists: as many lines of about
+/// 90 bytes as a default packet holds. The state's lists come from its digest.
+const FIRST_READ: u32 = 64;
 
 /// The resume packet and the store generation it was read at.
 pub struct Resume {
@@ -102,7 +105,22 @@ pub struct Resume {
     pub generation: i64,
 }
 
+/// How much of each list a reading takes.
+#[derive(Clone, Copy)]
+enum Reading {
+    /// The first lines of the owed and waiting lists, and the state's digest.
+    First,
+    /// As many lines as `max_bytes` could show, and the whole state.
+    Whole(usize),
+}
+
 /// Builds `me`'s resume packet for the project at `place`, within `max_bytes`.
+///
+/// The packet shows a few kilobytes however long the history, so it is built from a first
+/// reading of each list (a page of the owed and waiting lists, the state's digest); only
+/// when the packet showed every line read of a list that has more is it built again from
+/// a whole reading. Either way the packet is the one the whole reading gives: a section cut
+/// by the byte cap shows the same lines whatever lies past them.
 pub(crate) async fn resume(
     store: &dyn Store,
     clock: &dyn PathClock,
@@ -116,12 +134,44 @@ pub(crate) async fn resume(
         .await?
         .map(|p| p.role)
         .unwrap_or_default();
-    let state = store.state().await?;
     let generation = store.generation().await?;
+    let header = format!(
+        "# Resume: {me}{} in {place}\ngeneration {generation} · {}",
+        if role.is_empty() {
+            String::new()
+        } else {
+            format!(" ({role})")
+        },
+        rfc3339(now),
+    );
+    let sections = sections(store, clock, me, now, Reading::First).await?;
+    let mut packet = packet::render(&header, &sections, max_bytes);
+    if packet.read_short(&sections) {
+        let sections = self::sections(store, clock, me, now, Reading::Whole(max_bytes)).await?;
+        packet = packet::render(&header, &sections, max_bytes);
+    }
+    Ok(Resume { packet, generation })
+}
+
+/// The packet's sections, in order, from a reading of `how` much.
+async fn sections(
+    store: &dyn Store,
+    clock: &dyn PathClock,
+    me: &Passname,
+    now: Millis,
+    how: Reading,
+) -> Result<Vec<Section>> {
+    let (limit, state) = match how {
+        Reading::First => (FIRST_READ, store.state_digest().await?),
+        Reading::Whole(max_bytes) => (
+            whole_read_limit(max_bytes),
+            store.state().await?.digest(usize::MAX),
+        ),
+    };
 
     // Requests carry responsibility: they come first, oldest first within each kind. Only
     // as many are read as could fit: the rest are counted, not loaded.
-    let (owed, owed_total) = store.owed(me, owed_read_limit(max_bytes)).await?;
+    let (owed, owed_total) = store.owed(me, limit).await?;
     let mut owed_lines = Vec::new();
     let mut stops = Vec::new();
     let read: Vec<String> = owed
@@ -153,7 +203,7 @@ pub(crate) async fn resume(
             owed_lines.push(owed_line(env, None));
         }
     }
-    let (waiting, waiting_total) = store.waiting(me, owed_read_limit(max_bytes)).await?;
+    let (waiting, waiting_total) = store.waiting(me, limit).await?;
     let waiting: Vec<String> = waiting
         .iter()
         .map(|e| {
@@ -189,35 +239,34 @@ pub(crate) async fn resume(
             ));
         }
     }
-    let stale: Vec<String> = notes_freshness(store, clock, &state, NOTES_EXAMINED)
+    let stale: Vec<String> = notes_freshness(store, clock, state.notes.iter().take(NOTES_EXAMINED))
         .await?
         .iter()
         .filter(|(_, f)| *f != Freshness::Current)
         .map(|(n, f)| note_line(n, f))
         .collect();
+    let unlisted = |total: u64, read: usize| usize::try_from(total).unwrap_or(usize::MAX) - read;
 
-    let sections = [
+    Ok(vec![
         Section {
             title: "What I owe",
-            unlisted: usize::try_from(owed_total).unwrap_or(usize::MAX) - owed_lines.len(),
+            unlisted: unlisted(owed_total, owed_lines.len()),
             items: owed_lines,
             more: "baton inbox",
             empty: Some("nothing"),
         },
-        Section {
-            title: "Focus",
-            unlisted: 0,
-            items: state.focus.iter().map(|(t, _)| t.clone()).collect(),
-            more: "baton state show",
-            empty: Some("(none set: baton focus set TEXT)"),
-        },
+        Section::of(
+            "Focus",
+            state.focus.iter().map(|(t, _)| t.clone()).collect(),
+            "baton state show",
+            Some("(none set: baton focus set TEXT)"),
+        ),
         Section {
             title: "Active constraints",
-            unlisted: 0,
+            unlisted: state.constraints_total - state.constraints.len(),
             items: state
                 .constraints
                 .iter()
-                .rev()
                 .map(|c| format!("{}: {} (tried {} → {})", c.id, c.text, c.tried, c.result))
                 .collect(),
             more: "baton state show",
@@ -225,9 +274,10 @@ pub(crate) async fn resume(
         },
         Section {
             title: "Recent decisions",
-            unlisted: 0,
+            unlisted: state.decisions_total - state.decisions.len(),
             items: state
-                .current_decisions()
+                .decisions
+                .iter()
                 .map(|d| format!("{}: {} (why: {})", d.id, d.text, d.why))
                 .collect(),
             more: "baton state show",
@@ -235,21 +285,20 @@ pub(crate) async fn resume(
         },
         Section {
             title: "What I am waiting for",
-            unlisted: usize::try_from(waiting_total).unwrap_or(usize::MAX) - waiting.len(),
+            unlisted: unlisted(waiting_total, waiting.len()),
             items: waiting,
             more: "baton outbox",
             empty: Some("nothing"),
         },
-        Section {
-            title: "Effects awaiting my approval",
-            unlisted: 0,
-            items: awaiting,
-            more: "baton order show ID",
-            empty: None,
-        },
+        Section::of(
+            "Effects awaiting my approval",
+            awaiting,
+            "baton order show ID",
+            None,
+        ),
         Section {
             title: "Open alerts",
-            unlisted: 0,
+            unlisted: state.alerts_total - state.alerts.len(),
             items: state
                 .alerts
                 .iter()
@@ -258,32 +307,17 @@ pub(crate) async fn resume(
             more: "baton alerts",
             empty: Some("none"),
         },
-        Section {
-            title: "Stale notes (do not take as fact)",
-            unlisted: 0,
-            items: stale,
-            more: "baton state show",
-            empty: None,
-        },
-        Section {
-            title: "Stop conditions",
-            unlisted: 0,
-            items: stops,
-            more: "baton show ID",
-            empty: Some("none stated by the requests I owe"),
-        },
-    ];
-    let header = format!(
-        "# Resume: {me}{} in {place}\ngeneration {generation} · {}",
-        if role.is_empty() {
-            String::new()
-        } else {
-            format!(" ({role})")
-        },
-        rfc3339(now),
-    );
-    Ok(Resume {
-        packet: packet::render(&header, &sections, max_bytes),
-        generation,
-    })
+        Section::of(
+            "Stale notes (do not take as fact)",
+            stale,
+            "baton state show",
+            None,
+        ),
+        Section::of(
+            "Stop conditions",
+            stops,
+            "baton show ID",
+            Some("none stated by the requests I owe"),
+        ),
+    ])
 }

@@ -63,6 +63,18 @@ pub struct Packet {
     pub sections: Vec<Shown>,
 }
 
+impl Packet {
+    /// Whether the packet, rendered from `sections`, showed every item read of a section
+    /// that has unread ones (`unlisted`): reading more of that list could show more.
+    /// When it is false, reading more of any list gives the same packet.
+    pub fn read_short(&self, sections: &[Section]) -> bool {
+        self.sections
+            .iter()
+            .zip(sections)
+            .any(|(shown, s)| s.unlisted > 0 && shown.shown == s.items.len())
+    }
+}
+
 /// The largest index ≤ `max` (and ≤ `s.len()`) that starts a character: where a byte cap
 /// may cut `s` without splitting one.
 pub fn floor_char_boundary(s: &str, max: usize) -> usize {
@@ -194,6 +206,33 @@ mod tests {
     }
 
     #[test]
+    fn a_packet_reads_short_only_when_it_showed_every_item_read_of_a_longer_list() {
+        let mut cut = section("What I owe", 200, 80);
+        cut.unlisted = 1000;
+        let p = render("h", std::slice::from_ref(&cut), 2000);
+        assert!(p.sections[0].shown < 200);
+        assert!(
+            !p.read_short(std::slice::from_ref(&cut)),
+            "the cap cut it first"
+        );
+
+        let mut short = section("What I owe", 3, 5);
+        short.unlisted = 97;
+        let p = render("h", std::slice::from_ref(&short), 6000);
+        assert!(
+            p.read_short(std::slice::from_ref(&short)),
+            "room for more was left"
+        );
+
+        let whole = section("What I owe", 3, 5);
+        let p = render("h", std::slice::from_ref(&whole), 6000);
+        assert!(
+            !p.read_short(std::slice::from_ref(&whole)),
+            "nothing left unread"
+        );
+    }
+
+    #[test]
     fn unlisted_items_count_in_the_more_line() {
         let mut s = section("What I owe", 3, 5);
         s.unlisted = 97;
@@ -245,6 +284,37 @@ mod tests {
                 .collect();
             let p = render("You are x in /p, generation 1", &sections, max);
             prop_assert!(p.text.len() <= max, "{} > {}", p.text.len(), max);
+        }
+
+        /// The resume packet is built from a first page of each list, and built again from
+        /// whole lists only when the page read short: the two must never differ.
+        #[test]
+        fn a_packet_that_did_not_read_short_is_the_packet_of_the_whole_lists(
+            max in 0usize..8000,
+            lists in proptest::collection::vec((0usize..120, 1usize..200, 0usize..120), 1..8),
+        ) {
+            const TITLES: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
+            let whole: Vec<Section> = lists
+                .iter()
+                .enumerate()
+                .map(|(i, (n, len, _))| section(TITLES[i], *n, *len))
+                .collect();
+            let first: Vec<Section> = whole
+                .iter()
+                .zip(&lists)
+                .map(|(s, (n, _, read))| {
+                    let read = (*read).min(*n);
+                    let mut page = s.clone();
+                    page.items.truncate(read);
+                    page.unlisted = n - read;
+                    page
+                })
+                .collect();
+            let header = "You are x in /p, generation 1";
+            let p = render(header, &first, max);
+            if !p.read_short(&first) {
+                prop_assert_eq!(p, render(header, &whole, max));
+            }
         }
     }
 }

@@ -434,6 +434,59 @@ impl ProjectState {
     }
 }
 
+/// How many of each list a [`StateDigest`] keeps: the newest ones, what a bounded view
+/// (the resume packet) shows first.
+pub const DIGEST_ITEMS: usize = 50;
+
+/// The newest entries of each list the resume packet shows, with how many there are in
+/// all: kept beside the whole state in the same transaction, so a bounded view reads a
+/// few kilobytes however long the project has run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StateDigest {
+    pub generation: i64,
+    pub focus: Option<(String, Provenance)>,
+    /// Newest first.
+    pub constraints: Vec<Constraint>,
+    pub constraints_total: usize,
+    /// Decisions not superseded, newest first.
+    pub decisions: Vec<Decision>,
+    pub decisions_total: usize,
+    /// Newest first.
+    pub notes: Vec<Note>,
+    pub notes_total: usize,
+    /// Open alerts, oldest first (the first `alerts.len()` of them).
+    pub alerts: Vec<Alert>,
+    pub alerts_total: usize,
+}
+
+impl StateDigest {
+    /// Whether every list is whole (nothing past the kept entries).
+    pub fn is_whole(&self) -> bool {
+        self.constraints.len() == self.constraints_total
+            && self.decisions.len() == self.decisions_total
+            && self.notes.len() == self.notes_total
+            && self.alerts.len() == self.alerts_total
+    }
+}
+
+impl ProjectState {
+    /// The newest `n` of each list (all of them for `usize::MAX`).
+    pub fn digest(&self, n: usize) -> StateDigest {
+        StateDigest {
+            generation: self.generation,
+            focus: self.focus.clone(),
+            constraints: self.constraints.iter().rev().take(n).cloned().collect(),
+            constraints_total: self.constraints.len(),
+            decisions: self.current_decisions().take(n).cloned().collect(),
+            decisions_total: self.current_decisions().count(),
+            notes: self.notes.iter().rev().take(n).cloned().collect(),
+            notes_total: self.notes.len(),
+            alerts: self.alerts.iter().take(n).cloned().collect(),
+            alerts_total: self.alerts.len(),
+        }
+    }
+}
+
 /// A change to the project state, as recorded in the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "what", rename_all = "snake_case")]

@@ -38,7 +38,7 @@ use baton_core::message::Prior;
 use baton_core::negotiation::Negotiation;
 use baton_core::order::{Order, OrderRequest};
 use baton_core::run::{HookCall, Run, RunChange};
-use baton_core::state::{ProjectState, StateOp};
+use baton_core::state::{ProjectState, StateDigest, StateOp};
 use baton_core::webhook::Webhook;
 use baton_core::{
     Denied, Draft, Event, Millis, Participant, Passname, Payload, Policy, ProjectName, Topic,
@@ -196,6 +196,9 @@ pub trait Backend: Send + Sync {
     async fn search(&self, caller: Option<&Passname>, query: &SearchQuery) -> Result<Page>;
     /// The project state: focus, streams, decisions, constraints, notes, receipts, alerts.
     async fn state(&self) -> Result<ProjectState>;
+    /// The newest entries of each list of the state, with their counts: a few kilobytes
+    /// however long the project has run ([`ProjectState::digest`]).
+    async fn state_digest(&self) -> Result<StateDigest>;
     /// When `subject` (a message, order or other record id) last changed after `after_seq`.
     async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>>;
     /// [`Backend::last_change`] of each `(subject, after_seq)`, in order: one read where

@@ -92,8 +92,9 @@ pub(crate) fn participant(row: &impl Columns) -> sqlx::Result<Participant> {
 
 /// The tables derived from the log, which a rebuild empties and replays into (the
 /// search index is the backend's own).
-pub(crate) const PROJECTIONS: [&str; 8] = [
+pub(crate) const PROJECTIONS: [&str; 9] = [
     "state",
+    "state_digest",
     "deliveries",
     "messages",
     "participants",
@@ -125,6 +126,16 @@ pub(crate) fn webhook(row: &impl Columns) -> sqlx::Result<Webhook> {
 /// The stored form of a participant's policy (`None`: its role's default).
 pub(crate) fn policy_text(policy: Option<&Policy>) -> Option<String> {
     policy.map(|p| serde_json::to_string(p).expect("a policy serializes"))
+}
+
+/// The rows of the state projection: the whole state, and its digest
+/// ([`ProjectState::digest`]).
+pub(crate) fn state_rows(state: &baton_core::state::ProjectState) -> (String, String) {
+    let digest = state.digest(baton_core::state::DIGEST_ITEMS);
+    (
+        serde_json::to_string(state).expect("the state always serializes"),
+        serde_json::to_string(&digest).expect("a digest always serializes"),
+    )
 }
 
 /// A record kept whole as the JSON of its fold (a run, an order).

@@ -23,7 +23,7 @@ use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::order::Order;
 use baton_core::run::Run;
-use baton_core::state::ProjectState;
+use baton_core::state::{DIGEST_ITEMS, ProjectState, StateDigest};
 use baton_core::{
     Change, DeliveryStatus, Draft, Envelope, Event, MessageType, Millis, Participant, Passname,
     ProjectName, Record, Refusal, RequestStatus,
@@ -59,6 +59,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/005_authority.sql"),
     include_str!("migrations/006_webhooks.sql"),
     include_str!("migrations/007_text_and_state.sql"),
+    include_str!("migrations/008_state_digest.sql"),
 ];
 
 /// Connections one database keeps open, shared by all its projects.
@@ -454,6 +455,7 @@ impl PostgresStore {
             "SELECT 't|' || seq || '|' || words::text FROM messages \
              WHERE project = $1 ORDER BY seq",
             "SELECT 's|' || data FROM state WHERE project = $1",
+            "SELECT 'g|' || data FROM state_digest WHERE project = $1",
         ];
         let mut tx = self.snapshot().await?;
         let mut dump = Vec::new();
@@ -740,19 +742,36 @@ async fn read_state(conn: &mut PgConnection, project: i64) -> sqlx::Result<Proje
     })
 }
 
-/// Folds one state event into the project's state projection.
+/// The state's digest as its projection keeps it; made from the whole state when a
+/// database older than the digest has not changed the project's state since.
+async fn read_digest(conn: &mut PgConnection, project: i64) -> sqlx::Result<StateDigest> {
+    let data: Option<String> =
+        sqlx::query_scalar("SELECT data FROM state_digest WHERE project = $1")
+            .bind(project)
+            .fetch_optional(&mut *conn)
+            .await?;
+    Ok(match data {
+        Some(data) => rows::folded(&data)?,
+        None => read_state(conn, project).await?.digest(DIGEST_ITEMS),
+    })
+}
+
+/// Folds one state event into the project's state projection and its digest.
 async fn advance_state(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::Result<()> {
     let mut state = read_state(conn, project).await?;
     state.apply(event);
-    let data = serde_json::to_string(&state).expect("the state always serializes");
-    sqlx::query(
-        "INSERT INTO state (project, data) VALUES ($1, $2) \
-         ON CONFLICT (project) DO UPDATE SET data = excluded.data",
-    )
-    .bind(project)
-    .bind(data)
-    .execute(&mut *conn)
-    .await?;
+    let (data, digest) = rows::state_rows(&state);
+    for (table, data) in [("state", data), ("state_digest", digest)] {
+        let sql = format!(
+            "INSERT INTO {table} (project, data) VALUES ($1, $2) \
+             ON CONFLICT (project) DO UPDATE SET data = excluded.data"
+        );
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(project)
+            .bind(data)
+            .execute(&mut *conn)
+            .await?;
+    }
     Ok(())
 }
 
@@ -1109,6 +1128,13 @@ impl Backend for PostgresStore {
     async fn state(&self) -> Result<ProjectState> {
         let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
         read_state(&mut conn, self.project)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn state_digest(&self) -> Result<StateDigest> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        read_digest(&mut conn, self.project)
             .await
             .map_err(|e| self.err(e))
     }

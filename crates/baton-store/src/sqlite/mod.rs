@@ -21,7 +21,7 @@ use baton_core::message::Prior;
 use baton_core::negotiation::Negotiation;
 use baton_core::order::Order;
 use baton_core::run::Run;
-use baton_core::state::ProjectState;
+use baton_core::state::{DIGEST_ITEMS, ProjectState, StateDigest};
 use baton_core::{
     Change, DeliveryStatus, Draft, Envelope, Event, MessageType, Millis, Participant, Passname,
     ProjectName, Refusal, RequestStatus,
@@ -55,6 +55,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/006_authority.sql"),
     include_str!("migrations/007_webhooks.sql"),
     include_str!("migrations/008_text_and_state.sql"),
+    include_str!("migrations/009_state_digest.sql"),
 ];
 /// How many migrations ran before the one that added `message_text` and `state`: a store
 /// older than that has them filled from its log when it is brought up to date.
@@ -394,6 +395,7 @@ impl SqliteStore {
             "SELECT 't|' || doc || '|' || \"offset\" || '|' || term \
              FROM message_words ORDER BY doc, \"offset\"",
             "SELECT 's|' || data FROM state",
+            "SELECT 'g|' || data FROM state_digest",
         ];
         self.read(|conn| {
             let mut out = Vec::new();
@@ -656,16 +658,32 @@ fn read_state(conn: &Connection) -> Sql<ProjectState> {
     })
 }
 
-/// Folds one state event into the state's projection.
+/// The state's digest as its projection keeps it; made from the whole state when a store
+/// older than the digest has not changed its state since.
+fn read_digest(conn: &Connection) -> Sql<StateDigest> {
+    let data: Option<String> = scalar(conn, "SELECT data FROM state_digest WHERE id = 1", [])?;
+    Ok(match data {
+        Some(data) => decode::folded(&data)?,
+        None => read_state(conn)?.digest(DIGEST_ITEMS),
+    })
+}
+
+/// Folds one state event into the state's projection and its digest.
 fn advance_state(conn: &Connection, event: &Event) -> Sql<()> {
     let mut state = read_state(conn)?;
     state.apply(event);
-    let data = serde_json::to_string(&state).expect("the state always serializes");
+    let (data, digest) = decode::state_rows(&state);
     exec(
         conn,
         "INSERT INTO state (id, data) VALUES (1, ?) \
          ON CONFLICT (id) DO UPDATE SET data = excluded.data",
         [data],
+    )?;
+    exec(
+        conn,
+        "INSERT INTO state_digest (id, data) VALUES (1, ?) \
+         ON CONFLICT (id) DO UPDATE SET data = excluded.data",
+        [digest],
     )?;
     Ok(())
 }
@@ -1037,6 +1055,10 @@ impl Backend for SqliteStore {
 
     async fn state(&self) -> Result<ProjectState> {
         self.read(read_state).await
+    }
+
+    async fn state_digest(&self) -> Result<StateDigest> {
+        self.read(read_digest).await
     }
 
     async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>> {

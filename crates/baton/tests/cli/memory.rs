@@ -426,6 +426,9 @@ fn the_resume_packet_keeps_its_order_and_cap() {
     );
     let doc = p.json(Some("impl-1"), &["resume"]);
     assert_eq!(doc["sections"][0]["total"], 201);
+    // A cap with room for every line shows every line, past the first page read.
+    let doc = p.json(Some("impl-1"), &["resume", "--max-bytes", "100000"]);
+    assert_eq!(doc["sections"][0]["shown"], 201, "{doc}");
 }
 
 #[test]
