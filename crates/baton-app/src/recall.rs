@@ -6,7 +6,7 @@
 //! host's [`PathClock`]; everything else comes from the store.
 
 use baton_core::packet::{self, Packet, Section};
-use baton_core::state::{Freshness, Note, Subject, freshness};
+use baton_core::state::{Freshness, Note, StateDigest, Subject, freshness};
 use baton_core::time::rfc3339;
 use baton_core::{Envelope, MessageType, Millis, Passname};
 use baton_store::Store;
@@ -95,9 +95,14 @@ fn whole_read_limit(max_bytes: usize) -> u32 {
     u32::try_from(max_bytes / 50 + 1).unwrap_or(u32::MAX)
 }
 
-/// What the first reading takes of the owed and waiting lists: as many lines of about
-/// 90 bytes as a default packet holds. The state's lists come from its digest.
-const FIRST_READ: u32 = 64;
+/// What the first reading takes of the owed and waiting lists; a list the packet showed
+/// all of is read again, [`GROWTH`] times as long, up to [`whole_read_limit`]. The owed
+/// list's first reading holds every request whose payload is read, so the stop conditions
+/// never depend on how much of it was read.
+const FIRST_OWED: u32 = 32;
+const FIRST_WAITING: u32 = 8;
+const GROWTH: u32 = 4;
+const _: () = assert!(FIRST_OWED as usize >= PAYLOADS_READ);
 
 /// The resume packet and the store generation it was read at.
 pub struct Resume {
@@ -105,22 +110,32 @@ pub struct Resume {
     pub generation: i64,
 }
 
-/// How much of each list a reading takes.
-#[derive(Clone, Copy)]
-enum Reading {
-    /// The first lines of the owed and waiting lists, and the state's digest.
-    First,
-    /// As many lines as `max_bytes` could show, and the whole state.
-    Whole(usize),
+/// The places in the packet of the sections read in part.
+const OWED: usize = 0;
+const WAITING: usize = 4;
+const FROM_STATE: [usize; 3] = [2, 3, 6];
+
+/// A list read in part: the lines of its first `limit` entries, and how many there are.
+struct Part {
+    lines: Vec<String>,
+    total: u64,
+    limit: u32,
+}
+
+impl Part {
+    fn unlisted(&self) -> usize {
+        usize::try_from(self.total).unwrap_or(usize::MAX) - self.lines.len()
+    }
 }
 
 /// Builds `me`'s resume packet for the project at `place`, within `max_bytes`.
 ///
 /// The packet shows a few kilobytes however long the history, so it is built from a first
-/// reading of each list (a page of the owed and waiting lists, the state's digest); only
-/// when the packet showed every line read of a list that has more is it built again from
-/// a whole reading. Either way the packet is the one the whole reading gives: a section cut
-/// by the byte cap shows the same lines whatever lies past them.
+/// reading of each list (a few owed and waiting lines, the state's digest); a list the
+/// packet showed every line of, having more, is read again, longer (the state whole), and
+/// the packet built again. The packet is always the one whole lists give: a section cut by
+/// the byte cap shows the same lines whatever lies past them (`packet::render` is greedy,
+/// in order).
 pub(crate) async fn resume(
     store: &dyn Store,
     clock: &dyn PathClock,
@@ -144,43 +159,58 @@ pub(crate) async fn resume(
         },
         rfc3339(now),
     );
-    let sections = sections(store, clock, me, now, Reading::First).await?;
-    let mut packet = packet::render(&header, &sections, max_bytes);
-    if packet.read_short(&sections) {
-        let sections = self::sections(store, clock, me, now, Reading::Whole(max_bytes)).await?;
-        packet = packet::render(&header, &sections, max_bytes);
+    let whole = whole_read_limit(max_bytes);
+    let mut state = store.state_digest().await?;
+    let (mut owed, mut stops) = owed(store, me, FIRST_OWED.min(whole)).await?;
+    let mut waiting = waiting(store, me, FIRST_WAITING.min(whole)).await?;
+    let awaiting = awaiting(store, me, now).await?;
+    let stale: Vec<String> = notes_freshness(store, clock, state.notes.iter().take(NOTES_EXAMINED))
+        .await?
+        .iter()
+        .filter(|(_, f)| *f != Freshness::Current)
+        .map(|(n, f)| note_line(n, f))
+        .collect();
+    let longer = |part: &Part| (part.limit < whole).then(|| (part.limit * GROWTH).min(whole));
+    loop {
+        let sections = sections(&owed, stops.clone(), &waiting, &state, &awaiting, &stale);
+        let packet = packet::render(&header, &sections, max_bytes);
+        let short = packet.read_short(&sections);
+        let mut again = false;
+        if short.contains(&OWED)
+            && let Some(limit) = longer(&owed)
+        {
+            (owed, stops) = self::owed(store, me, limit).await?;
+            again = true;
+        }
+        if short.contains(&WAITING)
+            && let Some(limit) = longer(&waiting)
+        {
+            waiting = self::waiting(store, me, limit).await?;
+            again = true;
+        }
+        if FROM_STATE.iter().any(|i| short.contains(i)) && !state.is_whole() {
+            state = store.state().await?.digest(usize::MAX);
+            again = true;
+        }
+        if !again {
+            return Ok(Resume { packet, generation });
+        }
     }
-    Ok(Resume { packet, generation })
 }
 
-/// The packet's sections, in order, from a reading of `how` much.
-async fn sections(
-    store: &dyn Store,
-    clock: &dyn PathClock,
-    me: &Passname,
-    now: Millis,
-    how: Reading,
-) -> Result<Vec<Section>> {
-    let (limit, state) = match how {
-        Reading::First => (FIRST_READ, store.state_digest().await?),
-        Reading::Whole(max_bytes) => (
-            whole_read_limit(max_bytes),
-            store.state().await?.digest(usize::MAX),
-        ),
-    };
-
-    // Requests carry responsibility: they come first, oldest first within each kind. Only
-    // as many are read as could fit: the rest are counted, not loaded.
-    let (owed, owed_total) = store.owed(me, limit).await?;
-    let mut owed_lines = Vec::new();
-    let mut stops = Vec::new();
-    let read: Vec<String> = owed
+/// The first `limit` lines of what `me` owes (requests first, oldest first within each
+/// kind), and the stop conditions of the first few requests.
+async fn owed(store: &dyn Store, me: &Passname, limit: u32) -> Result<(Part, Vec<String>)> {
+    let (owed, total) = store.owed(me, limit).await?;
+    let ids: Vec<String> = owed
         .iter()
         .take(PAYLOADS_READ)
         .filter(|env| env.kind == MessageType::Request)
         .map(|env| env.id.clone())
         .collect();
-    let mut payloads = store.payloads(&read).await?.into_iter();
+    let mut payloads = store.payloads(&ids).await?.into_iter();
+    let mut lines = Vec::new();
+    let mut stops = Vec::new();
     for (i, env) in owed.iter().enumerate() {
         if i < PAYLOADS_READ && env.kind == MessageType::Request {
             let payload = match payloads.next().flatten() {
@@ -190,7 +220,7 @@ async fn sections(
             let resume_at = contract_field(&payload, &["decision", "resume_at"])
                 .or_else(|| contract_field(&payload, &["resume_at"]))
                 .and_then(Value::as_str);
-            owed_lines.push(owed_line(env, resume_at));
+            lines.push(owed_line(env, resume_at));
             if let Some(Value::Array(items)) = contract_field(&payload, &["stop_when"]) {
                 stops.extend(
                     items
@@ -200,11 +230,23 @@ async fn sections(
                 );
             }
         } else {
-            owed_lines.push(owed_line(env, None));
+            lines.push(owed_line(env, None));
         }
     }
-    let (waiting, waiting_total) = store.waiting(me, limit).await?;
-    let waiting: Vec<String> = waiting
+    Ok((
+        Part {
+            lines,
+            total,
+            limit,
+        },
+        stops,
+    ))
+}
+
+/// The first `limit` of `me`'s open requests, oldest first.
+async fn waiting(store: &dyn Store, me: &Passname, limit: u32) -> Result<Part> {
+    let (waiting, total) = store.waiting(me, limit).await?;
+    let lines = waiting
         .iter()
         .map(|e| {
             let ends =
@@ -218,7 +260,15 @@ async fn sections(
             )
         })
         .collect();
-    // Orders I gave whose report is in, with what their approval would run.
+    Ok(Part {
+        lines,
+        total,
+        limit,
+    })
+}
+
+/// Orders `me` gave whose report is in, with what their approval would run.
+async fn awaiting(store: &dyn Store, me: &Passname, now: Millis) -> Result<Vec<String>> {
     let mut awaiting = Vec::new();
     let mine = store
         .orders(&baton_store::OrderQuery {
@@ -239,19 +289,23 @@ async fn sections(
             ));
         }
     }
-    let stale: Vec<String> = notes_freshness(store, clock, state.notes.iter().take(NOTES_EXAMINED))
-        .await?
-        .iter()
-        .filter(|(_, f)| *f != Freshness::Current)
-        .map(|(n, f)| note_line(n, f))
-        .collect();
-    let unlisted = |total: u64, read: usize| usize::try_from(total).unwrap_or(usize::MAX) - read;
+    Ok(awaiting)
+}
 
-    Ok(vec![
+/// The packet's sections, in order.
+fn sections(
+    owed: &Part,
+    stops: Vec<String>,
+    waiting: &Part,
+    state: &StateDigest,
+    awaiting: &[String],
+    stale: &[String],
+) -> Vec<Section> {
+    vec![
         Section {
             title: "What I owe",
-            unlisted: unlisted(owed_total, owed_lines.len()),
-            items: owed_lines,
+            unlisted: owed.unlisted(),
+            items: owed.lines.clone(),
             more: "baton inbox",
             empty: Some("nothing"),
         },
@@ -285,14 +339,14 @@ async fn sections(
         },
         Section {
             title: "What I am waiting for",
-            unlisted: unlisted(waiting_total, waiting.len()),
-            items: waiting,
+            unlisted: waiting.unlisted(),
+            items: waiting.lines.clone(),
             more: "baton outbox",
             empty: Some("nothing"),
         },
         Section::of(
             "Effects awaiting my approval",
-            awaiting,
+            awaiting.to_vec(),
             "baton order show ID",
             None,
         ),
@@ -309,7 +363,7 @@ async fn sections(
         },
         Section::of(
             "Stale notes (do not take as fact)",
-            stale,
+            stale.to_vec(),
             "baton state show",
             None,
         ),
@@ -319,5 +373,5 @@ async fn sections(
             "baton show ID",
             Some("none stated by the requests I owe"),
         ),
-    ])
+    ]
 }

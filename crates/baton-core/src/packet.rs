@@ -64,14 +64,17 @@ pub struct Packet {
 }
 
 impl Packet {
-    /// Whether the packet, rendered from `sections`, showed every item read of a section
-    /// that has unread ones (`unlisted`): reading more of that list could show more.
-    /// When it is false, reading more of any list gives the same packet.
-    pub fn read_short(&self, sections: &[Section]) -> bool {
+    /// The sections (by index) whose every item read was shown though the section has
+    /// unread ones (`unlisted`): reading more of those lists could show more. When there
+    /// are none, reading more of any list gives the same packet.
+    pub fn read_short(&self, sections: &[Section]) -> Vec<usize> {
         self.sections
             .iter()
             .zip(sections)
-            .any(|(shown, s)| s.unlisted > 0 && shown.shown == s.items.len())
+            .enumerate()
+            .filter(|(_, (shown, s))| s.unlisted > 0 && shown.shown == s.items.len())
+            .map(|(i, _)| i)
+            .collect()
     }
 }
 
@@ -211,23 +214,27 @@ mod tests {
         cut.unlisted = 1000;
         let p = render("h", std::slice::from_ref(&cut), 2000);
         assert!(p.sections[0].shown < 200);
-        assert!(
-            !p.read_short(std::slice::from_ref(&cut)),
+        let none: [usize; 0] = [];
+        assert_eq!(
+            p.read_short(std::slice::from_ref(&cut)),
+            none,
             "the cap cut it first"
         );
 
         let mut short = section("What I owe", 3, 5);
         short.unlisted = 97;
         let p = render("h", std::slice::from_ref(&short), 6000);
-        assert!(
+        assert_eq!(
             p.read_short(std::slice::from_ref(&short)),
+            [0],
             "room for more was left"
         );
 
         let whole = section("What I owe", 3, 5);
         let p = render("h", std::slice::from_ref(&whole), 6000);
-        assert!(
-            !p.read_short(std::slice::from_ref(&whole)),
+        assert_eq!(
+            p.read_short(std::slice::from_ref(&whole)),
+            none,
             "nothing left unread"
         );
     }
@@ -312,7 +319,7 @@ mod tests {
                 .collect();
             let header = "You are x in /p, generation 1";
             let p = render(header, &first, max);
-            if !p.read_short(&first) {
+            if p.read_short(&first).is_empty() {
                 prop_assert_eq!(p, render(header, &whole, max));
             }
         }

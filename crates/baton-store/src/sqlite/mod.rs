@@ -56,6 +56,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/007_webhooks.sql"),
     include_str!("migrations/008_text_and_state.sql"),
     include_str!("migrations/009_state_digest.sql"),
+    include_str!("migrations/010_list_reads.sql"),
 ];
 /// How many migrations ran before the one that added `message_text` and `state`: a store
 /// older than that has them filled from its log when it is brought up to date.
@@ -379,9 +380,10 @@ impl SqliteStore {
             "SELECT 'm|' || id || '|' || seq || '|' || from_name || '|' || type || '|' || topic \
              || '|' || coalesce(reply_to, '') || '|' || root_id || '|' || depth || '|' || excerpt \
              || '|' || size || '|' || hash || '|' || coalesce(idempotency_key, '') || '|' \
-             || created_at || '|' || coalesce(request_status, '') FROM messages ORDER BY id",
+             || created_at || '|' || coalesce(request_status, '') || '|' || replies \
+             FROM messages ORDER BY id",
             "SELECT 'd|' || message_id || '|' || participant || '|' || status || '|' || updated_at \
-             FROM deliveries ORDER BY message_id, participant",
+             || '|' || seq || '|' || request FROM deliveries ORDER BY message_id, participant",
             "SELECT 'r|' || id || '|' || seq || '|' || status || '|' || coalesce(participant, '') \
              || '|' || coalesce(host, '') || '|' || coalesce(ended_at, '') || '|' || data \
              FROM runs ORDER BY id",
@@ -548,6 +550,13 @@ fn project(conn: &Connection, event: &Event) -> Sql<()> {
                 }
                 None => (m.id.clone(), 0),
             };
+            if let Some(parent) = &m.reply_to {
+                exec(
+                    conn,
+                    "UPDATE messages SET replies = replies + 1 WHERE id = ?",
+                    [parent],
+                )?;
+            }
             let request_status =
                 (m.kind == MessageType::Request).then_some(RequestStatus::Open.as_str());
             exec(
@@ -576,13 +585,16 @@ fn project(conn: &Connection, event: &Event) -> Sql<()> {
             for to in &m.to {
                 exec(
                     conn,
-                    "INSERT INTO deliveries (message_id, participant, status, updated_at) \
-                     VALUES (?, ?, ?, ?)",
+                    "INSERT INTO deliveries \
+                     (message_id, participant, status, updated_at, seq, request) \
+                     VALUES (?, ?, ?, ?, ?, ?)",
                     params![
                         m.id,
                         to.as_str(),
                         DeliveryStatus::Pending.as_str(),
-                        event.at
+                        event.at,
+                        event.seq,
+                        m.kind == MessageType::Request
                     ],
                 )?;
             }
@@ -752,8 +764,7 @@ fn load_envelopes(conn: &Connection, ids: &[String]) -> Sql<Vec<Envelope>> {
     let messages = rows(
         conn,
         "SELECT m.id, m.from_name, m.type, m.topic, m.reply_to, m.depth, m.excerpt, m.size, \
-                m.hash, m.created_at, m.request_status, \
-                (SELECT count(*) FROM messages r WHERE r.reply_to = m.id) AS replies \
+                m.hash, m.created_at, m.request_status, m.replies \
          FROM messages m WHERE m.id IN (SELECT value FROM json_each(?))",
         [&list],
     )?;
@@ -881,11 +892,11 @@ impl Backend for SqliteStore {
 
     async fn inbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>> {
         let sql = if all {
-            "SELECT m.id FROM deliveries d JOIN messages m ON m.id = d.message_id \
-             WHERE d.participant = ? AND d.status != 'archived' ORDER BY m.seq"
+            "SELECT message_id FROM deliveries \
+             WHERE participant = ? AND status != 'archived' ORDER BY seq"
         } else {
-            "SELECT m.id FROM deliveries d JOIN messages m ON m.id = d.message_id \
-             WHERE d.participant = ? AND d.status IN ('pending', 'delivered') ORDER BY m.seq"
+            "SELECT message_id FROM deliveries \
+             WHERE participant = ? AND status IN ('pending', 'delivered') ORDER BY seq"
         };
         self.read(|conn| listed(conn, sql, [who.as_str()])).await
     }
@@ -896,9 +907,9 @@ impl Backend for SqliteStore {
                 conn,
                 "SELECT count(*) FROM deliveries \
                  WHERE participant = ? AND status IN ('pending', 'delivered')",
-                "SELECT m.id FROM deliveries d JOIN messages m ON m.id = d.message_id \
-                 WHERE d.participant = ? AND d.status IN ('pending', 'delivered') \
-                 ORDER BY m.type != 'request', m.seq LIMIT ?",
+                "SELECT message_id FROM deliveries \
+                 WHERE participant = ? AND status IN ('pending', 'delivered') \
+                 ORDER BY request DESC, seq LIMIT ?",
                 who,
                 limit,
             )
