@@ -98,6 +98,7 @@ fn main() {
         ));
         // Warm-up, timed runs, and one more for the memory measurement.
         let fixtures = settle(fixtures(&project, scale.runs + 2));
+        quiesce();
         let bench = Bench {
             exe: &exe,
             project: &project,
@@ -111,6 +112,7 @@ fn main() {
     let small = base.join("floor-resume-100");
     let seeded = prepare_small(&exe, &small);
     notes.push(format!("resume store: {} events", seeded));
+    quiesce();
     let bench = Bench {
         exe: &exe,
         project: &small,
@@ -512,6 +514,12 @@ done"#;
 
 /// Runs `work` on a runtime of its own and drops it, so every connection the work opened
 /// is closed (and no write lock held) when it returns.
+/// Waits until the kernel has written back what seeding, migrating and the fixtures wrote:
+/// its flushes would otherwise land on whichever side's fsync came next.
+fn quiesce() {
+    let _ = Command::new("sync").status();
+}
+
 fn settle<T>(work: impl std::future::Future<Output = T>) -> T {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -921,8 +921,9 @@ impl Backend for SqliteStore {
         let sql = if all {
             "SELECT id FROM messages WHERE from_name = ? AND type = 'request' ORDER BY seq"
         } else {
-            "SELECT id FROM messages WHERE from_name = ? AND type = 'request' \
-             AND request_status != 'archived' ORDER BY seq"
+            "SELECT id FROM messages INDEXED BY messages_open_requests \
+             WHERE from_name = ? AND type = 'request' AND request_status != 'archived' \
+             ORDER BY seq"
         };
         self.read(|conn| listed(conn, sql, [who.as_str()])).await
     }
@@ -931,10 +932,11 @@ impl Backend for SqliteStore {
         self.read(|conn| {
             counted(
                 conn,
-                "SELECT count(*) FROM messages WHERE from_name = ? AND type = 'request' \
-                 AND request_status != 'archived'",
-                "SELECT id FROM messages WHERE from_name = ? AND type = 'request' \
-                 AND request_status != 'archived' ORDER BY seq LIMIT ?",
+                "SELECT count(*) FROM messages INDEXED BY messages_open_requests \
+                 WHERE from_name = ? AND type = 'request' AND request_status != 'archived'",
+                "SELECT id FROM messages INDEXED BY messages_open_requests \
+                 WHERE from_name = ? AND type = 'request' AND request_status != 'archived' \
+                 ORDER BY seq LIMIT ?",
                 who,
                 limit,
             )
