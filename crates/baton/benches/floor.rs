@@ -9,7 +9,9 @@
 //! each; the table shows the median and p90 of the command, the floor's median, their
 //! ratio, and the command's peak RSS (`/usr/bin/time`). A hook is timed while another
 //! process writes continuously, and every hook event is counted in the log afterwards.
-//! Resume is also timed on a store of 100 events. It asserts nothing about time. Run
+//! Resume is also timed on a store of 100 events, and on the largest store alternating
+//! with the small one (the row's "floor" is then the small store's resume: the ratio is
+//! how much resume grew with the log). It asserts nothing about time. Run
 //! without `--bench` (as `cargo test --benches` does) it only checks that it works, on a
 //! small store of its own. `BATON_FLOOR_SIZES=10000` (comma-separated) times only those
 //! stores.
@@ -120,6 +122,32 @@ fn main() {
         size: 0,
     };
     table.push(bench.resume("resume (100 events)"));
+    // The growth goal measured like every floor: resume on the largest store alternating
+    // with resume on the 100-event store, so both see the same machine at the same time.
+    if let Some(&largest) = sizes.iter().max() {
+        let big = base.join(format!("floor-{largest}"));
+        let argv = ["--as", ME, "resume"];
+        let mut row = Row {
+            command: "resume, vs 100 events".to_owned(),
+            size: largest,
+            times: Vec::new(),
+            floor: Vec::new(),
+            rss_kb: None,
+            extra: "floor here: resume on the 100-event store, alternating".to_owned(),
+        };
+        for i in 0..=scale.runs {
+            let started = Instant::now();
+            baton(&exe, &big, &argv);
+            let a = started.elapsed();
+            let started = Instant::now();
+            baton(&exe, &small, &argv);
+            if i > 0 {
+                row.times.push(a);
+                row.floor.push(started.elapsed());
+            }
+        }
+        table.push(row);
+    }
 
     println!(
         "baton floor bench: {} · {} runs of each command and of its floor, alternating, \
