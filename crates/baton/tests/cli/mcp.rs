@@ -84,6 +84,11 @@ fn make_venv() -> Result<PathBuf, String> {
         MCP_REQUIREMENT,
     ]))
     .map_err(|e| format!("the MCP tests need `pip install {MCP_REQUIREMENT}` from PyPI: {e}"))?;
+    // Another test process may have put its venv in place meanwhile, and be using it.
+    if ready(&python) {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Ok(python);
+    }
     let _ = std::fs::remove_dir_all(&venv);
     if std::fs::rename(&staging, &venv).is_err() {
         let _ = std::fs::remove_dir_all(&staging);
