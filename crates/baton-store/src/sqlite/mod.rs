@@ -685,18 +685,16 @@ fn advance_state(conn: &Connection, event: &Event) -> Sql<()> {
     let mut state = read_state(conn)?;
     state.apply(event);
     let (data, digest) = decode::state_rows(&state);
-    exec(
-        conn,
-        "INSERT INTO state (id, data) VALUES (1, ?) \
-         ON CONFLICT (id) DO UPDATE SET data = excluded.data",
-        [data],
-    )?;
-    exec(
-        conn,
-        "INSERT INTO state_digest (id, data) VALUES (1, ?) \
-         ON CONFLICT (id) DO UPDATE SET data = excluded.data",
-        [digest],
-    )?;
+    for (table, data) in [("state", data), ("state_digest", digest)] {
+        exec(
+            conn,
+            &format!(
+                "INSERT INTO {table} (id, data) VALUES (1, ?) \
+                 ON CONFLICT (id) DO UPDATE SET data = excluded.data"
+            ),
+            [data],
+        )?;
+    }
     Ok(())
 }
 
