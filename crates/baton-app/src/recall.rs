@@ -110,10 +110,13 @@ pub struct Resume {
     pub generation: i64,
 }
 
-/// The places in the packet of the sections read in part.
-const OWED: usize = 0;
-const WAITING: usize = 4;
-const FROM_STATE: [usize; 3] = [2, 3, 6];
+/// The titles of the sections read in part: the owed and waiting lists, and the state's
+/// lists the digest keeps only the newest of.
+const OWED: &str = "What I owe";
+const WAITING: &str = "What I am waiting for";
+const CONSTRAINTS: &str = "Active constraints";
+const DECISIONS: &str = "Recent decisions";
+const ALERTS: &str = "Open alerts";
 
 /// A list read in part: the lines of its first `limit` entries, and how many there are.
 struct Part {
@@ -174,7 +177,11 @@ pub(crate) async fn resume(
     loop {
         let sections = sections(&owed, stops.clone(), &waiting, &state, &awaiting, &stale);
         let packet = packet::render(&header, &sections, max_bytes);
-        let short = packet.read_short(&sections);
+        let short: Vec<&str> = packet
+            .read_short(&sections)
+            .into_iter()
+            .map(|i| sections[i].title)
+            .collect();
         let mut again = false;
         if short.contains(&OWED)
             && let Some(limit) = longer(&owed)
@@ -188,7 +195,11 @@ pub(crate) async fn resume(
             waiting = self::waiting(store, me, limit).await?;
             again = true;
         }
-        if FROM_STATE.iter().any(|i| short.contains(i)) && !state.is_whole() {
+        if [CONSTRAINTS, DECISIONS, ALERTS]
+            .iter()
+            .any(|t| short.contains(t))
+            && !state.is_whole()
+        {
             state = store.state().await?.digest(usize::MAX);
             again = true;
         }
@@ -303,7 +314,7 @@ fn sections(
 ) -> Vec<Section> {
     vec![
         Section {
-            title: "What I owe",
+            title: OWED,
             unlisted: owed.unlisted(),
             items: owed.lines.clone(),
             more: "baton inbox",
@@ -316,7 +327,7 @@ fn sections(
             Some("(none set: baton focus set TEXT)"),
         ),
         Section {
-            title: "Active constraints",
+            title: CONSTRAINTS,
             unlisted: state.constraints_total - state.constraints.len(),
             items: state
                 .constraints
@@ -327,7 +338,7 @@ fn sections(
             empty: Some("none recorded"),
         },
         Section {
-            title: "Recent decisions",
+            title: DECISIONS,
             unlisted: state.decisions_total - state.decisions.len(),
             items: state
                 .decisions
@@ -338,7 +349,7 @@ fn sections(
             empty: Some("none recorded"),
         },
         Section {
-            title: "What I am waiting for",
+            title: WAITING,
             unlisted: waiting.unlisted(),
             items: waiting.lines.clone(),
             more: "baton outbox",
@@ -351,7 +362,7 @@ fn sections(
             None,
         ),
         Section {
-            title: "Open alerts",
+            title: ALERTS,
             unlisted: state.alerts_total - state.alerts.len(),
             items: state
                 .alerts

@@ -540,14 +540,14 @@ while :; do
   i=$((i + 1))
 done"#;
 
-/// Runs `work` on a runtime of its own and drops it, so every connection the work opened
-/// is closed (and no write lock held) when it returns.
 /// Waits until the kernel has written back what seeding, migrating and the fixtures wrote:
 /// its flushes would otherwise land on whichever side's fsync came next.
 fn quiesce() {
     let _ = Command::new("sync").status();
 }
 
+/// Runs `work` on a runtime of its own and drops it, so every connection the work opened
+/// is closed (and no write lock held) when it returns.
 fn settle<T>(work: impl std::future::Future<Output = T>) -> T {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -469,8 +469,6 @@ impl PostgresStore {
         self.done(tx, Ok(dump)).await
     }
 
-    /// Runs a query selecting message ids (`$1` the project, `$2` a participant) and loads
-    /// their envelopes, in that order, from one snapshot.
     /// A bounded list for `who`: the envelopes of the first `limit` ids `ids` selects
     /// (`$1` the project, `$2` who, `$3` the limit) and the count `count` gives, in one
     /// snapshot.
@@ -501,6 +499,8 @@ impl PostgresStore {
         self.done(tx, read).await
     }
 
+    /// Runs a query selecting message ids (`$1` the project, `$2` a participant) and loads
+    /// their envelopes, in that order, from one snapshot.
     async fn list(&self, sql: &'static str, who: &Passname) -> Result<Vec<Envelope>> {
         let mut tx = self.snapshot().await?;
         let read = async {
