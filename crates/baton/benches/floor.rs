@@ -158,6 +158,7 @@ fn main() {
     for note in &notes {
         println!("  {note}");
     }
+    println!("  {}", layout_found(&exe));
     println!(
         "{:<26} {:>9} {:>10} {:>8} {:>10} {:>6} {:>8}",
         "command", "messages", "median ms", "p90 ms", "floor ms", "ratio", "RSS MB"
@@ -539,6 +540,33 @@ while :; do
   "$1" --as planner send --to impl-2 --type info --topic bench --body "write $i" > /dev/null
   i=$((i + 1))
 done"#;
+
+/// How many of the functions `layout.txt` lists this executable has (`nm`): those the
+/// linker could place side by side. When it falls, `cargo bench -p baton --bench layout`
+/// writes the list again.
+fn layout_found(exe: &Path) -> String {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("layout.txt");
+    let Ok(listed) = std::fs::read_to_string(&file) else {
+        return "code layout: no layout.txt".to_owned();
+    };
+    let listed: Vec<&str> = listed
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let Ok(out) = Command::new("nm").arg("--defined-only").arg(exe).output() else {
+        return "code layout: nm is not installed".to_owned();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let symbols: std::collections::HashSet<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    let found = listed.iter().filter(|n| symbols.contains(*n)).count();
+    format!(
+        "code layout: {found} of the {} functions layout.txt lists are in this executable",
+        listed.len()
+    )
+}
 
 /// Waits until the kernel has written back what seeding, migrating and the fixtures wrote:
 /// its flushes would otherwise land on whichever side's fsync came next.
