@@ -753,25 +753,55 @@ fn read_about(conn: &Connection, subject: &str, kind: &str) -> Sql<Vec<Event>> {
     Ok(decode::events(&found)?)
 }
 
+/// The statement reading the message rows of envelopes, `WHERE …` appended.
+macro_rules! envelope_messages {
+    ($where:literal) => {
+        concat!(
+            "SELECT m.id, m.from_name, m.type, m.topic, m.reply_to, m.depth, m.excerpt, \
+             m.size, m.hash, m.created_at, m.request_status, m.replies FROM messages m ",
+            $where
+        )
+    };
+}
+
+/// The statement reading the recipients of envelopes, `WHERE …` appended.
+macro_rules! envelope_recipients {
+    ($where:literal) => {
+        concat!(
+            "SELECT message_id, participant, status FROM deliveries ",
+            $where,
+            " ORDER BY rowid"
+        )
+    };
+}
+
 /// Loads the envelopes of `ids`, in the order given; unknown ids are skipped.
 fn load_envelopes(conn: &Connection, ids: &[String]) -> Sql<Vec<Envelope>> {
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let list = serde_json::to_string(ids).expect("strings serialize");
-    let messages = rows(
-        conn,
-        "SELECT m.id, m.from_name, m.type, m.topic, m.reply_to, m.depth, m.excerpt, m.size, \
-                m.hash, m.created_at, m.request_status, m.replies \
-         FROM messages m WHERE m.id IN (SELECT value FROM json_each(?))",
-        [&list],
-    )?;
-    let recipients = rows(
-        conn,
-        "SELECT message_id, participant, status FROM deliveries \
-         WHERE message_id IN (SELECT value FROM json_each(?)) ORDER BY rowid",
-        [&list],
-    )?;
+    let (messages, recipients) = match ids {
+        [] => return Ok(Vec::new()),
+        // One message (shown, stepped, replied to) is read without `json_each`: compiling
+        // a statement that calls it costs more than running it, and a command compiles
+        // each statement it runs once.
+        [id] => (
+            rows(conn, envelope_messages!("WHERE m.id = ?"), [id])?,
+            rows(conn, envelope_recipients!("WHERE message_id = ?"), [id])?,
+        ),
+        _ => {
+            let list = serde_json::to_string(ids).expect("strings serialize");
+            (
+                rows(
+                    conn,
+                    envelope_messages!("WHERE m.id IN (SELECT value FROM json_each(?))"),
+                    [&list],
+                )?,
+                rows(
+                    conn,
+                    envelope_recipients!("WHERE message_id IN (SELECT value FROM json_each(?))"),
+                    [&list],
+                )?,
+            )
+        }
+    };
     Ok(decode::envelopes(ids, &messages, &recipients)?)
 }
 
