@@ -336,6 +336,10 @@ impl Bench<'_> {
                  ORDER BY rowid DESC LIMIT 50)) m JOIN deliveries d ON d.message_id = m.id;"
             )
         };
+        // A send whose body an earlier send already carried within the duplicate window
+        // (ten minutes) writes nothing: each run's bodies carry a nonce of its own, and the
+        // sends are counted in the log afterwards.
+        let nonce = nonce();
         let mut rows = vec![
             self.compare(
                 "send",
@@ -349,7 +353,7 @@ impl Bench<'_> {
                         "--topic",
                         "topic-3",
                         "--body",
-                        &format!("bench send {i}: the export keeps its filters"),
+                        &format!("bench send {nonce}-{i}: the export keeps its filters"),
                     ])
                 },
                 &write_floor,
@@ -409,10 +413,27 @@ impl Bench<'_> {
                  ORDER BY seq DESC LIMIT 50);",
             ),
         ];
+        let written = sqlite_scalar(
+            &self.db(),
+            &format!("SELECT count(*) FROM messages WHERE excerpt LIKE 'bench send {nonce}-%';"),
+        );
+        assert_eq!(
+            written as usize,
+            self.runs + 1,
+            "every timed send wrote a message"
+        );
         let last = self.runs + 1;
         let rss_of: [Vec<String>; 12] = [
             me(&[
-                "send", "--to", "planner", "--type", "info", "--topic", "topic-3", "--body", "rss",
+                "send",
+                "--to",
+                "planner",
+                "--type",
+                "info",
+                "--topic",
+                "topic-3",
+                "--body",
+                &format!("rss {nonce}"),
             ]),
             me(&["show", &fx.requests[last]]),
             me(&["ack", &fx.infos[last]]),
@@ -466,6 +487,8 @@ impl Bench<'_> {
             .stderr(Stdio::null())
             .spawn()
             .expect("start the writer");
+        // The writer's bodies carry its shell's pid (`$$`): counted afterwards.
+        let writer_pid = writer.id();
         let floor = Side::Sqlite(format!(
             "PRAGMA busy_timeout = 5000; PRAGMA synchronous = FULL; \
              INSERT INTO bench_floor (data) VALUES ('{}');",
@@ -506,10 +529,14 @@ impl Bench<'_> {
                 "--topic",
                 "bench",
                 "--body",
-                "after the hooks",
+                &format!("after the hooks {}", nonce()),
             ],
         );
         let after = sqlite_scalar(&self.db(), count);
+        let wrote = sqlite_scalar(
+            &self.db(),
+            &format!("SELECT count(*) FROM messages WHERE excerpt LIKE 'write {writer_pid}-%';"),
+        );
         let recorded = after - before;
         let mut sorted = times.clone();
         sorted.sort();
@@ -522,7 +549,7 @@ impl Bench<'_> {
             rss_kb: None,
             extra: format!(
                 "p99 {p99:.1} ms · {recorded} of {} events in the log · {complained} \
-                 complained on stderr{}",
+                 complained on stderr · the writer sent {wrote}{}",
                 calls + 1,
                 if complaints.is_empty() {
                     String::new()
@@ -537,9 +564,17 @@ impl Bench<'_> {
 /// A writer that never stops: one `baton send` after another, each its own process.
 const WRITER: &str = r#"i=0
 while :; do
-  "$1" --as planner send --to impl-2 --type info --topic bench --body "write $i" > /dev/null
+  "$1" --as planner send --to impl-2 --type info --topic bench --body "write $$-$i" > /dev/null
   i=$((i + 1))
 done"#;
+
+/// A word no earlier run of the bench used: the time in milliseconds.
+fn nonce() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is after 1970")
+        .as_millis()
+}
 
 /// How many of the functions `layout.txt` lists this executable has (`nm`): those the
 /// linker could place side by side. When it falls, `cargo bench -p baton --bench layout`
