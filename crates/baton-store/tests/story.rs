@@ -1588,6 +1588,113 @@ async fn the_log_is_the_truth<B: Backend>() {
     }
 }
 
+/// A SQLite store made at schema version 10, before its tables were rebuilt for fewer
+/// pages a write, opens at the latest version with the projections it had, each message's
+/// recipients in the order they were named, its words searchable again, and a log that
+/// still continues its seqs and refuses to be rewritten.
+#[tokio::test]
+async fn a_version_10_sqlite_store_migrates_to_the_same_projections() {
+    let dir = TempDir::new().unwrap();
+    let now_path = dir.path().join("now.db");
+    let store = SqliteStore::create(&now_path, DEFAULT_BUSY_TIMEOUT)
+        .await
+        .unwrap();
+    cast(&store).await;
+    random_mix(&store, &mut Dice(7), 200).await;
+    let ordered = send(
+        &store,
+        "planner",
+        draft(
+            &["exec-2", "exec-1"],
+            Request,
+            "alpha",
+            "recipients in order",
+        ),
+    )
+    .await;
+    let live = store.projection_dump().await.unwrap();
+    let generation_before = generation(&store).await;
+    drop(store);
+
+    // The same history in a store of version 10: the schema of the first ten scripts and
+    // every projection row copied, except the free-text index (contentless, it cannot be
+    // copied; the migration fills it from the log).
+    let old_path = dir.path().join("old.db");
+    let old = rusqlite::Connection::open(&old_path).unwrap();
+    old.execute_batch("PRAGMA journal_mode = WAL").unwrap();
+    for script in [
+        include_str!("../src/sqlite/migrations/001_event_log.sql"),
+        include_str!("../src/sqlite/migrations/002_event_kind_index.sql"),
+        include_str!("../src/sqlite/migrations/003_runs.sql"),
+        include_str!("../src/sqlite/migrations/004_orders.sql"),
+        include_str!("../src/sqlite/migrations/005_keys.sql"),
+        include_str!("../src/sqlite/migrations/006_authority.sql"),
+        include_str!("../src/sqlite/migrations/007_webhooks.sql"),
+        include_str!("../src/sqlite/migrations/008_text_and_state.sql"),
+        include_str!("../src/sqlite/migrations/009_state_digest.sql"),
+        include_str!("../src/sqlite/migrations/010_list_reads.sql"),
+    ] {
+        old.execute_batch(script).unwrap();
+    }
+    old.execute("ATTACH ? AS now", [now_path.to_str().unwrap()])
+        .unwrap();
+    old.execute_batch(
+        "INSERT INTO events SELECT seq, id, at, actor, kind, subject, data FROM now.events
+             ORDER BY seq;
+         INSERT INTO messages (id, seq, from_name, type, topic, reply_to, root_id, depth,
+             excerpt, size, hash, idempotency_key, created_at, request_status, replies)
+             SELECT id, seq, from_name, type, topic, reply_to, root_id, depth, excerpt, size,
+                 hash, idempotency_key, created_at, request_status, replies FROM now.messages;
+         INSERT INTO deliveries (message_id, participant, status, updated_at, seq, request)
+             SELECT message_id, participant, status, updated_at, seq, request
+             FROM now.deliveries ORDER BY message_id, ordinal;
+         INSERT INTO participants SELECT * FROM now.participants;
+         INSERT INTO runs SELECT * FROM now.runs;
+         INSERT INTO orders SELECT * FROM now.orders;
+         INSERT INTO keys SELECT * FROM now.keys;
+         INSERT INTO webhooks SELECT * FROM now.webhooks;
+         INSERT INTO state SELECT * FROM now.state;
+         INSERT INTO state_digest SELECT * FROM now.state_digest;
+         DETACH now;
+         PRAGMA user_version = 10;",
+    )
+    .unwrap();
+    drop(old);
+
+    let store = SqliteStore::open(&old_path, DEFAULT_BUSY_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(store.projection_dump().await.unwrap(), live);
+    let recipients: Vec<String> = envelope(&store, &ordered)
+        .await
+        .to
+        .iter()
+        .map(|r| r.name.to_string())
+        .collect();
+    assert_eq!(recipients, ["exec-2", "exec-1"]);
+    store.rebuild_projections().await.unwrap();
+    assert_eq!(store.projection_dump().await.unwrap(), live);
+    assert_eq!(store.integrity_check().await.unwrap(), "ok");
+
+    send(
+        &store,
+        "planner",
+        draft(&["exec-1"], Info, "alpha", "after the migration"),
+    )
+    .await;
+    let log = baton_store::Backend::events(&store, 0, u32::MAX)
+        .await
+        .unwrap();
+    let seqs: Vec<i64> = log.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=generation_before + 1).collect::<Vec<_>>());
+    drop(store);
+    let conn = rusqlite::Connection::open(&old_path).unwrap();
+    let err = conn
+        .execute_batch("DELETE FROM events WHERE seq = 1")
+        .expect_err("the log refuses a delete");
+    assert!(err.to_string().contains("append-only"), "{err}");
+}
+
 /// Story 13: A writer that finds the store locked for longer than its busy timeout gets a
 /// retryable `Busy`, writes nothing, and succeeds once the lock is gone.
 async fn a_locked_store_is_busy_then_writable<B: Backend>() {

@@ -57,10 +57,14 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/008_text_and_state.sql"),
     include_str!("migrations/009_state_digest.sql"),
     include_str!("migrations/010_list_reads.sql"),
+    include_str!("migrations/011_fewer_pages.sql"),
 ];
 /// How many migrations ran before the one that added `message_text` and `state`: a store
 /// older than that has them filled from its log when it is brought up to date.
 const BEFORE_TEXT_AND_STATE: i64 = 7;
+/// How many migrations ran before the one that made `message_text` anew (without column
+/// sizes): a store older than that has it filled again from its log.
+const BEFORE_FEWER_PAGES: i64 = 10;
 
 /// Idle reader connections a grouped store keeps open for the next read.
 const IDLE_READERS: usize = 8;
@@ -322,7 +326,9 @@ impl SqliteStore {
                 conn.execute_batch(script)?;
             }
             if (1..=BEFORE_TEXT_AND_STATE).contains(&current) {
-                fill_text_and_state(conn)?;
+                fill_text_and_state(conn, true)?;
+            } else if (1..=BEFORE_FEWER_PAGES).contains(&current) {
+                fill_text_and_state(conn, false)?;
             }
             // PRAGMA takes no bound parameters; `latest` is a count we computed.
             conn.execute_batch(&format!("PRAGMA user_version = {latest}"))?;
@@ -582,15 +588,16 @@ fn project(conn: &Connection, event: &Event) -> Sql<()> {
                 ],
             )?;
             index_words(conn, event.seq, m)?;
-            for to in &m.to {
+            for (ordinal, to) in m.to.iter().enumerate() {
                 exec(
                     conn,
                     "INSERT INTO deliveries \
-                     (message_id, participant, status, updated_at, seq, request) \
-                     VALUES (?, ?, ?, ?, ?, ?)",
+                     (message_id, participant, ordinal, status, updated_at, seq, request) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?)",
                     params![
                         m.id,
                         to.as_str(),
+                        ordinal as i64,
                         DeliveryStatus::Pending.as_str(),
                         event.at,
                         event.seq,
@@ -708,8 +715,9 @@ fn index_words(conn: &Connection, seq: i64, m: &baton_core::event::SentMessage) 
     Ok(())
 }
 
-/// Fills `message_text` and `state` from the log of a store made before they existed.
-fn fill_text_and_state(conn: &Connection) -> Sql<()> {
+/// Fills `message_text` from the log of a store made before it was last made anew, and
+/// `state` too when `state` (a store made before it existed).
+fn fill_text_and_state(conn: &Connection, state: bool) -> Sql<()> {
     let mut after = 0;
     loop {
         let found = rows(
@@ -726,7 +734,7 @@ fn fill_text_and_state(conn: &Connection) -> Sql<()> {
         for event in &batch {
             match &event.change {
                 Change::MessageSent(m) => index_words(conn, event.seq, m)?,
-                Change::State(_) => advance_state(conn, event)?,
+                Change::State(_) if state => advance_state(conn, event)?,
                 _ => {}
             }
         }
@@ -770,7 +778,7 @@ macro_rules! envelope_recipients {
         concat!(
             "SELECT message_id, participant, status FROM deliveries ",
             $where,
-            " ORDER BY rowid"
+            " ORDER BY ordinal"
         )
     };
 }
