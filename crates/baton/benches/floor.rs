@@ -340,21 +340,18 @@ impl Bench<'_> {
         // (ten minutes) writes nothing: each run's bodies carry a nonce of its own, and the
         // sends are counted in the log afterwards.
         let nonce = nonce();
+        let send = |body: &str| {
+            me(&[
+                "send", "--to", "planner", "--type", "info", "--topic", "topic-3", "--body", body,
+            ])
+        };
         let mut rows = vec![
             self.compare(
                 "send",
                 |i| {
-                    me(&[
-                        "send",
-                        "--to",
-                        "planner",
-                        "--type",
-                        "info",
-                        "--topic",
-                        "topic-3",
-                        "--body",
-                        &format!("bench send {nonce}-{i}: the export keeps its filters"),
-                    ])
+                    send(&format!(
+                        "bench send {nonce}-{i}: the export keeps its filters"
+                    ))
                 },
                 &write_floor,
             ),
@@ -424,17 +421,7 @@ impl Bench<'_> {
         );
         let last = self.runs + 1;
         let rss_of: [Vec<String>; 12] = [
-            me(&[
-                "send",
-                "--to",
-                "planner",
-                "--type",
-                "info",
-                "--topic",
-                "topic-3",
-                "--body",
-                &format!("rss {nonce}"),
-            ]),
+            send(&format!("rss {nonce}")),
             me(&["show", &fx.requests[last]]),
             me(&["ack", &fx.infos[last]]),
             me(&["complete", &fx.requests[last]]),
