@@ -8,8 +8,8 @@
 //! takes a fraction of the pages. See DECISIONS.md, "Code layout".
 //!
 //! It makes a small project, runs each everyday command once under `valgrind
-//! --tool=callgrind`, and lists every function of the executable that ran, in the order
-//! the commands first ran them. Symbol names carry a hash that changes when the toolchain
+//! --tool=callgrind`, and lists every function of the executable that ran, grouped by
+//! the first command that ran it. Symbol names carry a hash that changes when the toolchain
 //! or a dependency changes: a name the linker does not find is skipped, so an old list
 //! costs speed, never correctness. `cargo bench -p baton --bench floor` prints how much of
 //! the list the build found; run this again when that falls. Run without `--bench` (as
@@ -50,8 +50,8 @@ fn main() {
     }
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("layout.txt");
     let mut text = String::from(
-        "# The functions the everyday commands run, in the order they first ran: the release\n\
-         # build places them side by side (build.rs). Written by\n\
+        "# The functions the everyday commands run, grouped by the first command that ran\n\
+         # them: the release build places them side by side (build.rs). Written by\n\
          # `cargo bench -p baton --bench layout`; do not edit.\n",
     );
     for name in &order {
