@@ -18,6 +18,8 @@
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    // `layout.txt` is committed: were it missing, naming it here would make cargo run
+    // this script, and relink the executable, on every build.
     println!("cargo:rerun-if-changed=layout.txt");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     if var("CARGO_CFG_TARGET_OS") != "linux" {
