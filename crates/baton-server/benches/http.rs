@@ -206,13 +206,9 @@ fn run(
     );
     let server = baton_server::Server::new(db, Settings::default());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = runtime.spawn(baton_server::serve(
-        listener,
-        baton_server::router(server),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let serving = runtime.spawn(baton_server::serve(listener, server, async move {
+        let _ = stopped.await;
+    }));
 
     let per_client = sends / clients;
     let started = Instant::now();

@@ -81,6 +81,9 @@ pub struct Server {
     /// The one project whose project-wide views are served without a key (`baton
     /// board`, on loopback); `None` on `baton serve`.
     keyless: Option<ProjectName>,
+    /// Set once [`serve`] stops accepting: long polls answer at once instead of holding
+    /// the shutdown until their timeouts.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl Server {
@@ -132,7 +135,15 @@ impl Server {
             traffic: std::sync::Mutex::new(metrics::Traffic::default()),
             options,
             keyless,
+            stopping: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Resolves once this server has begun to stop (at once if it already has).
+    pub(crate) async fn stopped(&self) {
+        let mut stopping = self.stopping.subscribe();
+        // The sender lives as long as `self`, so this only ends when it is set.
+        let _ = stopping.wait_for(|stopping| *stopping).await;
     }
 
     /// Project `name`'s metrics fold, kept between calls so each pays only for the events
@@ -206,14 +217,17 @@ pub fn router(server: Arc<Server>) -> axum::Router {
     routes::router(server)
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and lets
+/// Serves `server` on `listener` until `shutdown` resolves, then stops accepting and lets
 /// the requests in flight finish (at most [`DRAIN`]): a write that began is committed and
-/// answered. A client that does not send its headers within [`HEADER_TIMEOUT`] is cut off.
+/// answered, and a long poll answers at once that the server is stopping (503, retryable)
+/// rather than hold the stop until its timeout. A client that does not send its headers
+/// within [`HEADER_TIMEOUT`] is cut off.
 pub async fn serve(
     listener: TcpListener,
-    router: axum::Router,
+    server: Arc<Server>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
+    let router = router(Arc::clone(&server));
     let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -251,6 +265,7 @@ pub async fn serve(
         });
     }
     drop(listener);
+    server.stopping.send_replace(true);
     if tokio::time::timeout(DRAIN, graceful.shutdown())
         .await
         .is_err()

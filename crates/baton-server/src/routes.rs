@@ -155,6 +155,28 @@ fn wait_for(seconds: Option<u32>) -> Result<Duration, ApiError> {
     Ok(Duration::from_secs(seconds.into()))
 }
 
+/// Runs a long poll that only reads unless the server begins to stop first; then it
+/// answers 503 `stopping` (retryable: ask again, of this server once it is back or of
+/// another), so the stop does not wait out the poll. A receipt's wait is not cut: it
+/// writes an alert at its deadline, and a write that began finishes.
+async fn unless_stopping<T, E: Into<ApiError>>(
+    server: &Server,
+    wait: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, ApiError> {
+    tokio::select! {
+        done = wait => done.map_err(Into::into),
+        () = server.stopped() => Err(ApiError {
+            retryable: true,
+            ..ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "stopping",
+                "the server is stopping; nothing was waited for",
+            )
+        }
+        .hinted("ask again: this server once it is back, or another on the same store")),
+    }
+}
+
 // ---- inputs ---------------------------------------------------------------------------------
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -940,13 +962,13 @@ async fn wait_order(
     Params(q): Params<OrderWaitQuery>,
 ) -> Answer<OrderStepped> {
     let timeout = wait_for(q.timeout_seconds)?;
-    let written = a.app.wait_order(&id, q.since, timeout).await?;
+    let written = unless_stopping(&a.server, a.app.wait_order(&id, q.since, timeout)).await?;
     Ok(Json(OrderStepped::new(&written, a.app.now())))
 }
 
 async fn news(a: Authed, Params(q): Params<NewsQuery>) -> Answer<doc::News> {
     let timeout = wait_for(q.timeout_seconds)?;
-    let news = a.app.wait_news(a.reader(), q.after, timeout).await?;
+    let news = unless_stopping(&a.server, a.app.wait_news(a.reader(), q.after, timeout)).await?;
     Ok(Json((&news).into()))
 }
 
@@ -976,7 +998,7 @@ async fn status(v: Viewer) -> Answer<doc::Status> {
 /// requests would fold the log from the start meanwhile).
 async fn wait_status(v: Viewer, Params(q): Params<StatusWaitQuery>) -> Answer<doc::Status> {
     let timeout = wait_for(q.timeout_seconds)?;
-    v.app.wait_generation(q.after, timeout).await?;
+    unless_stopping(&v.server, v.app.wait_generation(q.after, timeout)).await?;
     Ok(Json(status_now(&v).await?))
 }
 

@@ -94,7 +94,7 @@ fn served() -> Served {
             };
             let poster = Arc::new(baton_server::HttpPoster::default());
             let webhooks = tokio::spawn(Arc::clone(&server).deliver_webhooks(poster));
-            baton_server::serve(listener, baton_server::router(server), shutdown)
+            baton_server::serve(listener, server, shutdown)
                 .await
                 .unwrap();
             webhooks.abort();
@@ -717,6 +717,39 @@ fn a_long_poll_returns_as_soon_as_the_caller_has_news() {
         None,
     );
     assert_eq!(own["events"].as_array().unwrap().len(), 0, "{own}");
+}
+
+#[test]
+fn a_long_poll_in_flight_answers_stopping_at_once_when_the_server_stops() {
+    let mut s = served();
+    let worker = s.key("shop", "impl-1", Scope::Read);
+    let (_, now) = call("GET", &s.url("shop", "/status"), Some(&worker), None);
+    let generation = now["generation"].as_i64().unwrap();
+    // Two polls with nothing to wake them: the caller's news and the project's status.
+    let polls: Vec<_> = [
+        format!("/wait?after={generation}&timeout_seconds=60"),
+        format!("/status/wait?after={generation}&timeout_seconds=60"),
+    ]
+    .into_iter()
+    .map(|path| {
+        let url = s.url("shop", &path);
+        let worker = worker.clone();
+        std::thread::spawn(move || call("GET", &url, Some(&worker), None))
+    })
+    .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let asked = std::time::Instant::now();
+    s.stop.take().unwrap().send(()).unwrap();
+    for poll in polls {
+        let (status, body) = poll.join().unwrap();
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["error"]["code"], "stopping", "{body}");
+        assert_eq!(body["error"]["retryable"], true, "{body}");
+    }
+    s.thread.take().unwrap().join().unwrap();
+    // Well before either poll's 60 s: the stop did not wait them out.
+    let took = asked.elapsed();
+    assert!(took < Duration::from_secs(10), "stopped after {took:?}");
 }
 
 #[test]

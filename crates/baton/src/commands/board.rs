@@ -56,6 +56,6 @@ pub async fn run(g: &GlobalArgs, args: BoardArgs) -> CommandResult<Output> {
     let server = baton_server::Server::keyless(store, name, project.config.clone());
     // The address goes to stderr, like `baton serve`'s.
     eprintln!("baton board: http://{bound}/");
-    baton_server::serve(listener, baton_server::router(server), shutdown).await?;
+    baton_server::serve(listener, server, shutdown).await?;
     Ok(Output::nothing())
 }

@@ -47,7 +47,7 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
     let webhooks = tokio::spawn(std::sync::Arc::clone(&server).deliver_webhooks(poster));
     // The address goes to stderr: stdout stays empty until the server has stopped.
     eprintln!("baton serve: listening on http://{bound}/v1 (API: http://{bound}/v1/openapi.json)");
-    let served = baton_server::serve(listener, baton_server::router(server), shutdown).await;
+    let served = baton_server::serve(listener, server, shutdown).await;
     // A delivery cut short here is retried (by this or another server) when its lease ends.
     webhooks.abort();
     served?;
