@@ -1253,6 +1253,8 @@ pub struct KeyRow {
     pub created_at: String,
     pub expires_at: Option<String>,
     pub revoked_at: Option<String>,
+    /// When it last proved its participant (recorded to within a minute); `null` if never.
+    pub last_used_at: Option<String>,
     /// Whether it still proves its participant now.
     pub live: bool,
 }
@@ -1266,6 +1268,7 @@ impl KeyRow {
             created_at: rfc3339(k.created_at),
             expires_at: k.expires_at.map(rfc3339),
             revoked_at: k.revoked_at.map(rfc3339),
+            last_used_at: k.last_used_at.map(rfc3339),
             live: k.is_live(now),
         }
     }

@@ -69,7 +69,8 @@ impl App {
     }
 
     /// Who `token` proves is asking. Unknown, malformed, revoked and expired tokens are all
-    /// the same refusal.
+    /// the same refusal. A use is recorded as the key's last use when the recorded one is
+    /// a minute old or more.
     pub async fn authenticate(&self, token: &str) -> Result<Caller> {
         let refused = || Refusal::Unauthenticated.into();
         let Some(id) = key::token_key_id(token) else {
@@ -78,8 +79,14 @@ impl App {
         let Some(found) = self.store().key(id).await? else {
             return Err(refused());
         };
-        if !key::matches(&found, token) || !found.is_live(self.now()) {
+        let now = self.now();
+        if !key::matches(&found, token) || !found.is_live(now) {
             return Err(refused());
+        }
+        if found.use_worth_recording(now) {
+            // A store too busy to record it loses one "last used" time (the next use a
+            // minute on records it), not the caller's request.
+            let _ = self.store().key_used(&found.id, now).await;
         }
         Ok(Caller {
             participant: found.participant,

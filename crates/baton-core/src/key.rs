@@ -91,7 +91,8 @@ impl KeyChange {
     }
 }
 
-/// A key as the log knows it: the fold of its changes.
+/// A key as the log knows it (the fold of its changes), and when it last proved its
+/// participant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Key {
     pub id: String,
@@ -101,12 +102,28 @@ pub struct Key {
     pub created_at: Millis,
     pub expires_at: Option<Millis>,
     pub revoked_at: Option<Millis>,
+    /// Not in the log, nor in the fold's JSON: a store keeps it beside the projection (a
+    /// write per use would flood the log), to within [`USE_RECORDED_EVERY`].
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub last_used_at: Option<Millis>,
 }
+
+/// How stale a key's recorded last use may be: a use is recorded only when the last
+/// recorded one is older than this, so a busy key costs a write a minute, not a request.
+pub const USE_RECORDED_EVERY: Millis = 60_000;
 
 impl Key {
     /// Whether it still proves its participant at `now`.
     pub fn is_live(&self, now: Millis) -> bool {
         self.revoked_at.is_none() && self.expires_at.is_none_or(|t| now < t)
+    }
+
+    /// Whether a use at `now` is worth recording: none is recorded yet, or the recorded one
+    /// is at least [`USE_RECORDED_EVERY`] old.
+    pub fn use_worth_recording(&self, now: Millis) -> bool {
+        self.last_used_at
+            .is_none_or(|t| now.saturating_sub(t) >= USE_RECORDED_EVERY)
     }
 }
 
@@ -127,6 +144,7 @@ pub fn fold(current: Option<Key>, change: &KeyChange, at: Millis) -> Option<Key>
             created_at: at,
             expires_at: *expires_at,
             revoked_at: None,
+            last_used_at: None,
         }),
         KeyChange::Revoked { .. } => current.map(|mut k| {
             k.revoked_at.get_or_insert(at);
@@ -189,6 +207,18 @@ mod tests {
             expires_at,
         };
         fold(None, &change, 100).unwrap()
+    }
+
+    #[test]
+    fn a_use_is_recorded_at_first_and_then_once_a_minute_at_most() {
+        let mut k = issued("k1", "t", None);
+        assert!(k.use_worth_recording(1_000));
+        k.last_used_at = Some(1_000);
+        assert!(!k.use_worth_recording(1_000));
+        assert!(!k.use_worth_recording(1_000 + USE_RECORDED_EVERY - 1));
+        assert!(k.use_worth_recording(1_000 + USE_RECORDED_EVERY));
+        // A clock that went back records nothing.
+        assert!(!k.use_worth_recording(0));
     }
 
     #[test]

@@ -341,6 +341,7 @@ fn a_key_decides_who_acts_and_what_it_may_do() {
     let reader = s.key("shop", "impl-1", Scope::Read);
     let writer = s.key("shop", "impl-1", Scope::Write);
     let admin = s.key("shop", "owner", Scope::Admin);
+    let idle = s.key("shop", "planner", Scope::Read);
     let send = json!({"to": ["planner"], "topic": "t", "body": "hello"});
     // A read key reads and changes nothing.
     let (status, _) = call("GET", &s.url("shop", "/inbox"), Some(&reader), None);
@@ -415,6 +416,20 @@ fn a_key_decides_who_acts_and_what_it_may_do() {
     );
     let (status, _) = call("GET", &s.url("shop", "/inbox"), Some(&writer), None);
     assert_eq!(status, 200, "other keys keep working");
+    // The list says when each key was last used: never for one that was not.
+    let (_, listed) = call("GET", &s.url("shop", "/keys"), Some(&admin), None);
+    let used = |id: &str| {
+        listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["id"] == id)
+            .unwrap_or_else(|| panic!("{id} in {listed}"))["last_used_at"]
+            .clone()
+    };
+    assert!(used(kid).is_string(), "{listed}");
+    let idle = baton_core::key::token_key_id(&idle).unwrap();
+    assert!(used(idle).is_null(), "{listed}");
 }
 
 #[test]

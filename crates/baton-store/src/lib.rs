@@ -236,9 +236,13 @@ pub trait Backend: Send + Sync {
         before_seq: Option<i64>,
         limit: u32,
     ) -> Result<Vec<Event>>;
+    /// Key `id` with its last recorded use.
     async fn key(&self, id: &str) -> Result<Option<Key>>;
-    /// Every key ever issued (revoked ones too), oldest first.
+    /// Every key ever issued (revoked ones too) with its last recorded use, oldest first.
     async fn keys(&self) -> Result<Vec<Key>>;
+    /// Records that key `id` proved its participant at `at`. Bookkeeping beside the log,
+    /// not in it: no event, no generation; a rebuild keeps it.
+    async fn key_used(&self, id: &str, at: Millis) -> Result<()>;
     async fn webhook(&self, participant: &str) -> Result<Option<Webhook>>;
     /// Every webhook, by participant.
     async fn webhooks(&self) -> Result<Vec<Webhook>>;

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::webhook::Webhook;
 use baton_core::{
@@ -54,6 +55,13 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     r.map_err(|e| sqlx::Error::Decode(Box::new(e)))
+}
+
+/// A key from `data` (its fold) and `used_at` (its last recorded use, if any).
+pub(crate) fn used_key(row: &impl Columns) -> sqlx::Result<Key> {
+    let mut key: Key = folded(&row.text("data")?)?;
+    key.last_used_at = row.maybe_int("used_at")?;
+    Ok(key)
 }
 
 /// An event from `seq, id, at, actor, kind, data`.

@@ -2649,6 +2649,58 @@ async fn orders_replay_to_the_same_rows<B: Backend>() {
     assert_eq!(backend.projection_dump().await, live);
 }
 
+/// Story 23: A key's last use is kept beside the log, not in it: recording one writes no
+/// event, a later use wins over an earlier one, and a rebuild of the projections keeps it.
+async fn a_keys_last_use_is_kept_beside_the_log<B: Backend>() {
+    use baton_core::key::{self, Scope};
+    use baton_store::KeyIssue;
+    let backend = B::fresh(DEFAULT_BUSY_TIMEOUT).await;
+    let store = backend.store();
+    cast(store).await;
+    let issue = |id: &str| KeyIssue {
+        id: id.into(),
+        participant: name("exec-1"),
+        scope: Scope::Write,
+        hash: key::hash(id),
+        expires_at: None,
+    };
+    store.issue_key("@local", issue("k1")).await.unwrap();
+    store.issue_key("@local", issue("k2")).await.unwrap();
+    let unused = store.key("k1").await.unwrap().unwrap();
+    assert_eq!(unused.last_used_at, None, "issued, never used");
+    let before = generation(store).await;
+    store.key_used("k1", 5_000).await.unwrap();
+    store.key_used("k1", 9_000).await.unwrap();
+    store.key_used("k1", 7_000).await.unwrap();
+    assert_eq!(generation(store).await, before, "a use is not an event");
+    assert_eq!(
+        store.key("k1").await.unwrap().unwrap().last_used_at,
+        Some(9_000)
+    );
+    let uses: Vec<(String, Option<i64>)> = store
+        .keys()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|k| (k.id, k.last_used_at))
+        .collect();
+    assert_eq!(uses, [("k1".into(), Some(9_000)), ("k2".into(), None)]);
+    let live = backend.projection_dump().await;
+    backend.rebuild_projections().await;
+    assert_eq!(backend.projection_dump().await, live);
+    assert_eq!(
+        store.key("k1").await.unwrap().unwrap().last_used_at,
+        Some(9_000),
+        "a rebuild keeps the last use"
+    );
+    store.revoke_key("@local", "k1").await.unwrap();
+    assert_eq!(
+        store.key("k1").await.unwrap().unwrap().last_used_at,
+        Some(9_000),
+        "a revocation keeps it too"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // One module of tests per backend
 // ---------------------------------------------------------------------------------------
@@ -3366,6 +3418,7 @@ macro_rules! every_backend {
                     a_locked_store_is_busy_then_writable,
                     runs_replay_to_the_same_rows,
                     orders_replay_to_the_same_rows,
+                    a_keys_last_use_is_kept_beside_the_log,
                 ]
             );
         )*

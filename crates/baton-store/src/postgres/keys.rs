@@ -1,9 +1,11 @@
 //! Keys in PostgreSQL: the `keys` projection, each row the fold of its key's `key.changed`
-//! events (`baton_core::key::fold`), kept whole as JSON, keyed by project. The token itself
-//! is never stored.
+//! events (`baton_core::key::fold`), kept whole as JSON, keyed by project, and beside it
+//! `key_uses`, each key's last recorded use (not in the log, so a rebuild keeps it). The
+//! token itself is never stored.
 
 use baton_core::Event;
 use baton_core::key::{self, Key, KeyChange};
+use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnection, PgPool};
 
 use super::load_folded;
@@ -49,12 +51,39 @@ pub(super) async fn load(
     .await
 }
 
-/// Every key of the project, oldest first.
+const USED: &str = "SELECT k.data, u.used_at FROM keys k \
+     LEFT JOIN key_uses u ON u.project = k.project AND u.id = k.id WHERE k.project = $1";
+
+/// The key with its last recorded use.
+pub(super) async fn used(pool: &PgPool, project: i64, id: &str) -> sqlx::Result<Option<Key>> {
+    let found = sqlx::query(AssertSqlSafe(format!("{USED} AND k.id = $2")))
+        .bind(project)
+        .bind(id)
+        .fetch_optional(pool)
+        .await?;
+    found.as_ref().map(rows::used_key).transpose()
+}
+
+/// Every key of the project with its last recorded use, oldest first.
 pub(super) async fn all(pool: &PgPool, project: i64) -> sqlx::Result<Vec<Key>> {
-    let found: Vec<String> =
-        sqlx::query_scalar("SELECT data FROM keys WHERE project = $1 ORDER BY seq")
-            .bind(project)
-            .fetch_all(pool)
-            .await?;
-    found.iter().map(|d| rows::folded(d)).collect()
+    let found = sqlx::query(AssertSqlSafe(format!("{USED} ORDER BY k.seq")))
+        .bind(project)
+        .fetch_all(pool)
+        .await?;
+    found.iter().map(rows::used_key).collect()
+}
+
+/// Records a use of key `id` at `at` (a later one than recorded wins).
+pub(super) async fn record_use(pool: &PgPool, project: i64, id: &str, at: i64) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO key_uses (project, id, used_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (project, id) DO UPDATE \
+         SET used_at = greatest(key_uses.used_at, excluded.used_at)",
+    )
+    .bind(project)
+    .bind(id)
+    .bind(at)
+    .execute(pool)
+    .await?;
+    Ok(())
 }

@@ -60,6 +60,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/006_webhooks.sql"),
     include_str!("migrations/007_text_and_state.sql"),
     include_str!("migrations/008_state_digest.sql"),
+    include_str!("migrations/009_key_uses.sql"),
 ];
 
 /// Connections one database keeps open, shared by all its projects.
@@ -1210,8 +1211,13 @@ impl Backend for PostgresStore {
     }
 
     async fn key(&self, id: &str) -> Result<Option<Key>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
-        keys::load(&mut conn, self.project, id)
+        keys::used(&self.pool, self.project, id)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn key_used(&self, id: &str, at: Millis) -> Result<()> {
+        keys::record_use(&self.pool, self.project, id, at)
             .await
             .map_err(|e| self.err(e))
     }

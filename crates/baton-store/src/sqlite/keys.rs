@@ -1,12 +1,14 @@
 //! Keys in SQLite: the `keys` projection, each row the fold of its key's `key.changed`
-//! events (`baton_core::key::fold`), kept whole as JSON. The token itself is never stored.
+//! events (`baton_core::key::fold`), kept whole as JSON, and beside it `key_uses`, each
+//! key's last recorded use (not in the log, so a rebuild keeps it). The token itself is
+//! never stored.
 
 use baton_core::Event;
 use baton_core::key::{self, Key, KeyChange};
 use rusqlite::{Connection, params};
 
 use super::load_folded;
-use super::sql::{Sql, column, exec};
+use super::sql::{self, Sql, exec};
 use crate::rows;
 
 /// Applies one key event to the projection (live writes and replay alike).
@@ -25,15 +27,35 @@ pub(super) fn project(conn: &Connection, event: &Event, change: &KeyChange) -> S
     Ok(())
 }
 
+/// The fold alone, for the write that folds the next change into it.
 pub(super) fn load(conn: &Connection, id: &str) -> Sql<Option<Key>> {
     load_folded(conn, "SELECT data FROM keys WHERE id = ?", id)
 }
 
-/// Every key, oldest first.
+const USED: &str = "SELECT k.data, u.used_at FROM keys k LEFT JOIN key_uses u ON u.id = k.id";
+
+/// The key with its last recorded use.
+pub(super) fn used(conn: &Connection, id: &str) -> Sql<Option<Key>> {
+    let found = sql::row(conn, &format!("{USED} WHERE k.id = ?"), [id])?;
+    Ok(found.as_ref().map(rows::used_key).transpose()?)
+}
+
+/// Every key with its last recorded use, oldest first.
 pub(super) fn all(conn: &Connection) -> Sql<Vec<Key>> {
-    let data: Vec<String> = column(conn, "SELECT data FROM keys ORDER BY seq", [])?;
-    Ok(data
+    let found = sql::rows(conn, &format!("{USED} ORDER BY k.seq"), [])?;
+    Ok(found
         .iter()
-        .map(|d| rows::folded(d))
+        .map(rows::used_key)
         .collect::<sqlx::Result<_>>()?)
+}
+
+/// Records a use of key `id` at `at` (a later one than recorded wins).
+pub(super) fn record_use(conn: &Connection, id: &str, at: i64) -> Sql<()> {
+    exec(
+        conn,
+        "INSERT INTO key_uses (id, used_at) VALUES (?, ?) \
+         ON CONFLICT (id) DO UPDATE SET used_at = max(used_at, excluded.used_at)",
+        params![id, at],
+    )?;
+    Ok(())
 }

@@ -58,6 +58,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/009_state_digest.sql"),
     include_str!("migrations/010_list_reads.sql"),
     include_str!("migrations/011_fewer_pages.sql"),
+    include_str!("migrations/012_key_uses.sql"),
 ];
 /// How many migrations ran before the one that added `message_text` and `state`: a store
 /// older than that has them filled from its log when it is brought up to date.
@@ -1206,7 +1207,11 @@ impl Backend for SqliteStore {
     }
 
     async fn key(&self, id: &str) -> Result<Option<Key>> {
-        self.read(|conn| keys::load(conn, id)).await
+        self.read(|conn| keys::used(conn, id)).await
+    }
+
+    async fn key_used(&self, id: &str, at: Millis) -> Result<()> {
+        self.bookkeep(|conn| keys::record_use(conn, id, at)).await
     }
 
     async fn keys(&self) -> Result<Vec<Key>> {

@@ -23,7 +23,7 @@ pub enum KeyCommand {
                       baton --db postgres://db.internal/baton --project shop key issue owner --scope admin"
     )]
     Issue(IssueArgs),
-    /// List the project's keys: id, participant, scope, created, expiry, revoked.
+    /// List the project's keys: id, participant, scope, created, last used, expiry, revoked.
     #[command(after_help = "Example:\n  baton key list --json")]
     List,
     /// Revoke one key; every other key keeps working.
@@ -55,6 +55,7 @@ fn row_cells(k: &KeyRow) -> Vec<String> {
         k.participant.to_string(),
         k.scope.to_string(),
         k.created_at.clone(),
+        k.last_used_at.clone().unwrap_or_else(|| "never".into()),
         k.expires_at.clone().unwrap_or_else(|| "-".into()),
         match (&k.revoked_at, k.live) {
             (Some(at), _) => format!("revoked {at}"),
@@ -103,7 +104,15 @@ pub async fn run(ctx: &Context, cmd: KeyCommand) -> CommandResult<Output> {
                 "No keys: baton key issue NAME --scope write".to_owned()
             } else {
                 table(
-                    &["ID", "PARTICIPANT", "SCOPE", "CREATED", "EXPIRES", "STATUS"],
+                    &[
+                        "ID",
+                        "PARTICIPANT",
+                        "SCOPE",
+                        "CREATED",
+                        "LAST USED",
+                        "EXPIRES",
+                        "STATUS",
+                    ],
                     &items.iter().map(row_cells).collect::<Vec<_>>(),
                 )
             };

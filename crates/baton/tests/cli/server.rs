@@ -203,6 +203,9 @@ fn serve_answers_http_and_finishes_the_write_in_flight_before_it_stops() {
     assert!(asked.elapsed() < Duration::from_secs(20));
     let alerts = admin(&url, Some("shop"), &["alerts"]);
     assert_eq!(alerts["items"].as_array().unwrap().len(), 1, "{alerts}");
+    // Where the database is, the key list says the server saw the key used.
+    let keys = admin(&url, Some("shop"), &["key", "list"]);
+    assert!(keys["items"][0]["last_used_at"].is_string(), "{keys}");
 }
 
 #[test]
