@@ -11,6 +11,9 @@
 //! comparison), and PostgreSQL when `BATON_TEST_POSTGRES` names a database (a fresh
 //! schema, dropped after). It prints a table and asserts nothing about time. Run without
 //! `--bench` (as `cargo test --benches` does) it only checks that it works, briefly.
+//!
+//! Words after `--` pick rows, for a profile of one: a number keeps that many clients,
+//! other words keep the backends whose name holds them (`-- group 16`).
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -129,8 +132,21 @@ fn main() {
         println!("(PostgreSQL not measured: BATON_TEST_POSTGRES is not set)");
     }
 
+    let picks: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let (counts, words): (Vec<&String>, Vec<&String>) =
+        picks.iter().partition(|p| p.parse::<usize>().is_ok());
     for (name, db, schema) in &backends {
+        let named = name.to_lowercase();
+        if !words.iter().all(|w| named.contains(&w.to_lowercase())) {
+            continue;
+        }
         for clients in CLIENTS {
+            if !counts.is_empty() && !counts.iter().any(|c| **c == clients.to_string()) {
+                continue;
+            }
             let (rate, p50, p99) = run(&runtime, Arc::clone(db), clients, scale.sends);
             println!(
                 "{name:<34} {clients:>7} {rate:>9.0} {p50:>8.2} {p99:>8.2} {:>9.1}",
@@ -225,13 +241,18 @@ fn run(
                             "body": format!("client {c} send {n}: the export keeps its filters"),
                         });
                         let sent = Instant::now();
-                        let answer = agent
+                        let mut answer = agent
                             .post(base)
                             .header("authorization", format!("Bearer {token}"))
                             .send_json(&body)
                             .expect("a send");
                         assert_eq!(answer.status(), 200);
+                        // Read to its end, so the connection goes back to the agent and
+                        // the next send reuses it (a keep-alive client, as the doc says).
+                        let sent_doc: serde_json::Value =
+                            answer.body_mut().read_json().expect("the send's answer");
                         times.push(sent.elapsed());
+                        assert!(sent_doc["id"].is_string(), "{sent_doc}");
                     }
                     times
                 })

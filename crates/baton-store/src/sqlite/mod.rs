@@ -45,6 +45,12 @@ use crate::{
 };
 use baton_core::webhook::Webhook;
 
+/// The duplicate check's candidates: the sender's messages since a time with the same
+/// payload hash, type, topic and parent, newest first.
+const RECENT: &str = "SELECT id, hash, type, topic, reply_to, idempotency_key FROM messages \
+     WHERE from_name = ? AND hash = ? AND type = ? AND topic = ? \
+     AND reply_to IS ? AND created_at >= ? ORDER BY seq DESC LIMIT 20";
+
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/001_event_log.sql"),
@@ -1320,9 +1326,7 @@ impl Tx for SqliteTx {
         self.on(|conn| {
             let found = rows(
                 conn,
-                "SELECT id, hash, type, topic, reply_to, idempotency_key FROM messages \
-                 WHERE from_name = ? AND hash = ? AND type = ? AND topic = ? \
-                 AND reply_to IS ? AND created_at >= ? ORDER BY seq DESC LIMIT 20",
+                RECENT,
                 params![
                     from.as_str(),
                     draft.payload.hash(),

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::types::{FromSql, Value};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Params};
 
@@ -97,6 +98,12 @@ pub(super) fn connect(path: &Path, busy_timeout: Duration, create: bool) -> Sql<
     // Statements are compiled once a connection and kept: a command repeats a few, a
     // server's connections repeat them all.
     conn.set_prepared_statement_cache_capacity(128);
+    // One plan a statement, whatever its parameters: without the query planner stability
+    // guarantee, a parameter compared with a partial index's constant (`type = ?` against
+    // `messages_open_requests`' `type = 'request'`) marks the statement to be compiled
+    // again each time that parameter is bound, so a kept statement was compiled on every
+    // use. The partial indexes serve queries that name their constants in the SQL.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(Fault::Setup(format!(
@@ -232,5 +239,38 @@ impl Builder {
 
     pub(super) fn params(&self) -> rusqlite::ParamsFromIter<std::slice::Iter<'_, Value>> {
         rusqlite::params_from_iter(self.params.iter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::StatementStatus;
+
+    use super::connect;
+    use crate::SqliteStore;
+
+    /// A kept statement runs again with new parameters without being compiled again: the
+    /// duplicate check binds `type`, which a partial index compares with a constant.
+    #[tokio::test]
+    async fn a_kept_statement_is_not_compiled_again_for_new_parameters() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.db");
+        SqliteStore::create(&path, std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+        let conn = connect(&path, std::time::Duration::from_secs(5), false).unwrap();
+        for kind in ["info", "request", "info", "request"] {
+            let mut stmt = conn.prepare_cached(super::super::RECENT).unwrap();
+            let mut rows = stmt
+                .query(rusqlite::params!["a", "h", kind, "t", None::<String>, 0])
+                .unwrap();
+            assert!(rows.next().unwrap().is_none());
+            drop(rows);
+            assert_eq!(
+                stmt.get_status(StatementStatus::RePrepare),
+                0,
+                "compiled again for type {kind}"
+            );
+        }
     }
 }
