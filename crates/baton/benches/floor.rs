@@ -1,7 +1,8 @@
 //! `cargo bench -p baton --bench floor`: every everyday command as a whole `baton` process
 //! beside its floor — a bare `sqlite3` process doing the same database work on the same
-//! store (one fsync'd insert for a write; the same rows for a read) — on stores of 10,000
-//! and 100,000 messages.
+//! store (for a write, one fsync'd insert of a 300-byte row into a table with as many rows
+//! as the store has messages; for a read, the same rows) — on stores of 10,000 and 100,000
+//! messages.
 //!
 //! The stores are seeded once through the `baton-store` library (a grouped store, so a
 //! batch of writers shares one fsync) and kept under `target/bench-stores/`, reused by the
@@ -308,10 +309,23 @@ impl Bench<'_> {
             "PRAGMA busy_timeout = 10000; \
              CREATE TABLE IF NOT EXISTS bench_floor (id INTEGER PRIMARY KEY, data TEXT NOT NULL)",
         );
-        let write_floor = format!(
-            "PRAGMA synchronous = FULL; INSERT INTO bench_floor (data) VALUES ('{}');",
-            "x".repeat(300)
-        );
+        // A write's floor inserts into a table of the store's size: as many rows as it has
+        // messages, topped up once (a table of a few rows would be a shallower tree).
+        let row = "x".repeat(300);
+        let missing =
+            self.size as i64 - sqlite_scalar(&self.db(), "SELECT count(*) FROM bench_floor");
+        if missing > 0 {
+            sqlite(
+                &self.db(),
+                &format!(
+                    "PRAGMA busy_timeout = 10000; \
+                     WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {missing}) \
+                     INSERT INTO bench_floor (data) SELECT '{row}' FROM n;"
+                ),
+            );
+        }
+        let write_floor =
+            format!("PRAGMA synchronous = FULL; INSERT INTO bench_floor (data) VALUES ('{row}');");
         let me = |rest: &[&str]| -> Vec<String> {
             ["--as", ME]
                 .iter()

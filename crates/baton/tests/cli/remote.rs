@@ -125,6 +125,15 @@ fn normalised(text: &str) -> String {
     let text = time.replace_all(&text, "[TIME]");
     let text = age.replace_all(&text, "[AGE]");
     let text = millis.replace_all(&text, "\"$1\":[MS]");
+    // A key's last use: the remote side's keys prove every call, the local side's none.
+    let used_json = Regex::new(r#""last_used_at":("[^"]*"|null)"#).unwrap();
+    let used_column = Regex::new(r"(?m)^(\[ID\] .*\[TIME\] {2,})(\[TIME\]|never)( {2,})").unwrap();
+    let text = used_json.replace_all(&text, "\"last_used_at\":[USED]");
+    let text = if text.contains("LAST USED") {
+        used_column.replace_all(&text, "$1[USED]$3")
+    } else {
+        text
+    };
     // Where a resume packet is: the checkout locally, none on a server (its size follows).
     let place = Regex::new(r"(# Resume: [^ ]+ \([a-z]+\)) in \S+").unwrap();
     let size = Regex::new(r#""bytes":\d+"#).unwrap();
