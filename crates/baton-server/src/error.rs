@@ -57,6 +57,12 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
 
+    /// Marks it as one that asking again may answer differently (busy, stopping).
+    pub fn retryable(mut self) -> Self {
+        self.retryable = true;
+        self
+    }
+
     pub fn hinted(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
@@ -150,11 +156,11 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Refused(r) => r.into(),
-            StoreError::Busy { .. } => Self {
-                retryable: true,
-                ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string())
+            StoreError::Busy { .. } => {
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string())
+                    .retryable()
+                    .hinted("retry: nothing was written")
             }
-            .hinted("retry: nothing was written"),
             // What failed inside the store is for the server's log, not for the client.
             other => {
                 eprintln!("baton serve: store failure: {other}");

@@ -165,14 +165,12 @@ async fn unless_stopping<T, E: Into<ApiError>>(
 ) -> Result<T, ApiError> {
     tokio::select! {
         done = wait => done.map_err(Into::into),
-        () = server.stopped() => Err(ApiError {
-            retryable: true,
-            ..ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "stopping",
-                "the server is stopping; nothing was waited for",
-            )
-        }
+        () = server.stopped() => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "stopping",
+            "the server is stopping; nothing was waited for",
+        )
+        .retryable()
         .hinted("ask again: this server once it is back, or another on the same store")),
     }
 }
