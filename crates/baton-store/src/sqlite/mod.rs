@@ -65,13 +65,33 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/010_list_reads.sql"),
     include_str!("migrations/011_fewer_pages.sql"),
     include_str!("migrations/012_key_uses.sql"),
+    include_str!("migrations/013_pending_text.sql"),
 ];
 /// How many migrations ran before the one that added `message_text` and `state`: a store
 /// older than that has them filled from its log when it is brought up to date.
 const BEFORE_TEXT_AND_STATE: i64 = 7;
-/// How many migrations ran before the one that made `message_text` anew (without column
-/// sizes): a store older than that has it filled again from its log.
-const BEFORE_FEWER_PAGES: i64 = 10;
+/// How many migrations ran before the last one that made `message_text` anew (with the
+/// `ascii` tokenizer and its pending rows): a store older than that has it filled again
+/// from its log.
+const BEFORE_PENDING_TEXT: i64 = 12;
+/// Pending rows of free-text words at which the writer adding the last one moves them
+/// all into the index, as one segment. Search compares at most this many rows directly.
+const PENDING_TEXT_FLUSH: i64 = 64;
+
+/// The event kinds in the kind index, as its `WHERE` names them (migration 13).
+const KINDS_INDEXED: [&str; 2] = ["gate.changed", "security.refused"];
+
+/// The newest events of an indexed kind before a seq.
+const OF_KIND_INDEXED: &str = "SELECT seq, id, at, actor, kind, data FROM events \
+     WHERE kind = ? AND kind IN ('gate.changed', 'security.refused') AND seq < ? \
+     ORDER BY seq DESC LIMIT ?";
+/// The newest events of any other kind before a seq: the log read back from its end.
+const OF_KIND: &str = "SELECT seq, id, at, actor, kind, data FROM events \
+     WHERE kind = ? AND seq < ? ORDER BY seq DESC LIMIT ?";
+
+/// The replies under a thread's root, oldest first, from the index of threads.
+const THREAD_REPLIES: &str =
+    "SELECT id FROM messages WHERE root_id = ? AND reply_to IS NOT NULL ORDER BY seq";
 
 /// Idle reader connections a grouped store keeps open for the next read.
 const IDLE_READERS: usize = 8;
@@ -334,7 +354,7 @@ impl SqliteStore {
             }
             if (1..=BEFORE_TEXT_AND_STATE).contains(&current) {
                 fill_text_and_state(conn, true)?;
-            } else if (1..=BEFORE_FEWER_PAGES).contains(&current) {
+            } else if (1..=BEFORE_PENDING_TEXT).contains(&current) {
                 fill_text_and_state(conn, false)?;
             }
             // PRAGMA takes no bound parameters; `latest` is a count we computed.
@@ -368,6 +388,7 @@ impl SqliteStore {
                 "INSERT INTO message_text (message_text) VALUES ('delete-all')",
                 [],
             )?;
+            exec(conn, "DELETE FROM message_text_pending", [])?;
             for table in crate::rows::PROJECTIONS {
                 conn.execute_batch(&format!("DELETE FROM {table}"))?;
             }
@@ -407,8 +428,12 @@ impl SqliteStore {
              FROM keys ORDER BY id",
             "SELECT 'w|' || participant || '|' || url || '|' || set_seq \
              FROM webhooks ORDER BY participant",
-            "SELECT 't|' || doc || '|' || \"offset\" || '|' || term \
-             FROM message_words ORDER BY doc, \"offset\"",
+            // A message's words, indexed or pending: which of the two holds them depends
+            // on how many were written since the last move, not on what they are.
+            "SELECT 't|' || seq || '|' || words FROM ( \
+                 SELECT doc AS seq, group_concat(term, ' ' ORDER BY \"offset\") AS words \
+                 FROM message_words GROUP BY doc \
+                 UNION ALL SELECT seq, words FROM message_text_pending) ORDER BY seq",
             "SELECT 's|' || data FROM state",
             "SELECT 'g|' || data FROM state_digest",
         ];
@@ -712,13 +737,121 @@ fn advance_state(conn: &Connection, event: &Event) -> Sql<()> {
     Ok(())
 }
 
-/// Indexes a message's words for free-text search, under its event's seq.
+/// Where a search reads its matches from.
+#[derive(Clone, Copy)]
+enum Source {
+    /// Every message (no words to look for).
+    Messages,
+    /// The words not yet moved into the index.
+    Pending,
+    /// The free-text index.
+    Index,
+}
+
+/// A search's statement over `source`, newest first, its `LIMIT` left to bind last.
+fn search_sql(
+    source: Source,
+    caller: Option<&Passname>,
+    q: &SearchQuery,
+    text: Option<&str>,
+    words: &[String],
+    cursor: Option<i64>,
+) -> Result<Builder> {
+    let (mut sql, order) = match source {
+        Source::Messages => (Builder::new("SELECT m.seq, m.id FROM messages m"), "m.seq"),
+        Source::Pending => (
+            Builder::new(
+                "SELECT m.seq, m.id FROM message_text_pending f JOIN messages m ON m.seq = f.seq",
+            ),
+            "f.seq",
+        ),
+        Source::Index => (
+            Builder::new(
+                "SELECT m.seq, m.id FROM message_text f JOIN messages m ON m.seq = f.rowid",
+            ),
+            "f.rowid",
+        ),
+    };
+    if let Some(status) = q.status {
+        let caller = caller.ok_or(Refusal::StatusNeedsIdentity)?;
+        sql.push(" JOIN deliveries mine ON mine.message_id = m.id AND mine.participant = ")
+            .bind(caller.as_str().to_owned())
+            .push(" AND mine.status = ")
+            .bind(status.as_str().to_owned());
+    }
+    sql.push(" WHERE 1 = 1");
+    match source {
+        Source::Messages => {}
+        // Each word must start a word of the payload: an FTS5 prefix query, or the same
+        // test on the pending words (one space between words, none at either end).
+        Source::Pending => {
+            for word in words {
+                sql.push(" AND instr(' ' || f.words, ' ' || ")
+                    .bind(word.clone())
+                    .push(") > 0");
+            }
+        }
+        Source::Index => {
+            let query: Vec<String> = words.iter().map(|w| format!("\"{w}\"*")).collect();
+            sql.push(" AND f.message_text MATCH ").bind(query.join(" "));
+        }
+    }
+    if let Some(topic) = &q.topic {
+        sql.push(" AND m.topic = ").bind(topic.clone());
+    }
+    if let Some(kind) = q.kind {
+        sql.push(" AND m.type = ").bind(kind.as_str().to_owned());
+    }
+    if let Some(from) = &q.from {
+        sql.push(" AND m.from_name = ").bind(from.clone());
+    }
+    if let Some(to) = &q.to {
+        sql.push(" AND EXISTS (SELECT 1 FROM deliveries t WHERE t.message_id = m.id AND t.participant = ")
+            .bind(to.clone())
+            .push(")");
+    }
+    if let Some(since) = q.since {
+        sql.push(" AND m.created_at >= ").bind(since);
+    }
+    if let Some(until) = q.until {
+        sql.push(" AND m.created_at < ").bind(until);
+    }
+    if let Some(text) = text.filter(|_| words.is_empty()) {
+        // Punctuation alone has no words to look up: the payloads' text is read.
+        sql.push(" AND instr(lower((SELECT e.data FROM events e WHERE e.seq = m.seq)), lower(")
+            .bind(text.to_owned())
+            .push(")) > 0");
+    }
+    if let Some(cursor) = cursor {
+        sql.push(" AND ").push(order).push(" < ").bind(cursor);
+    }
+    sql.push(" ORDER BY ").push(order).push(" DESC LIMIT ?");
+    Ok(sql)
+}
+
+/// Indexes a message's words for free-text search, under its event's seq: a pending row,
+/// and when there are `PENDING_TEXT_FLUSH` of them, all of them moved into the index as
+/// one segment (migration 13 says why).
 fn index_words(conn: &Connection, seq: i64, m: &baton_core::event::SentMessage) -> Sql<()> {
+    let words = baton_core::search::words(&m.payload);
+    if words.is_empty() {
+        return Ok(());
+    }
     exec(
         conn,
-        "INSERT INTO message_text (rowid, words) VALUES (?, ?)",
-        params![seq, baton_core::search::words(&m.payload)],
+        "INSERT INTO message_text_pending (seq, words) VALUES (?, ?)",
+        params![seq, words],
     )?;
+    let pending = scalar::<i64>(conn, "SELECT count(*) FROM message_text_pending", [])?;
+    if pending.unwrap_or(0) >= PENDING_TEXT_FLUSH {
+        exec(
+            conn,
+            "INSERT INTO message_text (rowid, words) \
+             SELECT seq, words FROM message_text_pending ORDER BY seq",
+            [],
+        )?;
+        exec(conn, "DELETE FROM message_text_pending", [])?;
+    }
     Ok(())
 }
 
@@ -995,11 +1128,10 @@ impl Backend for SqliteStore {
                 else {
                     return Ok(None);
                 };
-                let flat = listed(
-                    conn,
-                    "SELECT id FROM messages WHERE root_id = ? ORDER BY seq",
-                    [&root],
-                )?;
+                // The root, then its replies (the index of threads holds only replies).
+                let mut ids = vec![root.clone()];
+                ids.extend(column::<String>(conn, THREAD_REPLIES, [&root])?);
+                let flat = load_envelopes(conn, &ids)?;
                 Ok(Some((root, flat)))
             })
             .await?;
@@ -1014,72 +1146,38 @@ impl Backend for SqliteStore {
         let words = text
             .map(baton_core::search::query_words)
             .unwrap_or_default();
-        // With words to look for, the index is walked newest first and each match joined
-        // to its message: a page reads a page of matches, and no match reads none.
-        let (mut sql, order) = if words.is_empty() {
-            (Builder::new("SELECT m.seq, m.id FROM messages m"), "m.seq")
+        let cursor = q.cursor.as_deref().map(decode_cursor).transpose()?;
+        // Where the matches come from, newest first. With words to look for: the pending
+        // rows (at most `PENDING_TEXT_FLUSH`, every one newer than anything indexed),
+        // compared directly, then the index, walked newest first with each match joined to
+        // its message, for what the pending rows did not fill: a page reads a page of
+        // matches, and no match reads none.
+        let sources: &[Source] = if words.is_empty() {
+            &[Source::Messages]
         } else {
-            let sql = Builder::new(
-                "SELECT m.seq, m.id FROM message_text f JOIN messages m ON m.seq = f.rowid",
-            );
-            (sql, "f.rowid")
+            &[Source::Pending, Source::Index]
         };
-        if let Some(status) = q.status {
-            let caller = caller.ok_or(Refusal::StatusNeedsIdentity)?;
-            sql.push(" JOIN deliveries mine ON mine.message_id = m.id AND mine.participant = ")
-                .bind(caller.as_str().to_owned())
-                .push(" AND mine.status = ")
-                .bind(status.as_str().to_owned());
-        }
-        sql.push(" WHERE 1 = 1");
-        if !words.is_empty() {
-            // Each word must start a word of the payload: an FTS5 prefix query.
-            let query: Vec<String> = words.iter().map(|w| format!("\"{w}\"*")).collect();
-            sql.push(" AND f.message_text MATCH ").bind(query.join(" "));
-        }
-        if let Some(topic) = &q.topic {
-            sql.push(" AND m.topic = ").bind(topic.clone());
-        }
-        if let Some(kind) = q.kind {
-            sql.push(" AND m.type = ").bind(kind.as_str().to_owned());
-        }
-        if let Some(from) = &q.from {
-            sql.push(" AND m.from_name = ").bind(from.clone());
-        }
-        if let Some(to) = &q.to {
-            sql.push(" AND EXISTS (SELECT 1 FROM deliveries t WHERE t.message_id = m.id AND t.participant = ")
-                .bind(to.clone())
-                .push(")");
-        }
-        if let Some(since) = q.since {
-            sql.push(" AND m.created_at >= ").bind(since);
-        }
-        if let Some(until) = q.until {
-            sql.push(" AND m.created_at < ").bind(until);
-        }
-        if let Some(text) = text.filter(|_| words.is_empty()) {
-            // Punctuation alone has no words to look up: the payloads' text is read.
-            sql.push(" AND instr(lower((SELECT e.data FROM events e WHERE e.seq = m.seq)), lower(")
-                .bind(text.to_owned())
-                .push(")) > 0");
-        }
-        if let Some(cursor) = &q.cursor {
-            sql.push(" AND ")
-                .push(order)
-                .push(" < ")
-                .bind(decode_cursor(cursor)?);
-        }
-        sql.push(" ORDER BY ")
-            .push(order)
-            .push(" DESC LIMIT ")
-            .bind(i64::from(limit) + 1);
+        let statements: Vec<Builder> = sources
+            .iter()
+            .map(|source| search_sql(*source, caller, q, text, &words, cursor))
+            .collect::<Result<_>>()?;
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(&sql.sql)?;
-            let found = stmt
-                .query_map(sql.params(), |r| {
-                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut found: Vec<(i64, String)> = Vec::new();
+            for sql in &statements {
+                let want = i64::from(limit) + 1 - found.len() as i64;
+                if want <= 0 {
+                    break;
+                }
+                let mut stmt = conn.prepare_cached(&sql.sql)?;
+                let want = rusqlite::types::Value::Integer(want);
+                let params = sql.params.iter().chain(std::iter::once(&want));
+                found.extend(
+                    stmt.query_map(rusqlite::params_from_iter(params), |r| {
+                        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()?,
+                );
+            }
             let (ids, next) = decode::page_ids(&found, limit);
             let items = load_envelopes(conn, &ids)?;
             Ok(Page { items, next })
@@ -1093,11 +1191,18 @@ impl Backend for SqliteStore {
         before_seq: Option<i64>,
         limit: u32,
     ) -> Result<Vec<Event>> {
+        // The kind index holds only the kinds read back by kind (migration 13); its
+        // condition is named in the statement so that the planner may use it. Another
+        // kind is found by reading the log.
+        let sql = if KINDS_INDEXED.contains(&kind) {
+            OF_KIND_INDEXED
+        } else {
+            OF_KIND
+        };
         self.read(|conn| {
             let found = rows(
                 conn,
-                "SELECT seq, id, at, actor, kind, data FROM events \
-                 WHERE kind = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+                sql,
                 params![kind, before_seq.unwrap_or(i64::MAX), limit],
             )?;
             Ok(decode::events(&found)?)

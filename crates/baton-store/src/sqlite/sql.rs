@@ -249,6 +249,93 @@ mod tests {
     use super::connect;
     use crate::SqliteStore;
 
+    /// A send's words wait in `message_text_pending` until there are enough of them to
+    /// move into the free-text index at once; the move leaves none pending.
+    #[tokio::test]
+    async fn pending_words_move_into_the_index_together() {
+        use baton_core::{Draft, MessageType, Passname, Payload, Topic};
+
+        use crate::{Backend, Store};
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.db");
+        let store = SqliteStore::create(&path, std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+        for who in ["a", "b"] {
+            store
+                .add_participant("@t", &Passname::new(who).unwrap(), "peer", None)
+                .await
+                .unwrap();
+        }
+        let conn = connect(&path, std::time::Duration::from_secs(5), false).unwrap();
+        let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        let flush = super::super::PENDING_TEXT_FLUSH;
+        for n in 1..=flush + 1 {
+            let draft = Draft {
+                to: vec![Passname::new("b").unwrap()],
+                kind: MessageType::Info,
+                topic: Topic::new("t").unwrap(),
+                reply_to: None,
+                payload: Payload::body(&format!("word{n}"), 1024).unwrap(),
+                idempotency_key: None,
+            };
+            store
+                .send(&Passname::new("a").unwrap(), draft, 0)
+                .await
+                .unwrap();
+            let pending = count("SELECT count(*) FROM message_text_pending");
+            let indexed = count("SELECT count(DISTINCT doc) FROM message_words");
+            let want = if n < flush {
+                (n, 0)
+            } else {
+                (n - flush, flush)
+            };
+            assert_eq!((pending, indexed), want, "after {n} sends");
+        }
+    }
+
+    /// The partial indexes a write leaves out serve the reads that need them: the kinds
+    /// read back by kind are found through the kind index, which holds no other kind (any
+    /// other kind is still found, by reading the log), and a thread's replies through the
+    /// index of threads, which holds only replies.
+    #[tokio::test]
+    async fn the_partial_indexes_serve_their_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.db");
+        SqliteStore::create(&path, std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+        let conn = connect(&path, std::time::Duration::from_secs(5), false).unwrap();
+        let plan = |sql: &str| -> String {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let rows = stmt
+                .query_map(rusqlite::params!["gate.changed", 10, 5], |r| {
+                    r.get::<_, String>(3)
+                })
+                .unwrap();
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+                .unwrap()
+                .join("; ")
+        };
+        let indexed = plan(super::super::OF_KIND_INDEXED);
+        assert!(indexed.contains("USING INDEX events_kind"), "{indexed}");
+        let other = plan(super::super::OF_KIND);
+        assert!(!other.contains("events_kind"), "{other}");
+        let replies = conn
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN {}",
+                super::super::THREAD_REPLIES
+            ))
+            .unwrap()
+            .query_row(["r"], |r| r.get::<_, String>(3))
+            .unwrap();
+        assert!(replies.contains("USING INDEX messages_root"), "{replies}");
+        for kind in super::super::KINDS_INDEXED {
+            assert!(super::super::OF_KIND_INDEXED.contains(&format!("'{kind}'")));
+        }
+    }
+
     /// A kept statement runs again with new parameters without being compiled again: the
     /// duplicate check binds `type`, which a partial index compares with a constant.
     #[tokio::test]
