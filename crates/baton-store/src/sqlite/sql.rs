@@ -255,7 +255,7 @@ mod tests {
     async fn pending_words_move_into_the_index_together() {
         use baton_core::{Draft, MessageType, Passname, Payload, Topic};
 
-        use crate::{Backend, Store};
+        use crate::Store;
 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.db");
