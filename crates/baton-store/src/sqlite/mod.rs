@@ -784,12 +784,13 @@ fn search_sql(
         Source::Messages => {}
         // Each word must start a word of the payload: an FTS5 prefix query, or the same
         // test on the pending words (one space between words, none at either end).
+        // The words are one parameter, a JSON array: one statement whatever their number,
+        // and a query of many words never meets SQLite's limit on parameters.
         Source::Pending => {
-            for word in words {
-                sql.push(" AND instr(' ' || f.words, ' ' || ")
-                    .bind(word.clone())
-                    .push(") > 0");
-            }
+            let list = serde_json::to_string(words).expect("words serialize");
+            sql.push(" AND NOT EXISTS (SELECT 1 FROM json_each(")
+                .bind(list)
+                .push(") w WHERE instr(' ' || f.words, ' ' || w.value) = 0)");
         }
         Source::Index => {
             let query: Vec<String> = words.iter().map(|w| format!("\"{w}\"*")).collect();

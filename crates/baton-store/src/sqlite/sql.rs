@@ -249,6 +249,16 @@ mod tests {
     use super::connect;
     use crate::SqliteStore;
 
+    /// A new store, and a connection of its own to the same file.
+    async fn fresh() -> (tempfile::TempDir, SqliteStore, rusqlite::Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.db");
+        let timeout = std::time::Duration::from_secs(5);
+        let store = SqliteStore::create(&path, timeout).await.unwrap();
+        let conn = connect(&path, timeout, false).unwrap();
+        (dir, store, conn)
+    }
+
     /// A send's words wait in `message_text_pending` until there are enough of them to
     /// move into the free-text index at once; the move leaves none pending.
     #[tokio::test]
@@ -257,18 +267,13 @@ mod tests {
 
         use crate::Store;
 
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("b.db");
-        let store = SqliteStore::create(&path, std::time::Duration::from_secs(5))
-            .await
-            .unwrap();
+        let (_dir, store, conn) = fresh().await;
         for who in ["a", "b"] {
             store
                 .add_participant("@t", &Passname::new(who).unwrap(), "peer", None)
                 .await
                 .unwrap();
         }
-        let conn = connect(&path, std::time::Duration::from_secs(5), false).unwrap();
         let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
         let flush = super::super::PENDING_TEXT_FLUSH;
         for n in 1..=flush + 1 {
@@ -301,12 +306,7 @@ mod tests {
     /// index of threads, which holds only replies.
     #[tokio::test]
     async fn the_partial_indexes_serve_their_reads() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("b.db");
-        SqliteStore::create(&path, std::time::Duration::from_secs(5))
-            .await
-            .unwrap();
-        let conn = connect(&path, std::time::Duration::from_secs(5), false).unwrap();
+        let (_dir, _store, conn) = fresh().await;
         let plan = |sql: &str| -> String {
             let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
             let rows = stmt
@@ -340,12 +340,7 @@ mod tests {
     /// duplicate check binds `type`, which a partial index compares with a constant.
     #[tokio::test]
     async fn a_kept_statement_is_not_compiled_again_for_new_parameters() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("b.db");
-        SqliteStore::create(&path, std::time::Duration::from_secs(5))
-            .await
-            .unwrap();
-        let conn = connect(&path, std::time::Duration::from_secs(5), false).unwrap();
+        let (_dir, _store, conn) = fresh().await;
         for kind in ["info", "request", "info", "request"] {
             let mut stmt = conn.prepare_cached(super::super::RECENT).unwrap();
             let mut rows = stmt
