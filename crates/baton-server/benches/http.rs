@@ -4,7 +4,8 @@
 //!
 //! The floor is a bare `sqlite3` process inserting one row per transaction into a WAL
 //! database with `synchronous = FULL` — one fsync per row, what a writer that commits
-//! alone cannot beat. Each client is a thread with its own keep-alive connection sending
+//! alone cannot beat. Each client is a thread with its own keep-alive connection (a minimal
+//! HTTP/1.1 client, so the clients take little of the cores they share with the server) sending
 //! `info` messages to one recipient (`POST /v1/projects/shop/messages`); a send is timed
 //! from request to answer, and the answer comes only after the commit. Backends: SQLite
 //! with group commit (what `baton serve` opens), SQLite with one commit per write (for
@@ -15,7 +16,8 @@
 //! Words after `--` pick rows, for a profile of one: a number keeps that many clients,
 //! other words keep the backends whose name holds them (`-- group 16`).
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -216,10 +218,8 @@ fn run(
             .expect("a port");
         (listener, token)
     });
-    let base = format!(
-        "http://{}/v1/projects/shop/messages",
-        listener.local_addr().expect("an address")
-    );
+    let addr = listener.local_addr().expect("an address");
+    let path = "/v1/projects/shop/messages";
     let server = baton_server::Server::new(db, Settings::default());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = runtime.spawn(baton_server::serve(listener, server, async move {
@@ -231,28 +231,22 @@ fn run(
     let mut latencies: Vec<Duration> = std::thread::scope(|s| {
         let threads: Vec<_> = (0..clients)
             .map(|c| {
-                let (base, token) = (&base, &token);
+                let token = &token;
                 s.spawn(move || {
-                    let agent = ureq::Agent::config_builder().build().new_agent();
+                    let mut client = Client::connect(addr, path, token);
                     let mut times = Vec::with_capacity(per_client);
                     for n in 0..per_client {
                         let body = serde_json::json!({
                             "to": ["impl-1"], "type": "info", "topic": "bench",
                             "body": format!("client {c} send {n}: the export keeps its filters"),
-                        });
+                        })
+                        .to_string();
                         let sent = Instant::now();
-                        let mut answer = agent
-                            .post(base)
-                            .header("authorization", format!("Bearer {token}"))
-                            .send_json(&body)
-                            .expect("a send");
-                        assert_eq!(answer.status(), 200);
-                        // Read to its end, so the connection goes back to the agent and
-                        // the next send reuses it (a keep-alive client, as the doc says).
-                        let sent_doc: serde_json::Value =
-                            answer.body_mut().read_json().expect("the send's answer");
+                        let (status, answer) = client.post(body.as_bytes());
                         times.push(sent.elapsed());
-                        assert!(sent_doc["id"].is_string(), "{sent_doc}");
+                        let answer = String::from_utf8_lossy(&answer);
+                        assert_eq!(status, 200, "{answer}");
+                        assert!(answer.contains("\"id\":\""), "{answer}");
                     }
                     times
                 })
@@ -294,4 +288,64 @@ fn drop_schema(runtime: &tokio::runtime::Runtime, schema: &str) {
             .await
             .expect("the schema dropped");
     });
+}
+
+/// One keep-alive HTTP/1.1 connection that posts JSON and reads each answer whole: the
+/// least a client can do a send (as a load generator such as `wrk` does), so that the
+/// clients, threads of this process on the server's cores, take as little of the
+/// machine from the server as they can.
+struct Client {
+    stream: BufReader<TcpStream>,
+    head: String,
+}
+
+impl Client {
+    fn connect(addr: std::net::SocketAddr, path: &str, token: &str) -> Self {
+        let stream = TcpStream::connect(addr).expect("a connection");
+        stream.set_nodelay(true).expect("TCP_NODELAY");
+        Self {
+            stream: BufReader::new(stream),
+            head: format!(
+                "POST {path} HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {token}\r\n\
+                 content-type: application/json\r\ncontent-length: "
+            ),
+        }
+    }
+
+    /// Posts `body`; the answer's status and body.
+    fn post(&mut self, body: &[u8]) -> (u16, Vec<u8>) {
+        let mut request = Vec::with_capacity(self.head.len() + body.len() + 16);
+        request.extend_from_slice(self.head.as_bytes());
+        request.extend_from_slice(format!("{}\r\n\r\n", body.len()).as_bytes());
+        request.extend_from_slice(body);
+        self.stream
+            .get_mut()
+            .write_all(&request)
+            .expect("the request");
+        let mut line = String::new();
+        self.stream.read_line(&mut line).expect("the status line");
+        let status = line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("a status line: {line:?}"));
+        let mut length = None;
+        loop {
+            line.clear();
+            self.stream.read_line(&mut line).expect("a header");
+            if line == "\r\n" {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse::<usize>().ok();
+            }
+        }
+        let mut answer = vec![0; length.expect("the answer's content-length")];
+        self.stream
+            .read_exact(&mut answer)
+            .expect("the answer's body");
+        (status, answer)
+    }
 }

@@ -136,7 +136,7 @@ impl Backend for Grouped {
     async fn fresh(busy_timeout: Duration) -> Self {
         let Sqlite { store, _dir } = Sqlite::fresh(busy_timeout).await;
         Self(Sqlite {
-            store: store.grouped(),
+            store: store.grouped().expect("group commit"),
             _dir,
         })
     }

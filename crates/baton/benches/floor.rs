@@ -395,11 +395,19 @@ impl Bench<'_> {
             self.compare(
                 "thread (20 messages)",
                 |_| me(&["thread", &fx.thread]),
+                // The root, then its replies: the index of threads holds only replies.
                 &format!(
-                    "SELECT m.id, m.from_name, m.type, m.topic, m.excerpt, m.size, \
+                    "WITH t AS (SELECT root_id FROM messages WHERE id = '{}') \
+                     SELECT m.seq, m.id, m.from_name, m.type, m.topic, m.excerpt, m.size, \
                      m.created_at, m.depth, d.participant, d.status FROM messages m \
-                     JOIN deliveries d ON d.message_id = m.id WHERE m.root_id = \
-                     (SELECT root_id FROM messages WHERE id = '{}') ORDER BY m.seq;",
+                     JOIN deliveries d ON d.message_id = m.id \
+                     WHERE m.id = (SELECT root_id FROM t) \
+                     UNION ALL \
+                     SELECT m.seq, m.id, m.from_name, m.type, m.topic, m.excerpt, m.size, \
+                     m.created_at, m.depth, d.participant, d.status FROM messages m \
+                     JOIN deliveries d ON d.message_id = m.id \
+                     WHERE m.root_id = (SELECT root_id FROM t) AND m.reply_to IS NOT NULL \
+                     ORDER BY 1;",
                     fx.thread
                 ),
             ),
@@ -767,7 +775,8 @@ async fn seed(db: &Path, size: usize) {
         SqliteStore::open(db, Duration::from_secs(60))
             .await
             .expect("open the store")
-            .grouped(),
+            .grouped()
+            .expect("group commit"),
     );
     let me = Passname::new(ME).expect("passname");
     let names: Vec<Passname> = PARTICIPANTS
@@ -919,7 +928,8 @@ async fn fixtures(project: &Path, count: usize) -> Fixtures {
         SqliteStore::open(&db, Duration::from_secs(60))
             .await
             .expect("open the store")
-            .grouped(),
+            .grouped()
+            .expect("group commit"),
     );
     let me = Passname::new(ME).expect("passname");
     let planner = Passname::new("planner").expect("passname");

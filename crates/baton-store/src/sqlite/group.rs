@@ -1,27 +1,51 @@
-//! Group commit: many writers' transactions made durable by one fsync.
+//! Group commit: many writers' transactions made durable by one fsync, and the next
+//! writers at work while that fsync runs.
 //!
-//! SQLite has one writer, and each commit in `synchronous = FULL` costs an fsync: writers
-//! that each commit alone are held to the disk's fsync rate. A grouped store keeps one
+//! SQLite has one writer, and a commit in `synchronous = FULL` holds the write lock while
+//! it fsyncs the log: writers that each commit alone are held to the disk's fsync rate,
+//! and writers sharing a commit still stand idle while it syncs. A grouped store keeps one
 //! writer connection with one open transaction (`BEGIN IMMEDIATE`). Each writer's
 //! transaction is a savepoint inside it: its checks and appends run in turn, as before,
-//! and its commit releases the savepoint, then waits — it is not acknowledged until the
-//! enclosing transaction has committed. A committer task takes its turn on the connection
-//! behind the writers already queued (the lock is fair) and commits them all with one
-//! fsync, then tells each. A writer that fails or is refused rolls back to its savepoint
-//! and leaves the others untouched.
+//! and its commit releases the savepoint, then waits — it is not acknowledged until what
+//! it wrote is on disk. A writer that fails or is refused rolls back to its savepoint and
+//! leaves the others untouched.
 //!
-//! Readers use other connections and see only what was committed: nothing a writer has
-//! not been told is durable is ever read.
+//! The group's log thread makes the writers durable in two steps. It takes its turn on
+//! the connection behind the writers already queued (the lock is fair) and commits them
+//! all; the writer connection is in `synchronous = NORMAL`, so the commit writes the
+//! transaction's pages to the log (`PATH-wal`) without syncing it. It hands the connection
+//! back, and while the next writers' savepoints run it calls `fdatasync` on the log file;
+//! only then is each member of the commit told. Every page of the commit was written to
+//! the log before the sync began, so after it they are on disk, as FULL would have had
+//! them when COMMIT returned. NORMAL's checkpoints sync the log before copying it into the
+//! database and the database after, so a checkpoint never leaves a synced commit resting
+//! on unsynced pages.
+//!
+//! Readers use other connections, where a commit is visible as soon as it is written,
+//! before its sync. So a read, before it answers, waits until every commit its snapshot
+//! could have seen is synced: nothing a reader is shown can be lost to a power failure.
+//! A sync that fails leaves the group unable to say what is on disk: every write and read
+//! after it is refused until the store is opened again (SQLite then recovers the log from
+//! what the disk holds).
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar};
 use std::time::Duration;
 
 use rusqlite::Connection;
-use tokio::sync::{Mutex, Notify, OwnedMutexGuard, oneshot};
+use tokio::sync::{Mutex, OwnedMutexGuard, oneshot, watch};
 
-use super::sql::{self, blocking, classify, exec};
+use super::spool::same_file;
+use super::sql::{self, Sql, blocking, classify, exec};
 use crate::{Result, StoreError};
+
+/// How a member of a commit is told its outcome.
+type Answer = oneshot::Sender<std::result::Result<(), String>>;
+
+/// What makes the log's written pages durable.
+pub(super) type SyncLog = Box<dyn FnMut() -> std::io::Result<()> + Send>;
 
 /// The writer connection and what its open transaction holds.
 struct Batch {
@@ -32,24 +56,55 @@ struct Batch {
     open: bool,
     /// A member dropped without committing left its savepoint to roll back.
     undo: bool,
-    /// Members whose savepoints were released, waiting for the commit.
-    waiting: Vec<oneshot::Sender<std::result::Result<(), String>>>,
-    /// Transactions committed so far (each one fsync).
-    commits: u64,
+    /// Members whose savepoints were released, waiting for the commit and its sync.
+    waiting: Vec<Answer>,
 }
 
-/// One store's group: the batch behind a fair lock, and the committer's bell.
-pub(super) struct Group {
+/// What the group shares with its log thread and its members.
+struct Shared {
     batch: Arc<Mutex<Batch>>,
-    bell: Arc<Notify>,
+    bell: std::sync::Mutex<Bell>,
+    rung: Condvar,
+    /// Commits begun, numbered from 1. A commit's number is taken before its COMMIT
+    /// runs, so a reader whose snapshot holds a commit reads a number at least its own.
+    begun: AtomicU64,
+    /// Commits made durable (each one fsync of the log), however many members each.
+    commits: AtomicU64,
+    /// Every commit up to this number is synced (or wrote nothing); a failed sync is kept.
+    durable: watch::Sender<Durable>,
+}
+
+#[derive(Default)]
+struct Bell {
+    rung: bool,
+    closing: bool,
+}
+
+#[derive(Default)]
+struct Durable {
+    through: u64,
+    failed: Option<String>,
+}
+
+/// One store's group: the shared state, and the log thread that commits and syncs.
+pub(super) struct Group {
+    shared: Arc<Shared>,
     busy_timeout: Duration,
-    committer: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
-        self.committer.abort();
+        // The log thread commits and syncs what is waiting, then ends.
+        let mut bell = self.shared.bell.lock().unwrap_or_else(|p| p.into_inner());
+        bell.closing = true;
+        self.shared.rung.notify_one();
     }
+}
+
+/// Gives `conn` the writer's settings: commits written to the log, synced by the group.
+fn writer(conn: Connection) -> Sql<Connection> {
+    exec(&conn, "PRAGMA synchronous = NORMAL", [])?;
+    Ok(conn)
 }
 
 impl Batch {
@@ -76,7 +131,8 @@ impl Batch {
             self.open = false;
             // Never write on through a connection in an unknown state.
             if !self.conn.is_autocommit()
-                && let Ok(fresh) = sql::connect(&self.path, self.busy_timeout, false)
+                && let Ok(fresh) =
+                    sql::connect(&self.path, self.busy_timeout, false).and_then(writer)
             {
                 self.conn = fresh;
             }
@@ -86,70 +142,185 @@ impl Batch {
         }
     }
 
-    /// Commits the open transaction (one fsync) and tells every member waiting.
-    fn commit(&mut self) {
-        self.settle_undo();
-        if !self.open {
-            return;
-        }
-        match blocking(|| exec(&self.conn, "COMMIT", [])) {
+    /// Commits the open transaction, its pages written to the log but not yet synced,
+    /// and hands back the members it carried; `None` when it could not commit (the
+    /// members were told why).
+    fn commit(&mut self) -> Option<Vec<Answer>> {
+        match exec(&self.conn, "COMMIT", []) {
             Ok(_) => {
                 self.open = false;
-                self.commits += 1;
-                for waiter in self.waiting.drain(..) {
-                    let _ = waiter.send(Ok(()));
-                }
+                Some(std::mem::take(&mut self.waiting))
             }
             Err(e) => {
                 let why = format!("the commit failed: {}", classify(&e, self.busy_timeout));
                 self.abandon(&why);
+                None
             }
         }
     }
 }
 
-impl Group {
-    /// The group writing through `conn`, the store at `path`'s connection.
-    pub(super) fn new(conn: Connection, path: &Path, busy_timeout: Duration) -> Self {
-        let batch = Arc::new(Mutex::new(Batch {
-            conn,
-            path: path.to_owned(),
-            busy_timeout,
-            open: false,
-            undo: false,
-            waiting: Vec::new(),
-            commits: 0,
-        }));
-        let bell = Arc::new(Notify::new());
-        let committer = tokio::spawn({
-            let batch = Arc::clone(&batch);
-            let bell = Arc::clone(&bell);
-            async move {
-                loop {
-                    bell.notified().await;
-                    // Behind every writer already queued: they join this commit.
-                    batch.lock().await.commit();
-                }
+/// The store's log file, kept open between syncs.
+struct Log {
+    path: PathBuf,
+    file: Option<File>,
+}
+
+impl Log {
+    /// Syncs the log's data to disk. A log file this process has not synced before (the
+    /// first, or one SQLite made anew after every connection closed) has its directory
+    /// synced too: a new file's name must be on disk with its data.
+    fn sync(&mut self) -> std::io::Result<()> {
+        if !self.file.as_ref().is_some_and(|f| same_file(f, &self.path)) {
+            let file = File::open(&self.path)?;
+            if let Some(dir) = self.path.parent() {
+                let dir = if dir.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    dir
+                };
+                File::open(dir)?.sync_all()?;
             }
-        });
-        Self {
-            batch,
-            bell,
-            busy_timeout,
-            committer,
+            self.file = Some(file);
+        }
+        self.file.as_ref().expect("opened above").sync_data()
+    }
+}
+
+impl Shared {
+    /// Waits for the bell; `false` once the group is closing and nothing was rung.
+    fn wait(&self) -> bool {
+        let mut bell = self.bell.lock().unwrap_or_else(|p| p.into_inner());
+        while !bell.rung && !bell.closing {
+            bell = self.rung.wait(bell).unwrap_or_else(|p| p.into_inner());
+        }
+        std::mem::take(&mut bell.rung) || !bell.closing
+    }
+
+    fn ring(&self) {
+        let mut bell = self.bell.lock().unwrap_or_else(|p| p.into_inner());
+        if !bell.rung {
+            bell.rung = true;
+            self.rung.notify_one();
         }
     }
 
-    /// How many transactions the group has committed: each one fsync, however many
+    /// One round of the log thread: commit what the open transaction holds, give the
+    /// connection back, sync the log, tell the members.
+    fn round(&self, sync: &mut SyncLog) {
+        let (number, members) = {
+            let mut batch = self.batch.blocking_lock();
+            batch.settle_undo();
+            if !batch.open {
+                return;
+            }
+            let number = self.begun.fetch_add(1, Ordering::SeqCst) + 1;
+            (number, batch.commit())
+        };
+        // The connection is free: the next writers run while the log syncs.
+        // Only a released savepoint writes anything, and each has its member waiting.
+        let outcome = match &members {
+            None => Ok(()),
+            Some(members) if members.is_empty() => Ok(()),
+            Some(_) => {
+                sync().map_err(|e| format!("the store's log could not be synced to disk: {e}"))
+            }
+        };
+        self.durable.send_modify(|d| {
+            d.through = number;
+            if let Err(why) = &outcome {
+                d.failed.get_or_insert_with(|| why.clone());
+            }
+        });
+        let Some(members) = members else { return };
+        if outcome.is_ok() && !members.is_empty() {
+            self.commits.fetch_add(1, Ordering::SeqCst);
+        }
+        for member in members {
+            let _ = member.send(outcome.clone());
+        }
+    }
+
+    fn failed(&self) -> Option<String> {
+        self.durable.borrow().failed.clone()
+    }
+}
+
+impl Group {
+    /// The group writing through `conn`, the store at `path`'s connection. Its log thread
+    /// runs until the group is dropped.
+    pub(super) fn new(conn: Connection, path: &Path, busy_timeout: Duration) -> Sql<Self> {
+        let mut log = Log {
+            path: PathBuf::from(format!("{}-wal", path.display())),
+            file: None,
+        };
+        Self::syncing(conn, path, busy_timeout, Box::new(move || log.sync()))
+    }
+
+    /// The group, its commits made durable by `sync` (the log's, or a test's).
+    pub(super) fn syncing(
+        conn: Connection,
+        path: &Path,
+        busy_timeout: Duration,
+        mut sync: SyncLog,
+    ) -> Sql<Self> {
+        let shared = Arc::new(Shared {
+            batch: Arc::new(Mutex::new(Batch {
+                conn: writer(conn)?,
+                path: path.to_owned(),
+                busy_timeout,
+                open: false,
+                undo: false,
+                waiting: Vec::new(),
+            })),
+            bell: std::sync::Mutex::new(Bell::default()),
+            rung: Condvar::new(),
+            begun: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            durable: watch::Sender::new(Durable::default()),
+        });
+        let thread = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("baton-log".into())
+            .spawn(move || {
+                while thread.wait() {
+                    thread.round(&mut sync);
+                }
+            })
+            .map_err(|e| sql::Fault::Setup(format!("the group's log thread: {e}")))?;
+        Ok(Self {
+            shared,
+            busy_timeout,
+        })
+    }
+
+    /// How many transactions the group has made durable: each one fsync, however many
     /// writers it carried.
-    pub(super) async fn commits(&self) -> u64 {
-        self.batch.lock().await.commits
+    pub(super) fn commits(&self) -> u64 {
+        self.shared.commits.load(Ordering::SeqCst)
+    }
+
+    /// Waits until every commit a read that has just finished could have seen is synced.
+    pub(super) async fn settled(&self) -> Result<()> {
+        let seen = self.shared.begun.load(Ordering::SeqCst);
+        let mut durable = self.shared.durable.subscribe();
+        let reached = durable
+            .wait_for(|d| d.through >= seen || d.failed.is_some())
+            .await
+            .map_err(|_| StoreError::Engine("the store closed during a read".to_owned()))?;
+        match &reached.failed {
+            Some(why) => Err(StoreError::Engine(why.clone())),
+            None => Ok(()),
+        }
     }
 
     /// Waits for the writer connection, opens its transaction if none is open, and starts
     /// a member's savepoint.
     pub(super) async fn begin(&self) -> Result<Member> {
-        let mut batch = Arc::clone(&self.batch).lock_owned().await;
+        if let Some(why) = self.shared.failed() {
+            return Err(StoreError::Engine(why));
+        }
+        let mut batch = Arc::clone(&self.shared.batch).lock_owned().await;
         batch.settle_undo();
         if !batch.open {
             blocking(|| exec(&batch.conn, "BEGIN IMMEDIATE", []))
@@ -158,12 +329,12 @@ impl Group {
         }
         if let Err(e) = exec(&batch.conn, "SAVEPOINT member", []) {
             // Ring so the transaction does not stay open holding the write lock.
-            self.bell.notify_one();
+            self.shared.ring();
             return Err(classify(&e, self.busy_timeout));
         }
         Ok(Member {
             batch: Some(batch),
-            bell: Arc::clone(&self.bell),
+            shared: Arc::clone(&self.shared),
         })
     }
 }
@@ -171,7 +342,7 @@ impl Group {
 /// One writer's transaction inside the group's: a savepoint, holding the connection.
 pub(super) struct Member {
     batch: Option<OwnedMutexGuard<Batch>>,
-    bell: Arc<Notify>,
+    shared: Arc<Shared>,
 }
 
 impl Member {
@@ -183,18 +354,20 @@ impl Member {
             .conn
     }
 
-    /// Releases the savepoint and waits until the group's transaction has committed.
+    /// Releases the savepoint and waits until the group's transaction has committed and
+    /// the log holding it is synced.
     pub(super) async fn commit(mut self, busy_timeout: Duration) -> Result<()> {
         let mut batch = self.batch.take().expect("a member holds the batch");
         if let Err(e) = exec(&batch.conn, "RELEASE member", []) {
             batch.undo = true;
-            self.bell.notify_one();
+            drop(batch);
+            self.shared.ring();
             return Err(classify(&e, busy_timeout));
         }
         let (told, answer) = oneshot::channel();
         batch.waiting.push(told);
         drop(batch);
-        self.bell.notify_one();
+        self.shared.ring();
         match answer.await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(why)) => Err(StoreError::Engine(why)),
@@ -207,12 +380,12 @@ impl Member {
 
 impl Drop for Member {
     fn drop(&mut self) {
-        // Not committed: the next holder of the connection (a writer, or the committer
+        // Not committed: the next holder of the connection (a writer, or the log thread
         // this rings) rolls the savepoint back first.
         if let Some(mut batch) = self.batch.take() {
             batch.undo = true;
             drop(batch);
-            self.bell.notify_one();
+            self.shared.ring();
         }
     }
 }
@@ -220,6 +393,10 @@ impl Drop for Member {
 #[cfg(test)]
 mod tests {
     use baton_core::{Draft, MessageType, Passname, Payload, Topic};
+
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
 
     use crate::{Backend, SqliteStore, Store};
 
@@ -232,7 +409,8 @@ mod tests {
             SqliteStore::create(&dir.path().join("b.db"), std::time::Duration::from_secs(5))
                 .await
                 .unwrap()
-                .grouped();
+                .grouped()
+                .unwrap();
         for who in ["a", "b"] {
             store
                 .add_participant("@t", &Passname::new(who).unwrap(), "peer", None)
@@ -266,6 +444,136 @@ mod tests {
         for r in results.into_iter().flatten() {
             assert!(store.message(&r.id).await.unwrap().is_some());
         }
+    }
+
+    /// A sync the test holds and then lets through or fails.
+    struct HeldSync {
+        hold: Arc<AtomicBool>,
+        entered: std::sync::mpsc::Receiver<()>,
+        release: std::sync::mpsc::Sender<std::io::Result<()>>,
+    }
+
+    /// A grouped store whose log syncs pass at once until `hold` is set; then each sync
+    /// says it began and waits to be released.
+    async fn held_store(dir: &std::path::Path) -> (SqliteStore, HeldSync) {
+        let hold = Arc::new(AtomicBool::new(false));
+        let (entered_tx, entered) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel();
+        let holding = Arc::clone(&hold);
+        let sync: super::SyncLog = Box::new(move || {
+            if !holding.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            let _ = entered_tx.send(());
+            released.recv().unwrap_or(Ok(()))
+        });
+        let store = SqliteStore::create(&dir.join("b.db"), Duration::from_secs(5))
+            .await
+            .unwrap()
+            .grouped_with(Some(sync))
+            .unwrap();
+        for who in ["a", "b"] {
+            store
+                .add_participant("@t", &Passname::new(who).unwrap(), "peer", None)
+                .await
+                .unwrap();
+        }
+        (
+            store,
+            HeldSync {
+                hold,
+                entered,
+                release,
+            },
+        )
+    }
+
+    fn info(body: &str) -> Draft {
+        Draft {
+            to: vec![Passname::new("b").unwrap()],
+            kind: MessageType::Info,
+            topic: Topic::new("t").unwrap(),
+            reply_to: None,
+            payload: Payload::body(body, 1024).unwrap(),
+            idempotency_key: None,
+        }
+    }
+
+    /// Blocks this test's thread until the log thread is inside a held sync.
+    async fn sync_began(held: &HeldSync) {
+        let entered = &held.entered;
+        tokio::task::block_in_place(|| entered.recv_timeout(Duration::from_secs(10)))
+            .expect("the log thread began a sync");
+    }
+
+    /// While the log syncs a commit: its writer is not answered, a reader whose snapshot
+    /// holds the commit is not answered either, and the next writer already has the
+    /// connection. Once the sync is through, both answer, and the reader shows the
+    /// message.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn nothing_is_acknowledged_or_shown_before_its_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, held) = held_store(dir.path()).await;
+        let a = Passname::new("a").unwrap();
+        let seen = store.events(0, 100).await.unwrap().len();
+        held.hold.store(true, Ordering::SeqCst);
+        let send = tokio::spawn({
+            let (store, a) = (store.clone(), a.clone());
+            async move { store.send(&a, info("held"), 0).await }
+        });
+        // The commit is written (readers can see it) and its sync is under way.
+        sync_began(&held).await;
+        let read = tokio::spawn({
+            let store = store.clone();
+            async move { store.events(0, 100).await }
+        });
+        // The connection is free for the next writer while the sync runs.
+        let next = tokio::time::timeout(Duration::from_secs(5), store.begin()).await;
+        assert!(
+            matches!(next, Ok(Ok(_))),
+            "the next writer waited for the sync"
+        );
+        drop(next);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!send.is_finished(), "a send was answered before its sync");
+        assert!(
+            !read.is_finished(),
+            "a read answered before what it saw was synced"
+        );
+
+        held.hold.store(false, Ordering::SeqCst);
+        held.release.send(Ok(())).unwrap();
+        let sent = send.await.unwrap().expect("the send, once synced");
+        let events = read.await.unwrap().expect("the read, once synced");
+        assert_eq!(events.len(), seen + 1);
+        assert!(store.message(&sent.id).await.unwrap().is_some());
+    }
+
+    /// A sync that fails fails the writers it carried, and every write and read after
+    /// it: the store can no longer say what is on disk.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_sync_refuses_everything_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, held) = held_store(dir.path()).await;
+        let a = Passname::new("a").unwrap();
+        held.hold.store(true, Ordering::SeqCst);
+        let send = tokio::spawn({
+            let (store, a) = (store.clone(), a.clone());
+            async move { store.send(&a, info("lost"), 0).await }
+        });
+        sync_began(&held).await;
+        held.release
+            .send(Err(std::io::Error::other("the disk went away")))
+            .unwrap();
+        let failed = send.await.unwrap().expect_err("a send whose sync failed");
+        assert!(
+            failed.to_string().contains("the disk went away"),
+            "{failed}"
+        );
+        let after = store.send(&a, info("after"), 0).await;
+        assert!(after.is_err(), "a write after a failed sync: {after:?}");
+        let read = store.events(0, 100).await;
+        assert!(read.is_err(), "a read after a failed sync: {read:?}");
     }
 
     async fn futures_results<T: Send + 'static>(

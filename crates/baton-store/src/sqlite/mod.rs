@@ -253,16 +253,21 @@ impl SqliteStore {
     /// each); `None` without it.
     pub async fn commits(&self) -> Option<u64> {
         match &self.conns {
-            Conns::Grouped { group, .. } => Some(group.commits().await),
+            Conns::Grouped { group, .. } => Some(group.commits()),
             Conns::One(_) => None,
         }
     }
 
     /// This store with group commit: concurrent writers in this process share one
     /// transaction and one fsync, each acknowledged only after it (see [`group`]). For a
-    /// server, where many clients write at once; a one-shot command gains nothing. Must
-    /// be called inside a Tokio runtime (the group's committer is a task).
-    pub fn grouped(self) -> Self {
+    /// server, where many clients write at once; a one-shot command gains nothing.
+    pub fn grouped(self) -> Result<Self> {
+        self.grouped_with(None)
+    }
+
+    /// [`Self::grouped`], its commits made durable by `sync` instead of the log's fsync
+    /// (tests hold or fail a sync with it).
+    fn grouped_with(self, sync: Option<group::SyncLog>) -> Result<Self> {
         let SqliteStore {
             conns,
             path,
@@ -281,31 +286,47 @@ impl SqliteStore {
         // it, the group writes through a connection of its own; should that one not open,
         // the store stays as it was (every write its own commit).
         let writer = match conns {
-            grouped @ Conns::Grouped { .. } => return keep(grouped),
+            grouped @ Conns::Grouped { .. } => return Ok(keep(grouped)),
             Conns::One(shared) => match Arc::try_unwrap(shared) {
                 Ok(only) => only.into_inner(),
                 Err(shared) => match sql::connect(&path, busy_timeout, false) {
                     Ok(conn) => conn,
-                    Err(_) => return keep(Conns::One(shared)),
+                    Err(_) => return Ok(keep(Conns::One(shared))),
                 },
             },
         };
-        keep(Conns::Grouped {
-            group: Arc::new(group::Group::new(writer, &path, busy_timeout)),
+        let group = match sync {
+            Some(sync) => group::Group::syncing(writer, &path, busy_timeout, sync),
+            None => group::Group::new(writer, &path, busy_timeout),
+        }
+        .map_err(|e| classify(&e, busy_timeout))?;
+        Ok(keep(Conns::Grouped {
+            group: Arc::new(group),
             readers: Arc::new(Readers {
                 path: path.clone(),
                 busy_timeout,
                 idle: std::sync::Mutex::new(Vec::new()),
             }),
-        })
+        }))
     }
 
     fn err(&self, e: Fault) -> StoreError {
         classify(&e, self.busy_timeout)
     }
 
-    /// Runs `work` in one read transaction on a connection of the store's.
+    /// Runs `work` in one read transaction on a connection of the store's. With group
+    /// commit, it returns once everything the snapshot could hold is on disk.
     async fn read<T>(&self, work: impl FnOnce(&Connection) -> Sql<T>) -> Result<T> {
+        let out = self.read_unsettled(work).await?;
+        if let Conns::Grouped { group, .. } = &self.conns {
+            group.settled().await?;
+        }
+        Ok(out)
+    }
+
+    /// [`Self::read`] without waiting for the group's sync: for a read whose result no
+    /// caller is shown.
+    async fn read_unsettled<T>(&self, work: impl FnOnce(&Connection) -> Sql<T>) -> Result<T> {
         let out = match &self.conns {
             Conns::One(conn) => snapshot(&*conn.lock().await, work),
             Conns::Grouped { readers, .. } => {
@@ -480,7 +501,9 @@ impl crate::Database for SqliteDirectory {
         }
         // A server's project: many clients write at once, so writers share commits.
         Ok(std::sync::Arc::new(
-            SqliteStore::open(&file, self.busy_timeout).await?.grouped(),
+            SqliteStore::open(&file, self.busy_timeout)
+                .await?
+                .grouped()?,
         ))
     }
 
@@ -1319,7 +1342,10 @@ impl Backend for SqliteStore {
     }
 
     async fn key(&self, id: &str) -> Result<Option<Key>> {
-        self.read(|conn| keys::used(conn, id)).await
+        // A key is read to authenticate its bearer, who is shown nothing of it: it need
+        // not wait for the log's sync (a key's token is handed out only after its issue
+        // is synced, and a revocation not yet synced refuses early, never late).
+        self.read_unsettled(|conn| keys::used(conn, id)).await
     }
 
     async fn key_used(&self, id: &str, at: Millis) -> Result<()> {

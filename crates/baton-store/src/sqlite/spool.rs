@@ -136,7 +136,7 @@ impl Spool {
     }
 }
 
-fn same_file(file: &File, path: &Path) -> bool {
+pub(super) fn same_file(file: &File, path: &Path) -> bool {
     match (file.metadata(), std::fs::metadata(path)) {
         (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
         _ => false,
