@@ -101,9 +101,11 @@ impl Drop for Group {
     }
 }
 
-/// Gives `conn` the writer's settings: commits written to the log, synced by the group.
+/// Gives `conn` the writer's settings: commits written to the log, synced by the group;
+/// and no waiting for the write lock unless another process holds it ([`Group::begin`]).
 fn writer(conn: Connection) -> Sql<Connection> {
     exec(&conn, "PRAGMA synchronous = NORMAL", [])?;
+    conn.busy_timeout(Duration::ZERO)?;
     Ok(conn)
 }
 
@@ -323,8 +325,21 @@ impl Group {
         let mut batch = Arc::clone(&self.shared.batch).lock_owned().await;
         batch.settle_undo();
         if !batch.open {
-            blocking(|| exec(&batch.conn, "BEGIN IMMEDIATE", []))
-                .map_err(|e| classify(&e, self.busy_timeout))?;
+            let conn = &batch.conn;
+            let begun = match exec(conn, "BEGIN IMMEDIATE", []) {
+                // Another process holds the write lock: wait for it, bounded by the busy
+                // timeout, with this worker's other tasks moved elsewhere meanwhile.
+                Err(e) if matches!(classify(&e, self.busy_timeout), StoreError::Busy { .. }) => {
+                    blocking(|| {
+                        conn.busy_timeout(self.busy_timeout)?;
+                        let begun = exec(conn, "BEGIN IMMEDIATE", []);
+                        conn.busy_timeout(Duration::ZERO)?;
+                        begun
+                    })
+                }
+                other => other,
+            };
+            begun.map_err(|e| classify(&e, self.busy_timeout))?;
             batch.open = true;
         }
         if let Err(e) = exec(&batch.conn, "SAVEPOINT member", []) {
@@ -574,6 +589,46 @@ mod tests {
         assert!(after.is_err(), "a write after a failed sync: {after:?}");
         let read = store.events(0, 100).await;
         assert!(read.is_err(), "a read after a failed sync: {read:?}");
+    }
+
+    /// The group's writer takes the write lock without waiting when it is free, and
+    /// waits for another process's transaction, bounded by the busy timeout, when not.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_writer_waits_for_another_process_only_up_to_the_busy_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("b.db");
+        let store = SqliteStore::create(&file, Duration::from_millis(1500))
+            .await
+            .unwrap()
+            .grouped()
+            .unwrap();
+        for who in ["a", "b"] {
+            store
+                .add_participant("@t", &Passname::new(who).unwrap(), "peer", None)
+                .await
+                .unwrap();
+        }
+        let a = Passname::new("a").unwrap();
+        let other = rusqlite::Connection::open(&file).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let send = tokio::spawn({
+            let (store, a) = (store.clone(), a.clone());
+            async move { store.send(&a, info("after the other writer"), 0).await }
+        });
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(!send.is_finished(), "the writer did not wait for the lock");
+        other.execute_batch("COMMIT").unwrap();
+        let sent = send.await.unwrap().expect("a send once the lock is free");
+        assert!(store.message(&sent.id).await.unwrap().is_some());
+
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let busy = store.send(&a, info("never"), 0).await;
+        assert!(
+            matches!(busy, Err(crate::StoreError::Busy { .. })),
+            "{busy:?}"
+        );
+        other.execute_batch("COMMIT").unwrap();
+        store.send(&a, info("once free again"), 0).await.unwrap();
     }
 
     async fn futures_results<T: Send + 'static>(
