@@ -3293,6 +3293,48 @@ macro_rules! stories {
     };
 }
 
+/// Story: what happened to a subject is found whatever the kind of its events: a message
+/// with nothing but its send has that event and changed when it was sent, a delivery
+/// after it is its last change, and an id nothing happened to has none.
+async fn a_subjects_events_and_last_change_are_found_whatever_their_kind(store: &dyn Store) {
+    cast(store).await;
+    let id = send(
+        store,
+        "planner",
+        draft(&["exec-1"], MessageType::Info, "t", "only sent"),
+    )
+    .await;
+    let sent = store.events_about(&id, "message.sent").await.unwrap();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let sent = &sent[0];
+    assert!(matches!(&sent.change, Change::MessageSent(m) if m.id == id));
+    assert_eq!(store.last_change(&id, 0).await.unwrap(), Some(sent.at));
+    assert_eq!(store.last_change(&id, sent.seq).await.unwrap(), None);
+    assert_eq!(store.last_change("m_nothing", 0).await.unwrap(), None);
+
+    clock_passes(sent.at).await;
+    store.fetch(Some(&name("exec-1")), &id).await.unwrap();
+    let delivered = store.events(sent.seq, 10).await.unwrap();
+    let delivered = delivered.last().expect("the delivery's event");
+    assert!(delivered.at > sent.at);
+    assert_eq!(store.last_change(&id, 0).await.unwrap(), Some(delivered.at));
+    assert_eq!(
+        store.last_change(&id, sent.seq).await.unwrap(),
+        Some(delivered.at)
+    );
+    let batch = store
+        .last_changes(&[
+            (id.clone(), sent.seq),
+            ("m_nothing".to_owned(), 0),
+            (id.clone(), delivered.seq),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(batch, vec![Some(delivered.at), None, None]);
+    let steps = store.events_about(&id, "delivery.changed").await.unwrap();
+    assert_eq!(steps.len(), 1, "{steps:?}");
+}
+
 /// Story: review verdicts, needs and acknowledgements are appended together as
 /// `gate.changed` events and read back by kind, newest first, with the raw text of an
 /// INVALID verdict intact.
@@ -3469,6 +3511,7 @@ macro_rules! every_backend {
                     an_imported_event_keeps_its_id_and_time,
                     a_key_is_issued_revoked_alone_and_never_holds_its_token,
                     gate_events_are_appended_together_and_read_back_by_kind,
+                    a_subjects_events_and_last_change_are_found_whatever_their_kind,
                     an_action_beyond_authority_is_refused_and_recorded,
                     a_webhook_is_claimed_by_one_server_and_settled,
                     a_wait_wakes_when_another_writer_commits,

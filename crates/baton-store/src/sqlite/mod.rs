@@ -66,6 +66,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/011_fewer_pages.sql"),
     include_str!("migrations/012_key_uses.sql"),
     include_str!("migrations/013_pending_text.sql"),
+    include_str!("migrations/014_subjects_without_sends.sql"),
 ];
 /// How many migrations ran before the one that added `message_text` and `state`: a store
 /// older than that has them filled from its log when it is brought up to date.
@@ -88,6 +89,24 @@ const OF_KIND_INDEXED: &str = "SELECT seq, id, at, actor, kind, data FROM events
 /// The newest events of any other kind before a seq: the log read back from its end.
 const OF_KIND: &str = "SELECT seq, id, at, actor, kind, data FROM events \
      WHERE kind = ? AND seq < ? ORDER BY seq DESC LIMIT ?";
+
+/// The events of one kind about a subject, oldest first, from the index of subjects. It
+/// holds every kind but `message.sent` (migration 14): a message's own event is found by
+/// its row in `messages` ([`SENT`]).
+const ABOUT: &str = "SELECT seq, id, at, actor, kind, data FROM events \
+     WHERE subject = ? AND kind = ? AND kind != 'message.sent' ORDER BY seq";
+/// A message's own event, by the message's id.
+const SENT: &str = "SELECT e.seq, e.id, e.at, e.actor, e.kind, e.data FROM messages m \
+     JOIN events e ON e.seq = m.seq WHERE m.id = ?";
+/// When each subject of a JSON list of `[subject, seq]` last changed after its seq, in
+/// the list's order: its events in the index of subjects, or its creation when it is a
+/// message (`NULL` when neither).
+const LAST_CHANGES: &str = "SELECT nullif(max(\
+     ifnull((SELECT max(at) FROM events WHERE subject = j.value ->> 0 \
+             AND seq > j.value ->> 1 AND kind != 'message.sent'), 0), \
+     ifnull((SELECT created_at FROM messages WHERE id = j.value ->> 0 \
+             AND seq > j.value ->> 1), 0)), 0) \
+     FROM json_each(?) j ORDER BY j.key";
 
 /// The replies under a thread's root, oldest first, from the index of threads.
 const THREAD_REPLIES: &str =
@@ -916,12 +935,11 @@ fn read_negotiation(conn: &Connection, id: &str) -> Sql<Option<Negotiation>> {
 
 /// The events of `kind` about `subject`, oldest first, found by the subject index.
 fn read_about(conn: &Connection, subject: &str, kind: &str) -> Sql<Vec<Event>> {
-    let found = rows(
-        conn,
-        "SELECT seq, id, at, actor, kind, data FROM events \
-         WHERE subject = ? AND kind = ? ORDER BY seq",
-        [subject, kind],
-    )?;
+    let found = if kind == "message.sent" {
+        rows(conn, SENT, [subject])?
+    } else {
+        rows(conn, ABOUT, [subject, kind])?
+    };
     Ok(decode::events(&found)?)
 }
 
@@ -1247,28 +1265,13 @@ impl Backend for SqliteStore {
     }
 
     async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>> {
-        self.read(|conn| {
-            Ok(scalar::<Option<Millis>>(
-                conn,
-                "SELECT max(at) FROM events WHERE subject = ? AND seq > ?",
-                params![subject, after_seq],
-            )?
-            .flatten())
-        })
-        .await
+        let one = [(subject.to_owned(), after_seq)];
+        Ok(self.last_changes(&one).await?.pop().flatten())
     }
 
     async fn last_changes(&self, subjects: &[(String, i64)]) -> Result<Vec<Option<Millis>>> {
         let list = serde_json::to_string(subjects).expect("pairs serialize");
-        self.read(|conn| {
-            column(
-                conn,
-                "SELECT (SELECT max(at) FROM events WHERE subject = j.value ->> 0 \
-                 AND seq > j.value ->> 1) FROM json_each(?) j ORDER BY j.key",
-                [&list],
-            )
-        })
-        .await
+        self.read(|conn| column(conn, LAST_CHANGES, [&list])).await
     }
 
     async fn payloads(&self, ids: &[String]) -> Result<Vec<Option<Map<String, Value>>>> {

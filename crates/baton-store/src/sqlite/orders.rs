@@ -73,7 +73,8 @@ pub(super) fn events_since(conn: &Connection, id: &str, after_seq: i64) -> Sql<V
     let found = rows(
         conn,
         "SELECT seq, id, at, actor, kind, data FROM events \
-         WHERE subject = ? AND kind = 'order.changed' AND json_extract(data, '$.seq') > ? \
+         WHERE subject = ? AND kind = 'order.changed' AND kind != 'message.sent' \
+         AND json_extract(data, '$.seq') > ? \
          ORDER BY seq",
         params![id, after_seq],
     )?;

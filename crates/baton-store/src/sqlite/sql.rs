@@ -302,8 +302,9 @@ mod tests {
 
     /// The partial indexes a write leaves out serve the reads that need them: the kinds
     /// read back by kind are found through the kind index, which holds no other kind (any
-    /// other kind is still found, by reading the log), and a thread's replies through the
-    /// index of threads, which holds only replies.
+    /// other kind is still found, by reading the log), a thread's replies through the
+    /// index of threads, which holds only replies, and the events about a subject (and
+    /// when it last changed) through the index of subjects, which holds no send.
     #[tokio::test]
     async fn the_partial_indexes_serve_their_reads() {
         let (_dir, _store, conn) = fresh().await;
@@ -331,6 +332,24 @@ mod tests {
             .query_row(["r"], |r| r.get::<_, String>(3))
             .unwrap();
         assert!(replies.contains("USING INDEX messages_root"), "{replies}");
+        for about in [super::super::ABOUT, super::super::LAST_CHANGES] {
+            let found = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {about}"))
+                .unwrap()
+                .query_map(
+                    rusqlite::params_from_iter(
+                        ["s", "order.changed"]
+                            .iter()
+                            .take(about.matches('?').count()),
+                    ),
+                    |r| r.get::<_, String>(3),
+                )
+                .unwrap()
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .unwrap()
+                .join("; ");
+            assert!(found.contains("USING INDEX events_subject"), "{found}");
+        }
         for kind in super::super::KINDS_INDEXED {
             assert!(super::super::OF_KIND_INDEXED.contains(&format!("'{kind}'")));
         }
