@@ -420,34 +420,15 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writers_share_commits() {
         let dir = tempfile::tempdir().unwrap();
-        let store =
-            SqliteStore::create(&dir.path().join("b.db"), std::time::Duration::from_secs(5))
-                .await
-                .unwrap()
-                .grouped()
-                .unwrap();
-        for who in ["a", "b"] {
-            store
-                .add_participant("@t", &Passname::new(who).unwrap(), "peer", None)
-                .await
-                .unwrap();
-        }
+        let store = peers(&dir.path().join("b.db"), Duration::from_secs(5), None).await;
         let before = store.commits().await.unwrap();
-        let draft = |n: usize, to: &str| Draft {
-            to: vec![Passname::new(to).unwrap()],
-            kind: MessageType::Info,
-            topic: Topic::new("t").unwrap(),
-            reply_to: None,
-            payload: Payload::body(&format!("m{n}"), 1024).unwrap(),
-            idempotency_key: None,
-        };
         let a = Passname::new("a").unwrap();
         let sends = (0..16).map(|n| {
             let store = store.clone();
             let a = a.clone();
             // Every fourth is refused (to nobody registered) inside the shared transaction.
             let to = if n % 4 == 3 { "ghost" } else { "b" };
-            let draft = draft(n, to);
+            let draft = info_to(to, &format!("m{n}"));
             tokio::spawn(async move { store.send(&a, draft, 0).await })
         });
         let results: Vec<_> = futures_results(sends).await;
@@ -482,19 +463,8 @@ mod tests {
             let _ = entered_tx.send(());
             released.recv().unwrap_or(Ok(()))
         });
-        let store = SqliteStore::create(&dir.join("b.db"), Duration::from_secs(5))
-            .await
-            .unwrap()
-            .grouped_with(Some(sync))
-            .unwrap();
-        for who in ["a", "b"] {
-            store
-                .add_participant("@t", &Passname::new(who).unwrap(), "peer", None)
-                .await
-                .unwrap();
-        }
         (
-            store,
+            peers(&dir.join("b.db"), Duration::from_secs(5), Some(sync)).await,
             HeldSync {
                 hold,
                 entered,
@@ -503,9 +473,34 @@ mod tests {
         )
     }
 
+    /// A new grouped store at `file` with participants `a` and `b`, its log synced by
+    /// `sync` when given (else the log's fsync).
+    async fn peers(
+        file: &std::path::Path,
+        busy_timeout: Duration,
+        sync: Option<super::SyncLog>,
+    ) -> SqliteStore {
+        let store = SqliteStore::create(file, busy_timeout)
+            .await
+            .unwrap()
+            .grouped_with(sync)
+            .unwrap();
+        for who in ["a", "b"] {
+            store
+                .add_participant("@t", &Passname::new(who).unwrap(), "peer", None)
+                .await
+                .unwrap();
+        }
+        store
+    }
+
     fn info(body: &str) -> Draft {
+        info_to("b", body)
+    }
+
+    fn info_to(to: &str, body: &str) -> Draft {
         Draft {
-            to: vec![Passname::new("b").unwrap()],
+            to: vec![Passname::new(to).unwrap()],
             kind: MessageType::Info,
             topic: Topic::new("t").unwrap(),
             reply_to: None,
@@ -597,17 +592,7 @@ mod tests {
     async fn a_writer_waits_for_another_process_only_up_to_the_busy_timeout() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("b.db");
-        let store = SqliteStore::create(&file, Duration::from_millis(1500))
-            .await
-            .unwrap()
-            .grouped()
-            .unwrap();
-        for who in ["a", "b"] {
-            store
-                .add_participant("@t", &Passname::new(who).unwrap(), "peer", None)
-                .await
-                .unwrap();
-        }
+        let store = peers(&file, Duration::from_millis(1500), None).await;
         let a = Passname::new("a").unwrap();
         let other = rusqlite::Connection::open(&file).unwrap();
         other.execute_batch("BEGIN IMMEDIATE").unwrap();
