@@ -173,14 +173,17 @@ async fn send_in(
             None,
         ));
     }
+    // The message and its event share one id: on SQLite the message's row, indexed by id,
+    // is how the event is found by its id (migration 15).
     let id = ulid::Ulid::generate().to_string();
     let sent = message::sent(id.clone(), from, draft);
     let event = tx
-        .append(NewEvent::new(
-            from.as_str(),
-            Change::MessageSent(Box::new(sent)),
+        .append(NewEvent {
+            id: id.clone(),
             at,
-        ))
+            actor: from.as_str().to_owned(),
+            change: Change::MessageSent(Box::new(sent)),
+        })
         .await?;
     Ok((
         Sent {

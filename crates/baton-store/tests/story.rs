@@ -2794,6 +2794,73 @@ async fn an_imported_event_keeps_its_id_and_time(store: &dyn Store) {
     assert_eq!(generation(store).await, 1);
 }
 
+/// Story 19b: A send's event takes its message's id, and the log finds it by that id like
+/// any other event: appending it again writes nothing. A send from a log made before the
+/// two shared an id (its event's id differs from its message's) is found by its own id
+/// too, so importing such a log twice also changes nothing.
+async fn a_send_is_found_by_its_event_id(store: &dyn Store) {
+    cast(store).await;
+    let id = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Info, "ids", "one id for both"),
+    )
+    .await;
+    let log = store.events(0, u32::MAX).await.unwrap();
+    let sent = log.last().expect("the send's event").clone();
+    assert_eq!(sent.id, id, "the event takes its message's id");
+    let again = |e: &baton_core::Event| NewEvent {
+        id: e.id.clone(),
+        at: e.at,
+        actor: e.actor.clone(),
+        change: e.change.clone(),
+    };
+    let before = generation(store).await;
+    assert!(
+        store
+            .append_events(vec![again(&sent)])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(generation(store).await, before);
+
+    let Change::MessageSent(mut older) = sent.change.clone() else {
+        panic!("a send's event: {sent:?}");
+    };
+    older.id = "01HZZZZZZZZZZZZZZZZZZZZZZY".into();
+    let imported = NewEvent {
+        id: "01HZZZZZZZZZZZZZZZZZZZZZZX".into(),
+        at: sent.at,
+        actor: sent.actor.clone(),
+        change: Change::MessageSent(older),
+    };
+    let written = store.append_events(vec![imported.clone()]).await.unwrap();
+    assert_eq!(written.len(), 1, "a send of its own");
+    assert_eq!(written[0].id, imported.id);
+    let older_id = "01HZZZZZZZZZZZZZZZZZZZZZZY";
+    assert_eq!(
+        envelope(store, older_id).await.id,
+        older_id,
+        "its message is there"
+    );
+    assert!(
+        store
+            .append_events(vec![imported])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .append_events(vec![again(&sent)])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(generation(store).await, before + 1);
+}
+
 /// Story 20: A database holds projects by name; each is a store of its own, and a project
 /// that does not exist is not found (never created by opening it).
 async fn a_database_holds_projects_by_name(db: &dyn Database) {
@@ -3509,6 +3576,7 @@ macro_rules! every_backend {
                     an_order_goes_round_its_lifecycle,
                     an_offer_is_checked_and_orders_list_by_party,
                     an_imported_event_keeps_its_id_and_time,
+                    a_send_is_found_by_its_event_id,
                     a_key_is_issued_revoked_alone_and_never_holds_its_token,
                     gate_events_are_appended_together_and_read_back_by_kind,
                     a_subjects_events_and_last_change_are_found_whatever_their_kind,

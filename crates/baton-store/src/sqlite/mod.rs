@@ -67,6 +67,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/012_key_uses.sql"),
     include_str!("migrations/013_pending_text.sql"),
     include_str!("migrations/014_subjects_without_sends.sql"),
+    include_str!("migrations/015_sends_in_fewer_trees.sql"),
 ];
 /// How many migrations ran before the one that added `message_text` and `state`: a store
 /// older than that has them filled from its log when it is brought up to date.
@@ -98,6 +99,13 @@ const ABOUT: &str = "SELECT seq, id, at, actor, kind, data FROM events \
 /// A message's own event, by the message's id.
 const SENT: &str = "SELECT e.seq, e.id, e.at, e.actor, e.kind, e.data FROM messages m \
      JOIN events e ON e.seq = m.seq WHERE m.id = ?";
+/// Whether the log holds an event by its id. The index of ids leaves out a
+/// `message.sent` that took its message's id (migration 15): that one is found by its
+/// message's row.
+const HAS_EVENT: &str = "SELECT 1 FROM events WHERE id = ?1 \
+     AND (kind != 'message.sent' OR id != subject) \
+     UNION ALL SELECT 1 FROM messages m JOIN events e ON e.seq = m.seq \
+     WHERE m.id = ?1 AND e.id = ?1 LIMIT 1";
 /// When each subject of a JSON list of `[subject, seq]` last changed after its seq, in
 /// the list's order: its events in the index of subjects, or its creation when it is a
 /// message (`NULL` when neither).
@@ -428,7 +436,6 @@ impl SqliteStore {
                 "INSERT INTO message_text (message_text) VALUES ('delete-all')",
                 [],
             )?;
-            exec(conn, "DELETE FROM message_text_pending", [])?;
             for table in crate::rows::PROJECTIONS {
                 conn.execute_batch(&format!("DELETE FROM {table}"))?;
             }
@@ -473,7 +480,7 @@ impl SqliteStore {
             "SELECT 't|' || seq || '|' || words FROM ( \
                  SELECT doc AS seq, group_concat(term, ' ' ORDER BY \"offset\") AS words \
                  FROM message_words GROUP BY doc \
-                 UNION ALL SELECT seq, words FROM message_text_pending) ORDER BY seq",
+                 UNION ALL SELECT seq, words FROM messages WHERE words != '') ORDER BY seq",
             "SELECT 's|' || data FROM state",
             "SELECT 'g|' || data FROM state_digest",
         ];
@@ -642,8 +649,8 @@ fn project(conn: &Connection, event: &Event) -> Sql<()> {
             exec(
                 conn,
                 "INSERT INTO messages (id, seq, from_name, type, topic, reply_to, root_id, depth, \
-                 excerpt, size, hash, idempotency_key, created_at, request_status) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 excerpt, size, hash, idempotency_key, created_at, request_status, words) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 params![
                     m.id,
                     event.seq,
@@ -658,10 +665,11 @@ fn project(conn: &Connection, event: &Event) -> Sql<()> {
                     m.hash,
                     m.idempotency_key,
                     event.at,
-                    request_status
+                    request_status,
+                    baton_core::search::words(&m.payload)
                 ],
             )?;
-            index_words(conn, event.seq, m)?;
+            move_words(conn)?;
             for (ordinal, to) in m.to.iter().enumerate() {
                 exec(
                     conn,
@@ -801,12 +809,16 @@ fn search_sql(
 ) -> Result<Builder> {
     let (mut sql, order) = match source {
         Source::Messages => (Builder::new("SELECT m.seq, m.id FROM messages m"), "m.seq"),
-        Source::Pending => (
-            Builder::new(
-                "SELECT m.seq, m.id FROM message_text_pending f JOIN messages m ON m.seq = f.seq",
-            ),
-            "f.seq",
-        ),
+        // The words waiting are in the newest rows (`move_words`).
+        Source::Pending => {
+            let mut sql = Builder::new(
+                "SELECT m.seq, m.id FROM (SELECT seq, words FROM messages ORDER BY seq DESC \
+                 LIMIT ",
+            );
+            sql.bind(PENDING_TEXT_FLUSH)
+                .push(") f JOIN messages m ON m.seq = f.seq");
+            (sql, "f.seq")
+        }
         Source::Index => (
             Builder::new(
                 "SELECT m.seq, m.id FROM message_text f JOIN messages m ON m.seq = f.rowid",
@@ -830,7 +842,7 @@ fn search_sql(
         // and a query of many words never meets SQLite's limit on parameters.
         Source::Pending => {
             let list = serde_json::to_string(words).expect("words serialize");
-            sql.push(" AND NOT EXISTS (SELECT 1 FROM json_each(")
+            sql.push(" AND f.words IS NOT NULL AND NOT EXISTS (SELECT 1 FROM json_each(")
                 .bind(list)
                 .push(") w WHERE instr(' ' || f.words, ' ' || w.value) = 0)");
         }
@@ -872,31 +884,37 @@ fn search_sql(
     Ok(sql)
 }
 
-/// Indexes a message's words for free-text search, under its event's seq: a pending row,
-/// and when there are `PENDING_TEXT_FLUSH` of them, all of them moved into the index as
-/// one segment (migration 13 says why).
-fn index_words(conn: &Connection, seq: i64, m: &baton_core::event::SentMessage) -> Sql<()> {
-    let words = baton_core::search::words(&m.payload);
-    if words.is_empty() {
+/// Moves the words waiting in the newest messages' rows into the free-text index, as one
+/// segment, once `PENDING_TEXT_FLUSH` of them wait (migrations 13 and 15 say why). Every
+/// message written since the last move waits (as '' when its payload has no words), so
+/// what waits is always the newest rows of `messages`, fewer than `PENDING_TEXT_FLUSH`.
+fn move_words(conn: &Connection) -> Sql<()> {
+    use decode::Columns;
+    let Some(newest) = row(conn, NEWEST_WORDS, [PENDING_TEXT_FLUSH])? else {
         return Ok(());
-    }
-    exec(
-        conn,
-        "INSERT INTO message_text_pending (seq, words) VALUES (?, ?)",
-        params![seq, words],
-    )?;
-    let pending = scalar::<i64>(conn, "SELECT count(*) FROM message_text_pending", [])?;
-    if pending.unwrap_or(0) >= PENDING_TEXT_FLUSH {
+    };
+    if newest.int("pending")? >= PENDING_TEXT_FLUSH {
+        // Only now is `from_seq` sure to be a number: the table holds that many rows.
+        let from = newest.int("from_seq")?;
         exec(
             conn,
-            "INSERT INTO message_text (rowid, words) \
-             SELECT seq, words FROM message_text_pending ORDER BY seq",
-            [],
+            "INSERT INTO message_text (rowid, words) SELECT seq, words FROM messages \
+             WHERE seq >= ? AND words != '' ORDER BY seq",
+            [from],
         )?;
-        exec(conn, "DELETE FROM message_text_pending", [])?;
+        exec(
+            conn,
+            "UPDATE messages SET words = NULL WHERE seq >= ? AND words IS NOT NULL",
+            [from],
+        )?;
     }
     Ok(())
 }
+
+/// How many of the newest `?` messages hold words waiting for the index, and the lowest
+/// seq among them.
+const NEWEST_WORDS: &str = "SELECT count(words) AS pending, min(seq) AS from_seq \
+     FROM (SELECT seq, words FROM messages ORDER BY seq DESC LIMIT ?)";
 
 /// Fills `message_text` from the log of a store made before it was last made anew, and
 /// `state` too when `state` (a store made before it existed).
@@ -916,7 +934,13 @@ fn fill_text_and_state(conn: &Connection, state: bool) -> Sql<()> {
         after = last.seq;
         for event in &batch {
             match &event.change {
-                Change::MessageSent(m) => index_words(conn, event.seq, m)?,
+                // Straight into the index: the newest rows need not be these.
+                Change::MessageSent(m) => exec(
+                    conn,
+                    "INSERT INTO message_text (rowid, words) SELECT ?1, ?2 WHERE ?2 != ''",
+                    params![event.seq, baton_core::search::words(&m.payload)],
+                )
+                .map(drop)?,
                 Change::State(_) if state => advance_state(conn, event)?,
                 _ => {}
             }
@@ -1492,9 +1516,7 @@ impl Tx for SqliteTx {
     }
 
     async fn has_event(&mut self, id: &str) -> Result<bool> {
-        self.on(|conn| {
-            Ok(scalar::<i64>(conn, "SELECT 1 FROM events WHERE id = ?", [id])?.is_some())
-        })
+        self.on(|conn| Ok(scalar::<i64>(conn, HAS_EVENT, [id])?.is_some()))
     }
 
     async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool> {

@@ -259,8 +259,10 @@ mod tests {
         (dir, store, conn)
     }
 
-    /// A send's words wait in `message_text_pending` until there are enough of them to
-    /// move into the free-text index at once; the move leaves none pending.
+    /// A send's words wait in its message's row until there are enough of them to
+    /// move into the free-text index at once; the move leaves none pending. A message
+    /// without words waits as well (so what waits is always the newest rows) and adds
+    /// nothing to the index.
     #[tokio::test]
     async fn pending_words_move_into_the_index_together() {
         use baton_core::{Draft, MessageType, Passname, Payload, Topic};
@@ -276,25 +278,31 @@ mod tests {
         }
         let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
         let flush = super::super::PENDING_TEXT_FLUSH;
+        let wordless = |n: i64| n % 5 == 0;
+        let worded = |upto: i64| (1..=upto).filter(|n| !wordless(*n)).count() as i64;
         for n in 1..=flush + 1 {
             let draft = Draft {
                 to: vec![Passname::new("b").unwrap()],
                 kind: MessageType::Info,
                 topic: Topic::new("t").unwrap(),
                 reply_to: None,
-                payload: Payload::body(&format!("word{n}"), 1024).unwrap(),
+                payload: if wordless(n) {
+                    Payload::parse(r#"{"_": "... !?"}"#, 1024).unwrap()
+                } else {
+                    Payload::body(&format!("word{n}"), 1024).unwrap()
+                },
                 idempotency_key: None,
             };
             store
                 .send(&Passname::new("a").unwrap(), draft, 0)
                 .await
                 .unwrap();
-            let pending = count("SELECT count(*) FROM message_text_pending");
+            let pending = count("SELECT count(*) FROM messages WHERE words IS NOT NULL");
             let indexed = count("SELECT count(DISTINCT doc) FROM message_words");
             let want = if n < flush {
                 (n, 0)
             } else {
-                (n - flush, flush)
+                (n - flush, worded(flush))
             };
             assert_eq!((pending, indexed), want, "after {n} sends");
         }
@@ -353,6 +361,20 @@ mod tests {
         for kind in super::super::KINDS_INDEXED {
             assert!(super::super::OF_KIND_INDEXED.contains(&format!("'{kind}'")));
         }
+        // An event by its id: through the index of ids, or a send's through its message.
+        let by_id = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", super::super::HAS_EVENT))
+            .unwrap()
+            .query_map(["e"], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .unwrap()
+            .join("; ");
+        assert!(by_id.contains("USING INDEX events_id"), "{by_id}");
+        assert!(
+            by_id.contains("INDEX sqlite_autoindex_messages_1"),
+            "{by_id}"
+        );
     }
 
     /// A kept statement runs again with new parameters without being compiled again: the
