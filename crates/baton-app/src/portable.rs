@@ -41,17 +41,7 @@ impl App {
         let total = events.len();
         let written = self
             .store()
-            .append_events(
-                events
-                    .into_iter()
-                    .map(|e| NewEvent {
-                        id: e.id,
-                        at: e.at,
-                        actor: e.actor,
-                        change: e.change,
-                    })
-                    .collect(),
-            )
+            .append_events(events.into_iter().map(NewEvent::from).collect())
             .await?;
         Ok(Imported {
             imported: written.len(),

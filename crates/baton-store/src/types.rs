@@ -20,6 +20,19 @@ pub struct NewEvent {
     pub change: Change,
 }
 
+/// An event read from a log (an export), to be appended to another as it was: its id,
+/// time, actor and change kept; its seq is the new log's to assign.
+impl From<Event> for NewEvent {
+    fn from(e: Event) -> Self {
+        Self {
+            id: e.id,
+            at: e.at,
+            actor: e.actor,
+            change: e.change,
+        }
+    }
+}
+
 impl NewEvent {
     /// A new event, with a fresh ULID.
     pub fn new(actor: &str, change: Change, at: Millis) -> Self {

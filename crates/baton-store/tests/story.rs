@@ -2912,16 +2912,10 @@ async fn a_send_is_found_by_its_event_id(store: &dyn Store) {
     let log = store.events(0, u32::MAX).await.unwrap();
     let sent = log.last().expect("the send's event").clone();
     assert_eq!(sent.id, id, "the event takes its message's id");
-    let again = |e: &baton_core::Event| NewEvent {
-        id: e.id.clone(),
-        at: e.at,
-        actor: e.actor.clone(),
-        change: e.change.clone(),
-    };
     let before = generation(store).await;
     assert!(
         store
-            .append_events(vec![again(&sent)])
+            .append_events(vec![NewEvent::from(sent.clone())])
             .await
             .unwrap()
             .is_empty()
@@ -2956,7 +2950,7 @@ async fn a_send_is_found_by_its_event_id(store: &dyn Store) {
     );
     assert!(
         store
-            .append_events(vec![again(&sent)])
+            .append_events(vec![NewEvent::from(sent.clone())])
             .await
             .unwrap()
             .is_empty()
