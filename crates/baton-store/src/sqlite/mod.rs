@@ -889,13 +889,10 @@ fn search_sql(
 /// message written since the last move waits (as '' when its payload has no words), so
 /// what waits is always the newest rows of `messages`, fewer than `PENDING_TEXT_FLUSH`.
 fn move_words(conn: &Connection) -> Sql<()> {
-    use decode::Columns;
-    let Some(newest) = row(conn, NEWEST_WORDS, [PENDING_TEXT_FLUSH])? else {
-        return Ok(());
-    };
-    if newest.int("pending")? >= PENDING_TEXT_FLUSH {
-        // Only now is `from_seq` sure to be a number: the table holds that many rows.
-        let from = newest.int("from_seq")?;
+    // What waits is a run of the newest rows, so it is `PENDING_TEXT_FLUSH` rows long
+    // once the row that many from the newest waits: one row read, not that many.
+    let oldest = scalar::<i64>(conn, OLDEST_OF_NEWEST_WAITING, [PENDING_TEXT_FLUSH - 1])?;
+    if let Some(from) = oldest {
         exec(
             conn,
             "INSERT INTO message_text (rowid, words) SELECT seq, words FROM messages \
@@ -911,10 +908,9 @@ fn move_words(conn: &Connection) -> Sql<()> {
     Ok(())
 }
 
-/// How many of the newest `?` messages hold words waiting for the index, and the lowest
-/// seq among them.
-const NEWEST_WORDS: &str = "SELECT count(words) AS pending, min(seq) AS from_seq \
-     FROM (SELECT seq, words FROM messages ORDER BY seq DESC LIMIT ?)";
+/// The seq of the message `?` rows before the newest, if its words wait for the index.
+const OLDEST_OF_NEWEST_WAITING: &str = "SELECT seq FROM (SELECT seq, words FROM messages \
+     ORDER BY seq DESC LIMIT 1 OFFSET ?) WHERE words IS NOT NULL";
 
 /// Fills `message_text` from the log of a store made before it was last made anew, and
 /// `state` too when `state` (a store made before it existed).
