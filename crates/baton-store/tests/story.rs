@@ -1668,9 +1668,20 @@ const SQLITE_SCRIPTS: [&str; 15] = [
     include_str!("../src/sqlite/migrations/015_sends_in_fewer_trees.sql"),
 ];
 
+/// A SQLite store of the latest version in `dir`, with the cast: the store a migration
+/// story's older one is copied from.
+async fn live_store(dir: &std::path::Path) -> (std::path::PathBuf, SqliteStore) {
+    let path = dir.join("now.db");
+    let store = SqliteStore::create(&path, DEFAULT_BUSY_TIMEOUT)
+        .await
+        .unwrap();
+    cast(&store).await;
+    (path, store)
+}
+
 /// A new database at `path` with the schema of the first `version` scripts (10 or later),
-/// the log and the messages' rows of the store at `now` copied into it, and that store
-/// left attached as `now` for the rest.
+/// the log and the rows of messages, participants and state of the store at `now` copied
+/// into it, and that store left attached as `now` for the rest.
 fn older_store(
     path: &std::path::Path,
     version: usize,
@@ -1689,7 +1700,10 @@ fn older_store(
          INSERT INTO messages (id, seq, from_name, type, topic, reply_to, root_id, depth,
              excerpt, size, hash, idempotency_key, created_at, request_status, replies)
              SELECT id, seq, from_name, type, topic, reply_to, root_id, depth, excerpt, size,
-                 hash, idempotency_key, created_at, request_status, replies FROM now.messages;",
+                 hash, idempotency_key, created_at, request_status, replies FROM now.messages;
+         INSERT INTO participants SELECT * FROM now.participants;
+         INSERT INTO state SELECT * FROM now.state;
+         INSERT INTO state_digest SELECT * FROM now.state_digest;",
     )
     .unwrap();
     old
@@ -1702,11 +1716,7 @@ fn older_store(
 #[tokio::test]
 async fn a_version_10_sqlite_store_migrates_to_the_same_projections() {
     let dir = TempDir::new().unwrap();
-    let now_path = dir.path().join("now.db");
-    let store = SqliteStore::create(&now_path, DEFAULT_BUSY_TIMEOUT)
-        .await
-        .unwrap();
-    cast(&store).await;
+    let (now_path, store) = live_store(dir.path()).await;
     random_mix(&store, &mut Dice(7), 200).await;
     let ordered = send(
         &store,
@@ -1732,13 +1742,10 @@ async fn a_version_10_sqlite_store_migrates_to_the_same_projections() {
         "INSERT INTO deliveries (message_id, participant, status, updated_at, seq, request)
              SELECT message_id, participant, status, updated_at, seq, request
              FROM now.deliveries ORDER BY message_id, ordinal;
-         INSERT INTO participants SELECT * FROM now.participants;
          INSERT INTO runs SELECT * FROM now.runs;
          INSERT INTO orders SELECT * FROM now.orders;
          INSERT INTO keys SELECT * FROM now.keys;
          INSERT INTO webhooks SELECT * FROM now.webhooks;
-         INSERT INTO state SELECT * FROM now.state;
-         INSERT INTO state_digest SELECT * FROM now.state_digest;
          DETACH now;
          PRAGMA user_version = 10;",
     )
@@ -1786,11 +1793,7 @@ async fn a_version_10_sqlite_store_migrates_to_the_same_projections() {
 #[tokio::test]
 async fn a_version_14_sqlite_store_keeps_its_waiting_words() {
     let dir = TempDir::new().unwrap();
-    let now_path = dir.path().join("now.db");
-    let store = SqliteStore::create(&now_path, DEFAULT_BUSY_TIMEOUT)
-        .await
-        .unwrap();
-    cast(&store).await;
+    let (now_path, store) = live_store(dir.path()).await;
     // 64 move together: 100 sends leave 36 waiting.
     let mut sent = Vec::new();
     for n in 0..100 {
@@ -1806,9 +1809,6 @@ async fn a_version_14_sqlite_store_keeps_its_waiting_words() {
     let old = older_store(&old_path, 14, &now_path);
     old.execute_batch(
         "INSERT INTO deliveries SELECT * FROM now.deliveries;
-         INSERT INTO participants SELECT * FROM now.participants;
-         INSERT INTO state SELECT * FROM now.state;
-         INSERT INTO state_digest SELECT * FROM now.state_digest;
          INSERT INTO message_text (rowid, words)
              SELECT doc, group_concat(term, ' ' ORDER BY \"offset\") FROM now.message_words
              GROUP BY doc;
