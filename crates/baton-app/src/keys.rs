@@ -36,7 +36,7 @@ impl App {
         getrandom::fill(&mut secret).map_err(|e| {
             baton_store::StoreError::Engine(format!("no randomness for a key: {e}"))
         })?;
-        let id = ulid::Ulid::generate().to_string().to_lowercase();
+        let id = baton_store::new_id().to_string().to_lowercase();
         let token = key::token(&id, &secret);
         let expires_at = expires_in.map(|d| {
             self.now()

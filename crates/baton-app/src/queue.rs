@@ -239,7 +239,7 @@ impl App {
         if let Some(id) = order {
             self.load_order(id).await?;
         }
-        let id = ulid::Ulid::generate().to_string();
+        let id = baton_store::new_id().to_string();
         self.store()
             .record_gate(
                 actor,

@@ -143,7 +143,7 @@ impl App {
         let told = notices.len();
         let body = Delivery {
             schema: "baton/webhook@1",
-            delivery: ulid::Ulid::generate().to_string(),
+            delivery: baton_store::new_id().to_string(),
             project: project.to_string(),
             participant: hook.participant.clone(),
             events: notices,

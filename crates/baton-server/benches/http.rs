@@ -133,7 +133,7 @@ fn main() {
     if let Ok(base) = std::env::var("BATON_TEST_POSTGRES") {
         let schema = format!(
             "baton_bench_{}",
-            ulid::Ulid::generate().to_string().to_lowercase()
+            baton_store::new_id().to_string().to_lowercase()
         );
         let separator = if base.contains('?') { '&' } else { '?' };
         let url = format!("{base}{separator}schema={schema}");

@@ -33,11 +33,26 @@ impl From<Event> for NewEvent {
     }
 }
 
+/// A new ULID: the time in milliseconds and 80 bits from the operating system's random
+/// source. Not `ulid::Ulid::generate`: its generator (`rand`'s thread generator) asks the
+/// processor which instructions it has the first time it runs in a process, with `cpuid`,
+/// a trap to the hypervisor on a virtual machine that a command would pay at every start.
+pub fn new_id() -> ulid::Ulid {
+    let mut random = [0u8; 16];
+    if getrandom::fill(&mut random).is_err() {
+        return ulid::Ulid::generate();
+    }
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    ulid::Ulid::from_parts(ms, u128::from_le_bytes(random))
+}
+
 impl NewEvent {
     /// A new event, with a fresh ULID.
     pub fn new(actor: &str, change: Change, at: Millis) -> Self {
         Self {
-            id: ulid::Ulid::generate().to_string(),
+            id: new_id().to_string(),
             at,
             actor: actor.to_owned(),
             change,
@@ -175,4 +190,28 @@ pub struct OrderQuery {
 pub struct OrderWritten {
     pub order: Order,
     pub events: Vec<Event>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::new_id;
+
+    #[test]
+    fn new_ids_carry_the_time_and_differ() {
+        let before = std::time::SystemTime::now();
+        let ids: Vec<_> = (0..1000).map(|_| new_id()).collect();
+        let after = std::time::SystemTime::now();
+        let distinct: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(distinct.len(), ids.len(), "every id is new");
+        for id in &ids {
+            let ms = |t: std::time::SystemTime| {
+                t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+            };
+            assert!(
+                (ms(before)..=ms(after)).contains(&id.timestamp_ms()),
+                "{id}"
+            );
+            assert_eq!(id.to_string().parse::<ulid::Ulid>().unwrap(), *id);
+        }
+    }
 }

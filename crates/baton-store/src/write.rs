@@ -175,7 +175,7 @@ async fn send_in(
     }
     // The message and its event share one id: on SQLite the message's row, indexed by id,
     // is how the event is found by its id (migration 15).
-    let id = ulid::Ulid::generate().to_string();
+    let id = crate::new_id().to_string();
     let sent = message::sent(id.clone(), from, draft);
     let event = tx
         .append(NewEvent {

@@ -114,7 +114,7 @@ mod tests {
         };
         let schema = format!(
             "baton_notify_{}",
-            ulid::Ulid::generate().to_string().to_lowercase()
+            crate::new_id().to_string().to_lowercase()
         );
         let separator = if base.contains('?') { '&' } else { '?' };
         let url = format!("{base}{separator}schema={schema}");

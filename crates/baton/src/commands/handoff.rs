@@ -508,7 +508,7 @@ fn filled(g: &GlobalArgs, args: NewArgs) -> CommandResult<Output> {
     let or_fill = |v: Option<String>, what: &str| v.map(Value::from).unwrap_or_else(|| fill(what));
     let doc = json!({
         "spec": "awl/work-order@0.1",
-        "id": format!("wo_{}", ulid::Ulid::generate().to_string().to_lowercase()),
+        "id": format!("wo_{}", baton_store::new_id().to_string().to_lowercase()),
         "created_at": baton_core::time::rfc3339(at),
         "from": from,
         "to": to,
@@ -1073,7 +1073,7 @@ pub async fn evidence(ctx: &Context, cmd: EvidenceCommand, as_json: bool) -> Com
         let guard = tail.lock().unwrap_or_else(|e| e.into_inner());
         (guard.0.iter().cloned().collect::<Vec<_>>(), guard.1)
     };
-    let id = ulid::Ulid::generate().to_string();
+    let id = baton_store::new_id().to_string();
     let step = format!("evidence-{id}");
     let record = json!({
         "schema": "baton/evidence@1",

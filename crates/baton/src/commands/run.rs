@@ -196,7 +196,7 @@ pub async fn launch(ctx: &Context, args: &RunArgs, wiring: Wiring) -> CommandRes
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sighup = signal(SignalKind::hangup())?;
 
-    let id = ulid::Ulid::generate().to_string();
+    let id = baton_store::new_id().to_string();
     let heartbeat = ctx.project.config.heartbeat;
     let me_pid = std::process::id();
     let registration = Registration {
