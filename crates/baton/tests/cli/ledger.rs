@@ -659,7 +659,13 @@ fn hook(project: &Project, who: Option<&str>, args: &[&str], stdin: &[u8]) -> Ou
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    // A hook that has nothing to do with its input (an event it does not know) may exit
+    // before reading it: the write then meets a closed pipe, which is not the test's
+    // concern; its exit code and output are.
+    match child.stdin.take().unwrap().write_all(stdin) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        written => written.unwrap(),
+    }
     finish(child)
 }
 
