@@ -9,13 +9,16 @@ use baton_core::gate::{GateChange, NeedSource, Outcome};
 use baton_core::message::MessageType;
 use baton_core::order::OrderStatus;
 use baton_core::queue::{
-    self, FAILED_RUNS_WINDOW_MS, Facts, Item, Lane, LaneShown, RunFact, Source,
+    self, FAILED_RUNS_WINDOW_MS, Facts, Item, Lane, LaneShown, RunFact, RunFacts, Source,
 };
 use baton_core::run::RunStatus;
 use baton_core::{Change, Event, Field, Refusal};
 use baton_store::RunQuery;
 
 use crate::{App, Result};
+
+/// Runs read at a time for the failures lane.
+const RUN_PAGE: u32 = 500;
 
 /// The longest need, in bytes.
 pub const MAX_NEED_BYTES: usize = 2000;
@@ -25,24 +28,38 @@ impl App {
     pub async fn queue(&self, lane: Option<Lane>) -> Result<Vec<LaneShown>> {
         let now = self.now();
         let since = now - FAILED_RUNS_WINDOW_MS;
-        let runs = self
-            .store()
-            .runs(&RunQuery {
-                ended_since: Some(since),
-                ..RunQuery::default()
-            })
-            .await?
-            .into_iter()
-            .map(|r| RunFact {
-                title: r.command.join(" "),
-                succeeded: r.status == RunStatus::Done,
-                failed: matches!(r.status, RunStatus::Failed | RunStatus::Lost),
-                id: r.id,
-                order: r.order,
-                ended_at: r.ended_at,
-                reason: r.reason,
-            })
-            .collect();
+        // Read a page at a time and kept as the queue needs them (`RunFacts`): a window
+        // may hold any number of runs.
+        let mut kept = RunFacts::default();
+        let mut after = None;
+        loop {
+            let page = self
+                .store()
+                .runs(&RunQuery {
+                    ended_since: Some(since),
+                    after_seq: after,
+                    limit: Some(RUN_PAGE),
+                    ..RunQuery::default()
+                })
+                .await?;
+            let full = page.len() == RUN_PAGE as usize;
+            after = page.last().map(|r| r.seq);
+            for r in page {
+                kept.push(RunFact {
+                    title: r.command.join(" "),
+                    succeeded: r.status == RunStatus::Done,
+                    failed: matches!(r.status, RunStatus::Failed | RunStatus::Lost),
+                    id: r.id,
+                    order: r.order,
+                    ended_at: r.ended_at,
+                    reason: r.reason,
+                });
+            }
+            if !full {
+                break;
+            }
+        }
+        let runs = kept.into_runs();
 
         let mut items: Vec<Item> = Vec::new();
         let mut acks: HashMap<String, i64> = HashMap::new();

@@ -100,6 +100,55 @@ pub struct RunFact {
     pub reason: Option<String>,
 }
 
+/// The runs the queue is computed from, kept as they are read: every failed run, and of
+/// the successes only the newest for each title and for each order, which is all a
+/// failure's clearing asks ("a later success with the same title or order"). Runs that
+/// neither failed nor succeeded are dropped. So the queue's memory follows its failures,
+/// not every run in the window.
+#[derive(Debug, Default)]
+pub struct RunFacts {
+    failed: Vec<RunFact>,
+    by_title: HashMap<String, RunFact>,
+    by_order: HashMap<String, RunFact>,
+}
+
+impl RunFacts {
+    pub fn push(&mut self, run: RunFact) {
+        if run.failed {
+            self.failed.push(run);
+            return;
+        }
+        if !run.succeeded {
+            return;
+        }
+        let newer = |kept: Option<&RunFact>| kept.is_none_or(|k| k.ended_at < run.ended_at);
+        if let Some(order) = &run.order
+            && newer(self.by_order.get(order))
+        {
+            self.by_order.insert(order.clone(), run.clone());
+        }
+        if newer(self.by_title.get(&run.title)) {
+            self.by_title.insert(run.title.clone(), run);
+        }
+    }
+
+    /// The kept runs, each once.
+    pub fn into_runs(self) -> Vec<RunFact> {
+        let mut runs = self.failed;
+        let mut seen = std::collections::HashSet::new();
+        for run in self
+            .by_title
+            .into_values()
+            .chain(self.by_order.into_values())
+        {
+            if seen.insert(run.id.clone()) {
+                runs.push(run);
+            }
+        }
+        runs
+    }
+}
+
 /// Everything the queue is computed from.
 #[derive(Debug, Clone, Default)]
 pub struct Facts {
@@ -223,6 +272,38 @@ mod tests {
             runs,
             items,
             acks: HashMap::new(),
+        }
+    }
+
+    proptest::proptest! {
+        /// Keeping only the failures and the newest success per title and per order
+        /// gives the queue every run would.
+        #[test]
+        fn kept_runs_give_the_queue_all_runs_give(
+            runs in proptest::collection::vec(
+                (0u8..4, proptest::option::of(0u8..3), 0u8..3, 0i64..40),
+                0..40,
+            )
+        ) {
+            let all: Vec<RunFact> = runs
+                .iter()
+                .enumerate()
+                .map(|(n, (kind, order, title, ago))| RunFact {
+                    id: format!("r{n}"),
+                    order: order.map(|o| format!("wo_{o}")),
+                    title: format!("t{title}"),
+                    succeeded: *kind == 0,
+                    failed: *kind == 1 || *kind == 2,
+                    ended_at: (*kind != 3).then_some(NOW - ago * 300_000),
+                    reason: None,
+                })
+                .collect();
+            let mut kept = RunFacts::default();
+            for run in all.iter().cloned() {
+                kept.push(run);
+            }
+            let kept = facts(kept.into_runs(), vec![]);
+            proptest::prop_assert_eq!(ids(&kept), ids(&facts(all, vec![])));
         }
     }
 
