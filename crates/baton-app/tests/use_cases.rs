@@ -819,3 +819,61 @@ async fn negotiating_in_one_go_stores_everything_or_nothing() {
     assert_eq!(unsettled, &["db"]);
     assert_eq!(settlements(&f, "in-one-go").await, 1);
 }
+
+/// A run's facts from registration to exit, its command `title`.
+fn ended_run(run: &str, title: &str, status: RunStatus) -> Vec<RunChange> {
+    vec![
+        RunChange::Registered(Box::new(Registration {
+            run: run.into(),
+            participant: Some("impl-1".into()),
+            command: title.split(' ').map(str::to_owned).collect(),
+            ..Registration::default()
+        })),
+        RunChange::Started {
+            run: run.into(),
+            process: ProcessRef {
+                pid: 4242,
+                start: Some(1),
+            },
+            pgid: 4242,
+        },
+        RunChange::Exited {
+            run: run.into(),
+            status,
+            exit_code: Some(i32::from(status != RunStatus::Done)),
+            signal: None,
+            reason: None,
+        },
+    ]
+}
+
+/// The failures lane reads the window's runs a page at a time: a failure in the first
+/// page is cleared by a success of the same command pages later, and a failure nothing
+/// cleared stays.
+#[tokio::test]
+async fn a_failure_is_cleared_by_a_success_pages_of_runs_later() {
+    let f = fixture().await;
+    let mut changes = ended_run("first", "make test", RunStatus::Failed);
+    changes.extend(ended_run("lone", "cargo build", RunStatus::Failed));
+    f.app.record_run("impl-1", &changes).await.unwrap();
+    // A success clears only the failures that ended before it.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let mut changes = Vec::new();
+    for n in 0..1_200 {
+        changes.extend(ended_run(&format!("r{n}"), "ls", RunStatus::Done));
+    }
+    changes.extend(ended_run("last", "make test", RunStatus::Done));
+    f.app.record_run("impl-1", &changes).await.unwrap();
+
+    let lanes = f
+        .app
+        .queue(Some(baton_core::queue::Lane::Failures))
+        .await
+        .unwrap();
+    let failures: Vec<&str> = lanes
+        .iter()
+        .flat_map(|l| &l.items)
+        .map(|i| i.id.as_str())
+        .collect();
+    assert_eq!(failures, ["run:lone"]);
+}

@@ -606,8 +606,8 @@ fn layout_found(exe: &Path) -> String {
         .filter_map(|l| l.split_whitespace().nth(2))
         .collect();
     let found = listed.iter().filter(|n| symbols.contains(*n)).count();
-    // A list the build has mostly lost costs every command its faults in scattered code
-    // (send 1.15-1.22x its floor with 57% found, 1.08-1.13x with all of it).
+    // A list the build has mostly lost costs every command faults in scattered code
+    // (DECISIONS.md, "The layout list is kept current").
     let stale = if found * 10 < listed.len() * 9 {
         " (stale: `cargo bench -p baton --bench layout` writes it again)"
     } else {
