@@ -118,13 +118,17 @@ impl MessageRow {
 pub struct Inbox {
     pub participant: Passname,
     pub items: Vec<MessageRow>,
+    /// The cursor of the next page (`--cursor`); empty on the last page.
+    #[serde(default)]
+    pub next: String,
 }
 doc!(Inbox, "baton/inbox@1");
 
 impl Inbox {
-    pub fn new(me: &Passname, items: &[Envelope]) -> Self {
+    pub fn new(me: &Passname, items: &[Envelope], next: String) -> Self {
         Self {
             participant: me.clone(),
+            next,
             items: items
                 .iter()
                 .map(|e| MessageRow::for_caller(e, Some(me)))
@@ -139,13 +143,17 @@ impl Inbox {
 pub struct Outbox {
     pub participant: Passname,
     pub items: Vec<MessageRow>,
+    /// The cursor of the next page (`--cursor`); empty on the last page.
+    #[serde(default)]
+    pub next: String,
 }
 doc!(Outbox, "baton/outbox@1");
 
 impl Outbox {
-    pub fn new(me: &Passname, items: &[Envelope]) -> Self {
+    pub fn new(me: &Passname, items: &[Envelope], next: String) -> Self {
         Self {
             participant: me.clone(),
+            next,
             items: items.iter().map(MessageRow::for_sender).collect(),
         }
     }

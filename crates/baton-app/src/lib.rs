@@ -44,7 +44,7 @@ pub use host::{Clock, Files, Hashed, Host, PathClock, PathProblem, Processes};
 pub use keys::Caller;
 pub use ledger::{Pass, RunRow};
 pub use memory::{Imported, Recorded};
-pub use messages::{Body, Layout, Outgoing, Shown};
+pub use messages::{Body, LIST_PAGE, Layout, MAX_LIST_PAGE, Outgoing, Shown};
 pub use news::News;
 pub use orders::{OrderStep, OrderView};
 pub use queue::MAX_NEED_BYTES;

@@ -7,10 +7,35 @@ use baton_core::{
     Draft, Envelope, Field, MessageType, Participant, Passname, Payload, Record, Refusal, Topic,
     Verb,
 };
-use baton_store::{Fetched, Page, SearchQuery, Sent, Stepped, StoreError};
+use baton_store::{Fetched, Page, SearchQuery, Sent, Stepped, StoreError, Window};
 use serde_json::{Map, Value};
 
 use crate::{App, Result};
+
+/// The most entries a page of a list holds, and how many it holds unless asked.
+pub const MAX_LIST_PAGE: u32 = 1000;
+pub const LIST_PAGE: u32 = 100;
+
+/// The window that reads one entry past a page of `limit`, to learn whether another
+/// page follows.
+fn window(cursor: Option<&str>, limit: u32) -> Window {
+    Window {
+        after: cursor.filter(|c| !c.is_empty()).map(str::to_owned),
+        limit: limit.clamp(1, MAX_LIST_PAGE) + 1,
+    }
+}
+
+/// A page read through [`window`], cut to `limit`, and the cursor of the next page:
+/// the id of its last entry, when an entry was left over.
+fn paged(mut items: Vec<Envelope>, limit: u32) -> (Vec<Envelope>, String) {
+    let limit = limit.clamp(1, MAX_LIST_PAGE) as usize;
+    if items.len() <= limit {
+        return (items, String::new());
+    }
+    items.truncate(limit);
+    let next = items.last().map(|e| e.id.clone()).unwrap_or_default();
+    (items, next)
+}
 
 /// What a payload is made of, as the edge received it.
 #[derive(Debug, Clone)]
@@ -185,12 +210,31 @@ impl App {
         })
     }
 
-    pub async fn inbox(&self, me: &Passname, all: bool) -> Result<Vec<Envelope>> {
-        self.store().inbox(me, all).await
+    /// A page of what `me` owes (with `all`, of every inbound message not archived): at
+    /// most `limit` (within [`MAX_LIST_PAGE`]) after `cursor`, and the next page's cursor
+    /// (empty on the last).
+    pub async fn inbox(
+        &self,
+        me: &Passname,
+        all: bool,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<(Vec<Envelope>, String)> {
+        let window = window(cursor, limit);
+        Ok(paged(self.store().inbox(me, all, &window).await?, limit))
     }
 
-    pub async fn outbox(&self, me: &Passname, all: bool) -> Result<Vec<Envelope>> {
-        self.store().outbox(me, all).await
+    /// A page of the requests `me` sent and has not archived (with `all`, of every one),
+    /// as [`App::inbox`] pages.
+    pub async fn outbox(
+        &self,
+        me: &Passname,
+        all: bool,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<(Vec<Envelope>, String)> {
+        let window = window(cursor, limit);
+        Ok(paged(self.store().outbox(me, all, &window).await?, limit))
     }
 
     pub async fn thread(&self, id: &str) -> Result<Vec<Envelope>> {

@@ -109,19 +109,3 @@ impl App {
         }))
     }
 }
-
-impl App {
-    /// Brings `fold` up to the log's newest event, a page at a time: the handoff metrics
-    /// (SPEC §8) cost the events since the last look, not the whole history.
-    pub async fn catch_up(&self, fold: &mut baton_core::metrics::Fold) -> Result<()> {
-        loop {
-            let page = self.store().events(fold.seq, SCAN).await?;
-            if page.is_empty() {
-                return Ok(());
-            }
-            for event in &page {
-                fold.apply(event);
-            }
-        }
-    }
-}

@@ -210,6 +210,7 @@ impl App {
         let query = OrderQuery {
             party: party.map(Passname::to_string),
             closed: all,
+            closed_since: None,
         };
         let now = self.now();
         Ok(self

@@ -13,7 +13,7 @@ use baton_core::queue::{
 };
 use baton_core::run::RunStatus;
 use baton_core::{Change, Event, Field, Refusal};
-use baton_store::RunQuery;
+use baton_store::{RunQuery, Window};
 
 use crate::{App, Result};
 
@@ -195,7 +195,11 @@ impl App {
         // Requests open past their topic's service target.
         if !self.settings.service_targets.is_empty() {
             for p in self.store().participants().await? {
-                for env in self.store().outbox(&p.name, false).await? {
+                for env in self
+                    .store()
+                    .outbox(&p.name, false, &Window::EVERYTHING)
+                    .await?
+                {
                     let Some(target) = self.settings.service_targets.get(env.topic.as_str()) else {
                         continue;
                     };

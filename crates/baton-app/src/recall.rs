@@ -284,7 +284,7 @@ async fn awaiting(store: &dyn Store, me: &Passname, now: Millis) -> Result<Vec<S
     let mine = store
         .orders(&baton_store::OrderQuery {
             party: Some(me.to_string()),
-            closed: false,
+            ..Default::default()
         })
         .await?;
     for order in mine.iter().filter(|o| {

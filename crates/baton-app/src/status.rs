@@ -1,20 +1,21 @@
 //! The status of a project at one generation of its log: what `baton status` prints and the
 //! board renders (`baton/status@1`). It composes the other use cases — runs with their
 //! health, inboxes and outboxes, orders and their held effects, the human queue, open
-//! alerts — and the handoff metrics' fold; it decides nothing of its own.
+//! alerts — and the handoff metrics' projection; it decides nothing of its own.
 
 use std::time::Duration;
 
-use baton_core::metrics::{Fold, Series};
+use baton_core::metrics::{Metrics, Series};
 use baton_core::order::OrderStatus;
 use baton_core::run::{Health, RunStatus};
 use baton_core::time::rfc3339;
-use baton_store::RunQuery;
+use baton_store::{OrderQuery, RunQuery};
 
 use crate::doc::{
     BoardOrder, EffectRow, Latency, OldestRequest, OrderGroup, OrderRow, ParticipantLoad, Queue,
     RunCounts, RunDoc, Status, StatusMetrics, TrendPoint, Trends, Verdicts,
 };
+use crate::ledger::RECENT_RUNS;
 use crate::{App, Result, wait};
 
 /// How long an ended run or a closed order stays on the status.
@@ -37,30 +38,29 @@ const ORDER_STATUSES: [OrderStatus; 9] = [
 ];
 
 impl App {
-    /// The status now. `fold` is the handoff metrics' fold, brought up to the log here (a
-    /// caller that keeps it between calls pays only for the events since). Every figure is
-    /// as of the document's `generation`: when a write lands while it is gathered, it is
-    /// gathered again.
-    pub async fn status(&self, fold: &mut Fold) -> Result<Status> {
-        let mut status = self.gather(fold).await?;
+    /// The status now. Every figure is as of the document's `generation`: when a write
+    /// lands while it is gathered, it is gathered again.
+    pub async fn status(&self) -> Result<Status> {
+        let mut status = self.gather().await?;
         for _ in 1..ATTEMPTS {
             if self.generation().await? == status.generation {
                 break;
             }
-            status = self.gather(fold).await?;
+            status = self.gather().await?;
         }
         Ok(status)
     }
 
     /// The status once the log is past `generation`, or when `timeout` has passed.
-    pub async fn status_after(
-        &self,
-        fold: &mut Fold,
-        generation: i64,
-        timeout: Duration,
-    ) -> Result<Status> {
+    pub async fn status_after(&self, generation: i64, timeout: Duration) -> Result<Status> {
         self.wait_generation(generation, timeout).await?;
-        self.status(fold).await
+        self.status().await
+    }
+
+    /// The handoff metrics (SPEC §8) as the store keeps them: one row and counts of live
+    /// work, whatever the log's length.
+    pub async fn metrics(&self) -> Result<Metrics> {
+        self.store().metrics().await
     }
 
     /// Waits until the log is past `generation` or `timeout` passes; the generation then.
@@ -81,19 +81,23 @@ impl App {
         }
     }
 
-    async fn gather(&self, fold: &mut Fold) -> Result<Status> {
+    async fn gather(&self) -> Result<Status> {
         let generation = self.generation().await?;
         let now = self.now();
 
-        let rows = self
+        // Every live run and the newest others that ended within the hour: a bounded list,
+        // however busy the hour; the counts are the store's.
+        let since = now - RECENT_MS;
+        let mut rows = self
             .runs(&RunQuery {
-                ended_since: Some(now - RECENT_MS),
+                recent: Some(RECENT_RUNS),
                 ..RunQuery::default()
             })
             .await?;
+        rows.retain(|r| r.run.status.is_live() || r.run.ended_at.is_some_and(|e| e >= since));
         let mut counts = RunCounts::default();
-        for row in &rows {
-            let n = match row.run.status {
+        for (status, n) in self.store().run_counts(since).await? {
+            let count = match status {
                 RunStatus::Registered => &mut counts.registered,
                 RunStatus::Running => &mut counts.running,
                 RunStatus::Done => &mut counts.done,
@@ -102,23 +106,31 @@ impl App {
                 RunStatus::Lost => &mut counts.lost,
                 RunStatus::Untracked => &mut counts.untracked,
             };
-            *n += 1;
-            counts.stalled += usize::from(row.health == Some(Health::Stalled));
+            *count = n as usize;
         }
+        counts.stalled = rows
+            .iter()
+            .filter(|r| r.health == Some(Health::Stalled))
+            .count();
         let runs = rows.iter().map(|r| RunDoc::new(r, now)).collect();
 
         let mut participants = Vec::new();
         for p in self.participants().await? {
             participants.push(ParticipantLoad {
-                owed: self.inbox(&p.name, false).await?.len(),
-                waiting: self.outbox(&p.name, false).await?.len(),
+                owed: self.store().owed(&p.name, 0).await?.1 as usize,
+                waiting: self.store().waiting(&p.name, 0).await?.1 as usize,
                 name: p.name.to_string(),
                 role: p.role,
             });
         }
 
         let mut orders: Vec<OrderGroup> = Vec::new();
-        for o in self.orders(None, true).await? {
+        let recent = OrderQuery {
+            closed: true,
+            closed_since: Some(since),
+            ..OrderQuery::default()
+        };
+        for o in self.store().orders(&recent).await? {
             let status = o.status_at(now);
             if status.is_terminal() && o.updated_at < now - RECENT_MS {
                 continue;
@@ -141,35 +153,38 @@ impl App {
         let queue = Queue::new(&self.queue(None).await?).lanes;
         let alerts = self.alerts().await?;
 
-        self.catch_up(fold).await?;
+        let m = self.metrics().await?;
+        let t = &m.tally;
         let metrics = StatusMetrics {
-            oldest_open_request: fold.oldest_open_request().map(|(at, id)| OldestRequest {
-                id: id.to_owned(),
-                sent_at: rfc3339(at),
-                age_ms: (now - at).max(0),
-            }),
-            open_requests: fold.open_requests(),
-            pending_deliveries: fold.pending,
-            created_to_delivered: Latency::from(fold.created_to_delivered),
-            delivered_to_completed: Latency::from(fold.delivered_to_completed),
-            approval_wait: Latency::from(fold.approval_wait),
-            orders_awaiting_approval: fold.awaiting_approval(),
-            requests: fold.requests,
-            clarification_rate: (fold.requests > 0)
-                .then(|| fold.replies_to_requests as f64 / fold.requests as f64),
-            max_thread_depth: fold.max_thread_depth,
-            security_refusals: fold.security_refusals,
-            completed_by_topic: fold.completed_by_topic.clone(),
+            oldest_open_request: m
+                .oldest_open_request
+                .as_ref()
+                .map(|(at, id)| OldestRequest {
+                    id: id.clone(),
+                    sent_at: rfc3339(*at),
+                    age_ms: (now - at).max(0),
+                }),
+            open_requests: m.open_requests as usize,
+            pending_deliveries: m.pending,
+            created_to_delivered: Latency::from(t.created_to_delivered),
+            delivered_to_completed: Latency::from(t.delivered_to_completed),
+            approval_wait: Latency::from(t.approval_wait),
+            orders_awaiting_approval: m.awaiting_approval as usize,
+            requests: t.requests,
+            clarification_rate: (t.requests > 0)
+                .then(|| t.replies_to_requests as f64 / t.requests as f64),
+            max_thread_depth: t.max_thread_depth,
+            security_refusals: t.security_refusals,
+            completed_by_topic: t.completed_by_topic.clone(),
         };
-        let verdict = |kind: &str| fold.verdicts.get(kind).copied().unwrap_or(0);
         let trends = Trends {
-            created_to_delivered: points(&fold.delivery_trend),
-            delivered_to_completed: points(&fold.completion_trend),
+            created_to_delivered: points(&t.delivery_trend),
+            delivered_to_completed: points(&t.completion_trend),
             verdicts: Verdicts {
-                approve: verdict("approve"),
-                fix: verdict("fix"),
-                invalid: verdict("invalid"),
-                stopped: verdict("stopped"),
+                approve: t.verdicts.approve,
+                fix: t.verdicts.fix,
+                invalid: t.verdicts.invalid,
+                stopped: t.verdicts.stopped,
             },
         };
         Ok(Status {

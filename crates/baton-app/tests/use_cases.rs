@@ -496,7 +496,7 @@ async fn waiting_for_an_order_returns_its_newer_steps_or_says_none_came() {
     assert_eq!(woken.order.seq, 2);
     assert_eq!(woken.events.len(), 1);
     // The request that carried the order was read once the worker acted on it.
-    let inbox = f.app.inbox(&me("impl-1"), false).await.unwrap();
+    let (inbox, _) = f.app.inbox(&me("impl-1"), false, None, 100).await.unwrap();
     assert_eq!(
         inbox[0].status_for(&me("impl-1")),
         Some(baton_core::DeliveryStatus::Delivered)
@@ -559,7 +559,7 @@ async fn the_reaper_loses_a_run_whose_wrapper_died_and_records_unseen_agents_onc
     assert_eq!(pass.lost.len(), 1);
     assert_eq!(pass.lost[0].resurfaced, std::slice::from_ref(&sent.id));
     assert!(pass.untracked.is_empty(), "an agent is recorded once");
-    let inbox = f.app.inbox(&me("impl-1"), false).await.unwrap();
+    let (inbox, _) = f.app.inbox(&me("impl-1"), false, None, 100).await.unwrap();
     assert_eq!(
         inbox[0].status_for(&me("impl-1")),
         Some(baton_core::DeliveryStatus::Pending)
@@ -876,4 +876,87 @@ async fn a_failure_is_cleared_by_a_success_pages_of_runs_later() {
         .map(|i| i.id.as_str())
         .collect();
     assert_eq!(failures, ["run:lone"]);
+}
+
+/// The inbox and the outbox come a page at a time: each page the size asked, the next
+/// page's cursor on every page but the last, every entry once and in order, in the
+/// default view as with `all`; a cursor that is no message gives an empty page.
+#[tokio::test]
+async fn the_inbox_and_the_outbox_page_through_every_entry_once() {
+    let f = fixture().await;
+    let mut sent = Vec::new();
+    for n in 0..250 {
+        let kind = if n % 50 == 25 {
+            MessageType::Request
+        } else {
+            MessageType::Info
+        };
+        let out = message(&["impl-1"], kind, Some("paging"), &format!("note {n}"));
+        sent.push(f.app.send(&me("planner"), out).await.unwrap().id);
+    }
+    for id in &sent[..10] {
+        f.app
+            .show(Some(&me("impl-1")), id, None, Layout::Compact)
+            .await
+            .unwrap();
+        f.app
+            .step(&me("impl-1"), id, baton_core::Verb::Ack, None)
+            .await
+            .unwrap_or_else(|e| panic!("ack {id}: {e}"));
+    }
+
+    let walk = |all: bool, limit: u32| {
+        let app = &f.app;
+        async move {
+            let (mut ids, mut sizes, mut cursor) = (Vec::new(), Vec::new(), None::<String>);
+            loop {
+                let (page, next) = app
+                    .inbox(&me("impl-1"), all, cursor.as_deref(), limit)
+                    .await
+                    .unwrap();
+                sizes.push(page.len());
+                ids.extend(page.into_iter().map(|e| e.id));
+                if next.is_empty() {
+                    return (ids, sizes);
+                }
+                assert!(sizes.len() < 10, "the pages never end: {sizes:?}");
+                cursor = Some(next);
+            }
+        }
+    };
+    let (ids, sizes) = walk(true, 100).await;
+    assert_eq!(sizes, [100, 100, 50]);
+    assert_eq!(ids, sent, "every message once, oldest first");
+    let (ids, sizes) = walk(false, 100).await;
+    assert_eq!(sizes, [100, 100, 40], "the ten acknowledged are not owed");
+    assert_eq!(ids, sent[10..]);
+
+    let (page, next) = f
+        .app
+        .inbox(&me("impl-1"), true, Some("not-a-message"), 100)
+        .await
+        .unwrap();
+    assert!(page.is_empty() && next.is_empty());
+
+    // Five requests: pages of two.
+    let (first, next) = f.app.outbox(&me("planner"), true, None, 2).await.unwrap();
+    let (second, after) = f
+        .app
+        .outbox(&me("planner"), true, Some(&next), 2)
+        .await
+        .unwrap();
+    let (third, last) = f
+        .app
+        .outbox(&me("planner"), true, Some(&after), 2)
+        .await
+        .unwrap();
+    let requests: Vec<&String> = sent.iter().skip(25).step_by(50).collect();
+    let paged: Vec<&String> = first
+        .iter()
+        .chain(&second)
+        .chain(&third)
+        .map(|e| &e.id)
+        .collect();
+    assert_eq!(paged, requests);
+    assert!(last.is_empty());
 }

@@ -208,6 +208,11 @@ fn time(field: &str, text: &str, now: Millis) -> Result<Millis, String> {
     })
 }
 
+/// A list's page size: 50 unless asked, at most 100 (a tool's answer enters a context).
+fn list_page(limit: Option<u32>) -> u32 {
+    limit.unwrap_or(50).clamp(1, 100)
+}
+
 /// A wait's length in seconds, within what a tool call may wait.
 fn wait_seconds(seconds: Option<u32>) -> Result<Duration, String> {
     let seconds = seconds.unwrap_or(DEFAULT_WAIT_SECONDS);
@@ -225,18 +230,21 @@ impl BatonTools {
         description = "Messages you owe, oldest first.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
-    async fn inbox(
-        &self,
-        Parameters(input): Parameters<InboxInput>,
-    ) -> Result<Json<Messages>, String> {
+    async fn inbox(&self, Parameters(input): Parameters<InboxInput>) -> Result<Json<Page>, String> {
         let input = input?;
-        let items = self
+        let (items, next) = self
             .app
-            .inbox(&self.me, input.all)
+            .inbox(
+                &self.me,
+                input.all,
+                input.cursor.as_deref(),
+                list_page(input.limit),
+            )
             .await
             .map_err(|e| explain("", e))?;
-        Ok(Json(Messages {
+        Ok(Json(Page {
             items: self.rows(&items),
+            next,
         }))
     }
 
@@ -247,15 +255,21 @@ impl BatonTools {
     async fn outbox(
         &self,
         Parameters(input): Parameters<OutboxInput>,
-    ) -> Result<Json<Messages>, String> {
+    ) -> Result<Json<Page>, String> {
         let input = input?;
-        let items = self
+        let (items, next) = self
             .app
-            .outbox(&self.me, input.all)
+            .outbox(
+                &self.me,
+                input.all,
+                input.cursor.as_deref(),
+                list_page(input.limit),
+            )
             .await
             .map_err(|e| explain("", e))?;
-        Ok(Json(Messages {
+        Ok(Json(Page {
             items: self.rows(&items),
+            next,
         }))
     }
 

@@ -229,6 +229,9 @@ pub struct InboxInput {
     /// Also finished ones.
     #[serde(default)]
     pub all: bool,
+    #[schemars(range(min = 1, max = 100))]
+    pub limit: Option<u32>,
+    pub cursor: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -237,6 +240,9 @@ pub struct OutboxInput {
     /// Also archived ones.
     #[serde(default)]
     pub all: bool,
+    #[schemars(range(min = 1, max = 100))]
+    pub limit: Option<u32>,
+    pub cursor: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -62,7 +62,6 @@ impl Authed {
 /// board` binds to loopback only — a request without a key for that one project.
 pub struct Viewer {
     pub app: App,
-    pub project: ProjectName,
     pub server: Arc<Server>,
 }
 
@@ -82,7 +81,6 @@ impl FromRequestParts<Arc<Server>> for Viewer {
             if params.get("project").map(String::as_str) == Some(keyless.as_str()) {
                 return Ok(Self {
                     app: server.app(keyless).await?,
-                    project: keyless.clone(),
                     server: Arc::clone(server),
                 });
             }
@@ -90,7 +88,6 @@ impl FromRequestParts<Arc<Server>> for Viewer {
         let a = Authed::from_request_parts(parts, server).await?;
         Ok(Self {
             app: a.app,
-            project: a.project,
             server: a.server,
         })
     }

@@ -74,8 +74,6 @@ pub struct Server {
     failed_authentications: AtomicU64,
     /// Per source address: when its current window began, and its failures in it.
     failures: std::sync::Mutex<HashMap<IpAddr, (Instant, u32)>>,
-    /// Each project's handoff metrics, as of the last scrape.
-    folds: tokio::sync::Mutex<HashMap<ProjectName, baton_core::metrics::Fold>>,
     traffic: std::sync::Mutex<metrics::Traffic>,
     options: Options,
     /// The one project whose project-wide views are served without a key (`baton
@@ -131,7 +129,6 @@ impl Server {
             apps: RwLock::new(HashMap::new()),
             failed_authentications: AtomicU64::new(0),
             failures: std::sync::Mutex::new(HashMap::new()),
-            folds: tokio::sync::Mutex::new(HashMap::new()),
             traffic: std::sync::Mutex::new(metrics::Traffic::default()),
             options,
             keyless,
@@ -144,16 +141,6 @@ impl Server {
         let mut stopping = self.stopping.subscribe();
         // The sender lives as long as `self`, so this only ends when it is set.
         let _ = stopping.wait_for(|stopping| *stopping).await;
-    }
-
-    /// Project `name`'s metrics fold, kept between calls so each pays only for the events
-    /// since the last; give it back with [`Server::keep_fold`].
-    async fn take_fold(&self, name: &ProjectName) -> baton_core::metrics::Fold {
-        self.folds.lock().await.remove(name).unwrap_or_default()
-    }
-
-    async fn keep_fold(&self, name: &ProjectName, fold: baton_core::metrics::Fold) {
-        self.folds.lock().await.insert(name.clone(), fold);
     }
 
     /// Project `name`'s use cases; not found when there is no such project.

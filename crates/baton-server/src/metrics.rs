@@ -1,5 +1,6 @@
-//! `/metrics` in Prometheus text: each project's handoff metrics (SPEC §8, a fold over its
-//! log kept up to date incrementally), and what only the server sees — requests by route
+//! `/metrics` in Prometheus text: each project's handoff metrics (SPEC §8, read from the
+//! store's projection: one row and counts of live work per project), and what only the
+//! server sees — requests by route
 //! and status with their latency, refusals by code, duplicate sends, failed
 //! authentications.
 
@@ -13,7 +14,7 @@ use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use baton_core::ProjectName;
-use baton_core::metrics::{Fold, Summary};
+use baton_core::metrics::{Metrics, Summary};
 
 use crate::Server;
 use crate::error::ErrorCode;
@@ -74,31 +75,26 @@ fn summary(out: &mut String, name: &str, text: &str, rows: &[(&ProjectName, Summ
 
 /// Renders the metrics of every project and of the server.
 pub async fn render(server: &Server) -> Result<String, baton_store::StoreError> {
-    let mut folds: Vec<(ProjectName, Fold)> = Vec::new();
+    let mut projects: Vec<(ProjectName, Metrics)> = Vec::new();
     for name in server.database.projects().await? {
-        let app = server.app(&name).await?;
-        let mut fold = server.take_fold(&name).await;
-        let caught_up = app.catch_up(&mut fold).await;
-        let snapshot = fold.clone();
-        server.keep_fold(&name, fold).await;
-        caught_up?;
-        folds.push((name, snapshot));
+        let metrics = server.app(&name).await?.metrics().await?;
+        projects.push((name, metrics));
     }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
     let mut out = String::new();
-    let gauge = |out: &mut String, name: &str, text: &str, value: &dyn Fn(&Fold) -> f64| {
+    let gauge = |out: &mut String, name: &str, text: &str, value: &dyn Fn(&Metrics) -> f64| {
         help(out, name, "gauge", text);
-        for (project, fold) in &folds {
-            let _ = writeln!(out, "{name}{{project=\"{project}\"}} {}", value(fold));
+        for (project, m) in &projects {
+            let _ = writeln!(out, "{name}{{project=\"{project}\"}} {}", value(m));
         }
     };
     gauge(
         &mut out,
         "baton_events",
         "Events in the project's log.",
-        &|f| f.seq as f64,
+        &|f| f.generation as f64,
     );
     gauge(
         &mut out,
@@ -110,7 +106,7 @@ pub async fn render(server: &Server) -> Result<String, baton_store::StoreError> 
         &mut out,
         "baton_open_requests",
         "Requests whose sender's end is open.",
-        &|f| f.open_requests() as f64,
+        &|f| f.open_requests as f64,
     );
     gauge(
         &mut out,
@@ -122,43 +118,43 @@ pub async fn render(server: &Server) -> Result<String, baton_store::StoreError> 
         &mut out,
         "baton_orders_awaiting_approval",
         "Orders submitted and waiting for their sender.",
-        &|f| f.awaiting_approval() as f64,
+        &|f| f.awaiting_approval as f64,
     );
     gauge(&mut out, "baton_requests", "Requests sent.", &|f| {
-        f.requests as f64
+        f.tally.requests as f64
     });
     gauge(
         &mut out,
         "baton_replies_to_requests",
         "Replies to requests: questions, answers and notes (clarification).",
-        &|f| f.replies_to_requests as f64,
+        &|f| f.tally.replies_to_requests as f64,
     );
     gauge(
         &mut out,
         "baton_max_thread_depth",
         "The deepest reply in any thread.",
-        &|f| f64::from(f.max_thread_depth),
+        &|f| f64::from(f.tally.max_thread_depth),
     );
-    let rows = |pick: fn(&Fold) -> Summary| -> Vec<(&ProjectName, Summary)> {
-        folds.iter().map(|(p, f)| (p, pick(f))).collect()
+    let rows = |pick: fn(&Metrics) -> Summary| -> Vec<(&ProjectName, Summary)> {
+        projects.iter().map(|(p, f)| (p, pick(f))).collect()
     };
     summary(
         &mut out,
         "baton_created_to_delivered_seconds",
         "From a message's sending to its fetch by a recipient.",
-        &rows(|f| f.created_to_delivered),
+        &rows(|f| f.tally.created_to_delivered),
     );
     summary(
         &mut out,
         "baton_delivered_to_completed_seconds",
         "From a request's fetch to its completion by that recipient.",
-        &rows(|f| f.delivered_to_completed),
+        &rows(|f| f.tally.delivered_to_completed),
     );
     summary(
         &mut out,
         "baton_approval_wait_seconds",
         "From an order's submission to its approval.",
-        &rows(|f| f.approval_wait),
+        &rows(|f| f.tally.approval_wait),
     );
     help(
         &mut out,
@@ -166,8 +162,8 @@ pub async fn render(server: &Server) -> Result<String, baton_store::StoreError> 
         "gauge",
         "Requests completed by their recipients, per topic.",
     );
-    for (project, fold) in &folds {
-        for (topic, n) in &fold.completed_by_topic {
+    for (project, m) in &projects {
+        for (topic, n) in &m.tally.completed_by_topic {
             let _ = writeln!(
                 out,
                 "baton_completed_requests{{project=\"{project}\",topic=\"{topic}\"}} {n}"

@@ -16,7 +16,7 @@ use baton_app::doc::{
     ReceiptWritten, Resume, RunDoc, Runs, Search, SecurityEvents, Sent, Show, State, Step, Thread,
     WebhookSet, Webhooks,
 };
-use baton_app::{Body as Payload, Layout, OrderStep, Outgoing, PolicyEdit};
+use baton_app::{Body as Payload, LIST_PAGE, Layout, OrderStep, Outgoing, PolicyEdit};
 use baton_core::key::Scope;
 use baton_core::packet::DEFAULT_MAX_BYTES;
 use baton_core::state::StateOp;
@@ -183,6 +183,19 @@ pub struct AllQuery {
     /// Closed or finished ones too.
     #[serde(default)]
     pub all: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Closed or finished ones too.
+    #[serde(default)]
+    pub all: bool,
+    /// The page after this cursor (the `next` of the previous page).
+    pub cursor: Option<String>,
+    /// Entries per page (1 to 1000; 100 when absent).
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -453,14 +466,22 @@ pub struct OrderStepBody {
 
 // ---- handlers -------------------------------------------------------------------------------
 
-async fn inbox(a: Authed, Params(q): Params<AllQuery>) -> Answer<Inbox> {
-    let items = a.app.inbox(a.reader(), q.all).await?;
-    Ok(Json(Inbox::new(a.reader(), &items)))
+async fn inbox(a: Authed, Params(q): Params<ListQuery>) -> Answer<Inbox> {
+    let limit = q.limit.unwrap_or(LIST_PAGE);
+    let (items, next) = a
+        .app
+        .inbox(a.reader(), q.all, q.cursor.as_deref(), limit)
+        .await?;
+    Ok(Json(Inbox::new(a.reader(), &items, next)))
 }
 
-async fn outbox(a: Authed, Params(q): Params<AllQuery>) -> Answer<Outbox> {
-    let items = a.app.outbox(a.reader(), q.all).await?;
-    Ok(Json(Outbox::new(a.reader(), &items)))
+async fn outbox(a: Authed, Params(q): Params<ListQuery>) -> Answer<Outbox> {
+    let limit = q.limit.unwrap_or(LIST_PAGE);
+    let (items, next) = a
+        .app
+        .outbox(a.reader(), q.all, q.cursor.as_deref(), limit)
+        .await?;
+    Ok(Json(Outbox::new(a.reader(), &items, next)))
 }
 
 async fn send(a: Authed, Body(b): Body<SendBody>) -> Answer<Sent> {
@@ -980,24 +1001,15 @@ async fn runs(a: Authed, Params(q): Params<RunsQuery>) -> Answer<Runs> {
     }))
 }
 
-/// The status now, through the server's kept metrics fold.
-async fn status_now(v: &Viewer) -> Result<doc::Status, ApiError> {
-    let mut fold = v.server.take_fold(&v.project).await;
-    let status = v.app.status(&mut fold).await;
-    v.server.keep_fold(&v.project, fold).await;
-    Ok(status?)
-}
-
 async fn status(v: Viewer) -> Answer<doc::Status> {
-    Ok(Json(status_now(&v).await?))
+    Ok(Json(v.app.status().await?))
 }
 
-/// Waits first, then takes the kept fold: a long poll never holds it while it waits (other
-/// requests would fold the log from the start meanwhile).
+/// Waits first (ended early when the server stops), then gathers the status.
 async fn wait_status(v: Viewer, Params(q): Params<StatusWaitQuery>) -> Answer<doc::Status> {
     let timeout = wait_for(q.timeout_seconds)?;
     unless_stopping(&v.server, v.app.wait_generation(q.after, timeout)).await?;
-    Ok(Json(status_now(&v).await?))
+    Ok(Json(v.app.status().await?))
 }
 
 async fn board_config(
@@ -1042,14 +1054,14 @@ pub fn router(server: Arc<Server>) -> Router {
             r,
             me,
         )
-        .route::<AllQuery, Nothing, Inbox, _, _>(
+        .route::<ListQuery, Nothing, Inbox, _, _>(
             Method::GET,
             &p("/inbox"),
             "What you owe",
             r,
             inbox,
         )
-        .route::<AllQuery, Nothing, Outbox, _, _>(
+        .route::<ListQuery, Nothing, Outbox, _, _>(
             Method::GET,
             &p("/outbox"),
             "The requests you wait on",

@@ -179,14 +179,15 @@ pub trait Backend: Send + Sync {
     /// A message's envelope and payload, read without side effects.
     async fn message(&self, id: &str) -> Result<Option<(Envelope, Map<String, Value>)>>;
     /// What `who` owes: inbound messages still pending or delivered (with `all`, every
-    /// inbound message not archived), oldest first.
-    async fn inbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>>;
+    /// inbound message not archived), oldest first, the page `window` names.
+    async fn inbox(&self, who: &Passname, all: bool, window: &Window) -> Result<Vec<Envelope>>;
     /// The first `limit` messages `who` owes — requests first, then oldest first — and how
     /// many it owes in all. For bounded reads such as the resume packet.
     async fn owed(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)>;
     /// The requests `who` sent whose own end is not archived (with `all`, every one),
-    /// oldest first, with each recipient's status and the reply count.
-    async fn outbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>>;
+    /// oldest first, with each recipient's status and the reply count, the page `window`
+    /// names.
+    async fn outbox(&self, who: &Passname, all: bool, window: &Window) -> Result<Vec<Envelope>>;
     /// The first `limit` requests `who` sent whose own end is not archived, oldest first,
     /// and how many there are in all. For bounded reads such as the resume packet.
     async fn waiting(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)>;
@@ -199,6 +200,9 @@ pub trait Backend: Send + Sync {
     /// The newest entries of each list of the state, with their counts: a few kilobytes
     /// however long the project has run ([`ProjectState::digest`]).
     async fn state_digest(&self) -> Result<StateDigest>;
+    /// The handoff metrics (SPEC §8) as of one generation: a projection's row and counts of
+    /// live work, however long the project has run.
+    async fn metrics(&self) -> Result<baton_core::metrics::Metrics>;
     /// When `subject` (a message, order or other record id) last changed after `after_seq`.
     async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>>;
     /// [`Backend::last_change`] of each `(subject, after_seq)`, in order: one read where
@@ -221,6 +225,12 @@ pub trait Backend: Send + Sync {
     }
     /// Runs matching `query`, oldest first.
     async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>>;
+    /// How many runs have each recorded status, of the live ones and those that ended at
+    /// or after `ended_since`: counted by the store, however many there are.
+    async fn run_counts(
+        &self,
+        ended_since: Millis,
+    ) -> Result<Vec<(baton_core::run::RunStatus, u64)>>;
     async fn order(&self, id: &str) -> Result<Option<Order>>;
     /// Orders matching `query`, oldest first.
     async fn orders(&self, query: &OrderQuery) -> Result<Vec<Order>>;

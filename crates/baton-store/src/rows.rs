@@ -7,7 +7,9 @@
 use std::collections::HashMap;
 
 use baton_core::key::Key;
-use baton_core::message::Prior;
+use baton_core::message::{MessageType, Prior};
+use baton_core::metrics::MessageFacts;
+use baton_core::run::RunStatus;
 use baton_core::webhook::Webhook;
 use baton_core::{
     Change, DeliveryStatus, Envelope, Event, Participant, Passname, Policy, Recipient, Refusal,
@@ -100,7 +102,8 @@ pub(crate) fn participant(row: &impl Columns) -> sqlx::Result<Participant> {
 
 /// The tables derived from the log, which a rebuild empties and replays into (the
 /// search index is the backend's own).
-pub(crate) const PROJECTIONS: [&str; 9] = [
+pub(crate) const PROJECTIONS: [&str; 10] = [
+    "metrics",
     "state",
     "state_digest",
     "deliveries",
@@ -151,6 +154,41 @@ pub(crate) fn folded<T: serde::de::DeserializeOwned>(data: &str) -> sqlx::Result
     decode(serde_json::from_str(data))
 }
 
+/// Run counts by status, from rows of `status` and `n`.
+pub(crate) fn run_counts(rows: &[impl Columns]) -> sqlx::Result<Vec<(RunStatus, u64)>> {
+    rows.iter()
+        .map(|row| {
+            let status = row.text("status")?;
+            let status = RunStatus::parse(&status)
+                .ok_or_else(|| sqlx::Error::Decode(format!("run status {status:?}").into()))?;
+            Ok((status, row.int("n")? as u64))
+        })
+        .collect()
+}
+
+/// The columns a message's facts for the handoff metrics are read from.
+pub(crate) const MESSAGE_FACTS: &str = "created_at, type, topic, depth";
+
+fn message_type(row: &impl Columns) -> sqlx::Result<MessageType> {
+    row.text("type")?
+        .parse()
+        .map_err(|e: String| sqlx::Error::Decode(e.into()))
+}
+
+/// A message's facts for the tally, from [`MESSAGE_FACTS`].
+pub(crate) fn message_facts(row: &impl Columns) -> sqlx::Result<MessageFacts> {
+    Ok(MessageFacts {
+        at: row.int("created_at")?,
+        kind: message_type(row)?,
+        topic: row.text("topic")?,
+    })
+}
+
+/// A reply's parent for the tally, from [`MESSAGE_FACTS`]: its type and depth.
+pub(crate) fn parent_facts(row: &impl Columns) -> sqlx::Result<(MessageType, u32)> {
+    Ok((message_type(row)?, row.int("depth")? as u32))
+}
+
 /// The envelopes of `ids`, in that order (unknown ids skipped), from the message rows
 /// (`id, from_name, type, topic, reply_to, depth, excerpt, size, hash, created_at,
 /// request_status, replies`) and their delivery rows (`message_id, participant, status`, in
@@ -178,10 +216,7 @@ pub(crate) fn envelopes<M: Columns, D: Columns>(
         let envelope = Envelope {
             from: decode(Passname::try_from(row.text("from_name")?))?,
             to: to.remove(&id).unwrap_or_default(),
-            kind: row
-                .text("type")?
-                .parse()
-                .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
+            kind: message_type(row)?,
             topic: decode(Topic::try_from(row.text("topic")?))?,
             reply_to: row.maybe_text("reply_to")?,
             depth: row.int("depth")? as u32,

@@ -98,6 +98,22 @@ pub struct Fetched {
     pub status: Option<DeliveryStatus>,
 }
 
+/// A page of a list: the entries after the one with message id `after` (from the start
+/// when `None`; none at all when no message has that id), at most `limit` of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    pub after: Option<String>,
+    pub limit: u32,
+}
+
+impl Window {
+    /// The whole list, for a caller that knows it is small (live work) or a test.
+    pub const EVERYTHING: Window = Window {
+        after: None,
+        limit: u32::MAX,
+    };
+}
+
 #[derive(Debug, Clone)]
 pub struct SearchQuery {
     pub topic: Option<String>,
@@ -183,6 +199,8 @@ pub struct OrderQuery {
     pub party: Option<String>,
     /// Closed orders too (approved, declined, expired or cancelled as recorded).
     pub closed: bool,
+    /// With `closed`: only the closed orders whose last step was at or after this time.
+    pub closed_since: Option<Millis>,
 }
 
 /// An order after a write, and the events the write appended.

@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use baton_core::authority::{Denied, Policy, Power};
 use baton_core::delivery::{request_transition, transition};
 use baton_core::message::DEFAULT_PAYLOAD_CAP;
+use baton_core::metrics::{MessageFacts, Replay, Tally};
 use baton_core::order::{OrderChange, OrderRequest, OrderStatus};
 use baton_core::run::{ProcessRef, Progress, Registration, Run, RunChange, RunStatus, TokenUsage};
 use baton_core::state::StateOp;
@@ -29,6 +30,7 @@ use baton_core::{
 use baton_store::{
     DEFAULT_BUSY_TIMEOUT, Database, End, Envelope, NewEvent, OrderQuery, PostgresDatabase,
     PostgresStore, RunQuery, SearchQuery, Sent, Settled, SqliteStore, Store, StoreError, Verb,
+    Window,
 };
 use proptest::prelude::*;
 use sqlx::Connection;
@@ -609,7 +611,13 @@ async fn participants_register_once_and_gate_every_message(store: &dyn Store) {
             .items
             .is_empty()
     );
-    assert!(store.inbox(&name("exec-1"), true).await.unwrap().is_empty());
+    assert!(
+        store
+            .inbox(&name("exec-1"), true, &Window::EVERYTHING)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// Story 2: A request to two executors reaches each inbox; the outbox tracks each recipient
@@ -629,7 +637,10 @@ async fn a_request_reaches_each_recipient_and_the_outbox_tracks_each(store: &dyn
     .await;
 
     for who in ["exec-1", "exec-2"] {
-        let inbox = store.inbox(&name(who), false).await.unwrap();
+        let inbox = store
+            .inbox(&name(who), false, &Window::EVERYTHING)
+            .await
+            .unwrap();
         assert_eq!(ids(&inbox), [id.as_str()], "{who}'s inbox");
         let env = &inbox[0];
         assert_eq!(env.status_for(&name(who)), Some(Pending));
@@ -642,20 +653,23 @@ async fn a_request_reaches_each_recipient_and_the_outbox_tracks_each(store: &dyn
     }
     assert!(
         store
-            .inbox(&name("planner"), true)
+            .inbox(&name("planner"), true, &Window::EVERYTHING)
             .await
             .unwrap()
             .is_empty()
     );
     assert!(
         store
-            .inbox(&name("observer"), true)
+            .inbox(&name("observer"), true, &Window::EVERYTHING)
             .await
             .unwrap()
             .is_empty()
     );
 
-    let outbox = store.outbox(&name("planner"), false).await.unwrap();
+    let outbox = store
+        .outbox(&name("planner"), false, &Window::EVERYTHING)
+        .await
+        .unwrap();
     assert_eq!(ids(&outbox), [id.as_str()]);
     assert_eq!(
         recipients(&outbox[0]),
@@ -665,12 +679,18 @@ async fn a_request_reaches_each_recipient_and_the_outbox_tracks_each(store: &dyn
 
     // One recipient fetching moves only its own status.
     store.fetch(Some(&name("exec-1")), &id).await.unwrap();
-    let outbox = store.outbox(&name("planner"), false).await.unwrap();
+    let outbox = store
+        .outbox(&name("planner"), false, &Window::EVERYTHING)
+        .await
+        .unwrap();
     assert_eq!(
         recipients(&outbox[0]),
         [("exec-1".into(), Delivered), ("exec-2".into(), Pending)]
     );
-    let inbox = store.inbox(&name("exec-1"), false).await.unwrap();
+    let inbox = store
+        .inbox(&name("exec-1"), false, &Window::EVERYTHING)
+        .await
+        .unwrap();
     assert_eq!(ids(&inbox), [id.as_str()], "delivered is still owed");
     assert_eq!(inbox[0].status_for(&name("exec-1")), Some(Delivered));
 
@@ -681,19 +701,28 @@ async fn a_request_reaches_each_recipient_and_the_outbox_tracks_each(store: &dyn
         .unwrap();
     assert!(
         store
-            .inbox(&name("exec-1"), false)
+            .inbox(&name("exec-1"), false, &Window::EVERYTHING)
             .await
             .unwrap()
             .is_empty()
     );
-    let all = store.inbox(&name("exec-1"), true).await.unwrap();
+    let all = store
+        .inbox(&name("exec-1"), true, &Window::EVERYTHING)
+        .await
+        .unwrap();
     assert_eq!(ids(&all), [id.as_str()]);
     assert_eq!(all[0].status_for(&name("exec-1")), Some(Completed));
     assert_eq!(
-        ids(&store.inbox(&name("exec-2"), false).await.unwrap()),
+        ids(&store
+            .inbox(&name("exec-2"), false, &Window::EVERYTHING)
+            .await
+            .unwrap()),
         [id.as_str()]
     );
-    let outbox = store.outbox(&name("planner"), false).await.unwrap();
+    let outbox = store
+        .outbox(&name("planner"), false, &Window::EVERYTHING)
+        .await
+        .unwrap();
     assert_eq!(
         recipients(&outbox[0]),
         [("exec-1".into(), Completed), ("exec-2".into(), Pending)]
@@ -701,7 +730,7 @@ async fn a_request_reaches_each_recipient_and_the_outbox_tracks_each(store: &dyn
     assert_eq!(outbox[0].request_status, Some(RequestStatus::Open));
     assert!(
         store
-            .outbox(&name("exec-1"), true)
+            .outbox(&name("exec-1"), true, &Window::EVERYTHING)
             .await
             .unwrap()
             .is_empty()
@@ -884,7 +913,10 @@ async fn a_reason_is_required_and_threaded_back_to_the_sender(store: &dyn Store)
         Some(id.as_str())
     );
 
-    let inbox = ids(&store.inbox(&name("planner"), false).await.unwrap());
+    let inbox = ids(&store
+        .inbox(&name("planner"), false, &Window::EVERYTHING)
+        .await
+        .unwrap());
     assert_eq!(inbox, [blocker.clone(), refusal.clone()]);
     let thread = store.thread(&id).await.unwrap();
     assert_eq!(ids(&thread), [id.clone(), blocker, refusal]);
@@ -1044,7 +1076,10 @@ async fn the_sender_closes_its_own_end_of_a_request(store: &dyn Store) {
         "independent ends"
     );
     assert_eq!(
-        ids(&store.outbox(&planner, false).await.unwrap()),
+        ids(&store
+            .outbox(&planner, false, &Window::EVERYTHING)
+            .await
+            .unwrap()),
         [id.as_str()]
     );
     // The bounded view lists at most its limit and counts every open one.
@@ -1061,9 +1096,18 @@ async fn the_sender_closes_its_own_end_of_a_request(store: &dyn Store) {
         (stepped.end, stepped.from, stepped.status),
         (End::Sender, "completed", "archived")
     );
-    assert!(store.outbox(&planner, false).await.unwrap().is_empty());
+    assert!(
+        store
+            .outbox(&planner, false, &Window::EVERYTHING)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(store.waiting(&planner, 10).await.unwrap().1, 0);
-    let all = store.outbox(&planner, true).await.unwrap();
+    let all = store
+        .outbox(&planner, true, &Window::EVERYTHING)
+        .await
+        .unwrap();
     assert_eq!(ids(&all), [id.as_str()]);
     assert_eq!(all[0].request_status, Some(RequestStatus::Archived));
     let t = transition_error(refused(store, store.step(&planner, &id, Verb::Archive, None)).await);
@@ -1514,6 +1558,98 @@ async fn random_mix(store: &dyn Store, dice: &mut Dice, turns: usize) {
     }
 }
 
+/// The tally a [`Replay`] of the whole log gives, the messages' facts read from their
+/// envelopes: what the store's projection, advanced event by event, must equal.
+async fn replayed(store: &dyn Store) -> Tally {
+    let mut replay = Replay::default();
+    for event in store.events(0, u32::MAX).await.unwrap() {
+        let (parent, message) = match &event.change {
+            Change::MessageSent(m) => match &m.reply_to {
+                Some(p) => {
+                    let parent = envelope(store, p).await;
+                    (Some((parent.kind, parent.depth)), None)
+                }
+                None => (None, None),
+            },
+            Change::DeliveryChanged { message, .. } => {
+                let sent = envelope(store, message).await;
+                let facts = MessageFacts {
+                    at: sent.created_at,
+                    kind: sent.kind,
+                    topic: sent.topic.to_string(),
+                };
+                (None, Some(facts))
+            }
+            _ => (None, None),
+        };
+        replay.apply(&event, parent, message);
+    }
+    replay.tally
+}
+
+/// Story: the handoff metrics are a projection of the log: the tally moves with each
+/// send, fetch and completion (and equals a replay of the log), and the live work —
+/// deliveries pending, requests open and the oldest of them — is counted as it stands.
+async fn the_handoff_metrics_are_a_projection_of_the_log(store: &dyn Store) {
+    cast(store).await;
+    let m = store.metrics().await.unwrap();
+    assert_eq!((m.pending, m.open_requests), (0, 0));
+    assert_eq!(m.tally, Tally::default());
+
+    let r1 = send(
+        store,
+        "planner",
+        draft(&["exec-1", "exec-2"], Request, "alpha", "first"),
+    )
+    .await;
+    let r2 = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Request, "beta", "second"),
+    )
+    .await;
+    send(store, "planner", draft(&["exec-1"], Info, "alpha", "fyi")).await;
+    let mut question = draft(&["planner"], MessageType::Message, "alpha", "which file?");
+    question.reply_to = Some(r1.clone());
+    send(store, "exec-1", question).await;
+    let m = store.metrics().await.unwrap();
+    assert_eq!(m.pending, 5, "r1 twice, r2, the info and the question");
+    assert_eq!(m.open_requests, 2);
+    assert_eq!(m.oldest_open_request.as_ref().map(|(_, id)| id), Some(&r1));
+    assert_eq!(
+        (m.tally.requests, m.tally.replies_to_requests),
+        (2, 1),
+        "the question replies to a request"
+    );
+    assert_eq!(m.tally.max_thread_depth, 1);
+
+    let exec_1 = name("exec-1");
+    store.fetch(Some(&exec_1), &r1).await.unwrap();
+    clock_passes(now_ms() + 3).await;
+    store
+        .step(&exec_1, &r1, Verb::Complete, None)
+        .await
+        .unwrap();
+    store
+        .step(&name("planner"), &r1, Verb::Complete, None)
+        .await
+        .unwrap();
+    let m = store.metrics().await.unwrap();
+    assert_eq!(m.pending, 4);
+    assert_eq!(m.open_requests, 1, "the sender closed r1");
+    assert_eq!(m.oldest_open_request.as_ref().map(|(_, id)| id), Some(&r2));
+    let t = &m.tally;
+    assert_eq!(
+        (t.created_to_delivered.count, t.delivered_to_completed.count),
+        (1, 1)
+    );
+    assert!(t.delivered_to_completed.sum_ms >= 3, "{t:?}");
+    assert_eq!(t.completed_by_topic.get("alpha"), Some(&1));
+    assert_eq!(t.delivery_trend.points().count(), 1);
+    assert_eq!(m.generation, generation(store).await);
+    assert_eq!(m.tally, replayed(store).await);
+}
+
 /// Story 11: The log is the truth: replaying it rebuilds exactly the projections the live writes
 /// made, and the log itself cannot be rewritten.
 async fn the_log_is_the_truth<B: Backend>() {
@@ -1559,6 +1695,17 @@ async fn the_log_is_the_truth<B: Backend>() {
             live.iter()
                 .any(|row| row.starts_with("s|") && row.contains("decision")),
             "no state projected"
+        );
+        // The metrics' tally, advanced with each write, is what a replay of the log gives.
+        let tally = store.metrics().await.unwrap().tally;
+        assert!(
+            tally.requests > 0 && tally.created_to_delivered.count > 0,
+            "seed {seed}: the mix moved no metric, so the comparison proves little"
+        );
+        assert_eq!(
+            tally,
+            replayed(store).await,
+            "seed {seed}: the tally differs"
         );
         let generation_before = generation(store).await;
         backend.rebuild_projections().await;
@@ -2535,7 +2682,10 @@ async fn an_order_goes_round_its_lifecycle(store: &dyn Store) {
         (order.status, order.seq, order.attempt),
         (OrderStatus::Offered, 1, 0)
     );
-    let inbox = store.inbox(&name("exec-1"), false).await.unwrap();
+    let inbox = store
+        .inbox(&name("exec-1"), false, &Window::EVERYTHING)
+        .await
+        .unwrap();
     assert_eq!(ids(&inbox), std::slice::from_ref(&order.message));
     assert_eq!(inbox[0].kind, Request);
     let fetched = store.fetch(None, &order.message).await.unwrap();
@@ -2620,12 +2770,22 @@ async fn an_order_goes_round_its_lifecycle(store: &dyn Store) {
             order_step(store, who, "wo_1", i as i64 + 1, request).await,
             want
         );
+        let awaiting = store.metrics().await.unwrap().awaiting_approval;
+        assert_eq!(
+            awaiting,
+            u64::from(want == OrderStatus::Submitted),
+            "after {want:?}"
+        );
     }
     let order = store.order("wo_1").await.unwrap().expect("the order");
     assert_eq!(
         (order.status, order.seq, order.attempt),
         (OrderStatus::Approved, 9, 3)
     );
+    // Three submissions, one approval: the wait runs from the last submission.
+    let m = store.metrics().await.unwrap();
+    assert_eq!((m.awaiting_approval, m.tally.approval_wait.count), (0, 1));
+    assert_eq!(m.tally, replayed(store).await);
     let events = store.order_events_since("wo_1", 0).await.unwrap();
     let seqs: Vec<i64> = events
         .iter()
@@ -2726,6 +2886,7 @@ async fn an_offer_is_checked_and_orders_list_by_party(store: &dyn Store) {
         let query = OrderQuery {
             party: party.map(str::to_owned),
             closed,
+            ..OrderQuery::default()
         };
         async move {
             store
@@ -3671,6 +3832,7 @@ macro_rules! every_backend {
                     a_lost_run_resurfaces_what_it_held_once,
                     the_state_digest_keeps_the_newest_of_each_list_and_their_counts,
                     an_order_goes_round_its_lifecycle,
+                    the_handoff_metrics_are_a_projection_of_the_log,
                     an_offer_is_checked_and_orders_list_by_party,
                     an_imported_event_keeps_its_id_and_time,
                     a_send_is_found_by_its_event_id,

@@ -10,6 +10,8 @@
 //! each; the table shows the median and p90 of the command, the floor's median, their
 //! ratio, and the command's peak RSS (`/usr/bin/time`). A hook is timed while another
 //! process writes continuously, and every hook event is counted in the log afterwards.
+//! Last, one line per store gives the peak RSS of one run of each command the table does
+//! not time (status, the `--all` lists, queue, export …).
 //! Resume is also timed on a store of 100 events, and on the largest store alternating
 //! with the small one (the row's "floor" is then the small store's resume: the ratio is
 //! how much resume grew with the log). It asserts nothing about time. Run
@@ -92,6 +94,7 @@ fn main() {
     };
     let mut table: Vec<Row> = Vec::new();
     let mut notes = Vec::new();
+    let mut memory = Vec::new();
     for &size in &sizes {
         let project = base.join(format!("floor-{size}"));
         let seeded = prepare(&exe, &project, size);
@@ -110,6 +113,7 @@ fn main() {
         };
         table.extend(bench.everyday(&fixtures));
         table.push(bench.hook(scale.hooks));
+        memory.push(bench.untimed_memory());
     }
     // Resume as history grows: a store of 100 events beside the big ones.
     let small = base.join("floor-resume-100");
@@ -166,6 +170,9 @@ fn main() {
     );
     for row in &table {
         row.print();
+    }
+    for line in &memory {
+        println!("{line}");
     }
     println!("wall time {:.1} s", started.elapsed().as_secs_f64());
 }
@@ -301,6 +308,44 @@ impl Bench<'_> {
             .ok()?;
         let text = String::from_utf8_lossy(&out.stderr);
         text.lines().last()?.trim().parse().ok()
+    }
+
+    /// Peak RSS of one run of each command the table does not time (the 20 MB goal is for
+    /// every command), on one line; a figure over 20 MB is marked `!`.
+    fn untimed_memory(&self) -> String {
+        const UNTIMED: [&[&str]; 13] = [
+            &["status"],
+            &["status", "--json"],
+            &["inbox", "--all"],
+            &["outbox", "--all"],
+            &["queue"],
+            &["state", "show"],
+            &["alerts"],
+            &["runs", "--all"],
+            &["order", "list", "--all"],
+            &["security-events"],
+            &["agent", "list"],
+            &["key", "list"],
+            &["export"],
+        ];
+        let figures: Vec<String> = UNTIMED
+            .iter()
+            .map(|command| {
+                let mut argv = args(&["--as", ME]);
+                argv.extend(args(command));
+                let figure = match self.rss(&argv) {
+                    Some(kb) if kb > 20 * 1024 => format!("{:.1}!", kb as f64 / 1024.0),
+                    Some(kb) => format!("{:.1}", kb as f64 / 1024.0),
+                    None => "-".to_owned(),
+                };
+                format!("{} {figure}", command.join(" "))
+            })
+            .collect();
+        format!(
+            "peak RSS MB of untimed commands, {} messages: {}",
+            self.size,
+            figures.join(" · ")
+        )
     }
 
     fn everyday(&self, fx: &Fixtures) -> Vec<Row> {

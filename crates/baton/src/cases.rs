@@ -21,7 +21,6 @@ use baton_app::doc::{
 use baton_app::{App, Layout, OrderStep, Outgoing, PolicyEdit};
 use baton_core::gate::NeedSource;
 use baton_core::key::Scope;
-use baton_core::metrics::Fold;
 use baton_core::queue::Lane;
 use baton_core::state::StateOp;
 use baton_core::{Passname, Refusal, Verb};
@@ -72,8 +71,22 @@ pub trait Cases: Send + Sync {
     /// The largest payload a send may carry.
     fn payload_cap(&self) -> usize;
 
-    async fn inbox(&self, me: &Passname, all: bool) -> Answer<Inbox>;
-    async fn outbox(&self, me: &Passname, all: bool) -> Answer<Outbox>;
+    /// A page of the inbox: at most `limit` after `cursor` (`next` names the page after).
+    async fn inbox(
+        &self,
+        me: &Passname,
+        all: bool,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Answer<Inbox>;
+    /// A page of the outbox, as [`Cases::inbox`] pages.
+    async fn outbox(
+        &self,
+        me: &Passname,
+        all: bool,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Answer<Outbox>;
     async fn send(&self, me: &Passname, out: Outgoing) -> Answer<Sent>;
     async fn show(
         &self,
@@ -131,15 +144,10 @@ pub trait Cases: Send + Sync {
     async fn ack_item(&self, actor: &str, item: &str) -> Answer<QueueNoted>;
     /// Live runs and the newest others; with `all`, every run a page of `limit` at a time.
     async fn runs(&self, all: bool, cursor: Option<&str>, limit: u32) -> Answer<Runs>;
-    /// The project at a glance; `fold` carries the handoff metrics between calls (locally).
-    async fn status(&self, fold: &mut Fold) -> Answer<Status>;
+    /// The project at a glance.
+    async fn status(&self) -> Answer<Status>;
     /// The status once the log is past `generation`, or when `timeout` has passed.
-    async fn status_after(
-        &self,
-        fold: &mut Fold,
-        generation: i64,
-        timeout: Duration,
-    ) -> Answer<Status>;
+    async fn status_after(&self, generation: i64, timeout: Duration) -> Answer<Status>;
 
     async fn participants(&self) -> Answer<Agents>;
     async fn add_participant(
@@ -199,12 +207,26 @@ impl Cases for Local {
         self.app.settings().payload_cap
     }
 
-    async fn inbox(&self, me: &Passname, all: bool) -> Answer<Inbox> {
-        Ok(Inbox::new(me, &self.app.inbox(me, all).await?))
+    async fn inbox(
+        &self,
+        me: &Passname,
+        all: bool,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Answer<Inbox> {
+        let (items, next) = self.app.inbox(me, all, cursor, limit).await?;
+        Ok(Inbox::new(me, &items, next))
     }
 
-    async fn outbox(&self, me: &Passname, all: bool) -> Answer<Outbox> {
-        Ok(Outbox::new(me, &self.app.outbox(me, all).await?))
+    async fn outbox(
+        &self,
+        me: &Passname,
+        all: bool,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Answer<Outbox> {
+        let (items, next) = self.app.outbox(me, all, cursor, limit).await?;
+        Ok(Outbox::new(me, &items, next))
     }
 
     async fn send(&self, me: &Passname, out: Outgoing) -> Answer<Sent> {
@@ -369,17 +391,12 @@ impl Cases for Local {
         })
     }
 
-    async fn status(&self, fold: &mut Fold) -> Answer<Status> {
-        Ok(self.app.status(fold).await?)
+    async fn status(&self) -> Answer<Status> {
+        Ok(self.app.status().await?)
     }
 
-    async fn status_after(
-        &self,
-        fold: &mut Fold,
-        generation: i64,
-        timeout: Duration,
-    ) -> Answer<Status> {
-        Ok(self.app.status_after(fold, generation, timeout).await?)
+    async fn status_after(&self, generation: i64, timeout: Duration) -> Answer<Status> {
+        Ok(self.app.status_after(generation, timeout).await?)
     }
 
     async fn runs(&self, all: bool, cursor: Option<&str>, limit: u32) -> Answer<Runs> {

@@ -19,7 +19,6 @@ use baton_app::doc::{
 };
 use baton_app::{Body, OrderStep, Outgoing, PolicyEdit, Settings};
 use baton_core::key::Scope;
-use baton_core::metrics::Fold;
 use baton_core::queue::Lane;
 use baton_core::state::StateOp;
 use baton_core::time::rfc3339;
@@ -256,12 +255,24 @@ impl Cases for Remote {
         Settings::default().payload_cap
     }
 
-    async fn inbox(&self, _me: &Passname, all: bool) -> Answer<Inbox> {
-        self.get(&["inbox"], &[("all", all.to_string())])
+    async fn inbox(
+        &self,
+        _me: &Passname,
+        all: bool,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Answer<Inbox> {
+        self.get(&["inbox"], &list_query(all, cursor, limit))
     }
 
-    async fn outbox(&self, _me: &Passname, all: bool) -> Answer<Outbox> {
-        self.get(&["outbox"], &[("all", all.to_string())])
+    async fn outbox(
+        &self,
+        _me: &Passname,
+        all: bool,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Answer<Outbox> {
+        self.get(&["outbox"], &list_query(all, cursor, limit))
     }
 
     async fn send(&self, _me: &Passname, out: Outgoing) -> Answer<Sent> {
@@ -568,23 +579,14 @@ impl Cases for Remote {
     }
 
     async fn runs(&self, all: bool, cursor: Option<&str>, limit: u32) -> Answer<Runs> {
-        let mut query = vec![("all", all.to_string()), ("limit", limit.to_string())];
-        if let Some(cursor) = cursor {
-            query.push(("cursor", cursor.to_owned()));
-        }
-        self.get(&["runs"], &query)
+        self.get(&["runs"], &list_query(all, cursor, limit))
     }
 
-    async fn status(&self, _fold: &mut Fold) -> Answer<Status> {
+    async fn status(&self) -> Answer<Status> {
         self.get(&["status"], &[])
     }
 
-    async fn status_after(
-        &self,
-        _fold: &mut Fold,
-        generation: i64,
-        timeout: Duration,
-    ) -> Answer<Status> {
+    async fn status_after(&self, generation: i64, timeout: Duration) -> Answer<Status> {
         self.get(
             &["status", "wait"],
             &[
@@ -690,4 +692,13 @@ fn handover(ops: &[StateOp]) -> CommandResult<Value> {
         "constraints": constraints,
         "dependency_changes": dependency_changes,
     }))
+}
+
+/// A list's page as its query parameters.
+fn list_query(all: bool, cursor: Option<&str>, limit: u32) -> Vec<(&'static str, String)> {
+    let mut query = vec![("all", all.to_string()), ("limit", limit.to_string())];
+    if let Some(cursor) = cursor {
+        query.push(("cursor", cursor.to_owned()));
+    }
+    query
 }

@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::order::Order;
-use baton_core::run::Run;
+use baton_core::run::{Run, RunStatus};
 use baton_core::state::{DIGEST_ITEMS, ProjectState, StateDigest};
 use baton_core::{
     Change, DeliveryStatus, Draft, Envelope, Event, MessageType, Millis, Participant, Passname,
@@ -33,6 +33,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRo
 use sqlx::{AssertSqlSafe, Connection, Postgres, QueryBuilder, Row, Transaction};
 
 mod keys;
+mod metrics;
 mod notify;
 mod orders;
 mod runs;
@@ -41,8 +42,9 @@ mod webhooks;
 use crate::rows::{self, decode_cursor, depth_first};
 use crate::{
     Backend, Database, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Settled, Store,
-    StoreError, Tx,
+    StoreError, Tx, Window,
 };
+use baton_core::metrics::Tally;
 use baton_core::negotiation::Negotiation;
 use baton_core::webhook::Webhook;
 
@@ -50,6 +52,9 @@ use baton_core::webhook::Webhook;
 /// The migration that added the messages' words and the `state` projection: a database
 /// made before it has them filled from its logs.
 const TEXT_AND_STATE: i64 = 7;
+/// The migration that added the metrics' tally: a database made before it has it filled
+/// from its logs.
+const METRICS: i64 = 10;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/001_event_log.sql"),
@@ -61,6 +66,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/007_text_and_state.sql"),
     include_str!("migrations/008_state_digest.sql"),
     include_str!("migrations/009_key_uses.sql"),
+    include_str!("migrations/010_metrics.sql"),
 ];
 
 /// Connections one database keeps open, shared by all its projects.
@@ -224,6 +230,9 @@ async fn migrate(
             .map_err(err)?;
         if version == TEXT_AND_STATE && current > 0 {
             fill_text_and_state(&mut tx).await.map_err(err)?;
+        }
+        if version == METRICS {
+            metrics::fill(&mut tx).await.map_err(err)?;
         }
         sqlx::query("INSERT INTO migrations (version, applied_at) VALUES ($1, $2)")
             .bind(version)
@@ -457,6 +466,7 @@ impl PostgresStore {
              WHERE project = $1 ORDER BY seq",
             "SELECT 's|' || data FROM state WHERE project = $1",
             "SELECT 'g|' || data FROM state_digest WHERE project = $1",
+            "SELECT 'x|' || data FROM metrics WHERE project = $1",
         ];
         let mut tx = self.snapshot().await?;
         let mut dump = Vec::new();
@@ -502,12 +512,34 @@ impl PostgresStore {
 
     /// Runs a query selecting message ids (`$1` the project, `$2` a participant) and loads
     /// their envelopes, in that order, from one snapshot.
-    async fn list(&self, sql: &'static str, who: &Passname) -> Result<Vec<Envelope>> {
+    /// A page of a list for `who`: the envelopes of the ids `sql` selects (bound: project,
+    /// who, the seq the page starts after, the limit), `window`'s message id turned into
+    /// its seq first.
+    async fn list(
+        &self,
+        sql: &'static str,
+        who: &Passname,
+        window: &Window,
+    ) -> Result<Vec<Envelope>> {
         let mut tx = self.snapshot().await?;
         let read = async {
+            let after = match &window.after {
+                None => 0,
+                // An id that is no message names no place in any list: the page is empty.
+                Some(id) => {
+                    sqlx::query_scalar("SELECT seq FROM messages WHERE project = $1 AND id = $2")
+                        .bind(self.project)
+                        .bind(id)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                        .unwrap_or(i64::MAX)
+                }
+            };
             let ids: Vec<String> = sqlx::query_scalar(sql)
                 .bind(self.project)
                 .bind(who.as_str())
+                .bind(after)
+                .bind(i64::from(window.limit))
                 .fetch_all(&mut *tx)
                 .await?;
             load_envelopes(&mut tx, self.project, &ids).await
@@ -548,6 +580,20 @@ async fn append(conn: &mut PgConnection, project_id: i64, new: NewEvent) -> sqlx
 
 /// Applies one event to the project's projections. Used for live writes and for replay.
 async fn project(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::Result<()> {
+    let tally = if Tally::moved_by(&event.change) {
+        Some(metrics::facts(conn, project, event).await?)
+    } else {
+        None
+    };
+    project_tables(conn, project, event).await?;
+    if let Some(facts) = tally {
+        metrics::advance(conn, project, event, &facts).await?;
+    }
+    Ok(())
+}
+
+/// [`project`] but for the metrics' tally.
+async fn project_tables(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::Result<()> {
     match &event.change {
         Change::ParticipantAdded { name, role } => {
             sqlx::query(
@@ -941,19 +987,19 @@ impl Backend for PostgresStore {
             .map_err(|e| self.err(e))
     }
 
-    async fn inbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>> {
+    async fn inbox(&self, who: &Passname, all: bool, window: &Window) -> Result<Vec<Envelope>> {
         let sql = if all {
             "SELECT m.id FROM deliveries d \
              JOIN messages m ON m.project = d.project AND m.id = d.message_id \
              WHERE d.project = $1 AND d.participant = $2 AND d.status != 'archived' \
-             ORDER BY m.seq"
+             AND m.seq > $3 ORDER BY m.seq LIMIT $4"
         } else {
             "SELECT m.id FROM deliveries d \
              JOIN messages m ON m.project = d.project AND m.id = d.message_id \
              WHERE d.project = $1 AND d.participant = $2 \
-             AND d.status IN ('pending', 'delivered') ORDER BY m.seq"
+             AND d.status IN ('pending', 'delivered') AND m.seq > $3 ORDER BY m.seq LIMIT $4"
         };
-        self.list(sql, who).await
+        self.list(sql, who, window).await
     }
 
     async fn owed(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
@@ -971,16 +1017,16 @@ impl Backend for PostgresStore {
         .await
     }
 
-    async fn outbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>> {
+    async fn outbox(&self, who: &Passname, all: bool, window: &Window) -> Result<Vec<Envelope>> {
         let sql = if all {
-            "SELECT id FROM messages \
-             WHERE project = $1 AND from_name = $2 AND type = 'request' ORDER BY seq"
+            "SELECT id FROM messages WHERE project = $1 AND from_name = $2 \
+             AND type = 'request' AND seq > $3 ORDER BY seq LIMIT $4"
         } else {
             "SELECT id FROM messages \
              WHERE project = $1 AND from_name = $2 AND type = 'request' \
-             AND request_status != 'archived' ORDER BY seq"
+             AND request_status != 'archived' AND seq > $3 ORDER BY seq LIMIT $4"
         };
-        self.list(sql, who).await
+        self.list(sql, who, window).await
     }
 
     async fn waiting(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
@@ -1140,6 +1186,12 @@ impl Backend for PostgresStore {
             .map_err(|e| self.err(e))
     }
 
+    async fn metrics(&self) -> Result<baton_core::metrics::Metrics> {
+        let mut tx = self.snapshot().await?;
+        let read = metrics::read(&mut tx, self.project).await;
+        self.done(tx, read).await
+    }
+
     async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>> {
         sqlx::query_scalar(
             "SELECT max(at) FROM events WHERE project = $1 AND subject = $2 AND seq > $3",
@@ -1187,6 +1239,12 @@ impl Backend for PostgresStore {
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>> {
         runs::query(&self.pool, self.project, query)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn run_counts(&self, ended_since: Millis) -> Result<Vec<(RunStatus, u64)>> {
+        runs::counts(&self.pool, self.project, ended_since)
             .await
             .map_err(|e| self.err(e))
     }

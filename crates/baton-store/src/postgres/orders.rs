@@ -80,8 +80,18 @@ pub(super) async fn query(
             .push_bind(who.clone())
             .push(")");
     }
-    if !query.closed {
-        sql.push(" AND status NOT IN ").push(CLOSED);
+    match (query.closed, query.closed_since) {
+        (false, _) => {
+            sql.push(" AND status NOT IN ").push(CLOSED);
+        }
+        (true, Some(since)) => {
+            sql.push(" AND (status NOT IN ")
+                .push(CLOSED)
+                .push(" OR (data::json->>'updated_at')::bigint >= ")
+                .push_bind(since)
+                .push(")");
+        }
+        (true, None) => {}
     }
     sql.push(" ORDER BY log_seq");
     let data: Vec<String> = sql.build_query_scalar().fetch_all(pool).await?;

@@ -2,7 +2,8 @@
 //! `run.changed` events (`baton_core::run::fold`), kept whole as JSON, keyed by project.
 
 use baton_core::Event;
-use baton_core::run::{self, Run, RunChange};
+use baton_core::Millis;
+use baton_core::run::{self, Run, RunChange, RunStatus};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, QueryBuilder};
 
@@ -11,6 +12,23 @@ use crate::RunQuery;
 use crate::rows;
 
 const LIVE: &str = "('registered', 'running', 'untracked')";
+
+/// How many runs have each status, of the live ones and those ended since `ended_since`.
+pub(super) async fn counts(
+    pool: &PgPool,
+    project: i64,
+    ended_since: Millis,
+) -> sqlx::Result<Vec<(RunStatus, u64)>> {
+    let found = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT status, count(*) AS n FROM runs WHERE project = $1 \
+         AND (status IN {LIVE} OR ended_at >= $2) GROUP BY status"
+    )))
+    .bind(project)
+    .bind(ended_since)
+    .fetch_all(pool)
+    .await?;
+    rows::run_counts(&found)
+}
 
 /// Applies one run event to the projection (live writes and replay alike).
 pub(super) async fn project(

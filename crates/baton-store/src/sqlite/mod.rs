@@ -18,9 +18,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_core::key::Key;
 use baton_core::message::Prior;
+use baton_core::metrics::Tally;
 use baton_core::negotiation::Negotiation;
 use baton_core::order::Order;
-use baton_core::run::Run;
+use baton_core::run::{Run, RunStatus};
 use baton_core::state::{DIGEST_ITEMS, ProjectState, StateDigest};
 use baton_core::{
     Change, DeliveryStatus, Draft, Envelope, Event, MessageType, Millis, Participant, Passname,
@@ -32,6 +33,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 
 mod group;
 mod keys;
+mod metrics;
 mod orders;
 mod runs;
 mod spool;
@@ -42,6 +44,7 @@ use self::sql::{Builder, Fault, Sql, blocking, classify, column, exec, row, rows
 use crate::rows::{self as decode, decode_cursor, depth_first};
 use crate::{
     Backend, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Settled, StoreError, Tx,
+    Window,
 };
 use baton_core::webhook::Webhook;
 
@@ -68,6 +71,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/013_pending_text.sql"),
     include_str!("migrations/014_subjects_without_sends.sql"),
     include_str!("migrations/015_sends_in_fewer_trees.sql"),
+    include_str!("migrations/016_metrics.sql"),
 ];
 /// How many migrations ran before the one that added `message_text` and `state`: a store
 /// older than that has them filled from its log when it is brought up to date.
@@ -76,6 +80,9 @@ const BEFORE_TEXT_AND_STATE: i64 = 7;
 /// `ascii` tokenizer and its pending rows): a store older than that has it filled again
 /// from its log.
 const BEFORE_PENDING_TEXT: i64 = 12;
+/// How many migrations ran before the one that added the `metrics` tally: a store older
+/// than that (or a new one) has it filled from its log.
+const BEFORE_METRICS: i64 = 15;
 /// Pending rows of free-text words at which the writer adding the last one moves them
 /// all into the index, as one segment. Search compares at most this many rows directly.
 const PENDING_TEXT_FLUSH: i64 = 64;
@@ -405,6 +412,9 @@ impl SqliteStore {
             } else if (1..=BEFORE_PENDING_TEXT).contains(&current) {
                 fill_text_and_state(conn, false)?;
             }
+            if current <= BEFORE_METRICS {
+                metrics::fill(conn)?;
+            }
             // PRAGMA takes no bound parameters; `latest` is a count we computed.
             conn.execute_batch(&format!("PRAGMA user_version = {latest}"))?;
             Ok(None)
@@ -483,6 +493,7 @@ impl SqliteStore {
                  UNION ALL SELECT seq, words FROM messages WHERE words != '') ORDER BY seq",
             "SELECT 's|' || data FROM state",
             "SELECT 'g|' || data FROM state_digest",
+            "SELECT 'x|' || data FROM metrics",
         ];
         self.read(|conn| {
             let mut out = Vec::new();
@@ -612,6 +623,20 @@ fn append(conn: &Connection, new: NewEvent) -> Sql<Event> {
 
 /// Applies one event to the projections. Used for live writes and for replay alike.
 fn project(conn: &Connection, event: &Event) -> Sql<()> {
+    let tally = if Tally::moved_by(&event.change) {
+        Some(metrics::facts(conn, event)?)
+    } else {
+        None
+    };
+    project_tables(conn, event)?;
+    if let Some(facts) = tally {
+        metrics::advance(conn, event, &facts)?;
+    }
+    Ok(())
+}
+
+/// [`project`] but for the metrics' tally.
+fn project_tables(conn: &Connection, event: &Event) -> Sql<()> {
     match &event.change {
         Change::ParticipantAdded { name, role } => {
             exec(
@@ -1021,6 +1046,19 @@ fn listed(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Sql<Ve
     load_envelopes(conn, &ids)
 }
 
+/// A page of a list for `who`: the envelopes of the ids `sql` selects (bound: who, the seq
+/// the page starts after, the limit), `window`'s message id turned into its seq first.
+fn windowed(conn: &Connection, sql: &str, who: &Passname, window: &Window) -> Sql<Vec<Envelope>> {
+    let after = match &window.after {
+        None => 0,
+        // An id that is no message names no place in any list: the page is empty.
+        Some(id) => {
+            scalar(conn, "SELECT seq FROM messages WHERE id = ?", [id])?.unwrap_or(i64::MAX)
+        }
+    };
+    listed(conn, sql, params![who.as_str(), after, window.limit])
+}
+
 /// A bounded list for `who`: the envelopes of the first `limit` ids `ids` selects (bound:
 /// who, the limit) and the count `count` gives (bound: who).
 fn counted(
@@ -1128,15 +1166,16 @@ impl Backend for SqliteStore {
         self.read(|conn| fetch_participant(conn, name)).await
     }
 
-    async fn inbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>> {
+    async fn inbox(&self, who: &Passname, all: bool, window: &Window) -> Result<Vec<Envelope>> {
         let sql = if all {
             "SELECT message_id FROM deliveries \
-             WHERE participant = ? AND status != 'archived' ORDER BY seq"
+             WHERE participant = ?1 AND status != 'archived' AND seq > ?2 ORDER BY seq LIMIT ?3"
         } else {
             "SELECT message_id FROM deliveries \
-             WHERE participant = ? AND status IN ('pending', 'delivered') ORDER BY seq"
+             WHERE participant = ?1 AND status IN ('pending', 'delivered') AND seq > ?2 \
+             ORDER BY seq LIMIT ?3"
         };
-        self.read(|conn| listed(conn, sql, [who.as_str()])).await
+        self.read(|conn| windowed(conn, sql, who, window)).await
     }
 
     async fn owed(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
@@ -1155,15 +1194,16 @@ impl Backend for SqliteStore {
         .await
     }
 
-    async fn outbox(&self, who: &Passname, all: bool) -> Result<Vec<Envelope>> {
+    async fn outbox(&self, who: &Passname, all: bool, window: &Window) -> Result<Vec<Envelope>> {
         let sql = if all {
-            "SELECT id FROM messages WHERE from_name = ? AND type = 'request' ORDER BY seq"
+            "SELECT id FROM messages WHERE from_name = ?1 AND type = 'request' AND seq > ?2 \
+             ORDER BY seq LIMIT ?3"
         } else {
             "SELECT id FROM messages INDEXED BY messages_open_requests \
-             WHERE from_name = ? AND type = 'request' AND request_status != 'archived' \
-             ORDER BY seq"
+             WHERE from_name = ?1 AND type = 'request' AND request_status != 'archived' \
+             AND seq > ?2 ORDER BY seq LIMIT ?3"
         };
-        self.read(|conn| listed(conn, sql, [who.as_str()])).await
+        self.read(|conn| windowed(conn, sql, who, window)).await
     }
 
     async fn waiting(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
@@ -1284,6 +1324,10 @@ impl Backend for SqliteStore {
         self.read(read_digest).await
     }
 
+    async fn metrics(&self) -> Result<baton_core::metrics::Metrics> {
+        self.read(metrics::read).await
+    }
+
     async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>> {
         let one = [(subject.to_owned(), after_seq)];
         Ok(self.last_changes(&one).await?.pop().flatten())
@@ -1349,6 +1393,10 @@ impl Backend for SqliteStore {
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>> {
         self.read(|conn| runs::query(conn, query)).await
+    }
+
+    async fn run_counts(&self, ended_since: Millis) -> Result<Vec<(RunStatus, u64)>> {
+        self.read(|conn| runs::counts(conn, ended_since)).await
     }
 
     async fn order(&self, id: &str) -> Result<Option<Order>> {

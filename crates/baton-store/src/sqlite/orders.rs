@@ -58,8 +58,18 @@ pub(super) fn query(conn: &Connection, query: &OrderQuery) -> Sql<Vec<Order>> {
             .bind(who.clone())
             .push(")");
     }
-    if !query.closed {
-        sql.push(" AND status NOT IN ").push(CLOSED);
+    match (query.closed, query.closed_since) {
+        (false, _) => {
+            sql.push(" AND status NOT IN ").push(CLOSED);
+        }
+        (true, Some(since)) => {
+            sql.push(" AND (status NOT IN ")
+                .push(CLOSED)
+                .push(" OR json_extract(data, '$.updated_at') >= ")
+                .bind(since)
+                .push(")");
+        }
+        (true, None) => {}
     }
     sql.push(" ORDER BY log_seq");
     let data: Vec<String> = column(conn, &sql.sql, sql.params())?;

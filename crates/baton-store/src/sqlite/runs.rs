@@ -2,11 +2,12 @@
 //! `run.changed` events (`baton_core::run::fold`), kept whole as JSON.
 
 use baton_core::Event;
-use baton_core::run::{self, Run, RunChange};
+use baton_core::Millis;
+use baton_core::run::{self, Run, RunChange, RunStatus};
 use rusqlite::{Connection, params};
 
 use super::load_folded;
-use super::sql::{Builder, Sql, column, exec, scalar};
+use super::sql::{Builder, Sql, column, exec, rows, scalar};
 use crate::RunQuery;
 use crate::rows;
 
@@ -59,6 +60,19 @@ pub(super) fn other_live(conn: &Connection, participant: &str, except: &str) -> 
         [participant, except],
     )?;
     Ok(found.is_some())
+}
+
+/// How many runs have each status, of the live ones and those ended since `ended_since`.
+pub(super) fn counts(conn: &Connection, ended_since: Millis) -> Sql<Vec<(RunStatus, u64)>> {
+    let found = rows(
+        conn,
+        &format!(
+            "SELECT status, count(*) AS n FROM runs WHERE status IN {LIVE} OR ended_at >= ? \
+             GROUP BY status"
+        ),
+        [ended_since],
+    )?;
+    Ok(rows::run_counts(&found)?)
 }
 
 pub(super) fn query(conn: &Connection, query: &RunQuery) -> Sql<Vec<Run>> {

@@ -1,6 +1,7 @@
 //! The read side: `baton inbox`, `outbox`, `show` and `thread`.
 
 use baton_app::doc::RowStatus;
+use baton_app::{LIST_PAGE, MAX_LIST_PAGE};
 use clap::Args;
 
 use crate::commands::Context;
@@ -11,23 +12,43 @@ use crate::output::{Output, age_of, now, preview_table, size, table};
 ///
 /// Shows previews only (id, from, type, topic, status, size, age, thread depth, excerpt);
 /// `baton show ID` fetches a payload. `--all` also lists what you acknowledged, completed,
-/// refused or handed back and have not archived.
+/// refused or handed back and have not archived. A page holds 100 unless `--limit` says;
+/// the next page is `--cursor NEXT` (`next` in --json output, and the last line of text).
 #[derive(Args, Debug)]
-#[command(after_help = "Example:\n  baton --as impl-1 inbox --json")]
+#[command(
+    after_help = "Examples:\n  baton --as impl-1 inbox --json\n  baton --as impl-1 inbox --all --cursor 01JD3M... --limit 500"
+)]
 pub struct InboxArgs {
     #[arg(long)]
     pub all: bool,
+    #[command(flatten)]
+    pub page: PageArgs,
+}
+
+/// Which page of a list to print.
+#[derive(Args, Debug)]
+pub struct PageArgs {
+    /// Entries per page.
+    #[arg(long, default_value_t = LIST_PAGE, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_LIST_PAGE)))]
+    pub limit: u32,
+    /// The page after this cursor (the `next` of the previous page).
+    #[arg(long)]
+    pub cursor: Option<String>,
 }
 
 /// What you are waiting for: the requests you sent, each recipient's status, reply counts.
 ///
 /// A request stays here until you archive your own end (`baton complete ID`, then
-/// `baton archive ID`); `--all` lists archived ones too.
+/// `baton archive ID`); `--all` lists archived ones too. Paged as `baton inbox` is.
 #[derive(Args, Debug)]
-#[command(after_help = "Example:\n  baton --as planner outbox")]
+#[command(
+    after_help = "Examples:\n  baton --as planner outbox\n  baton --as planner outbox --all --limit 1000"
+)]
 pub struct OutboxArgs {
     #[arg(long)]
     pub all: bool,
+    #[command(flatten)]
+    pub page: PageArgs,
 }
 
 /// Print a message in full and, if it was pending for you, mark it delivered.
@@ -50,18 +71,26 @@ pub struct ThreadArgs {
 
 pub async fn inbox(ctx: &Context, args: InboxArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
-    let doc = ctx.cases.inbox(&me, args.all).await?;
+    let page = &args.page;
+    let doc = ctx
+        .cases
+        .inbox(&me, args.all, page.cursor.as_deref(), page.limit)
+        .await?;
     let human = if doc.items.is_empty() {
         format!("{} owes nothing: the inbox is empty.", doc.participant)
     } else {
-        preview_table(&doc.items, now())
+        preview_table(&doc.items, now()) + &more("inbox", args.all, page, &doc.next)
     };
     Ok(Output::of(&doc, human))
 }
 
 pub async fn outbox(ctx: &Context, args: OutboxArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
-    let doc = ctx.cases.outbox(&me, args.all).await?;
+    let page = &args.page;
+    let doc = ctx
+        .cases
+        .outbox(&me, args.all, page.cursor.as_deref(), page.limit)
+        .await?;
     let now = now();
     let human = if doc.items.is_empty() {
         format!(
@@ -100,9 +129,23 @@ pub async fn outbox(ctx: &Context, args: OutboxArgs) -> CommandResult<Output> {
         table(
             &["ID", "TO", "TOPIC", "MINE", "REPLIES", "AGE", "EXCERPT"],
             &rows,
-        )
+        ) + &more("outbox", args.all, page, &doc.next)
     };
     Ok(Output::of(&doc, human))
+}
+
+/// The line under a page that another follows: the command that prints it.
+fn more(command: &str, all: bool, page: &PageArgs, next: &str) -> String {
+    if next.is_empty() {
+        return String::new();
+    }
+    let all = if all { " --all" } else { "" };
+    let limit = if page.limit == LIST_PAGE {
+        String::new()
+    } else {
+        format!(" --limit {}", page.limit)
+    };
+    format!("\nmore: baton {command}{all}{limit} --cursor {next}\n")
 }
 
 pub async fn show(ctx: &Context, args: ShowArgs) -> CommandResult<Output> {

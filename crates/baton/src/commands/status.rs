@@ -5,7 +5,6 @@ use std::io::Write;
 use std::time::Duration;
 
 use baton_app::doc::{Latency, Status};
-use baton_core::metrics::Fold;
 use baton_core::time::age;
 use clap::Args;
 
@@ -35,8 +34,7 @@ pub const WIDTH: usize = 100;
 const REFRESH: Duration = Duration::from_secs(5);
 
 pub async fn run(ctx: &Context, args: StatusArgs, json: bool) -> CommandResult<Output> {
-    let mut fold = Fold::default();
-    let mut status = ctx.cases.status(&mut fold).await?;
+    let mut status = ctx.cases.status().await?;
     if !args.watch {
         return Ok(Output::of(&status, render(&status)));
     }
@@ -55,10 +53,7 @@ pub async fn run(ctx: &Context, args: StatusArgs, json: bool) -> CommandResult<O
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(Output::nothing()),
             Err(e) => return Err(e.into()),
         }
-        status = ctx
-            .cases
-            .status_after(&mut fold, status.generation, REFRESH)
-            .await?;
+        status = ctx.cases.status_after(status.generation, REFRESH).await?;
     }
 }
 

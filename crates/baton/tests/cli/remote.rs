@@ -274,6 +274,13 @@ fn remote_commands_print_what_local_ones_print_with_the_same_exit_codes() {
         ok("impl-1", Both, &["show", "{1}"]),
         ok("impl-1", Both, &["show", "{2}", "--max-bytes", "20"]),
         ok("impl-1", Json, &["ack", "{2}"]),
+        // A page of one, and the page after it.
+        ok("impl-1", Both, &["inbox", "--all", "--limit", "1"]),
+        ok(
+            "impl-1",
+            Both,
+            &["inbox", "--all", "--limit", "1", "--cursor", "{1}"],
+        ),
         ok(
             "impl-1",
             Human,
