@@ -1647,6 +1647,17 @@ pub struct Verdicts {
     pub stopped: u64,
 }
 
+impl From<baton_core::metrics::Verdicts> for Verdicts {
+    fn from(v: baton_core::metrics::Verdicts) -> Self {
+        Self {
+            approve: v.approve,
+            fix: v.fix,
+            invalid: v.invalid,
+            stopped: v.stopped,
+        }
+    }
+}
+
 /// `baton status` and the board: everything at one generation of the log.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Status {

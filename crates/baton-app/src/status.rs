@@ -180,12 +180,7 @@ impl App {
         let trends = Trends {
             created_to_delivered: points(&t.delivery_trend),
             delivered_to_completed: points(&t.completion_trend),
-            verdicts: Verdicts {
-                approve: t.verdicts.approve,
-                fix: t.verdicts.fix,
-                invalid: t.verdicts.invalid,
-                stopped: t.verdicts.stopped,
-            },
+            verdicts: Verdicts::from(t.verdicts),
         };
         Ok(Status {
             // Read first: a write landing meanwhile moves the log past it, and the status
