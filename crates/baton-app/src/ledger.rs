@@ -14,6 +14,9 @@ use serde::Serialize;
 use crate::host::Processes;
 use crate::{App, Result};
 
+/// Runs read at a time by [`App::each_run`].
+const RUN_PAGE: u32 = 500;
+
 /// A run and its health, judged now (`None` once it ended).
 #[derive(Debug, Clone)]
 pub struct RunRow {
@@ -99,6 +102,26 @@ impl App {
                 run,
             })
             .collect())
+    }
+
+    /// Hands every run matching `query` to `each`, oldest first, read a page of
+    /// [`RUN_PAGE`] at a time: for a caller that folds any number of runs in bounded
+    /// memory (`query`'s own `after_seq` and `limit` are replaced).
+    pub(crate) async fn each_run(&self, query: RunQuery, mut each: impl FnMut(Run)) -> Result<()> {
+        let mut query = RunQuery {
+            limit: Some(RUN_PAGE),
+            after_seq: None,
+            ..query
+        };
+        loop {
+            let page = self.store().runs(&query).await?;
+            let full = page.len() == RUN_PAGE as usize;
+            query.after_seq = page.last().map(|r| r.seq);
+            page.into_iter().for_each(&mut each);
+            if !full {
+                return Ok(());
+            }
+        }
     }
 
     /// The `expected` steps with no receipt written during run `id` (after its

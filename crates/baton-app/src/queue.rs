@@ -17,8 +17,8 @@ use baton_store::{RunQuery, Window};
 
 use crate::{App, Result};
 
-/// Runs read at a time for the failures lane.
-const RUN_PAGE: u32 = 500;
+/// Gate events read at a time for the track records.
+const GATE_PAGE: u32 = 1000;
 
 /// The longest need, in bytes.
 pub const MAX_NEED_BYTES: usize = 2000;
@@ -28,23 +28,14 @@ impl App {
     pub async fn queue(&self, lane: Option<Lane>) -> Result<Vec<LaneShown>> {
         let now = self.now();
         let since = now - FAILED_RUNS_WINDOW_MS;
-        // Read a page at a time and kept as the queue needs them (`RunFacts`): a window
-        // may hold any number of runs.
+        // Kept as the queue needs them (`RunFacts`): a window may hold any number of runs.
         let mut kept = RunFacts::default();
-        let mut after = None;
-        loop {
-            let page = self
-                .store()
-                .runs(&RunQuery {
-                    ended_since: Some(since),
-                    after_seq: after,
-                    limit: Some(RUN_PAGE),
-                    ..RunQuery::default()
-                })
-                .await?;
-            let full = page.len() == RUN_PAGE as usize;
-            after = page.last().map(|r| r.seq);
-            for r in page {
+        self.each_run(
+            RunQuery {
+                ended_since: Some(since),
+                ..RunQuery::default()
+            },
+            |r| {
                 kept.push(RunFact {
                     title: r.command.join(" "),
                     succeeded: r.status == RunStatus::Done,
@@ -53,46 +44,37 @@ impl App {
                     order: r.order,
                     ended_at: r.ended_at,
                     reason: r.reason,
-                });
-            }
-            if !full {
-                break;
-            }
-        }
+                })
+            },
+        )
+        .await?;
         let runs = kept.into_runs();
 
+        // Open work only: the orders open as recorded and those with a stuck effect, the
+        // needs no one acknowledged, and acknowledgements of what is left.
+        let attention = self.store().attention().await?;
+        let mut open: Vec<baton_core::order::Order> = self
+            .store()
+            .orders(&baton_store::OrderQuery::default())
+            .await?;
+        for id in &attention.stuck {
+            if !open.iter().any(|o| &o.id == id)
+                && let Some(order) = self.store().order(id).await?
+            {
+                open.push(order);
+            }
+        }
         let mut items: Vec<Item> = Vec::new();
-        let mut acks: HashMap<String, i64> = HashMap::new();
-        let open: HashMap<String, baton_core::order::Order> = self
-            .orders(None, true)
-            .await?
-            .into_iter()
-            .map(|o| (o.id.clone(), o))
-            .collect();
-        // Gate events oldest first: a later conclusion replaces an earlier one.
-        let gate = self.gate_events().await?;
-        let mut reviews: HashMap<String, (&Event, bool, bool)> = HashMap::new();
-        for e in gate.iter().rev() {
-            let Change::Gate(g) = &e.change else { continue };
-            match g {
-                GateChange::Concluded {
-                    order,
-                    outcome,
-                    disagreement,
-                    ..
-                } => {
-                    reviews.insert(
-                        order.clone(),
-                        (e, *outcome == Outcome::Unresolved, *disagreement),
-                    );
-                }
-                GateChange::Need {
-                    id,
-                    text,
-                    order,
-                    source,
-                    ..
-                } => items.push(Item {
+        for e in &attention.needs {
+            if let Change::Gate(GateChange::Need {
+                id,
+                text,
+                order,
+                source,
+                ..
+            }) = &e.change
+            {
+                items.push(Item {
                     id: format!("need:{id}"),
                     source: match source {
                         NeedSource::Hand => Source::NeedByHand,
@@ -102,37 +84,43 @@ impl App {
                     text: format!("{} needs: {text}", e.actor),
                     at: e.at,
                     label: None,
-                }),
-                GateChange::Acked { item } => {
-                    let at = acks.entry(item.clone()).or_insert(e.at);
-                    *at = (*at).max(e.at);
-                }
-                GateChange::Reviewed { .. } => {}
+                });
             }
         }
-        for (order, (e, unresolved, disagreement)) in reviews {
-            let still_submitted = open
-                .get(&order)
-                .is_some_and(|o| o.status_at(now) == OrderStatus::Submitted);
-            if unresolved && still_submitted {
+        // The latest conclusion of each order still waiting for approval.
+        for o in &open {
+            if o.status_at(now) != OrderStatus::Submitted {
+                continue;
+            }
+            let gate = self.store().events_about(&o.id, "gate.changed").await?;
+            let concluded = gate.iter().rev().find_map(|e| match &e.change {
+                Change::Gate(GateChange::Concluded {
+                    outcome,
+                    disagreement,
+                    ..
+                }) => Some((e.at, *outcome, *disagreement)),
+                _ => None,
+            });
+            if let Some((at, Outcome::Unresolved, disagreement)) = concluded {
                 items.push(Item {
-                    id: format!("review:{order}"),
+                    id: format!("review:{}", o.id),
                     source: Source::Review,
                     text: format!(
-                        "the review of {order} is unresolved{}",
+                        "the review of {} is unresolved{}",
+                        o.id,
                         if disagreement {
                             ": the reviewers disagree"
                         } else {
                             ""
                         }
                     ),
-                    order: Some(order),
-                    at: e.at,
+                    order: Some(o.id.clone()),
+                    at,
                     label: disagreement.then(|| "disagreement".to_owned()),
                 });
             }
         }
-        for o in open.values() {
+        for o in &open {
             let status = o.status_at(now);
             let waiting = match status {
                 OrderStatus::Submitted => Some("waits for its owner's approval"),
@@ -151,13 +139,9 @@ impl App {
             }
             // Approved, with an effect that failed or may or may not have happened: a
             // person decides (Baton never runs it again by itself).
-            if o.status == OrderStatus::Approved {
+            if o.status == OrderStatus::Approved && attention.stuck.contains(&o.id) {
                 let effects = self.store().effects(&o.id).await?;
-                if let Some(stuck) = effects
-                    .effects
-                    .iter()
-                    .find(|e| matches!(e.status, EffectStatus::Uncertain | EffectStatus::Failed))
-                {
+                if let Some(stuck) = effects.stuck() {
                     let why = match stuck.status {
                         EffectStatus::Uncertain => {
                             "started with no recorded end: check the upstream before anything else runs".to_owned()
@@ -223,12 +207,23 @@ impl App {
                 }
             }
         }
-        let lanes = queue::compute(&Facts {
+        let mut facts = Facts {
             now,
             runs,
             items,
-            acks,
-        });
+            acks: HashMap::new(),
+        };
+        let ids: Vec<String> = queue::candidates(&facts)
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        let acked = self.store().acks(&ids).await?;
+        facts.acks = ids
+            .into_iter()
+            .zip(acked)
+            .filter_map(|(id, at)| Some((id, at?)))
+            .collect();
+        let lanes = queue::compute(&facts);
         Ok(lanes
             .into_iter()
             .filter(|l| lane.is_none_or(|want| want == l.lane))
@@ -324,35 +319,44 @@ impl App {
                 usd,
             });
         }
-        let runs: Vec<RunFacts> = self
-            .store()
-            .runs(&RunQuery {
+        let mut runs: Vec<RunFacts> = Vec::new();
+        self.each_run(
+            RunQuery {
                 ended_since: Some(0),
                 ..RunQuery::default()
-            })
-            .await?
-            .into_iter()
-            .filter_map(|r| {
-                Some(RunFacts {
-                    worker: r.participant.clone()?,
-                    failed: matches!(r.status, RunStatus::Failed | RunStatus::Lost),
-                    tokens: r.tokens.as_ref().and_then(|t| t.total()),
-                })
-            })
-            .collect();
-        let invalid: Vec<String> = self
-            .gate_events()
-            .await?
-            .iter()
-            .filter_map(|e| match &e.change {
+            },
+            |r| {
+                if let Some(worker) = r.participant {
+                    runs.push(RunFacts {
+                        worker,
+                        failed: matches!(r.status, RunStatus::Failed | RunStatus::Lost),
+                        tokens: r.tokens.as_ref().and_then(|t| t.total()),
+                    });
+                }
+            },
+        )
+        .await?;
+        // Every INVALID verdict, a page of gate events at a time (newest first).
+        let mut invalid: Vec<String> = Vec::new();
+        let mut before = None;
+        loop {
+            let page = self
+                .store()
+                .events_of_kind("gate.changed", before, GATE_PAGE)
+                .await?;
+            before = page.last().map(|e| e.seq);
+            invalid.extend(page.iter().filter_map(|e| match &e.change {
                 Change::Gate(GateChange::Reviewed {
                     reviewer,
                     verdict: baton_core::gate::Verdict::Invalid { .. },
                     ..
                 }) => Some(reviewer.clone()),
                 _ => None,
-            })
-            .collect();
+            }));
+            if page.len() < GATE_PAGE as usize {
+                break;
+            }
+        }
         Ok(track_records(&orders, &runs, &invalid)
             .into_iter()
             .filter(|r| worker.is_none_or(|w| r.worker == w))

@@ -12,9 +12,6 @@ use serde_json::{Map, Value};
 
 use crate::{App, OrderStep, Result};
 
-/// How many gate events are read at most when folding an order's reviews.
-const GATE_EVENTS: u32 = 100_000;
-
 /// What a review of an order starts from.
 #[derive(Debug, Clone)]
 pub struct ReviewStart {
@@ -72,29 +69,15 @@ fn evidence_output(report: &Value) -> String {
     out
 }
 
-/// The gate events about `order`, oldest first.
-fn of_order<'a>(events: &'a [Event], order: &'a str) -> impl Iterator<Item = &'a GateChange> {
-    events.iter().rev().filter_map(move |e| match &e.change {
-        Change::Gate(g) if g.subject() == order => Some(g),
-        _ => None,
-    })
-}
-
 impl App {
-    /// Every gate event, newest first.
-    pub(crate) async fn gate_events(&self) -> Result<Vec<Event>> {
-        self.store()
-            .events_of_kind("gate.changed", None, GATE_EVENTS)
-            .await
-    }
-
     /// The round the next review of `order` would be: one more than the rounds that
     /// concluded (a stopped round ended the chain and does not count).
     async fn next_round(&self, order: &str) -> Result<u32> {
-        let events = self.gate_events().await?;
-        let done = of_order(&events, order)
-            .filter(|g| {
-                matches!(g, GateChange::Concluded { outcome, .. } if *outcome != Outcome::Stopped)
+        let events = self.store().events_about(order, "gate.changed").await?;
+        let done = events
+            .iter()
+            .filter(|e| {
+                matches!(&e.change, Change::Gate(GateChange::Concluded { outcome, .. }) if *outcome != Outcome::Stopped)
             })
             .count();
         Ok(done as u32 + 1)

@@ -303,6 +303,14 @@ impl Effects {
             .count()
     }
 
+    /// The first effect a person must look at: it failed, or it started with no recorded
+    /// end (Baton never runs either again by itself).
+    pub fn stuck(&self) -> Option<&Effect> {
+        self.effects
+            .iter()
+            .find(|e| matches!(e.status, EffectStatus::Uncertain | EffectStatus::Failed))
+    }
+
     fn get(&self, reference: &str) -> Option<&Effect> {
         self.effects.iter().find(|e| e.reference == reference)
     }

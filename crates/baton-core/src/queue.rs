@@ -156,7 +156,7 @@ pub struct Facts {
     pub runs: Vec<RunFact>,
     /// Every other source, already shaped as items (reviews, needs, owners, late requests).
     pub items: Vec<Item>,
-    /// Acknowledgements: item id → when (the newest).
+    /// Acknowledgements: item id → when (the newest), for at least every candidate.
     pub acks: HashMap<String, Millis>,
 }
 
@@ -169,8 +169,9 @@ pub struct LaneShown {
     pub held_back: usize,
 }
 
-/// The queue: every lane, in [`Lane::ALL`] order.
-pub fn compute(facts: &Facts) -> Vec<LaneShown> {
+/// Every item before acknowledgements are applied: the failed runs no later success
+/// cleared, then the other sources' items. What the caller looks up acknowledgements for.
+pub fn candidates(facts: &Facts) -> Vec<Item> {
     let since = facts.now - FAILED_RUNS_WINDOW_MS;
     let mut items: Vec<Item> = facts
         .runs
@@ -202,6 +203,12 @@ pub fn compute(facts: &Facts) -> Vec<LaneShown> {
         })
         .collect();
     items.extend(facts.items.iter().cloned());
+    items
+}
+
+/// The queue: every lane, in [`Lane::ALL`] order.
+pub fn compute(facts: &Facts) -> Vec<LaneShown> {
+    let mut items = candidates(facts);
     // Acknowledged after the latest signal.
     items.retain(|i| facts.acks.get(&i.id).is_none_or(|acked| *acked < i.at));
     // One item per order: the newest signal (ties: the later source in the list).

@@ -246,6 +246,10 @@ pub trait Backend: Send + Sync {
         before_seq: Option<i64>,
         limit: u32,
     ) -> Result<Vec<Event>>;
+    /// The open needs and the orders with a stuck effect (the `attention` projection).
+    async fn attention(&self) -> Result<Attention>;
+    /// When each of `items` (queue item ids) was last acknowledged, in order.
+    async fn acks(&self, items: &[String]) -> Result<Vec<Option<Millis>>>;
     /// Key `id` with its last recorded use.
     async fn key(&self, id: &str) -> Result<Option<Key>>;
     /// Every key ever issued (revoked ones too) with its last recorded use, oldest first.

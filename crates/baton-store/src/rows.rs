@@ -102,8 +102,10 @@ pub(crate) fn participant(row: &impl Columns) -> sqlx::Result<Participant> {
 
 /// The tables derived from the log, which a rebuild empties and replays into (the
 /// search index is the backend's own).
-pub(crate) const PROJECTIONS: [&str; 10] = [
+pub(crate) const PROJECTIONS: [&str; 12] = [
     "metrics",
+    "open_needs",
+    "stuck_orders",
     "state",
     "state_digest",
     "deliveries",

@@ -114,6 +114,18 @@ impl Window {
     };
 }
 
+/// What waits for a person until it is acknowledged or settles, from the `attention`
+/// projection: so the human queue reads the work still open, not every need and effect
+/// there ever was.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Attention {
+    /// The needs no one acknowledged, their `gate.changed` events, oldest first.
+    pub needs: Vec<Event>,
+    /// The orders with an effect that failed or started with no recorded end
+    /// (`Effects::stuck`), by id.
+    pub stuck: Vec<String>,
+}
+
 #[derive(Debug, Clone)]
 pub struct SearchQuery {
     pub topic: Option<String>,

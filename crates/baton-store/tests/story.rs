@@ -1865,6 +1865,32 @@ async fn a_version_10_sqlite_store_migrates_to_the_same_projections() {
     let dir = TempDir::new().unwrap();
     let (now_path, store) = live_store(dir.path()).await;
     random_mix(&store, &mut Dice(7), 200).await;
+    // Open work for a person, which migration 17 fills from the log: a need, and an order
+    // whose effect started with no recorded end.
+    store
+        .record_gate(
+            "planner",
+            &[baton_core::gate::GateChange::Need {
+                id: "n-old".into(),
+                text: "still open".into(),
+                order: None,
+                source: baton_core::gate::NeedSource::Hand,
+                run: None,
+            }],
+        )
+        .await
+        .unwrap();
+    store
+        .append_events(vec![NewEvent::new(
+            "@gateway",
+            Change::Effect(baton_core::effect::EffectChange::Started {
+                order: "wo_m".into(),
+                reference: "deploy#1".into(),
+            }),
+            now_ms(),
+        )])
+        .await
+        .unwrap();
     let ordered = send(
         &store,
         "planner",
@@ -1877,6 +1903,7 @@ async fn a_version_10_sqlite_store_migrates_to_the_same_projections() {
     )
     .await;
     let live = store.projection_dump().await.unwrap();
+    assert!(live.iter().any(|r| r.starts_with("n|n-old|")) && live.contains(&"u|wo_m".into()));
     let generation_before = generation(&store).await;
     drop(store);
 
@@ -2909,6 +2936,101 @@ async fn an_offer_is_checked_and_orders_list_by_party(store: &dyn Store) {
     assert!(list(Some("exec-2"), false).await.is_empty());
 }
 
+/// Story 21c: What waits for a person is read from open work only. A need stays open
+/// until its item is acknowledged; an order is stuck while an effect of it failed or
+/// started with no recorded end, and leaves once every one settled well. Acknowledgements
+/// are found by item, and the two projections are what a replay of the log gives.
+async fn what_waits_for_a_person_is_open_work_only<B: Backend>() {
+    use baton_core::effect::EffectChange;
+    use baton_core::gate::{GateChange, NeedSource};
+    let backend = B::fresh(DEFAULT_BUSY_TIMEOUT).await;
+    let store = backend.store();
+    cast(store).await;
+    let need = |id: &str, order: Option<&str>| GateChange::Need {
+        id: id.into(),
+        text: format!("about {id}"),
+        order: order.map(str::to_owned),
+        source: NeedSource::Hand,
+        run: None,
+    };
+    let ack = |item: &str| GateChange::Acked { item: item.into() };
+    store
+        .record_gate("planner", &[need("n1", None), need("n2", Some("wo_1"))])
+        .await
+        .unwrap();
+    store
+        .record_gate("planner", &[ack("need:n1"), ack("order:wo_1")])
+        .await
+        .unwrap();
+    let open = store.attention().await.unwrap();
+    let ids: Vec<&str> = open.needs.iter().map(|e| e.change.subject()).collect();
+    assert_eq!(ids, ["n2"], "n1 was acknowledged");
+    let acks = store
+        .acks(&["need:n1".into(), "need:n2".into(), "order:wo_1".into()])
+        .await
+        .unwrap();
+    assert!(
+        acks[0].is_some() && acks[1].is_none() && acks[2].is_some(),
+        "{acks:?}"
+    );
+
+    let effect = |change: EffectChange| NewEvent::new("@gateway", Change::Effect(change), now_ms());
+    let held = |order: &str, reference: &str| EffectChange::Held {
+        order: order.into(),
+        reference: reference.into(),
+        tool: "deploy".into(),
+        arguments: serde_json::Map::new(),
+        upstream: vec!["upstream".into()],
+    };
+    let started = |order: &str, reference: &str| EffectChange::Started {
+        order: order.into(),
+        reference: reference.into(),
+    };
+    let finished = |order: &str, reference: &str, ok: bool| EffectChange::Finished {
+        order: order.into(),
+        reference: reference.into(),
+        ok,
+        result: serde_json::json!({}),
+    };
+    store
+        .append_events(vec![
+            effect(held("wo_a", "deploy#1")),
+            effect(held("wo_a", "deploy#2")),
+            effect(held("wo_b", "deploy#1")),
+            effect(held("wo_c", "deploy#1")),
+            // wo_a: one ran, the other started and never finished.
+            effect(started("wo_a", "deploy#1")),
+            effect(finished("wo_a", "deploy#1", true)),
+            effect(started("wo_a", "deploy#2")),
+            // wo_b failed; wo_c started and then ran.
+            effect(started("wo_b", "deploy#1")),
+            effect(finished("wo_b", "deploy#1", false)),
+            effect(started("wo_c", "deploy#1")),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.attention().await.unwrap().stuck,
+        ["wo_a", "wo_b", "wo_c"]
+    );
+    store
+        .append_events(vec![effect(finished("wo_c", "deploy#1", true))])
+        .await
+        .unwrap();
+    // wo_a's first effect finishing well again leaves its second one stuck.
+    store
+        .append_events(vec![effect(finished("wo_a", "deploy#1", true))])
+        .await
+        .unwrap();
+    assert_eq!(store.attention().await.unwrap().stuck, ["wo_a", "wo_b"]);
+
+    let live = backend.projection_dump().await;
+    assert!(live.iter().any(|r| r.starts_with("n|n2|")), "{live:?}");
+    assert!(live.iter().any(|r| r == "u|wo_b"), "{live:?}");
+    backend.rebuild_projections().await;
+    assert_eq!(backend.projection_dump().await, live, "replay differs");
+}
+
 /// Story 22: Four steps racing on one order from the same view: the write lock makes them
 /// queue, so one is taken and the others find the order moved and write nothing. Three
 /// orders in turn, so the later races start together on connections already open.
@@ -3847,6 +3969,7 @@ macro_rules! every_backend {
                 ];
                 backends: [
                     the_log_is_the_truth,
+                    what_waits_for_a_person_is_open_work_only,
                     a_locked_store_is_busy_then_writable,
                     runs_replay_to_the_same_rows,
                     orders_replay_to_the_same_rows,

@@ -32,6 +32,7 @@ use serde_json::{Map, Value};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Connection, Postgres, QueryBuilder, Row, Transaction};
 
+mod attention;
 mod keys;
 mod metrics;
 mod notify;
@@ -41,8 +42,8 @@ mod webhooks;
 
 use crate::rows::{self, decode_cursor, depth_first};
 use crate::{
-    Backend, Database, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Settled, Store,
-    StoreError, Tx, Window,
+    Attention, Backend, Database, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery,
+    Settled, Store, StoreError, Tx, Window,
 };
 use baton_core::metrics::Tally;
 use baton_core::negotiation::Negotiation;
@@ -55,6 +56,9 @@ const TEXT_AND_STATE: i64 = 7;
 /// The migration that added the metrics' tally: a database made before it has it filled
 /// from its logs.
 const METRICS: i64 = 10;
+/// The migration that added `open_needs` and `stuck_orders`: a database made before it has
+/// them filled from its logs.
+const ATTENTION: i64 = 11;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/001_event_log.sql"),
@@ -67,6 +71,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/008_state_digest.sql"),
     include_str!("migrations/009_key_uses.sql"),
     include_str!("migrations/010_metrics.sql"),
+    include_str!("migrations/011_attention.sql"),
 ];
 
 /// Connections one database keeps open, shared by all its projects.
@@ -233,6 +238,9 @@ async fn migrate(
         }
         if version == METRICS {
             metrics::fill(&mut tx).await.map_err(err)?;
+        }
+        if version == ATTENTION && current > 0 {
+            attention::fill(&mut tx).await.map_err(err)?;
         }
         sqlx::query("INSERT INTO migrations (version, applied_at) VALUES ($1, $2)")
             .bind(version)
@@ -467,6 +475,9 @@ impl PostgresStore {
             "SELECT 's|' || data FROM state WHERE project = $1",
             "SELECT 'g|' || data FROM state_digest WHERE project = $1",
             "SELECT 'x|' || data FROM metrics WHERE project = $1",
+            "SELECT 'n|' || id || '|' || seq FROM open_needs \
+             WHERE project = $1 ORDER BY id COLLATE \"C\"",
+            "SELECT 'u|' || id FROM stuck_orders WHERE project = $1 ORDER BY id COLLATE \"C\"",
         ];
         let mut tx = self.snapshot().await?;
         let mut dump = Vec::new();
@@ -705,10 +716,13 @@ async fn project_tables(conn: &mut PgConnection, project: i64, event: &Event) ->
         }
         // The log is the record of a refusal; nothing projects it.
         Change::Denied(_) => {}
-        // A negotiation is folded in memory from its events (`Negotiation::replay`).
-        Change::Negotiation(_) | Change::Effect(_) => {}
-        // Verdicts, needs and acknowledgements are read from the log (`events_of_kind`).
-        Change::Gate(_) => {}
+        // A negotiation is folded in memory from its events (`Negotiation::replay`), and
+        // so are an order's effects (`Effects::replay`), but for whether one is stuck.
+        Change::Negotiation(_) => {}
+        Change::Effect(change) => attention::effect(conn, project, change).await?,
+        // Verdicts and acknowledgements are read from the log by subject; open needs are
+        // projected.
+        Change::Gate(change) => attention::gate(conn, project, event, change).await?,
     }
     Ok(())
 }
@@ -1190,6 +1204,19 @@ impl Backend for PostgresStore {
         let mut tx = self.snapshot().await?;
         let read = metrics::read(&mut tx, self.project).await;
         self.done(tx, read).await
+    }
+
+    async fn attention(&self) -> Result<Attention> {
+        let mut tx = self.snapshot().await?;
+        let read = attention::read(&mut tx, self.project).await;
+        self.done(tx, read).await
+    }
+
+    async fn acks(&self, items: &[String]) -> Result<Vec<Option<Millis>>> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        attention::acks(&mut conn, self.project, items)
+            .await
+            .map_err(|e| self.err(e))
     }
 
     async fn last_change(&self, subject: &str, after_seq: i64) -> Result<Option<Millis>> {

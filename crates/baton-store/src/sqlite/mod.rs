@@ -31,6 +31,7 @@ use rusqlite::{Connection, params};
 use serde_json::{Map, Value};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+mod attention;
 mod group;
 mod keys;
 mod metrics;
@@ -43,8 +44,8 @@ mod webhooks;
 use self::sql::{Builder, Fault, Sql, blocking, classify, column, exec, row, rows, scalar};
 use crate::rows::{self as decode, decode_cursor, depth_first};
 use crate::{
-    Backend, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Settled, StoreError, Tx,
-    Window,
+    Attention, Backend, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Settled,
+    StoreError, Tx, Window,
 };
 use baton_core::webhook::Webhook;
 
@@ -72,6 +73,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/014_subjects_without_sends.sql"),
     include_str!("migrations/015_sends_in_fewer_trees.sql"),
     include_str!("migrations/016_metrics.sql"),
+    include_str!("migrations/017_attention.sql"),
 ];
 /// How many migrations ran before the one that added `message_text` and `state`: a store
 /// older than that has them filled from its log when it is brought up to date.
@@ -83,6 +85,9 @@ const BEFORE_PENDING_TEXT: i64 = 12;
 /// How many migrations ran before the one that added the `metrics` tally: a store older
 /// than that (or a new one) has it filled from its log.
 const BEFORE_METRICS: i64 = 15;
+/// How many migrations ran before the one that added `open_needs` and `stuck_orders`: a
+/// store older than that has them filled from its log.
+const BEFORE_ATTENTION: i64 = 16;
 /// Pending rows of free-text words at which the writer adding the last one moves them
 /// all into the index, as one segment. Search compares at most this many rows directly.
 const PENDING_TEXT_FLUSH: i64 = 64;
@@ -415,6 +420,9 @@ impl SqliteStore {
             if current <= BEFORE_METRICS {
                 metrics::fill(conn)?;
             }
+            if (1..=BEFORE_ATTENTION).contains(&current) {
+                attention::fill(conn)?;
+            }
             // PRAGMA takes no bound parameters; `latest` is a count we computed.
             conn.execute_batch(&format!("PRAGMA user_version = {latest}"))?;
             Ok(None)
@@ -494,6 +502,8 @@ impl SqliteStore {
             "SELECT 's|' || data FROM state",
             "SELECT 'g|' || data FROM state_digest",
             "SELECT 'x|' || data FROM metrics",
+            "SELECT 'n|' || id || '|' || seq FROM open_needs ORDER BY id",
+            "SELECT 'u|' || id FROM stuck_orders ORDER BY id",
         ];
         self.read(|conn| {
             let mut out = Vec::new();
@@ -747,10 +757,13 @@ fn project_tables(conn: &Connection, event: &Event) -> Sql<()> {
         }
         // The log is the record of a refusal; nothing projects it.
         Change::Denied(_) => {}
-        // A negotiation is folded in memory from its events (`Negotiation::replay`).
-        Change::Negotiation(_) | Change::Effect(_) => {}
-        // Verdicts, needs and acknowledgements are read from the log (`events_of_kind`).
-        Change::Gate(_) => {}
+        // A negotiation is folded in memory from its events (`Negotiation::replay`), and
+        // so are an order's effects (`Effects::replay`), but for whether one is stuck.
+        Change::Negotiation(_) => {}
+        Change::Effect(change) => attention::effect(conn, change)?,
+        // Verdicts and acknowledgements are read from the log by subject; open needs are
+        // projected.
+        Change::Gate(change) => attention::gate(conn, event, change)?,
     }
     Ok(())
 }
@@ -1451,6 +1464,14 @@ impl Backend for SqliteStore {
 
     async fn events_about(&self, subject: &str, kind: &str) -> Result<Vec<Event>> {
         self.read(|conn| read_about(conn, subject, kind)).await
+    }
+
+    async fn attention(&self) -> Result<Attention> {
+        self.read(attention::read).await
+    }
+
+    async fn acks(&self, items: &[String]) -> Result<Vec<Option<Millis>>> {
+        self.read(|conn| attention::acks(conn, items)).await
     }
 }
 

@@ -1,0 +1,147 @@
+//! What waits for a person in PostgreSQL: the `open_needs` and `stuck_orders` projections
+//! (migration 11), kept in the transaction of each gate and effect event, so the human
+//! queue reads open work instead of every need and effect in the log.
+
+use baton_core::effect::{EffectChange, Effects};
+use baton_core::gate::GateChange;
+use baton_core::{Change, Event};
+use sqlx::postgres::PgConnection;
+
+use super::read_about;
+use crate::Attention;
+use crate::rows;
+
+/// Projects a gate event: a need is open from its event until its item is acknowledged.
+pub(super) async fn gate(
+    conn: &mut PgConnection,
+    project: i64,
+    event: &Event,
+    change: &GateChange,
+) -> sqlx::Result<()> {
+    match change {
+        GateChange::Need { id, .. } => {
+            sqlx::query(
+                "INSERT INTO open_needs (project, id, seq) VALUES ($1, $2, $3) \
+                 ON CONFLICT (project, id) DO NOTHING",
+            )
+            .bind(project)
+            .bind(id)
+            .bind(event.seq)
+            .execute(&mut *conn)
+            .await?;
+        }
+        GateChange::Acked { item } => {
+            if let Some(id) = item.strip_prefix("need:") {
+                sqlx::query("DELETE FROM open_needs WHERE project = $1 AND id = $2")
+                    .bind(project)
+                    .bind(id)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+        }
+        GateChange::Reviewed { .. } | GateChange::Concluded { .. } => {}
+    }
+    Ok(())
+}
+
+/// Projects an effect event: a start leaves the order stuck until it finishes well (and
+/// no other effect of it is stuck); a failure leaves it stuck.
+pub(super) async fn effect(
+    conn: &mut PgConnection,
+    project: i64,
+    change: &EffectChange,
+) -> sqlx::Result<()> {
+    let order = change.order();
+    let stuck = match change {
+        EffectChange::Started { .. } | EffectChange::Finished { ok: false, .. } => true,
+        EffectChange::Finished { ok: true, .. } => {
+            Effects::replay(&read_about(conn, project, order, baton_core::effect::KIND).await?)
+                .stuck()
+                .is_some()
+        }
+        _ => return Ok(()),
+    };
+    let sql = if stuck {
+        "INSERT INTO stuck_orders (project, id) VALUES ($1, $2) ON CONFLICT (project, id) DO NOTHING"
+    } else {
+        "DELETE FROM stuck_orders WHERE project = $1 AND id = $2"
+    };
+    sqlx::query(sql)
+        .bind(project)
+        .bind(order)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Fills both from the logs of a database made before they existed, as live writes would
+/// have.
+pub(super) async fn fill(conn: &mut PgConnection) -> sqlx::Result<()> {
+    let projects: Vec<i64> = sqlx::query_scalar("SELECT id FROM projects ORDER BY id")
+        .fetch_all(&mut *conn)
+        .await?;
+    for project in projects {
+        let mut after = 0_i64;
+        loop {
+            let found = sqlx::query(
+                "SELECT seq, id, at, actor, kind, data FROM events \
+                 WHERE project = $1 AND seq > $2 AND kind IN ('gate.changed', 'effect.changed') \
+                 ORDER BY seq LIMIT 1000",
+            )
+            .bind(project)
+            .bind(after)
+            .fetch_all(&mut *conn)
+            .await?;
+            let batch = rows::events(&found)?;
+            let Some(last) = batch.last() else { break };
+            after = last.seq;
+            for event in &batch {
+                match &event.change {
+                    Change::Gate(g) => gate(conn, project, event, g).await?,
+                    Change::Effect(e) => effect(conn, project, e).await?,
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn read(conn: &mut PgConnection, project: i64) -> sqlx::Result<Attention> {
+    let found = sqlx::query(
+        "SELECT e.seq, e.id, e.at, e.actor, e.kind, e.data FROM open_needs n \
+         JOIN events e ON e.project = n.project AND e.seq = n.seq \
+         WHERE n.project = $1 ORDER BY n.seq",
+    )
+    .bind(project)
+    .fetch_all(&mut *conn)
+    .await?;
+    let stuck = sqlx::query_scalar(
+        "SELECT id FROM stuck_orders WHERE project = $1 ORDER BY id COLLATE \"C\"",
+    )
+    .bind(project)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Attention {
+        needs: rows::events(&found)?,
+        stuck,
+    })
+}
+
+/// When each item was last acknowledged: the newest `gate.changed` event on it (an
+/// acknowledgement's subject is its item id).
+pub(super) async fn acks(
+    conn: &mut PgConnection,
+    project: i64,
+    items: &[String],
+) -> sqlx::Result<Vec<Option<i64>>> {
+    sqlx::query_scalar(
+        "SELECT (SELECT max(at) FROM events e WHERE e.project = $1 AND e.subject = i.item \
+         AND e.kind = 'gate.changed') \
+         FROM unnest($2::text[]) WITH ORDINALITY AS i (item, n) ORDER BY i.n",
+    )
+    .bind(project)
+    .bind(items)
+    .fetch_all(&mut *conn)
+    .await
+}

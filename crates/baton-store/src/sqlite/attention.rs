@@ -1,0 +1,110 @@
+//! What waits for a person in SQLite: the `open_needs` and `stuck_orders` projections
+//! (migration 17), kept in the transaction of each gate and effect event, so the human
+//! queue reads open work instead of every need and effect in the log.
+
+use baton_core::effect::{EffectChange, Effects};
+use baton_core::gate::GateChange;
+use baton_core::{Change, Event};
+use rusqlite::{Connection, params};
+
+use super::read_about;
+use super::sql::{Sql, column, exec, rows};
+use crate::Attention;
+use crate::rows as decode;
+
+/// Projects a gate event: a need is open from its event until its item is acknowledged.
+pub(super) fn gate(conn: &Connection, event: &Event, change: &GateChange) -> Sql<()> {
+    match change {
+        GateChange::Need { id, .. } => {
+            exec(
+                conn,
+                "INSERT INTO open_needs (id, seq) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+                params![id, event.seq],
+            )?;
+        }
+        GateChange::Acked { item } => {
+            if let Some(id) = item.strip_prefix("need:") {
+                exec(conn, "DELETE FROM open_needs WHERE id = ?", [id])?;
+            }
+        }
+        GateChange::Reviewed { .. } | GateChange::Concluded { .. } => {}
+    }
+    Ok(())
+}
+
+/// Projects an effect event: a start leaves the order stuck until it finishes well (and
+/// no other effect of it is stuck); a failure leaves it stuck.
+pub(super) fn effect(conn: &Connection, change: &EffectChange) -> Sql<()> {
+    let order = change.order();
+    let stuck = match change {
+        EffectChange::Started { .. } | EffectChange::Finished { ok: false, .. } => true,
+        EffectChange::Finished { ok: true, .. } => {
+            Effects::replay(&read_about(conn, order, baton_core::effect::KIND)?)
+                .stuck()
+                .is_some()
+        }
+        _ => return Ok(()),
+    };
+    if stuck {
+        exec(
+            conn,
+            "INSERT INTO stuck_orders (id) VALUES (?) ON CONFLICT (id) DO NOTHING",
+            [order],
+        )?;
+    } else {
+        exec(conn, "DELETE FROM stuck_orders WHERE id = ?", [order])?;
+    }
+    Ok(())
+}
+
+/// Fills both from the log of a store made before they existed, as live writes would
+/// have.
+pub(super) fn fill(conn: &Connection) -> Sql<()> {
+    let mut after = 0;
+    loop {
+        let found = rows(
+            conn,
+            "SELECT seq, id, at, actor, kind, data FROM events \
+             WHERE seq > ? AND kind IN ('gate.changed', 'effect.changed') ORDER BY seq LIMIT 1000",
+            [after],
+        )?;
+        let batch = decode::events(&found)?;
+        let Some(last) = batch.last() else { break };
+        after = last.seq;
+        for event in &batch {
+            match &event.change {
+                Change::Gate(g) => gate(conn, event, g)?,
+                Change::Effect(e) => effect(conn, e)?,
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn read(conn: &Connection) -> Sql<Attention> {
+    let found = rows(
+        conn,
+        "SELECT e.seq, e.id, e.at, e.actor, e.kind, e.data FROM open_needs n \
+         JOIN events e ON e.seq = n.seq ORDER BY n.seq",
+        [],
+    )?;
+    Ok(Attention {
+        needs: decode::events(&found)?,
+        stuck: column(conn, "SELECT id FROM stuck_orders ORDER BY id", [])?,
+    })
+}
+
+/// When each item was last acknowledged: the newest `gate.changed` event on it (an
+/// acknowledgement's subject is its item id). `kind != 'message.sent'` names the subject
+/// index's condition (migration 14).
+pub(super) fn acks(conn: &Connection, items: &[String]) -> Sql<Vec<Option<i64>>> {
+    let list = serde_json::to_string(items).expect("strings serialize");
+    column(
+        conn,
+        "SELECT (SELECT max(at) FROM events WHERE subject = j.value \
+         AND kind = 'gate.changed' AND kind != 'message.sent') \
+         FROM json_each(?) j ORDER BY j.key",
+        [list],
+    )
+}
