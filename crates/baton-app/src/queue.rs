@@ -28,26 +28,19 @@ impl App {
     pub async fn queue(&self, lane: Option<Lane>) -> Result<Vec<LaneShown>> {
         let now = self.now();
         let since = now - FAILED_RUNS_WINDOW_MS;
-        // Kept as the queue needs them (`RunFacts`): a window may hold any number of runs.
+        // The window's failures and what could clear them, kept once each (`RunFacts`).
         let mut kept = RunFacts::default();
-        self.each_run(
-            RunQuery {
-                ended_since: Some(since),
-                ..RunQuery::default()
-            },
-            |r| {
-                kept.push(RunFact {
-                    title: r.command.join(" "),
-                    succeeded: r.status == RunStatus::Done,
-                    failed: matches!(r.status, RunStatus::Failed | RunStatus::Lost),
-                    id: r.id,
-                    order: r.order,
-                    ended_at: r.ended_at,
-                    reason: r.reason,
-                })
-            },
-        )
-        .await?;
+        for r in self.store().failures(since).await? {
+            kept.push(RunFact {
+                title: r.command.join(" "),
+                succeeded: r.status == RunStatus::Done,
+                failed: matches!(r.status, RunStatus::Failed | RunStatus::Lost),
+                id: r.id,
+                order: r.order,
+                ended_at: r.ended_at,
+                reason: r.reason,
+            });
+        }
         let runs = kept.into_runs();
 
         // Open work only: the orders open as recorded and those with a stuck effect, the

@@ -246,6 +246,10 @@ pub trait Backend: Send + Sync {
         before_seq: Option<i64>,
         limit: u32,
     ) -> Result<Vec<Event>>;
+    /// The runs the failures lane decides from: those that failed or were lost at or after
+    /// `since`, oldest first, then for each the newest later success of the same command
+    /// and the newest for the same order (what could clear it), each once.
+    async fn failures(&self, since: Millis) -> Result<Vec<Run>>;
     /// The open needs and the orders with a stuck effect (the `attention` projection).
     async fn attention(&self) -> Result<Attention>;
     /// When each of `items` (queue item ids) was last acknowledged, in order.

@@ -2628,6 +2628,116 @@ async fn the_runs_view_is_live_runs_and_the_newest_others_and_pages_walk_all(sto
     assert_eq!(walked, ["r1", "r2", "r3", "r4", "r5", "r6", "r7"]);
 }
 
+/// Story 16b: The failures lane reads each run that failed or was lost within its window,
+/// and for each only what could clear it: the newest later success of the same command
+/// and the newest for the same order. Earlier successes, other commands' successes and
+/// failures before the window are not read.
+async fn the_failures_lane_reads_failures_and_only_what_could_clear_them(store: &dyn Store) {
+    async fn ended(
+        store: &dyn Store,
+        id: &str,
+        command: &str,
+        order: Option<&str>,
+        end: RunChange,
+    ) {
+        let register = RunChange::Registered(Box::new(Registration {
+            run: id.into(),
+            command: command.split(' ').map(str::to_owned).collect(),
+            order: order.map(str::to_owned),
+            ..Registration::default()
+        }));
+        store
+            .record_run("@launch", &[register, run_started(id), end])
+            .await
+            .unwrap();
+        // Each run ends in a millisecond of its own: a clearing success ends later.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    let exit = |id: &str, status: RunStatus| RunChange::Exited {
+        run: id.into(),
+        status,
+        exit_code: Some(i32::from(status != RunStatus::Done)),
+        signal: None,
+        reason: None,
+    };
+    cast(store).await;
+    ended(
+        store,
+        "early-a",
+        "make a",
+        None,
+        exit("early-a", RunStatus::Done),
+    )
+    .await;
+    ended(
+        store,
+        "early-d",
+        "make d",
+        None,
+        exit("early-d", RunStatus::Done),
+    )
+    .await;
+    ended(store, "f0", "make z", None, exit("f0", RunStatus::Failed)).await;
+    let window = now_ms();
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    ended(
+        store,
+        "f1",
+        "make a",
+        Some("wo_1"),
+        exit("f1", RunStatus::Failed),
+    )
+    .await;
+    for i in 0..5 {
+        let id = format!("b{i}");
+        ended(store, &id, "make b", None, exit(&id, RunStatus::Done)).await;
+    }
+    ended(store, "a1", "make a", None, exit("a1", RunStatus::Done)).await;
+    ended(store, "a2", "make a", None, exit("a2", RunStatus::Done)).await;
+    ended(
+        store,
+        "o1",
+        "make c",
+        Some("wo_1"),
+        exit("o1", RunStatus::Done),
+    )
+    .await;
+    let lost = RunChange::Lost {
+        run: "f2".into(),
+        reason: "gone".into(),
+    };
+    ended(store, "f2", "make d", None, lost).await;
+    ended(
+        store,
+        "d0",
+        "make d",
+        Some("wo_2"),
+        exit("d0", RunStatus::Failed),
+    )
+    .await;
+
+    let read: Vec<String> = store
+        .failures(window)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(read, ["f1", "f2", "d0", "a2", "o1"]);
+    let all: Vec<String> = store
+        .failures(0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(
+        all,
+        ["f0", "f1", "f2", "d0", "a2", "o1"],
+        "f0 has nothing later to clear it"
+    );
+}
+
 /// Story 16: Run rows, too, are a projection: replaying the log rebuilds them exactly.
 async fn runs_replay_to_the_same_rows<B: Backend>() {
     let backend = B::fresh(DEFAULT_BUSY_TIMEOUT).await;
@@ -3952,6 +4062,7 @@ macro_rules! every_backend {
                     a_run_is_the_fold_of_its_facts,
                     the_runs_view_is_live_runs_and_the_newest_others_and_pages_walk_all,
                     a_lost_run_resurfaces_what_it_held_once,
+                    the_failures_lane_reads_failures_and_only_what_could_clear_them,
                     the_state_digest_keeps_the_newest_of_each_list_and_their_counts,
                     an_order_goes_round_its_lifecycle,
                     the_handoff_metrics_are_a_projection_of_the_log,

@@ -72,6 +72,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/009_key_uses.sql"),
     include_str!("migrations/010_metrics.sql"),
     include_str!("migrations/011_attention.sql"),
+    include_str!("migrations/012_failures.sql"),
 ];
 
 /// Connections one database keeps open, shared by all its projects.
@@ -1274,6 +1275,12 @@ impl Backend for PostgresStore {
         runs::counts(&self.pool, self.project, ended_since)
             .await
             .map_err(|e| self.err(e))
+    }
+
+    async fn failures(&self, since: Millis) -> Result<Vec<Run>> {
+        let mut tx = self.snapshot().await?;
+        let read = runs::failures(&mut tx, self.project, since).await;
+        self.done(tx, read).await
     }
 
     async fn order(&self, id: &str) -> Result<Option<Order>> {

@@ -102,6 +102,58 @@ pub(super) async fn other_live(
     Ok(found.is_some())
 }
 
+/// The runs the failures lane decides from: each run that failed or was lost at or after
+/// `since`, oldest first, then for each the newest later success of the same command and
+/// the newest for the same order (what could clear it), each run once. Read from indexes
+/// that hold only failures and only successes (migration 12).
+pub(super) async fn failures(
+    conn: &mut PgConnection,
+    project: i64,
+    since: Millis,
+) -> sqlx::Result<Vec<Run>> {
+    let failed: Vec<String> = sqlx::query_scalar(
+        "SELECT data FROM runs WHERE project = $1 AND status IN ('failed', 'lost') \
+         AND ended_at >= $2 ORDER BY ended_at",
+    )
+    .bind(project)
+    .bind(since)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut found: Vec<Run> = failed
+        .iter()
+        .map(|d| rows::folded(d))
+        .collect::<sqlx::Result<_>>()?;
+    let mut seen: std::collections::HashSet<String> = found.iter().map(|r| r.id.clone()).collect();
+    // Each statement spells its index's expression.
+    const CLEARING: [&str; 2] = [
+        "SELECT s.data FROM runs s WHERE s.project = $1 AND s.status = 'done' \
+         AND ((s.data::jsonb) -> 'command') = \
+             (SELECT (f.data::jsonb) -> 'command' FROM runs f WHERE f.project = $1 AND f.id = $2) \
+         AND s.ended_at > $3 ORDER BY s.ended_at DESC LIMIT 1",
+        "SELECT s.data FROM runs s WHERE s.project = $1 AND s.status = 'done' \
+         AND ((s.data::jsonb) ->> 'order') = \
+             (SELECT (f.data::jsonb) ->> 'order' FROM runs f WHERE f.project = $1 AND f.id = $2) \
+         AND s.ended_at > $3 ORDER BY s.ended_at DESC LIMIT 1",
+    ];
+    for failure in found.clone() {
+        for sql in CLEARING {
+            let clearing: Option<String> = sqlx::query_scalar(sql)
+                .bind(project)
+                .bind(&failure.id)
+                .bind(failure.ended_at)
+                .fetch_optional(&mut *conn)
+                .await?;
+            if let Some(data) = clearing {
+                let run: Run = rows::folded(&data)?;
+                if seen.insert(run.id.clone()) {
+                    found.push(run);
+                }
+            }
+        }
+    }
+    Ok(found)
+}
+
 pub(super) async fn query(pool: &PgPool, project: i64, query: &RunQuery) -> sqlx::Result<Vec<Run>> {
     if let Some(recent) = query.recent {
         // Live runs, and the newest others found walking the `seq` index back from the end.

@@ -74,6 +74,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/015_sends_in_fewer_trees.sql"),
     include_str!("migrations/016_metrics.sql"),
     include_str!("migrations/017_attention.sql"),
+    include_str!("migrations/018_failures.sql"),
 ];
 /// How many migrations ran before the one that added `message_text` and `state`: a store
 /// older than that has them filled from its log when it is brought up to date.
@@ -1410,6 +1411,10 @@ impl Backend for SqliteStore {
 
     async fn run_counts(&self, ended_since: Millis) -> Result<Vec<(RunStatus, u64)>> {
         self.read(|conn| runs::counts(conn, ended_since)).await
+    }
+
+    async fn failures(&self, since: Millis) -> Result<Vec<Run>> {
+        self.read(|conn| runs::failures(conn, since)).await
     }
 
     async fn order(&self, id: &str) -> Result<Option<Order>> {

@@ -75,6 +75,49 @@ pub(super) fn counts(conn: &Connection, ended_since: Millis) -> Sql<Vec<(RunStat
     Ok(rows::run_counts(&found)?)
 }
 
+/// The runs the failures lane decides from: each run that failed or was lost at or after
+/// `since`, oldest first, then for each the newest later success of the same command and
+/// the newest for the same order (what could clear it), each run once. Read from indexes
+/// that hold only failures and only successes (migration 18), so the successes of a busy
+/// window are not read. The conditions repeat the indexes' own, as the planner needs.
+pub(super) fn failures(conn: &Connection, since: Millis) -> Sql<Vec<Run>> {
+    let failed: Vec<String> = column(
+        conn,
+        // Named: the planner would otherwise walk every failure ever by `runs_status`.
+        "SELECT data FROM runs INDEXED BY runs_failed \
+         WHERE status IN ('failed', 'lost') AND ended_at >= ? ORDER BY ended_at",
+        [since],
+    )?;
+    let mut found: Vec<Run> = failed
+        .iter()
+        .map(|d| rows::folded(d))
+        .collect::<sqlx::Result<_>>()?;
+    let mut seen: std::collections::HashSet<String> = found.iter().map(|r| r.id.clone()).collect();
+    for failure in found.clone() {
+        for path in ["$.command", "$.order"] {
+            // The path is one of two constants, written into the statement: an index on an
+            // expression serves only a query that spells the same expression.
+            let clearing: Option<String> = scalar(
+                conn,
+                &format!(
+                    "SELECT s.data FROM runs s WHERE s.status = 'done' \
+                     AND json_extract(s.data, '{path}') = \
+                         (SELECT json_extract(f.data, '{path}') FROM runs f WHERE f.id = ?1) \
+                     AND s.ended_at > ?2 ORDER BY s.ended_at DESC LIMIT 1"
+                ),
+                params![failure.id, failure.ended_at],
+            )?;
+            if let Some(data) = clearing {
+                let run: Run = rows::folded(&data)?;
+                if seen.insert(run.id.clone()) {
+                    found.push(run);
+                }
+            }
+        }
+    }
+    Ok(found)
+}
+
 pub(super) fn query(conn: &Connection, query: &RunQuery) -> Sql<Vec<Run>> {
     if let Some(recent) = query.recent {
         // Live runs, and the newest others found walking the `seq` index back from the end.
