@@ -7,7 +7,7 @@ use baton_core::gate::GateChange;
 use baton_core::{Change, Event};
 use sqlx::postgres::PgConnection;
 
-use super::read_about;
+use super::{events_of_kinds, read_about};
 use crate::Attention;
 use crate::rows;
 
@@ -83,16 +83,8 @@ pub(super) async fn fill(conn: &mut PgConnection) -> sqlx::Result<()> {
     for project in projects {
         let mut after = 0_i64;
         loop {
-            let found = sqlx::query(
-                "SELECT seq, id, at, actor, kind, data FROM events \
-                 WHERE project = $1 AND seq > $2 AND kind IN ('gate.changed', 'effect.changed') \
-                 ORDER BY seq LIMIT 1000",
-            )
-            .bind(project)
-            .bind(after)
-            .fetch_all(&mut *conn)
-            .await?;
-            let batch = rows::events(&found)?;
+            let kinds = ["gate.changed", "effect.changed"];
+            let batch = events_of_kinds(conn, project, &kinds, after).await?;
             let Some(last) = batch.last() else { break };
             after = last.seq;
             for event in &batch {

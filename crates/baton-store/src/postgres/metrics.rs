@@ -9,7 +9,7 @@ use baton_core::{Change, Event, MessageType};
 use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
 
-use super::orders;
+use super::{events_of_kinds, orders};
 use crate::rows::{self, Columns, MESSAGE_FACTS};
 
 async fn message(conn: &mut PgConnection, project: i64, id: &str) -> sqlx::Result<Option<PgRow>> {
@@ -130,6 +130,13 @@ pub(super) async fn advance(
 /// (the messages' facts, which never change, from their rows). As live writes do, it
 /// writes a project's row only when some event moved it.
 pub(super) async fn fill(conn: &mut PgConnection) -> sqlx::Result<()> {
+    const KINDS: [&str; 5] = [
+        "message.sent",
+        "delivery.changed",
+        "order.changed",
+        "gate.changed",
+        "security.refused",
+    ];
     let projects: Vec<i64> = sqlx::query_scalar("SELECT id FROM projects ORDER BY id")
         .fetch_all(&mut *conn)
         .await?;
@@ -138,17 +145,7 @@ pub(super) async fn fill(conn: &mut PgConnection) -> sqlx::Result<()> {
         let mut moved_any = false;
         let mut after = 0_i64;
         loop {
-            let found = sqlx::query(
-                "SELECT seq, id, at, actor, kind, data FROM events \
-                 WHERE project = $1 AND seq > $2 AND kind IN ('message.sent', \
-                 'delivery.changed', 'order.changed', 'gate.changed', 'security.refused') \
-                 ORDER BY seq LIMIT 1000",
-            )
-            .bind(project)
-            .bind(after)
-            .fetch_all(&mut *conn)
-            .await?;
-            let batch = rows::events(&found)?;
+            let batch = events_of_kinds(conn, project, &KINDS, after).await?;
             let Some(last) = batch.last() else { break };
             after = last.seq;
             for event in &batch {

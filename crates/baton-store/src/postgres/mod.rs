@@ -837,6 +837,26 @@ async fn advance_state(conn: &mut PgConnection, project: i64, event: &Event) -> 
     Ok(())
 }
 
+/// Project `project`'s events of `kinds` after `after_seq`, oldest first, at most a
+/// thousand: how a migration fills a new projection from a log, a batch at a time.
+async fn events_of_kinds(
+    conn: &mut PgConnection,
+    project: i64,
+    kinds: &[&str],
+    after_seq: i64,
+) -> sqlx::Result<Vec<Event>> {
+    let found = sqlx::query(
+        "SELECT seq, id, at, actor, kind, data FROM events \
+         WHERE project = $1 AND seq > $2 AND kind = ANY($3) ORDER BY seq LIMIT 1000",
+    )
+    .bind(project)
+    .bind(after_seq)
+    .bind(kinds)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows::events(&found)
+}
+
 /// Fills the messages' words and `state` from the logs of a database made before they
 /// existed.
 async fn fill_text_and_state(conn: &mut PgConnection) -> sqlx::Result<()> {

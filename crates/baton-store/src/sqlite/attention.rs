@@ -7,8 +7,8 @@ use baton_core::gate::GateChange;
 use baton_core::{Change, Event};
 use rusqlite::{Connection, params};
 
-use super::read_about;
 use super::sql::{Sql, column, exec, rows};
+use super::{each_event_of, read_about};
 use crate::Attention;
 use crate::rows as decode;
 
@@ -60,26 +60,14 @@ pub(super) fn effect(conn: &Connection, change: &EffectChange) -> Sql<()> {
 /// Fills both from the log of a store made before they existed, as live writes would
 /// have.
 pub(super) fn fill(conn: &Connection) -> Sql<()> {
-    let mut after = 0;
-    loop {
-        let found = rows(
-            conn,
-            "SELECT seq, id, at, actor, kind, data FROM events \
-             WHERE seq > ? AND kind IN ('gate.changed', 'effect.changed') ORDER BY seq LIMIT 1000",
-            [after],
-        )?;
-        let batch = decode::events(&found)?;
-        let Some(last) = batch.last() else { break };
-        after = last.seq;
-        for event in &batch {
-            match &event.change {
-                Change::Gate(g) => gate(conn, event, g)?,
-                Change::Effect(e) => effect(conn, e)?,
-                _ => {}
-            }
+    each_event_of(conn, &["gate.changed", "effect.changed"], |event| {
+        match &event.change {
+            Change::Gate(g) => gate(conn, event, g)?,
+            Change::Effect(e) => effect(conn, e)?,
+            _ => {}
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 pub(super) fn read(conn: &Connection) -> Sql<Attention> {

@@ -8,8 +8,8 @@ use baton_core::order::{OrderChange, OrderStatus};
 use baton_core::{Change, Event};
 use rusqlite::{Connection, params};
 
-use super::orders;
-use super::sql::{Sql, exec, row, rows, scalar};
+use super::sql::{Sql, exec, row, scalar};
+use super::{each_event_of, orders};
 use crate::rows::{self as decode, MESSAGE_FACTS};
 
 fn message(conn: &Connection, id: &str) -> Sql<Option<super::sql::Row>> {
@@ -107,29 +107,24 @@ pub(super) fn advance(conn: &Connection, event: &Event, facts: &Facts) -> Sql<()
 pub(super) fn fill(conn: &Connection) -> Sql<()> {
     let mut replay = Replay::default();
     let mut moved_any = false;
-    let mut after = 0;
-    loop {
-        let found = rows(
-            conn,
-            "SELECT seq, id, at, actor, kind, data FROM events WHERE seq > ? AND kind IN \
-             ('message.sent', 'delivery.changed', 'order.changed', 'gate.changed', \
-             'security.refused') ORDER BY seq LIMIT 1000",
-            [after],
-        )?;
-        let batch = decode::events(&found)?;
-        let Some(last) = batch.last() else { break };
-        after = last.seq;
-        for event in &batch {
-            let moved = Tally::moved_by(&event.change);
-            moved_any |= moved;
-            let (parent, message) = if moved {
-                (parent(conn, event)?, message_facts(conn, event)?)
-            } else {
-                (None, None)
-            };
-            replay.apply(event, parent, message);
-        }
-    }
+    let kinds = [
+        "message.sent",
+        "delivery.changed",
+        "order.changed",
+        "gate.changed",
+        "security.refused",
+    ];
+    each_event_of(conn, &kinds, |event| {
+        let moved = Tally::moved_by(&event.change);
+        moved_any |= moved;
+        let (parent, message) = if moved {
+            (parent(conn, event)?, message_facts(conn, event)?)
+        } else {
+            (None, None)
+        };
+        replay.apply(event, parent, message);
+        Ok(())
+    })?;
     if moved_any {
         save(conn, &replay.tally)?;
     }

@@ -954,13 +954,37 @@ const OLDEST_OF_NEWEST_WAITING: &str = "SELECT seq FROM (SELECT seq, words FROM 
 /// Fills `message_text` from the log of a store made before it was last made anew, and
 /// `state` too when `state` (a store made before it existed).
 fn fill_text_and_state(conn: &Connection, state: bool) -> Sql<()> {
+    each_event_of(conn, &["message.sent", "state.changed"], |event| {
+        match &event.change {
+            // Straight into the index: the newest rows need not be these.
+            Change::MessageSent(m) => exec(
+                conn,
+                "INSERT INTO message_text (rowid, words) SELECT ?1, ?2 WHERE ?2 != ''",
+                params![event.seq, baton_core::search::words(&m.payload)],
+            )
+            .map(drop)?,
+            Change::State(_) if state => advance_state(conn, event)?,
+            _ => {}
+        }
+        Ok(())
+    })
+}
+
+/// Hands each event of `kinds` to `each`, oldest first, read a thousand at a time: how a
+/// migration fills a new projection from the log.
+fn each_event_of(
+    conn: &Connection,
+    kinds: &[&str],
+    mut each: impl FnMut(&Event) -> Sql<()>,
+) -> Sql<()> {
+    let kinds = serde_json::to_string(kinds).expect("strings serialize");
     let mut after = 0;
     loop {
         let found = rows(
             conn,
             "SELECT seq, id, at, actor, kind, data FROM events \
-             WHERE seq > ? AND kind IN ('message.sent', 'state.changed') ORDER BY seq LIMIT 1000",
-            [after],
+             WHERE seq > ? AND kind IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1000",
+            params![after, kinds],
         )?;
         let batch = decode::events(&found)?;
         let Some(last) = batch.last() else {
@@ -968,17 +992,7 @@ fn fill_text_and_state(conn: &Connection, state: bool) -> Sql<()> {
         };
         after = last.seq;
         for event in &batch {
-            match &event.change {
-                // Straight into the index: the newest rows need not be these.
-                Change::MessageSent(m) => exec(
-                    conn,
-                    "INSERT INTO message_text (rowid, words) SELECT ?1, ?2 WHERE ?2 != ''",
-                    params![event.seq, baton_core::search::words(&m.payload)],
-                )
-                .map(drop)?,
-                Change::State(_) if state => advance_state(conn, event)?,
-                _ => {}
-            }
+            each(event)?;
         }
     }
 }
