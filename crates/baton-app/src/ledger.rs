@@ -157,21 +157,23 @@ impl App {
         call: HookCall,
         inject: bool,
     ) -> Result<Option<String>> {
-        let me = match me {
-            Some(name) => match self.identify(name).await {
-                Ok(me) => Some(me),
-                Err(StoreError::Refused(_)) => None,
-                Err(e) => return Err(e),
-            },
-            None => None,
-        };
-        let actor = me
+        // The name is checked here and looked up only as the event joins the log (maybe
+        // later, from the spool): a hook that injects nothing reads nothing.
+        let claimed = me.and_then(|name| Passname::new(name).ok());
+        let actor = claimed
             .as_ref()
             .map_or(baton_core::event::LOCAL_OPERATOR, Passname::as_str);
         let wants_packet = inject && baton_core::run::hook_injects(&call.event);
         self.store().record_hook(actor, call).await?;
-        match me.filter(|_| wants_packet) {
-            Some(me) => Ok(Some(self.resume(&me, DEFAULT_MAX_BYTES).await?.packet.text)),
+        if !wants_packet {
+            return Ok(None);
+        }
+        match me.map(|name| self.identify(name)) {
+            Some(found) => match found.await {
+                Ok(me) => Ok(Some(self.resume(&me, DEFAULT_MAX_BYTES).await?.packet.text)),
+                Err(StoreError::Refused(_)) => Ok(None),
+                Err(e) => Err(e),
+            },
             None => Ok(None),
         }
     }

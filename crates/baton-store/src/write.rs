@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use baton_core::authority::{self, Denied, Policy, Power};
 use baton_core::effect::{self, Call, Decision, Effects, Gate};
+use baton_core::event::LOCAL_OPERATOR;
 use baton_core::gate::GateChange;
 use baton_core::key::{self, Key, KeyChange};
 use baton_core::message::{self, duplicate_of};
@@ -326,7 +327,9 @@ pub async fn record_run<B: Backend + ?Sized>(
 /// A hook's call is an observation the run's status never refuses (`run::plan` accepts
 /// every hook whatever the run), so it is planned without reading the run and, where the
 /// backend keeps a spool, kept there durably for the next writer instead of waiting for
-/// the write lock.
+/// the write lock. `actor` is the name the hook was called with, a valid name or the local
+/// operator; who the event is recorded as is settled when it joins the log
+/// ([`settle_hook_actor`]), so a spooled hook reads nothing.
 pub async fn record_hook<B: Backend + ?Sized>(
     backend: &B,
     actor: &str,
@@ -336,13 +339,24 @@ pub async fn record_hook<B: Backend + ?Sized>(
     if !run::plan(None, &change)? {
         return Ok(());
     }
-    let event = NewEvent::new(actor, Change::Run(change), now());
+    let mut event = NewEvent::new(actor, Change::Run(change), now());
     if backend.spool(&event).await? {
         return Ok(());
     }
     let mut tx = backend.begin().await?;
+    settle_hook_actor(tx.as_mut(), &mut event).await?;
     tx.append(event).await?;
     tx.commit().await
+}
+
+/// Who a hook's event is recorded as: the participant it names when one is registered by
+/// that name, else the local operator (a hook never fails over who called it). Settled as
+/// the event joins the log: at once, or in the transaction that folds the spool holding it.
+pub(crate) async fn settle_hook_actor(tx: &mut dyn Tx, event: &mut NewEvent) -> Result<()> {
+    if event.actor != LOCAL_OPERATOR && tx.participant(&event.actor).await?.is_none() {
+        event.actor = LOCAL_OPERATOR.to_owned();
+    }
+    Ok(())
 }
 
 /// Gate facts are the caller's observations (a reviewer's output, a need, an

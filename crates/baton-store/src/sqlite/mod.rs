@@ -29,7 +29,7 @@ use baton_core::{
 };
 use rusqlite::{Connection, params};
 use serde_json::{Map, Value};
-use tokio::sync::{Mutex, OwnedMutexGuard};
+use tokio::sync::{Mutex, OnceCell, OwnedMutexGuard};
 
 mod attention;
 mod group;
@@ -151,12 +151,125 @@ pub struct SqliteStore {
 #[derive(Clone)]
 enum Conns {
     /// One connection for everything, taken in turn.
-    One(Arc<Mutex<Connection>>),
+    One(Arc<Lazy>),
     /// Group commit: the writers' shared transaction, and readers beside it.
     Grouped {
         group: Arc<group::Group>,
         readers: Arc<Readers>,
     },
+}
+
+/// A store's one connection, opened when it is first used (its schema brought up to date
+/// then). A store is opened at once, except for an agent's hook: a hook that only spools
+/// its event never takes a lock on the database, so a writer checkpointing as it closes
+/// never holds it up.
+struct Lazy {
+    conn: OnceCell<Arc<Mutex<Connection>>>,
+    path: PathBuf,
+    busy_timeout: Duration,
+}
+
+impl Lazy {
+    fn opened(conn: Connection, path: &Path, busy_timeout: Duration) -> Self {
+        Self {
+            conn: OnceCell::new_with(Some(Arc::new(Mutex::new(conn)))),
+            path: path.to_owned(),
+            busy_timeout,
+        }
+    }
+
+    /// The connection, opened now if it was not yet.
+    async fn get(&self) -> Result<&Arc<Mutex<Connection>>> {
+        self.conn
+            .get_or_try_init(|| async {
+                open_conn(&self.path, self.busy_timeout, false)
+                    .map(|conn| Arc::new(Mutex::new(conn)))
+            })
+            .await
+    }
+
+    /// The connection itself when nothing else holds it: opened now if it was not yet.
+    fn take(self: Arc<Self>) -> std::result::Result<Result<Connection>, Arc<Self>> {
+        let lazy = Arc::try_unwrap(self)?;
+        let (path, busy_timeout) = (lazy.path, lazy.busy_timeout);
+        match lazy.conn.into_inner() {
+            None => Ok(open_conn(&path, busy_timeout, false)),
+            Some(conn) => match Arc::try_unwrap(conn) {
+                Ok(only) => Ok(Ok(only.into_inner())),
+                Err(conn) => Err(Arc::new(Self {
+                    conn: OnceCell::new_with(Some(conn)),
+                    path,
+                    busy_timeout,
+                })),
+            },
+        }
+    }
+}
+
+/// Opens the database at `path` and brings its schema up to date: a file Baton never set
+/// up is refused, not taken over (unless `create`, for a new store).
+fn open_conn(path: &Path, busy_timeout: Duration, create: bool) -> Result<Connection> {
+    let conn =
+        sql::connect(path, busy_timeout, create).map_err(|e| match classify(&e, busy_timeout) {
+            known @ (StoreError::Busy { .. } | StoreError::Corrupt { .. }) => known,
+            _ => StoreError::Unavailable {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            },
+        })?;
+    let version = scalar::<i64>(&conn, "PRAGMA user_version", [])
+        .map_err(|e| classify(&e, busy_timeout))?
+        .unwrap_or(0);
+    if !create && version == 0 {
+        return Err(StoreError::NotAStore {
+            path: path.display().to_string(),
+            reason: "a SQLite database that Baton never set up".to_owned(),
+        });
+    }
+    migrate(&conn, version, path, busy_timeout)?;
+    Ok(conn)
+}
+
+/// Brings the schema up to date from version `seen` (read on opening). Safe when
+/// several processes open a new store at once: the check is repeated under the write
+/// lock.
+fn migrate(conn: &Connection, seen: i64, path: &Path, busy_timeout: Duration) -> Result<()> {
+    let latest = MIGRATIONS.len() as i64;
+    if seen == latest {
+        return Ok(());
+    }
+    let found = transaction(conn, |conn| {
+        let current = scalar::<i64>(conn, "PRAGMA user_version", [])?.unwrap_or(0);
+        if current > latest {
+            return Ok(Some(current));
+        }
+        for script in &MIGRATIONS[current as usize..] {
+            conn.execute_batch(script)?;
+        }
+        if (1..=BEFORE_TEXT_AND_STATE).contains(&current) {
+            fill_text_and_state(conn, true)?;
+        } else if (1..=BEFORE_PENDING_TEXT).contains(&current) {
+            fill_text_and_state(conn, false)?;
+        }
+        if current <= BEFORE_METRICS {
+            metrics::fill(conn)?;
+        }
+        if (1..=BEFORE_ATTENTION).contains(&current) {
+            attention::fill(conn)?;
+        }
+        // PRAGMA takes no bound parameters; `latest` is a count we computed.
+        conn.execute_batch(&format!("PRAGMA user_version = {latest}"))?;
+        Ok(None)
+    })
+    .map_err(|e| classify(&e, busy_timeout))?;
+    match found {
+        Some(found) => Err(StoreError::TooNew {
+            path: path.display().to_string(),
+            found,
+            known: latest,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// A grouped store's idle reader connections.
@@ -250,39 +363,28 @@ impl SqliteStore {
             });
         }
         check_header(path)?;
-        let mut store = Self::connect(path, busy_timeout, false).await?;
-        store.spools = true;
-        Ok(store)
+        Ok(Self {
+            conns: Conns::One(Arc::new(Lazy {
+                conn: OnceCell::new(),
+                path: path.to_owned(),
+                busy_timeout,
+            })),
+            path: path.to_owned(),
+            busy_timeout,
+            spool: spool::Spool::beside(path),
+            spools: true,
+        })
     }
 
     async fn connect(path: &Path, busy_timeout: Duration, create: bool) -> Result<Self> {
-        let conn = sql::connect(path, busy_timeout, create).map_err(|e| {
-            match classify(&e, busy_timeout) {
-                known @ (StoreError::Busy { .. } | StoreError::Corrupt { .. }) => known,
-                _ => StoreError::Unavailable {
-                    path: path.display().to_string(),
-                    reason: e.to_string(),
-                },
-            }
-        })?;
-        let version = scalar::<i64>(&conn, "PRAGMA user_version", [])
-            .map_err(|e| classify(&e, busy_timeout))?
-            .unwrap_or(0);
-        if !create && version == 0 {
-            return Err(StoreError::NotAStore {
-                path: path.display().to_string(),
-                reason: "a SQLite database that Baton never set up".to_owned(),
-            });
-        }
-        let store = Self {
-            conns: Conns::One(Arc::new(Mutex::new(conn))),
+        let conn = open_conn(path, busy_timeout, create)?;
+        Ok(Self {
+            conns: Conns::One(Arc::new(Lazy::opened(conn, path, busy_timeout))),
             path: path.to_owned(),
             busy_timeout,
             spool: spool::Spool::beside(path),
             spools: false,
-        };
-        store.migrate(version).await?;
-        Ok(store)
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -327,8 +429,8 @@ impl SqliteStore {
         // the store stays as it was (every write its own commit).
         let writer = match conns {
             grouped @ Conns::Grouped { .. } => return Ok(keep(grouped)),
-            Conns::One(shared) => match Arc::try_unwrap(shared) {
-                Ok(only) => only.into_inner(),
+            Conns::One(shared) => match shared.take() {
+                Ok(only) => only?,
                 Err(shared) => match sql::connect(&path, busy_timeout, false) {
                     Ok(conn) => conn,
                     Err(_) => return Ok(keep(Conns::One(shared))),
@@ -368,7 +470,7 @@ impl SqliteStore {
     /// caller is shown.
     async fn read_unsettled<T>(&self, work: impl FnOnce(&Connection) -> Sql<T>) -> Result<T> {
         let out = match &self.conns {
-            Conns::One(conn) => snapshot(&*conn.lock().await, work),
+            Conns::One(conn) => snapshot(&*conn.get().await?.lock().await, work),
             Conns::Grouped { readers, .. } => {
                 let conn = readers.take().map_err(|e| self.err(e))?;
                 let out = snapshot(&conn, work);
@@ -383,59 +485,15 @@ impl SqliteStore {
     /// lease), in a write transaction: the group's in a grouped store.
     async fn bookkeep<T>(&self, work: impl FnOnce(&Connection) -> Sql<T>) -> Result<T> {
         match &self.conns {
-            Conns::One(conn) => transaction(&*conn.lock().await, work).map_err(|e| self.err(e)),
+            Conns::One(conn) => {
+                transaction(&*conn.get().await?.lock().await, work).map_err(|e| self.err(e))
+            }
             Conns::Grouped { group, .. } => {
                 let member = group.begin().await?;
                 let out = work(member.conn()).map_err(|e| self.err(e))?;
                 member.commit(self.busy_timeout).await?;
                 Ok(out)
             }
-        }
-    }
-
-    /// Brings the schema up to date from version `seen` (read on opening). Safe when
-    /// several processes open a new store at once: the check is repeated under the write
-    /// lock.
-    async fn migrate(&self, seen: i64) -> Result<()> {
-        let latest = MIGRATIONS.len() as i64;
-        if seen == latest {
-            return Ok(());
-        }
-        let Conns::One(conn) = &self.conns else {
-            unreachable!("a store is migrated when it opens, before it is grouped");
-        };
-        let conn = conn.lock().await;
-        let found = transaction(&conn, |conn| {
-            let current = scalar::<i64>(conn, "PRAGMA user_version", [])?.unwrap_or(0);
-            if current > latest {
-                return Ok(Some(current));
-            }
-            for script in &MIGRATIONS[current as usize..] {
-                conn.execute_batch(script)?;
-            }
-            if (1..=BEFORE_TEXT_AND_STATE).contains(&current) {
-                fill_text_and_state(conn, true)?;
-            } else if (1..=BEFORE_PENDING_TEXT).contains(&current) {
-                fill_text_and_state(conn, false)?;
-            }
-            if current <= BEFORE_METRICS {
-                metrics::fill(conn)?;
-            }
-            if (1..=BEFORE_ATTENTION).contains(&current) {
-                attention::fill(conn)?;
-            }
-            // PRAGMA takes no bound parameters; `latest` is a count we computed.
-            conn.execute_batch(&format!("PRAGMA user_version = {latest}"))?;
-            Ok(None)
-        })
-        .map_err(|e| self.err(e))?;
-        match found {
-            Some(found) => Err(StoreError::TooNew {
-                path: self.path.display().to_string(),
-                found,
-                known: latest,
-            }),
-            None => Ok(()),
         }
     }
 
@@ -1136,7 +1194,7 @@ impl Backend for SqliteStore {
         let handle = match &self.conns {
             Conns::Grouped { group, .. } => Handle::Member(group.begin().await?),
             Conns::One(conn) => {
-                let conn = Arc::clone(conn).lock_owned().await;
+                let conn = Arc::clone(conn.get().await?).lock_owned().await;
                 blocking(|| exec(&conn, "BEGIN IMMEDIATE", [])).map_err(|e| self.err(e))?;
                 Handle::Own(Own(conn))
             }
@@ -1152,8 +1210,10 @@ impl Backend for SqliteStore {
                 path: self.path.display().to_string(),
                 reason: format!("the hook spool: {e}"),
             };
-            for event in self.spool.claim().map_err(unavailable)? {
+            // Only hooks spool: each event is a hook's, its actor settled now.
+            for mut event in self.spool.claim().map_err(unavailable)? {
                 if !tx.has_event(&event.id).await? {
+                    crate::write::settle_hook_actor(&mut tx, &mut event).await?;
                     tx.append(event).await?;
                 }
             }

@@ -768,6 +768,51 @@ fn a_hook_spools_its_event_rather_than_wait_for_a_locked_store_and_the_next_comm
     );
 }
 
+#[test]
+fn a_hook_records_while_no_one_can_read_the_store_and_its_actor_is_settled_as_it_is_folded() {
+    let project = Project::new(&[("impl-1", "executor")]);
+    let db = project.db();
+    // A connection in exclusive locking mode holds the database from every reader, as a
+    // writer does while it checkpoints the log on closing.
+    let lock = rusqlite::Connection::open(&db).unwrap();
+    lock.execute_batch("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE;")
+        .unwrap();
+    let started = Instant::now();
+    for (who, session) in [("impl-1", "s-held"), ("ghost", "s-ghost")] {
+        let payload = format!(r#"{{"session_id":"{session}","tool_name":"Bash"}}"#);
+        let out = hook(
+            &project,
+            Some(who),
+            &["claude", "PreToolUse"],
+            payload.as_bytes(),
+        );
+        assert_eq!(code(out.status), 0);
+        // Before, the hook read who was calling and dropped its event past 100 ms.
+        assert_eq!(stderr(&out), "", "the hook complained as {who}");
+    }
+    let took = started.elapsed();
+    lock.execute_batch("ROLLBACK").unwrap();
+    drop(lock);
+    assert!(took < Duration::from_secs(5), "the hooks waited {took:?}");
+    project.ok(None, &["runs"]);
+    let actor = |session: &str| -> String {
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .query_row(
+                "SELECT actor FROM events WHERE instr(data, ?1) > 0",
+                [session],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    assert_eq!(actor("s-held"), "impl-1", "a participant's hook is theirs");
+    assert_eq!(
+        actor("s-ghost"),
+        baton_core::event::LOCAL_OPERATOR,
+        "a name no one registered is recorded as the local operator"
+    );
+}
+
 /// How many events in the log hold `text`, read with a bare connection (opening the store
 /// would fold the spool).
 fn logged_events(db: &Path, text: &str) -> i64 {
