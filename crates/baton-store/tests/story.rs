@@ -20,7 +20,9 @@ use baton_core::delivery::{request_transition, transition};
 use baton_core::message::DEFAULT_PAYLOAD_CAP;
 use baton_core::metrics::{MessageFacts, Replay, Tally};
 use baton_core::order::{OrderChange, OrderRequest, OrderStatus};
-use baton_core::run::{ProcessRef, Progress, Registration, Run, RunChange, RunStatus, TokenUsage};
+use baton_core::run::{
+    HookCall, ProcessRef, Progress, Registration, Run, RunChange, RunStatus, TokenUsage,
+};
 use baton_core::state::StateOp;
 use baton_core::{
     Change, DeliveryAction, DeliveryStatus, Draft, Field, InvalidTransition, MessageType, Millis,
@@ -2375,6 +2377,44 @@ async fn one_run(store: &dyn Store, id: &str) -> Run {
     runs.remove(0)
 }
 
+/// Story: a hook's event is recorded as the participant it names when one is registered
+/// by that name, and as the local operator otherwise (a hook never fails over who called
+/// it).
+async fn a_hooks_event_is_its_participants_or_the_local_operators(store: &dyn Store) {
+    cast(store).await;
+    for (who, session) in [("exec-1", "s-known"), ("ghost", "s-ghost")] {
+        store
+            .record_hook(
+                who,
+                HookCall {
+                    agent: "claude".into(),
+                    event: "PreToolUse".into(),
+                    session: Some(session.into()),
+                    ..HookCall::default()
+                },
+            )
+            .await
+            .expect("a hook is recorded");
+    }
+    let actors: Vec<(String, Option<String>)> = store
+        .events(0, 1_000)
+        .await
+        .expect("the log")
+        .into_iter()
+        .filter_map(|e| match e.change {
+            Change::Run(RunChange::Hook(call)) => Some((e.actor, call.session)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        actors,
+        vec![
+            ("exec-1".to_owned(), Some("s-known".to_owned())),
+            ("@local".to_owned(), Some("s-ghost".to_owned())),
+        ]
+    );
+}
+
 /// Story 14: A run is the fold of the facts its producers record, in order; a fact that
 /// cannot follow the run's status is refused and writes nothing, and an untracked process
 /// is recorded once.
@@ -4060,6 +4100,7 @@ macro_rules! every_backend {
                     search_filters_narrow_and_pages_walk_everything_once,
                     a_search_over_many_messages_walks_them_all_newest_first,
                     a_run_is_the_fold_of_its_facts,
+                    a_hooks_event_is_its_participants_or_the_local_operators,
                     the_runs_view_is_live_runs_and_the_newest_others_and_pages_walk_all,
                     a_lost_run_resurfaces_what_it_held_once,
                     the_failures_lane_reads_failures_and_only_what_could_clear_them,
