@@ -165,16 +165,13 @@ impl App {
             .map_or(baton_core::event::LOCAL_OPERATOR, Passname::as_str);
         let wants_packet = inject && baton_core::run::hook_injects(&call.event);
         self.store().record_hook(actor, call).await?;
-        if !wants_packet {
+        let Some(name) = me.filter(|_| wants_packet) else {
             return Ok(None);
-        }
-        match me.map(|name| self.identify(name)) {
-            Some(found) => match found.await {
-                Ok(me) => Ok(Some(self.resume(&me, DEFAULT_MAX_BYTES).await?.packet.text)),
-                Err(StoreError::Refused(_)) => Ok(None),
-                Err(e) => Err(e),
-            },
-            None => Ok(None),
+        };
+        match self.identify(name).await {
+            Ok(me) => Ok(Some(self.resume(&me, DEFAULT_MAX_BYTES).await?.packet.text)),
+            Err(StoreError::Refused(_)) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 

@@ -131,7 +131,7 @@ fn main() {
     };
     table.push(bench.resume(&format!("resume ({seeded} events)")));
     // The growth goal measured like every floor: resume on the largest store alternating
-    // with resume on the 100-event store, so both see the same machine at the same time.
+    // with resume on the small store, so both see the same machine at the same time.
     if let Some(&largest) = sizes.iter().max() {
         let big = base.join(format!("floor-{largest}"));
         let argv = ["--as", ME, "resume"];
@@ -754,7 +754,6 @@ fn prepare(exe: &Path, project: &Path, size: usize) -> Seeded {
     }
 }
 
-/// A store of about 100 events: a few requests, some owed, a few state changes.
 /// The small store resume is compared with: a short log whose packet shows what the large
 /// stores' packet shows (the byte cap's worth of owed requests, three decisions of more,
 /// one request waited for of more), so the comparison is the log's length alone.

@@ -178,6 +178,15 @@ impl Lazy {
         }
     }
 
+    /// A connection to open when it is first used.
+    fn later(path: &Path, busy_timeout: Duration) -> Self {
+        Self {
+            conn: OnceCell::new(),
+            path: path.to_owned(),
+            busy_timeout,
+        }
+    }
+
     /// The connection, opened now if it was not yet.
     async fn get(&self) -> Result<&Arc<Mutex<Connection>>> {
         self.conn
@@ -364,11 +373,7 @@ impl SqliteStore {
         }
         check_header(path)?;
         Ok(Self {
-            conns: Conns::One(Arc::new(Lazy {
-                conn: OnceCell::new(),
-                path: path.to_owned(),
-                busy_timeout,
-            })),
+            conns: Conns::One(Arc::new(Lazy::later(path, busy_timeout))),
             path: path.to_owned(),
             busy_timeout,
             spool: spool::Spool::beside(path),

@@ -1,7 +1,8 @@
 //! `baton hook claude|codex EVENT`: what an agent's lifecycle hook calls. It appends one
 //! event tied to the session and, when known, the run, and must never slow the agent
 //! down or break it: its event goes to the spool beside the store (no wait for the write
-//! lock), it waits at most 100 ms to open the store, spends at most 150 ms in all,
+//! lock, no read of the database), it waits at most 100 ms for the store where it needs
+//! it (a packet, a need), spends at most 150 ms in all,
 //! always exits 0 and prints nothing on stdout — except the resume packet with `--inject`
 //! where the agent reads a hook's stdout into its context (`SessionStart`,
 //! `UserPromptSubmit`). The payload is read as it streams in, keeping only the session
@@ -47,7 +48,7 @@ impl Agent {
 /// Reads the hook's JSON on stdin (or as the last argument, as Codex's `notify` passes it)
 /// and appends an event tied to the session and, when BATON_RUN is set, the run, to the
 /// spool beside the store (the next command folds it into the log; a hook never waits for
-/// another writer). Waits at most 100 ms to open the store and 150 ms in all; on timeout
+/// another writer). Waits at most 100 ms for the store where it reads it and 150 ms in all; on timeout
 /// the event is dropped with one
 /// line on stderr. Prints nothing, except that --inject prints the resume packet of
 /// BATON_AS (or --as) where the agent adds a hook's output to its context: SessionStart
@@ -73,8 +74,9 @@ pub struct HookArgs {
 
 /// The whole budget of one hook call, and the part of it spent waiting for the store.
 pub const TOTAL_BUDGET: Duration = Duration::from_millis(150);
-/// A hook no longer waits for the write lock (its event is spooled): this bounds opening
-/// the store and reading who is calling, and a `Notification`'s need, written directly.
+/// A hook no longer waits for the write lock (its event is spooled) and, when it only
+/// records, never opens the database: this bounds what still does, the packet of
+/// `--inject` and a `Notification`'s need, written directly.
 pub const STORE_WAIT: Duration = Duration::from_millis(100);
 /// How long the payload is read at most, so the store still has its part of the budget.
 const PAYLOAD_WAIT: Duration = Duration::from_millis(100);
