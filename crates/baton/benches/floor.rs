@@ -708,16 +708,23 @@ fn sqlite(db: &Path, sql: &str) {
     );
 }
 
+/// One number read with a bare `sqlite3`. It waits up to 5 s for a lock: a `baton` process
+/// the bench left (the writer's last send) may still be closing, its checkpoint holding
+/// the database.
 fn sqlite_scalar(db: &Path, sql: &str) -> i64 {
     let out = Command::new("sqlite3")
+        .args(["-cmd", ".timeout 5000"])
         .arg(db)
         .arg(sql)
         .output()
         .expect("run sqlite3");
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .expect("a number")
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.trim().parse().unwrap_or_else(|e| {
+        panic!(
+            "sqlite3 gave no number for {sql} ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
 }
 
 struct Seeded {
