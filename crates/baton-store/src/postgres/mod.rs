@@ -87,6 +87,16 @@ pub struct PostgresDatabase {
     notifier: Arc<notify::Notifier>,
 }
 
+/// A sender's sends like a draft within the duplicate window, newest first. Ordered by
+/// `created_at`, which `messages_duplicate` holds in order after the sender and the hash:
+/// ordered by `seq`, the plan a prepared statement kept from when the table was small
+/// walked the sender's whole outbox index (`messages_outbox`) backwards, so a send's cost
+/// grew with everything its sender had sent.
+const RECENT: &str = "SELECT id, hash, type, topic, reply_to, idempotency_key FROM messages \
+     WHERE project = $1 AND from_name = $2 AND hash = $3 AND type = $4 AND topic = $5 \
+     AND reply_to IS NOT DISTINCT FROM $6 AND created_at >= $7 \
+     ORDER BY created_at DESC, seq DESC LIMIT 20";
+
 /// One project's store in a [`PostgresDatabase`].
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
@@ -1435,21 +1445,16 @@ impl Tx for PostgresTx {
         draft: &Draft,
         since: Millis,
     ) -> Result<Vec<Prior>> {
-        let found = sqlx::query(
-            "SELECT id, hash, type, topic, reply_to, idempotency_key FROM messages \
-             WHERE project = $1 AND from_name = $2 AND hash = $3 AND type = $4 AND topic = $5 \
-             AND reply_to IS NOT DISTINCT FROM $6 AND created_at >= $7 \
-             ORDER BY seq DESC LIMIT 20",
-        )
-        .bind(self.project)
-        .bind(from.as_str())
-        .bind(draft.payload.hash())
-        .bind(draft.kind.as_str())
-        .bind(draft.topic.as_str())
-        .bind(&draft.reply_to)
-        .bind(since)
-        .fetch_all(&mut *self.tx)
-        .await;
+        let found = sqlx::query(RECENT)
+            .bind(self.project)
+            .bind(from.as_str())
+            .bind(draft.payload.hash())
+            .bind(draft.kind.as_str())
+            .bind(draft.topic.as_str())
+            .bind(&draft.reply_to)
+            .bind(since)
+            .fetch_all(&mut *self.tx)
+            .await;
         let found = found.map_err(|e| self.err(e))?;
         let priors = priors(&mut self.tx, self.project, &found).await;
         priors.map_err(|e| self.err(e))
@@ -1566,6 +1571,45 @@ mod tests {
         assert_eq!(redact("postgres://baton@db/x"), "postgres://baton@db/x");
         let (options, _) = parse_url("postgres://baton:s3cret@db/x").unwrap();
         assert!(!place(&options, None).contains("s3cret"));
+    }
+
+    /// The duplicate check probes its own index even in the plan a prepared statement
+    /// keeps from when the table was empty, not a walk of the sender's outbox.
+    #[tokio::test]
+    async fn the_duplicate_check_probes_its_index_in_a_plan_made_on_an_empty_table() {
+        let Ok(base) = std::env::var("BATON_TEST_POSTGRES") else {
+            eprintln!("plan: not run on PostgreSQL: BATON_TEST_POSTGRES is not set");
+            return;
+        };
+        let schema = format!("baton_plan_{}", crate::new_id().to_string().to_lowercase());
+        let separator = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{separator}schema={schema}");
+        let db = PostgresDatabase::connect(&url, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let name = ProjectName::new("shop").unwrap();
+        crate::Database::add_project(&db, &name).await.unwrap();
+        let store = db.store(&name).await.unwrap();
+        let mut conn = store.pool.acquire().await.unwrap();
+        sqlx::raw_sql("SET plan_cache_mode = force_generic_plan")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("PREPARE recent AS {RECENT}")))
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let plan: Vec<String> =
+            sqlx::query_scalar("EXPLAIN EXECUTE recent(1, 'planner', 'h', 'info', 't', NULL, 0)")
+                .fetch_all(&mut *conn)
+                .await
+                .unwrap();
+        drop(conn);
+        let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+            .execute(&store.pool)
+            .await;
+        let plan = plan.join("\n");
+        assert!(plan.contains("messages_duplicate"), "{plan}");
     }
 
     #[test]
