@@ -1543,7 +1543,7 @@ impl Tx for PostgresTx {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -1573,15 +1573,17 @@ mod tests {
         assert!(!place(&options, None).contains("s3cret"));
     }
 
-    /// The duplicate check probes its own index even in the plan a prepared statement
-    /// keeps from when the table was empty, not a walk of the sender's outbox.
-    #[tokio::test]
-    async fn the_duplicate_check_probes_its_index_in_a_plan_made_on_an_empty_table() {
+    /// Project `shop` in a new schema of the database `BATON_TEST_POSTGRES` names, and
+    /// that schema (the test drops it); `None`, said on stderr, when it names none.
+    pub(crate) async fn test_store(what: &str) -> Option<(PostgresStore, String)> {
         let Ok(base) = std::env::var("BATON_TEST_POSTGRES") else {
-            eprintln!("plan: not run on PostgreSQL: BATON_TEST_POSTGRES is not set");
-            return;
+            eprintln!("{what}: not run on PostgreSQL: BATON_TEST_POSTGRES is not set");
+            return None;
         };
-        let schema = format!("baton_plan_{}", crate::new_id().to_string().to_lowercase());
+        let schema = format!(
+            "baton_{what}_{}",
+            crate::new_id().to_string().to_lowercase()
+        );
         let separator = if base.contains('?') { '&' } else { '?' };
         let url = format!("{base}{separator}schema={schema}");
         let db = PostgresDatabase::connect(&url, Duration::from_secs(5))
@@ -1589,7 +1591,16 @@ mod tests {
             .unwrap();
         let name = ProjectName::new("shop").unwrap();
         crate::Database::add_project(&db, &name).await.unwrap();
-        let store = db.store(&name).await.unwrap();
+        Some((db.store(&name).await.unwrap(), schema))
+    }
+
+    /// The duplicate check probes its own index even in the plan a prepared statement
+    /// keeps from when the table was empty, not a walk of the sender's outbox.
+    #[tokio::test]
+    async fn the_duplicate_check_probes_its_index_in_a_plan_made_on_an_empty_table() {
+        let Some((store, schema)) = test_store("plan").await else {
+            return;
+        };
         let mut conn = store.pool.acquire().await.unwrap();
         sqlx::raw_sql("SET plan_cache_mode = force_generic_plan")
             .execute(&mut *conn)

@@ -101,29 +101,15 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::postgres::PostgresDatabase;
-    use crate::{Backend, Database, Store};
-    use baton_core::{Draft, MessageType, Passname, Payload, ProjectName, Topic};
+    use crate::{Backend, Store};
+    use baton_core::{Draft, MessageType, Passname, Payload, Topic};
 
     /// A commit is told on the channel, with its project and seq: waits wake on it.
     #[tokio::test]
     async fn a_commit_is_told_to_the_listener() {
-        let Ok(base) = std::env::var("BATON_TEST_POSTGRES") else {
-            eprintln!("notify: not run on PostgreSQL: BATON_TEST_POSTGRES is not set");
+        let Some((store, schema)) = crate::postgres::tests::test_store("notify").await else {
             return;
         };
-        let schema = format!(
-            "baton_notify_{}",
-            crate::new_id().to_string().to_lowercase()
-        );
-        let separator = if base.contains('?') { '&' } else { '?' };
-        let url = format!("{base}{separator}schema={schema}");
-        let db = PostgresDatabase::connect(&url, Duration::from_secs(5))
-            .await
-            .unwrap();
-        let name = ProjectName::new("shop").unwrap();
-        db.add_project(&name).await.unwrap();
-        let store = db.store(&name).await.unwrap();
         let mut commits = store
             .notifier
             .subscribe(&store.pool)
