@@ -170,16 +170,12 @@ fn main() {
                 if let Some(schema) = schema {
                     // What autovacuum does on a live database (this machine's runs with it
                     // off): plans kept from when the tables were empty are made again.
-                    on_postgres(
-                        &runtime,
-                        |tables| {
-                            tables
-                                .iter()
-                                .map(|t| format!("ANALYZE {schema}.{t};"))
-                                .collect()
-                        },
-                        schema,
-                    );
+                    on_postgres(&runtime, schema, |tables| {
+                        tables
+                            .iter()
+                            .map(|t| format!("ANALYZE {schema}.{t};"))
+                            .collect()
+                    });
                 }
             }
             let mut rates = Vec::new();
@@ -209,11 +205,9 @@ fn main() {
             );
         }
         if let Some(schema) = schema {
-            on_postgres(
-                &runtime,
-                |_| format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
-                schema,
-            );
+            on_postgres(&runtime, schema, |_| {
+                format!("DROP SCHEMA IF EXISTS {schema} CASCADE")
+            });
         }
     }
 }
@@ -330,11 +324,12 @@ fn run(
     (latencies.len() as f64 / elapsed.as_secs_f64(), latencies)
 }
 
-/// Runs on the bench's PostgreSQL database what `sql` makes of the tables in `schema`.
+/// Runs on the bench's PostgreSQL database the statements `sql` makes of the names of
+/// the tables in `schema`.
 fn on_postgres(
     runtime: &tokio::runtime::Runtime,
-    sql: impl FnOnce(&[String]) -> String,
     schema: &str,
+    sql: impl FnOnce(&[String]) -> String,
 ) {
     let Ok(base) = std::env::var("BATON_TEST_POSTGRES") else {
         return;
