@@ -21,9 +21,16 @@
 //! comparison), and PostgreSQL when `BATON_TEST_POSTGRES` names a database (a fresh
 //! schema, dropped after; its tables analyzed after the untimed run, as autovacuum does
 //! on a live database). Every body carries a nonce of its run and every answer must say
-//! `"duplicate":false`: a body sent again within the duplicate window writes nothing. It
-//! prints a table and asserts nothing about time. Run without `--bench` (as `cargo test
-//! --benches` does) it only checks that it works, briefly.
+//! `"duplicate":false`: a body sent again within the duplicate window writes nothing.
+//!
+//! Beside each rate it prints the CPU time each send took (user and system, of every
+//! thread of this process: server, log thread and clients; for PostgreSQL the database's
+//! own processes are not counted) and each floor row took (the `sqlite3` process's), and
+//! the bound the cores set: the rate at which every core would be busy sending, over the
+//! floor. Where a disk's flush is slow, that bound is far above the floor and group
+//! commit is held by the disk; where the flush costs about as much CPU as it waits, the
+//! cores bind first. It prints a table and asserts nothing about time. Run without
+//! `--bench` (as `cargo test --benches` does) it only checks that it works, briefly.
 //!
 //! Words after `--` pick rows, for a profile of one: a number keeps that many clients,
 //! other words keep the backends whose name holds them (`-- group 16`).
@@ -39,6 +46,8 @@ use baton_app::{App, Settings};
 use baton_core::ProjectName;
 use baton_core::key::Scope;
 use baton_store::{Database, SqliteStore, Store};
+use nix::sys::resource::{UsageWho, getrusage};
+use nix::sys::time::TimeVal;
 
 const CLIENTS: [usize; 3] = [1, 4, 16];
 
@@ -110,9 +119,19 @@ fn main() {
          sqlite3 committing {} one-row transactions (WAL, synchronous=FULL)",
         scale.runs, scale.sends, scale.floor_rows,
     );
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
-        "{:<34} {:>7} {:>9} {:>8} {:>8} {:>9} {:>9}",
-        "backend", "clients", "sends/s", "p50 ms", "p99 ms", "floor/s", "× floor"
+        "{:<30} {:>7} {:>8} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "backend",
+        "clients",
+        "sends/s",
+        "p50 ms",
+        "p99 ms",
+        "µs CPU",
+        "floor/s",
+        "µs CPU",
+        "× floor",
+        "cores ×"
     );
 
     let mut backends: Vec<(String, Arc<dyn Database>, Option<String>)> = Vec::new();
@@ -182,25 +201,37 @@ fn main() {
             let mut floors = Vec::new();
             let mut ratios = Vec::new();
             let mut latencies = Vec::new();
+            let (mut cpu, mut floor_cpu, mut bounds) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..scale.runs {
                 let floor = floor(dir.path(), scale.floor_rows);
-                let (rate, times) = run(&runtime, Arc::clone(db), clients, scale.sends);
-                rates.push(rate);
-                floors.push(floor);
-                ratios.push(rate / floor);
+                let (sent, times) = run(&runtime, Arc::clone(db), clients, scale.sends);
+                rates.push(sent.rate);
+                floors.push(floor.rate);
+                ratios.push(sent.rate / floor.rate);
                 latencies.extend(times);
+                cpu.push(sent.cpu * 1e6);
+                floor_cpu.push(floor.cpu * 1e6);
+                bounds.push(cores as f64 / sent.cpu / floor.rate);
             }
             latencies.sort();
             let at = |q: f64| {
                 let i = ((latencies.len() as f64 - 1.0) * q).round() as usize;
                 latencies[i].as_secs_f64() * 1000.0
             };
+            // PostgreSQL's CPU is spent in its own processes too, so this process's CPU
+            // sets no bound there.
+            let bound = match schema {
+                None => format!("{:.2}", median(&mut bounds)),
+                Some(_) => "-".to_owned(),
+            };
             println!(
-                "{name:<34} {clients:>7} {:>9.0} {:>8.2} {:>8.2} {:>9.0} {:>9.2}",
+                "{name:<30} {clients:>7} {:>8.0} {:>7.2} {:>7.2} {:>8.0} {:>8.0} {:>8.0} {:>8.2} {bound:>8}",
                 median(&mut rates),
                 at(0.50),
                 at(0.99),
+                median(&mut cpu),
                 median(&mut floors),
+                median(&mut floor_cpu),
                 median(&mut ratios),
             );
         }
@@ -218,9 +249,25 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
+/// How fast a run went and the CPU it took.
+struct Measured {
+    /// Rows or sends per second.
+    rate: f64,
+    /// CPU seconds per row or send.
+    cpu: f64,
+}
+
+/// The CPU seconds (user and system) `who` has used: this process's threads, or its
+/// children that have been waited for.
+fn cpu_time(who: UsageWho) -> f64 {
+    let usage = getrusage(who).expect("getrusage");
+    let seconds = |t: TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    seconds(usage.user_time()) + seconds(usage.system_time())
+}
+
 /// Rows per second a bare `sqlite3` process commits, one row per transaction, into the
 /// floor's database, leaving its log in place for the next floor.
-fn floor(dir: &std::path::Path, rows: usize) -> f64 {
+fn floor(dir: &std::path::Path, rows: usize) -> Measured {
     let file = dir.join("floor.db");
     let mut script = String::from(
         ".dbconfig no_ckpt_on_close on\nPRAGMA journal_mode=WAL;\nPRAGMA synchronous=FULL;\n\
@@ -231,6 +278,7 @@ fn floor(dir: &std::path::Path, rows: usize) -> f64 {
             "INSERT INTO t (body) VALUES ('floor row {n}: the export keeps its filters');\n"
         ));
     }
+    let cpu = cpu_time(UsageWho::RUSAGE_CHILDREN);
     let started = Instant::now();
     let mut child = Command::new("sqlite3")
         .arg(&file)
@@ -246,17 +294,20 @@ fn floor(dir: &std::path::Path, rows: usize) -> f64 {
         .expect("the script");
     let status = child.wait().expect("sqlite3 ran");
     assert!(status.success(), "sqlite3 failed");
-    rows as f64 / started.elapsed().as_secs_f64()
+    Measured {
+        rate: rows as f64 / started.elapsed().as_secs_f64(),
+        cpu: (cpu_time(UsageWho::RUSAGE_CHILDREN) - cpu) / rows as f64,
+    }
 }
 
 /// A server over `db` with project `shop`; `sends` sends from `clients` threads. Returns
-/// sends per second and each send's latency.
+/// their rate and CPU, and each send's latency.
 fn run(
     runtime: &Arc<tokio::runtime::Runtime>,
     db: Arc<dyn Database>,
     clients: usize,
     sends: usize,
-) -> (f64, Vec<Duration>) {
+) -> (Measured, Vec<Duration>) {
     let project = ProjectName::new("shop").expect("a project name");
     let (listener, token) = runtime.block_on(async {
         db.add_project(&project).await.expect("a project");
@@ -288,6 +339,7 @@ fn run(
     // Every body is new: a body sent again within the duplicate window writes nothing, and
     // each row's runs share one store.
     let nonce = baton_store::new_id();
+    let cpu = cpu_time(UsageWho::RUSAGE_SELF);
     let started = Instant::now();
     let latencies: Vec<Duration> = std::thread::scope(|s| {
         let threads: Vec<_> = (0..clients)
@@ -319,9 +371,14 @@ fn run(
             .collect()
     });
     let elapsed = started.elapsed();
+    let cpu = cpu_time(UsageWho::RUSAGE_SELF) - cpu;
     let _ = stop.send(());
     let _ = runtime.block_on(serving);
-    (latencies.len() as f64 / elapsed.as_secs_f64(), latencies)
+    let sent = Measured {
+        rate: latencies.len() as f64 / elapsed.as_secs_f64(),
+        cpu: cpu / latencies.len() as f64,
+    };
+    (sent, latencies)
 }
 
 /// Runs on the bench's PostgreSQL database the statements `sql` makes of the names of
