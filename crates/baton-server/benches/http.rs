@@ -127,9 +127,9 @@ fn main() {
         "sends/s",
         "p50 ms",
         "p99 ms",
-        "µs CPU",
+        "send µs",
         "floor/s",
-        "µs CPU",
+        "row µs",
         "× floor",
         "cores ×"
     );
