@@ -20,6 +20,7 @@ mod memory;
 mod messages;
 mod negotiation;
 mod news;
+pub mod ops;
 mod orders;
 pub mod portable;
 mod queue;

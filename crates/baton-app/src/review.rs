@@ -10,7 +10,7 @@ use baton_core::refusal::Action;
 use baton_core::{Change, Event, InvalidTransition, Passname};
 use serde_json::{Map, Value};
 
-use crate::{App, OrderStep, Result};
+use crate::{App, Result};
 
 /// What a review of an order starts from.
 #[derive(Debug, Clone)]
@@ -83,10 +83,22 @@ impl App {
         Ok(done as u32 + 1)
     }
 
-    /// What a review of order `id` starts from; refused unless the order is submitted
-    /// (a report waits for review).
-    pub async fn review_start(&self, id: &str) -> Result<ReviewStart> {
+    /// What a review of order `id` by `me` with `reviewers` starts from; refused before
+    /// any reviewer runs unless `me` may conclude it (the order's sender, never its worker:
+    /// a refusal is a security event), the reviewers are different commands and the order
+    /// is submitted (a report waits for review). Without `me` it is only read: the packet
+    /// of a review no one concludes.
+    pub async fn review_start(
+        &self,
+        me: Option<&Passname>,
+        id: &str,
+        reviewers: &[String],
+    ) -> Result<ReviewStart> {
+        gate::distinct_reviewers(reviewers)?;
         let view = self.order_view(id).await?;
+        if let Some(me) = me {
+            self.store().may_review(me, &view.order.id).await?;
+        }
         let status = view.order.status_at(self.now());
         let report = match (&view.report, status) {
             (Some(r), OrderStatus::Submitted) => r.clone(),
@@ -113,7 +125,8 @@ impl App {
     }
 
     /// Records a round's verdicts and its conclusion as `me`; a first-round FIX sends the
-    /// order back to its worker with the fixes as the rework reason, in the same breath.
+    /// order back to its worker with the fixes as the rework reason, in the same
+    /// transaction: a round is recorded whole or not at all.
     pub async fn conclude_review(
         &self,
         me: &Passname,
@@ -144,20 +157,16 @@ impl App {
             outcome: conclusion.outcome,
             disagreement: conclusion.disagreement,
         });
-        let mut events = self.store().record_gate(me.as_str(), &changes).await?;
-        if let Some(reason) = &conclusion.reason {
-            let written = self
-                .take_step(
-                    me,
-                    &order,
-                    Some(start.order.seq),
-                    OrderStep::Rework {
-                        reason: reason.clone(),
-                    },
-                )
-                .await?;
-            events.extend(written.events);
-        }
+        let events = self
+            .store()
+            .conclude_review(
+                me,
+                &order,
+                start.order.seq,
+                &changes,
+                conclusion.reason.clone(),
+            )
+            .await?;
         Ok(ReviewDone {
             order,
             round: start.round,

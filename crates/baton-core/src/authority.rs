@@ -39,7 +39,10 @@ use crate::refusal::Refusal;
 pub enum Power {
     /// Send requests and offer Work Orders: ask for work.
     Request,
-    /// Send information and messages (replies to what one received included).
+    /// Send information and messages (replies to what one received included), and record
+    /// project memory: focus, streams, decisions, constraints, notes, receipts, needs,
+    /// acknowledgements, runs, negotiations and session hand-overs. Recording memory is
+    /// telling the project something, as an `info` to everyone would.
     Send,
     /// Take on requests and orders addressed to oneself: accept, start, report, complete,
     /// hand back.
@@ -77,7 +80,7 @@ impl Power {
     pub fn doing(self) -> &'static str {
         match self {
             Self::Request => "send requests or offer orders",
-            Self::Send => "send messages",
+            Self::Send => "send messages or record project memory",
             Self::Accept => "take on requests or orders",
             Self::Approve => "approve, reject or answer orders",
             Self::Effects => "run side effects",
@@ -235,16 +238,54 @@ impl Participant {
     }
 }
 
-/// Whether `who` may use `power` on `topic`; the refusal names what its policy allows.
-pub fn authorize(who: &Participant, power: Power, topic: &Topic) -> Result<(), Refusal> {
+/// Whether `actor` is the machine itself rather than a participant: the local operator
+/// (`@local`), the reaper, the negotiation's mediator. No key and no `--as` can name one
+/// (a passname never starts with `@`), so only the machine's own processes act as one, and
+/// it holds every power.
+pub fn is_machine(actor: &str) -> bool {
+    actor.starts_with('@')
+}
+
+/// Whether `who` may use `power` on `topic` (`None`: a write with no topic, such as project
+/// memory, which takes the power alone); the refusal names what its policy allows.
+pub fn authorize(who: &Participant, power: Power, topic: Option<&Topic>) -> Result<(), Refusal> {
     let policy = who.policy();
-    if policy.allows(power, topic) {
+    let allowed = match topic {
+        Some(topic) => policy.allows(power, topic),
+        None => policy.may.contains(&power),
+    };
+    if allowed {
         return Ok(());
     }
     Err(Refusal::Beyond {
         actor: who.name.clone(),
         role: who.role.clone(),
         power,
+        topic: topic.cloned(),
+        policy: Box::new(policy),
+    })
+}
+
+/// The power every write of project memory takes (see [`Power::Send`]).
+pub const MEMORY: Power = Power::Send;
+
+/// Whether `recipient` could take on a message of `kind` on `topic`: a request (an order's
+/// offer included) goes only to a recipient whose policy lets it accept work on that
+/// topic, so whatever lands in an inbox can be closed by its owner. Information and
+/// messages need nothing of their recipient: reading, acknowledging and archiving take no
+/// power.
+pub fn deliverable(
+    recipient: &Participant,
+    kind: MessageType,
+    topic: &Topic,
+) -> Result<(), Refusal> {
+    let policy = recipient.policy();
+    if kind != MessageType::Request || policy.allows(Power::Accept, topic) {
+        return Ok(());
+    }
+    Err(Refusal::Unwilling {
+        recipient: recipient.name.clone(),
+        role: recipient.role.clone(),
         topic: topic.clone(),
         policy: Box::new(policy),
     })
@@ -317,7 +358,19 @@ pub const ACT_AS_ANOTHER: &str = "name the actor in a request";
 /// beyond its key's scope, or a request naming its own actor.
 pub fn denied(who: &Passname, refusal: &Refusal) -> Option<Denied> {
     let (action, topic) = match refusal {
-        Refusal::Beyond { power, topic, .. } => (power.as_str().to_owned(), Some(topic.clone())),
+        Refusal::Beyond { power, topic, .. } => (power.as_str().to_owned(), topic.clone()),
+        Refusal::Unwilling {
+            recipient, topic, ..
+        } => (
+            format!("send a request to {recipient}"),
+            Some(topic.clone()),
+        ),
+        Refusal::OwnWork { order, .. } => {
+            (format!("review or approve its own order {order}"), None)
+        }
+        Refusal::OrderRole { action, order, .. } => {
+            (format!("{} order {order}", action.command()), None)
+        }
         Refusal::Scope { action, .. } => ((*action).to_owned(), None),
         Refusal::ActorInRequest => (ACT_AS_ANOTHER.to_owned(), None),
         _ => return None,
@@ -376,14 +429,14 @@ mod tests {
             ]),
         };
         let who = member("executor", Some(policy));
-        assert!(authorize(&who, Power::Request, &topic("billing-api")).is_ok());
-        assert!(authorize(&who, Power::Send, &topic("docs")).is_ok());
+        assert!(authorize(&who, Power::Request, Some(&topic("billing-api"))).is_ok());
+        assert!(authorize(&who, Power::Send, Some(&topic("docs"))).is_ok());
         for (power, t) in [
             (Power::Request, "docs-site"),
             (Power::Request, "billing"),
             (Power::Accept, "docs"),
         ] {
-            let refused = authorize(&who, power, &topic(t)).unwrap_err();
+            let refused = authorize(&who, power, Some(&topic(t))).unwrap_err();
             assert!(matches!(refused, Refusal::Beyond { .. }), "{power} {t}");
             assert_eq!(refused.kind(), crate::RefusalKind::Forbidden);
         }
@@ -391,14 +444,49 @@ mod tests {
 
     #[test]
     fn the_refusal_names_what_the_policy_allows() {
-        let refused = authorize(&member("executor", None), Power::Request, &topic("billing"))
-            .unwrap_err()
-            .to_string();
+        let refused = authorize(
+            &member("executor", None),
+            Power::Request,
+            Some(&topic("billing")),
+        )
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             refused,
             "impl-1 (executor) may not send requests or offer orders on topic billing: \
              its policy allows send, accept on every topic"
         );
+    }
+
+    #[test]
+    fn memory_takes_the_power_alone_and_an_observer_has_none() {
+        let refused = authorize(&member("observer", None), MEMORY, None).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "impl-1 (observer) may not send messages or record project memory: \
+             its policy allows nothing (read only) on every topic"
+        );
+        let narrowed =
+            Policy::for_role("executor").amend(None, Some(Policy::topics(&["csv-*"]).unwrap()));
+        assert!(authorize(&member("executor", Some(narrowed)), MEMORY, None).is_ok());
+        assert!(is_machine("@local") && !is_machine("planner"));
+    }
+
+    #[test]
+    fn a_request_goes_only_to_a_recipient_that_may_take_it_on() {
+        let narrowed =
+            Policy::for_role("executor").amend(None, Some(Policy::topics(&["csv-*"]).unwrap()));
+        let impl1 = member("executor", Some(narrowed));
+        assert!(deliverable(&impl1, MessageType::Request, &topic("csv-export")).is_ok());
+        let refused = deliverable(&impl1, MessageType::Request, &topic("work-order")).unwrap_err();
+        assert!(
+            matches!(&refused, Refusal::Unwilling { topic, .. } if topic.as_str() == "work-order")
+        );
+        assert_eq!(refused.kind(), crate::RefusalKind::Forbidden);
+        assert!(denied(&Passname::new("planner").unwrap(), &refused).is_some());
+        // What it only reads needs nothing of it.
+        assert!(deliverable(&impl1, MessageType::Info, &topic("work-order")).is_ok());
+        assert!(deliverable(&member("observer", None), MessageType::Message, &topic("x")).is_ok());
     }
 
     #[test]
@@ -455,7 +543,8 @@ mod tests {
     #[test]
     fn refusals_of_authority_are_security_events_and_others_are_not() {
         let who = Passname::new("impl-1").unwrap();
-        let beyond = authorize(&member("observer", None), Power::Send, &topic("x")).unwrap_err();
+        let beyond =
+            authorize(&member("observer", None), Power::Send, Some(&topic("x"))).unwrap_err();
         let event = denied(&who, &beyond).unwrap();
         assert_eq!(
             (event.action.as_str(), event.code.as_str()),

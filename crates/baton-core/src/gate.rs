@@ -107,6 +107,80 @@ pub fn parse_verdict(output: &str) -> Verdict {
     Verdict::Fix { fixes }
 }
 
+/// The highest signal number a shell's `128+N` exit status stands for (Linux's realtime
+/// signals end at 64).
+const MAX_SIGNAL: i32 = 64;
+
+/// The verdict of a reviewer's run, from how it ended: `status` and `signal` as the launch
+/// wrapper saw them, `exit` the code it ended with, `output` what it printed and `reason`
+/// why it failed. A reviewer ended by a signal is STOPPED whether the wrapper saw the
+/// signal or only a shell's `128+N` exit (a reviewer run as `sh -c CMD` whose CMD was
+/// killed): either way it said nothing, and a chain must not read the kill as a verdict.
+/// Only a run that finished gives its output to the grammar; any other failure is INVALID.
+pub fn verdict_of(
+    status: crate::run::RunStatus,
+    signal: Option<i32>,
+    exit: Option<i32>,
+    output: &str,
+    reason: Option<&str>,
+) -> Verdict {
+    use crate::run::RunStatus;
+    let shell_signal = exit
+        .map(|code| code - 128)
+        .filter(|n| (1..=MAX_SIGNAL).contains(n));
+    match status {
+        RunStatus::Stopped => Verdict::Stopped { signal },
+        _ if status != RunStatus::Done && shell_signal.is_some() => Verdict::Stopped {
+            signal: shell_signal,
+        },
+        RunStatus::Done => parse_verdict(output),
+        _ => Verdict::Invalid {
+            raw: clip(
+                &format!("({}) {output}", reason.unwrap_or("the reviewer failed")),
+                MAX_RAW_BYTES,
+            ),
+        },
+    }
+}
+
+/// Who may conclude a review of `order`: the one who may approve it or send it back, its
+/// sender. The worker never reviews its own work, and no one else concludes for the
+/// sender; the reviewers themselves are commands the sender runs (`baton review
+/// --reviewer CMD`). Checked before any reviewer runs, so a review refused here costs no
+/// reviewer call and records nothing but the security event.
+pub fn may_conclude(order: &crate::order::Order, actor: &str) -> Result<(), crate::Refusal> {
+    use crate::order::OrderAction;
+    if actor == order.to {
+        return Err(crate::Refusal::OwnWork {
+            actor: actor.to_owned(),
+            order: order.id.clone(),
+        });
+    }
+    if !order.may(actor, OrderAction::Approve) {
+        return Err(crate::Refusal::OrderRole {
+            actor: actor.to_owned(),
+            action: OrderAction::Approve,
+            order: order.id.clone(),
+            may: order.who_may(OrderAction::Approve),
+        });
+    }
+    Ok(())
+}
+
+/// One round's reviewers are different reviewers: two commands that are the same once
+/// trimmed are one reviewer asked twice, which proves nothing twice.
+pub fn distinct_reviewers<S: AsRef<str>>(commands: &[S]) -> Result<(), crate::Refusal> {
+    for (i, a) in commands.iter().enumerate() {
+        let a = a.as_ref().trim();
+        if commands[..i].iter().any(|b| b.as_ref().trim() == a) {
+            return Err(crate::Refusal::SameReviewer {
+                command: a.to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// What a round of review decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -473,15 +473,35 @@ pub enum Refusal {
     NegotiationSettled { id: String },
 
     // ---- forbidden ----
-    /// An action beyond the actor's authority policy.
-    #[error("{actor} ({role}) may not {} on topic {topic}: its policy allows {policy}", power.doing())]
+    /// An action beyond the actor's authority policy; `topic` is `None` for a write that
+    /// has none (project memory).
+    #[error("{actor} ({role}) may not {}{}: its policy allows {policy}", power.doing(), on_topic(topic.as_ref()))]
     Beyond {
         actor: Passname,
         role: String,
         power: crate::authority::Power,
+        topic: Option<crate::names::Topic>,
+        policy: Box<crate::authority::Policy>,
+    },
+    /// A request or an order sent to a recipient whose policy would not let it take it on:
+    /// refused at the send, so nothing lands in an inbox its owner cannot close.
+    #[error(
+        "{recipient} ({role}) may not take on requests or orders on topic {topic}: its policy allows {policy}"
+    )]
+    Unwilling {
+        recipient: Passname,
+        role: String,
         topic: crate::names::Topic,
         policy: Box<crate::authority::Policy>,
     },
+    /// The order's worker tried to review or approve its own work.
+    #[error(
+        "{actor} is the worker of order {order}: its work is reviewed and approved by someone else"
+    )]
+    OwnWork { actor: String, order: String },
+    /// Two reviewers of one round that are one reviewer: the same command.
+    #[error("both reviewers are {command:?}: a second review needs a second, different reviewer")]
+    SameReviewer { command: String },
     #[error("{who} is neither a recipient nor the sender of {id}")]
     NotAParty { who: Passname, id: String },
     /// The sender of a request tried a recipient's step.
@@ -639,8 +659,11 @@ impl Refusal {
             | Self::NegotiationSettled { .. }
             | Self::GatewayClosed { .. }
             | Self::EffectsDiffer { .. }
-            | Self::EffectsNeedRunner { .. } => K::Invalid,
+            | Self::EffectsNeedRunner { .. }
+            | Self::SameReviewer { .. } => K::Invalid,
             Self::Beyond { .. }
+            | Self::Unwilling { .. }
+            | Self::OwnWork { .. }
             | Self::NotAParty { .. }
             | Self::SenderSteps { .. }
             | Self::OrderRole { .. }
@@ -675,6 +698,10 @@ impl From<InvalidTransition> for Refusal {
     fn from(t: InvalidTransition) -> Self {
         Self::Transition(t)
     }
+}
+
+fn on_topic(topic: Option<&crate::names::Topic>) -> String {
+    topic.map_or_else(String::new, |t| format!(" on topic {t}"))
 }
 
 fn article(kind: MessageType) -> &'static str {

@@ -174,6 +174,10 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
             "{r}; this tool does not start servers: approve with `baton order approve` where \
              the upstream server runs"
         ),
+        Refusal::Unwilling { topic, .. } => format!(
+            "{r}. Nothing was sent and the attempt is recorded: send it on a `topic` the \
+             recipient takes (not {topic}), or ask an owner to widen its policy"
+        ),
         _ => r.to_string(),
     }
 }

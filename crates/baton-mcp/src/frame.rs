@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
-use baton_core::json::{JsonProblem, MAX_DEPTH, check_text_where, top_level_scalar};
+use baton_core::json::{JsonProblem, MAX_DEPTH, check_text, top_level_scalar};
 
 /// JSON-RPC's codes for what the gate refuses.
 const PARSE_ERROR: i64 = -32700;
@@ -21,7 +21,7 @@ const INVALID_PARAMS: i64 = -32602;
 const FRAME_LEVELS: usize = 8;
 
 /// The longest line read: a payload at the cap twice over (escapes) and room for the rest.
-pub fn max_frame(payload_cap: usize) -> usize {
+pub(crate) fn max_frame(payload_cap: usize) -> usize {
     payload_cap
         .saturating_mul(2)
         .saturating_add(64 * 1024)
@@ -83,18 +83,23 @@ async fn read_line<R: AsyncBufRead + Unpin>(
 
 /// What to do with one line: pass it to the server, answer it here, or ignore it (a
 /// blank line, or a broken notification, which JSON-RPC never answers).
-enum Verdict {
+pub enum Verdict {
     Pass(String),
     Answer(Value),
     Ignore,
 }
 
 fn error(id: Option<Value>, code: i64, message: String) -> Verdict {
-    Verdict::Answer(json!({
+    Verdict::Answer(error_value(id, code, message))
+}
+
+/// A JSON-RPC error answering the request `id` (null when none could be found).
+pub fn error_value(id: Option<Value>, code: i64, message: String) -> Value {
+    json!({
         "jsonrpc": "2.0",
         "id": id.unwrap_or(Value::Null),
         "error": {"code": code, "message": message},
-    }))
+    })
 }
 
 /// An `id` written last in a line too long to keep: `"id": 7}` at its very end.
@@ -127,14 +132,17 @@ fn judge(line: Line, cap: usize) -> Verdict {
             "parse error: the message is not UTF-8 text".to_owned(),
         );
     };
+    judge_text(text)
+}
+
+/// What to do with one message's text, whatever carried it (a line on stdio, a POST's
+/// body over HTTP): the one boundary of every MCP edge. The whole message is held to
+/// `baton_core::json`'s rules — depth, numbers kept exactly, no duplicate key, no U+0000 —
+/// wherever in it they fall: what a tool passes on (a gateway's held call, run after
+/// approval) must be what the client sent, not a rounded or last-key-wins copy.
+pub fn judge_text(text: &str) -> Verdict {
     let id = top_level_scalar(text, "id");
-    // Numbers are held to exactness where they are stored: a payload, an order, a report.
-    let stored = |path: &str| {
-        ["payload", "document", "report"]
-            .iter()
-            .any(|arg| path.starts_with(&format!("/params/arguments/{arg}")))
-    };
-    if let Err(problem) = check_text_where(text, MAX_DEPTH + FRAME_LEVELS, stored) {
+    if let Err(problem) = check_text(text, MAX_DEPTH + FRAME_LEVELS) {
         let problem = match problem {
             JsonProblem::TooDeep { max, path } => JsonProblem::TooDeep {
                 max: max - FRAME_LEVELS,
@@ -323,6 +331,23 @@ mod tests {
             judge(line(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), 1 << 20),
             Verdict::Pass(_)
         ));
+        // Anywhere in a call, not only in a payload: a gateway passes a held call's
+        // arguments on as they were recorded.
+        for held in [
+            r#"{"n":1,"n":2}"#,
+            r#"{"n":123456789012345678901234567890}"#,
+            r#"{"s":"a\u0000b"}"#,
+        ] {
+            let frame = format!(
+                r#"{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{{"name":"create_issue","arguments":{held}}}}}"#
+            );
+            let a = answer(judge(line(&frame), 1 << 20));
+            assert_eq!(
+                (a["id"].clone(), a["error"]["code"].clone()),
+                (json!(6), json!(-32602)),
+                "{held}"
+            );
+        }
         // JSON that is no message is answered with id null; a notification never is.
         for garbage in ["[1]", "7", &("[".repeat(200) + &"]".repeat(200))] {
             let a = answer(judge(line(garbage), 1 << 20));

@@ -22,7 +22,7 @@ use rmcp::ServiceExt;
 
 pub use demo::{agent_session, serve_demo_upstream};
 pub use gateway::{Upstream, serve_gateway};
-pub use profile::{ALL_TOOLS, PROFILE_BUDGET, Profile};
+pub use profile::{PROFILE_BUDGET, Profile};
 pub use tools::BatonTools;
 
 /// Why the server stopped other than by its client closing stdin.
@@ -45,28 +45,58 @@ pub type HttpResponse =
 /// Serves one HTTP request of MCP's Streamable HTTP transport as `me`, statelessly: each
 /// POST is answered by a tool server made for it (no session to keep, so any server
 /// behind a load balancer can answer any request), in JSON when the answer is one
-/// message. With `read_only` (a read key) only the read-only tools are listed and
-/// callable. The caller has authenticated the request; `Host` is not checked here, since
-/// the key, not the address, proves who asks.
+/// message. A write key is offered `profile`'s tools, as `baton mcp` offers them on
+/// stdio; with `read_only` (a read key) only the read-only tools are listed and callable.
+/// The body passes the same gate as a line on stdio ([`frame::judge_text`]) before rmcp
+/// reads it, within `max_body` bytes. The caller has authenticated the request; `Host` is
+/// not checked here, since the key, not the address, proves who asks.
 pub async fn serve_http<B>(
     app: App,
     me: Passname,
+    profile: Profile,
     read_only: bool,
     request: http::Request<B>,
 ) -> HttpResponse
 where
     B: http_body::Body + Send + 'static,
-    B::Error: std::fmt::Display,
+    B::Error: std::error::Error + Send + Sync + 'static,
     B::Data: Send + 'static,
 {
+    use http_body_util::{BodyExt, Full, Limited};
     use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService,
     };
+    let max_body = frame::max_frame(app.settings().payload_cap);
+    let (parts, body) = request.into_parts();
+    let bytes = match Limited::new(body, max_body).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            let message =
+                format!("the request body could not be read within {max_body} bytes: {e}");
+            return answer(
+                http::StatusCode::PAYLOAD_TOO_LARGE,
+                frame::error_value(None, -32600, message),
+            );
+        }
+    };
+    if parts.method == http::Method::POST {
+        let text = String::from_utf8_lossy(&bytes);
+        match frame::judge_text(&text) {
+            frame::Verdict::Pass(_) => {}
+            frame::Verdict::Answer(refused) => {
+                return answer(http::StatusCode::BAD_REQUEST, refused);
+            }
+            frame::Verdict::Ignore => {
+                return answer(http::StatusCode::ACCEPTED, serde_json::Value::Null);
+            }
+        }
+    }
+    let request = http::Request::from_parts(parts, Full::new(bytes));
     let tools = if read_only {
         BatonTools::read_only(app, me)
     } else {
-        BatonTools::new(app, me)
+        BatonTools::with_profile(app, me, profile)
     };
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
@@ -79,6 +109,21 @@ where
         config,
     );
     service.handle(request).await
+}
+
+/// An answer made here rather than by rmcp: a JSON-RPC error with its status, or an empty
+/// `202 Accepted` for a notification.
+fn answer(status: http::StatusCode, body: serde_json::Value) -> HttpResponse {
+    use http_body_util::{BodyExt, Full};
+    let bytes = match body {
+        serde_json::Value::Null => bytes::Bytes::new(),
+        body => bytes::Bytes::from(body.to_string()),
+    };
+    http::Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(bytes).boxed())
+        .expect("a response of a status, a header and bytes")
 }
 
 /// Serves `profile`'s tools on stdin/stdout as `me` until the client closes stdin.

@@ -1,35 +1,12 @@
 //! Tool profiles: each role sees only the tools it uses, so `tools/list` (read into an
 //! agent's context every session) stays under [`PROFILE_BUDGET`]. A tool outside the
-//! profile is refused with the name of a profile that has it.
+//! profile is refused with the name of a profile that has it. Which role holds which tool
+//! is the operations' declaration (`baton_app::ops`), not a list of this crate's.
+
+use baton_app::ops::{self, Role};
 
 /// What any role profile's `tools/list` result must stay under, in bytes.
 pub const PROFILE_BUDGET: usize = 8 * 1024;
-
-/// Every tool the server has, in no particular order.
-pub const ALL_TOOLS: &[&str] = &[
-    "inbox",
-    "outbox",
-    "show",
-    "send",
-    "reply",
-    "ack",
-    "complete",
-    "hand_back",
-    "archive",
-    "search",
-    "thread",
-    "resume",
-    "focus",
-    "decide",
-    "constrain",
-    "note",
-    "receipt_write",
-    "receipt_wait",
-    "order",
-    "order_show",
-    "need",
-    "queue",
-];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
@@ -74,70 +51,24 @@ impl Profile {
         Self::parse(role).unwrap_or(Self::All)
     }
 
+    /// The role whose tools it holds; `None` for every tool.
+    fn role(self) -> Option<Role> {
+        Role::parse(self.as_str())
+    }
+
     /// The tools it holds.
-    pub fn tools(self) -> &'static [&'static str] {
-        match self {
-            Self::Executor => &[
-                "inbox",
-                "show",
-                "reply",
-                "ack",
-                "complete",
-                "hand_back",
-                "resume",
-                "constrain",
-                "note",
-                "receipt_write",
-                "order",
-                "order_show",
-                "need",
-            ],
-            Self::Planner => &[
-                "inbox",
-                "outbox",
-                "show",
-                "send",
-                "reply",
-                "search",
-                "resume",
-                "decide",
-                "order",
-                "order_show",
-                "queue",
-            ],
-            Self::Reviewer => &[
-                "inbox",
-                "show",
-                "reply",
-                "ack",
-                "complete",
-                "hand_back",
-                "search",
-                "thread",
-                "resume",
-                "note",
-                "order_show",
-                "need",
-            ],
-            Self::Owner => &[
-                "inbox",
-                "outbox",
-                "show",
-                "reply",
-                "ack",
-                "search",
-                "resume",
-                "decide",
-                "order",
-                "order_show",
-                "queue",
-            ],
-            Self::All => ALL_TOOLS,
+    pub fn tools(self) -> Vec<&'static str> {
+        match self.role() {
+            Some(role) => ops::profile(role).collect(),
+            None => ops::tools().collect(),
         }
     }
 
     pub fn has(self, tool: &str) -> bool {
-        self.tools().contains(&tool)
+        match self.role() {
+            Some(role) => ops::by_tool(tool).is_some_and(|o| o.roles.contains(&role)),
+            None => ops::by_tool(tool).is_some(),
+        }
     }
 
     /// The first profile (roles first) that has `tool`.
@@ -151,16 +82,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_profile_holds_known_tools_and_every_tool_has_a_role_or_all() {
-        for p in Profile::ALL {
-            for t in p.tools() {
-                assert!(ALL_TOOLS.contains(t), "{} names {t}", p.as_str());
-            }
-        }
+    fn the_server_has_exactly_the_declared_tools() {
         let router = crate::BatonTools::router();
         let mut names: Vec<&str> = router.map.keys().map(|k| k.as_ref()).collect();
         names.sort();
-        let mut all = ALL_TOOLS.to_vec();
+        let mut all = Profile::All.tools();
         all.sort();
         assert_eq!(names, all);
     }

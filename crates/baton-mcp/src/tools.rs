@@ -110,11 +110,22 @@ impl BatonTools {
         tools
     }
 
-    /// The tools, their schemas compacted (see [`compact`]).
+    /// The tools, their schemas compacted (see [`compact`]) and their annotations those of
+    /// their operation's declaration (`baton_app::ops`): a tool that writes nothing is
+    /// read-only, one whose repetition changes nothing more is idempotent, none destroys
+    /// and none reaches outside the project.
     pub fn router() -> ToolRouter<Self> {
         let mut router = Self::tool_router();
         for route in router.map.values_mut() {
             let tool = &mut route.attr;
+            let declared = baton_app::ops::by_tool(&tool.name)
+                .unwrap_or_else(|| panic!("tool {} has no operation declared", tool.name));
+            let hints = rmcp::model::ToolAnnotations::new().open_world(false);
+            tool.annotations = Some(if declared.needs.writes() {
+                hints.destructive(false).idempotent(declared.idempotent)
+            } else {
+                hints.read_only(true)
+            });
             tool.input_schema = Arc::new(compact(&tool.input_schema, Side::Input));
             tool.output_schema = tool
                 .output_schema
@@ -226,10 +237,7 @@ fn wait_seconds(seconds: Option<u32>) -> Result<Duration, String> {
 
 #[tool_router]
 impl BatonTools {
-    #[tool(
-        description = "Messages you owe, oldest first.",
-        annotations(read_only_hint = true, open_world_hint = false)
-    )]
+    #[tool(description = "Messages you owe, oldest first.")]
     async fn inbox(&self, Parameters(input): Parameters<InboxInput>) -> Result<Json<Page>, String> {
         let input = input?;
         let (items, next) = self
@@ -248,10 +256,7 @@ impl BatonTools {
         }))
     }
 
-    #[tool(
-        description = "Your open requests, each recipient's status.",
-        annotations(read_only_hint = true, open_world_hint = false)
-    )]
+    #[tool(description = "Your open requests, each recipient's status.")]
     async fn outbox(
         &self,
         Parameters(input): Parameters<OutboxInput>,
@@ -273,14 +278,7 @@ impl BatonTools {
         }))
     }
 
-    #[tool(
-        description = "Read a message; marks it delivered.",
-        annotations(
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
+    #[tool(description = "Read a message; marks it delivered.")]
     async fn show(&self, Parameters(input): Parameters<ShowInput>) -> Result<Json<Shown>, String> {
         let input = input?;
         let max = input.max_bytes.unwrap_or(DEFAULT_SHOW_BYTES);
@@ -292,10 +290,7 @@ impl BatonTools {
         Ok(Json(Shown::new(shown, &self.me)))
     }
 
-    #[tool(
-        description = "Send a request (moves work), info or message.",
-        annotations(destructive_hint = false, open_world_hint = false)
-    )]
+    #[tool(description = "Send a request (moves work), info or message.")]
     async fn send(
         &self,
         Parameters(input): Parameters<SendInput>,
@@ -315,10 +310,7 @@ impl BatonTools {
         .await
     }
 
-    #[tool(
-        description = "Reply in a message's thread.",
-        annotations(destructive_hint = false, open_world_hint = false)
-    )]
+    #[tool(description = "Reply in a message's thread.")]
     async fn reply(
         &self,
         Parameters(input): Parameters<ReplyInput>,
@@ -335,14 +327,7 @@ impl BatonTools {
         .await
     }
 
-    #[tool(
-        description = "Acknowledge an info or message you read.",
-        annotations(
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
+    #[tool(description = "Acknowledge an info or message you read.")]
     async fn ack(
         &self,
         Parameters(input): Parameters<IdInput>,
@@ -351,14 +336,7 @@ impl BatonTools {
         self.step(&input.id, Verb::Ack, None).await
     }
 
-    #[tool(
-        description = "Complete a request (as recipient or sender).",
-        annotations(
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
+    #[tool(description = "Complete a request (as recipient or sender).")]
     async fn complete(
         &self,
         Parameters(input): Parameters<CompleteInput>,
@@ -368,14 +346,7 @@ impl BatonTools {
             .await
     }
 
-    #[tool(
-        description = "Hand a request back: you cannot proceed.",
-        annotations(
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
+    #[tool(description = "Hand a request back: you cannot proceed.")]
     async fn hand_back(
         &self,
         Parameters(input): Parameters<HandBackInput>,
@@ -385,14 +356,7 @@ impl BatonTools {
             .await
     }
 
-    #[tool(
-        description = "Archive a finished message.",
-        annotations(
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
+    #[tool(description = "Archive a finished message.")]
     async fn archive(
         &self,
         Parameters(input): Parameters<IdInput>,
@@ -401,10 +365,7 @@ impl BatonTools {
         self.step(&input.id, Verb::Archive, None).await
     }
 
-    #[tool(
-        description = "Search messages, newest first, by page.",
-        annotations(read_only_hint = true, open_world_hint = false)
-    )]
+    #[tool(description = "Search messages, newest first, by page.")]
     async fn search(
         &self,
         Parameters(input): Parameters<SearchInput>,
@@ -438,10 +399,7 @@ impl BatonTools {
         }))
     }
 
-    #[tool(
-        description = "A message's whole thread, depth-first.",
-        annotations(read_only_hint = true, open_world_hint = false)
-    )]
+    #[tool(description = "A message's whole thread, depth-first.")]
     async fn thread(
         &self,
         Parameters(input): Parameters<IdInput>,
@@ -457,10 +415,7 @@ impl BatonTools {
         }))
     }
 
-    #[tool(
-        description = "Start here: what you owe and the project's memory.",
-        annotations(read_only_hint = true, open_world_hint = false)
-    )]
+    #[tool(description = "Start here: what you owe and the project's memory.")]
     async fn resume(
         &self,
         Parameters(input): Parameters<ResumeInput>,
@@ -478,14 +433,7 @@ impl BatonTools {
         }))
     }
 
-    #[tool(
-        description = "Set the project's focus: what matters now.",
-        annotations(
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
+    #[tool(description = "Set the project's focus: what matters now.")]
     async fn focus(
         &self,
         Parameters(input): Parameters<FocusInput>,
@@ -494,10 +442,7 @@ impl BatonTools {
         self.record(StateOp::Focus { text: input.text }).await
     }
 
-    #[tool(
-        description = "Record a decision D-N (it may supersede one).",
-        annotations(destructive_hint = false, open_world_hint = false)
-    )]
+    #[tool(description = "Record a decision D-N (it may supersede one).")]
     async fn decide(
         &self,
         Parameters(input): Parameters<DecideInput>,
@@ -511,10 +456,7 @@ impl BatonTools {
         .await
     }
 
-    #[tool(
-        description = "Record a constraint C-N.",
-        annotations(destructive_hint = false, open_world_hint = false)
-    )]
+    #[tool(description = "Record a constraint C-N.")]
     async fn constrain(
         &self,
         Parameters(input): Parameters<ConstrainInput>,
@@ -528,10 +470,7 @@ impl BatonTools {
         .await
     }
 
-    #[tool(
-        description = "Note N-N on a message, order or path.",
-        annotations(destructive_hint = false, open_world_hint = false)
-    )]
+    #[tool(description = "Note N-N on a message, order or path.")]
     async fn note(
         &self,
         Parameters(input): Parameters<NoteInput>,
@@ -551,14 +490,7 @@ impl BatonTools {
         Ok(Json(Recorded::of(&recorded)?))
     }
 
-    #[tool(
-        description = "Record where a step's output landed.",
-        annotations(
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
+    #[tool(description = "Record where a step's output landed.")]
     async fn receipt_write(
         &self,
         Parameters(input): Parameters<ReceiptWriteInput>,
@@ -578,14 +510,7 @@ impl BatonTools {
         Ok(Json(Receipt::new(record, event.at, event.actor)))
     }
 
-    #[tool(
-        description = "Wait for a step's receipt; a miss raises one alert.",
-        annotations(
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
+    #[tool(description = "Wait for a step's receipt; a miss raises one alert.")]
     async fn receipt_wait(
         &self,
         Parameters(input): Parameters<ReceiptWaitInput>,
@@ -604,10 +529,7 @@ impl BatonTools {
         Ok(Json(receipt.into()))
     }
 
-    #[tool(
-        description = "Take a Work Order step, as you.",
-        annotations(destructive_hint = false, open_world_hint = false)
-    )]
+    #[tool(description = "Take a Work Order step, as you.")]
     async fn order(
         &self,
         Parameters(input): Parameters<OrderInput>,
@@ -687,14 +609,7 @@ impl BatonTools {
         Ok(Json(self.stepped(&written.order)))
     }
 
-    #[tool(
-        description = "Raise a need for a person (the human queue), optionally on an order.",
-        annotations(
-            destructive_hint = false,
-            idempotent_hint = false,
-            open_world_hint = false
-        )
-    )]
+    #[tool(description = "Raise a need for a person (the human queue), optionally on an order.")]
     async fn need(
         &self,
         Parameters(input): Parameters<NeedInput>,
@@ -717,10 +632,7 @@ impl BatonTools {
         })))
     }
 
-    #[tool(
-        description = "What needs a person: four lanes, five items each, newest first.",
-        annotations(read_only_hint = true, open_world_hint = false)
-    )]
+    #[tool(description = "What needs a person: four lanes, five items each, newest first.")]
     async fn queue(
         &self,
         Parameters(input): Parameters<QueueInput>,
@@ -736,10 +648,7 @@ impl BatonTools {
         Ok(Json(QueueView::of(&lanes)))
     }
 
-    #[tool(
-        description = "A Work Order and its steps; or wait for steps after since.",
-        annotations(read_only_hint = true, open_world_hint = false)
-    )]
+    #[tool(description = "A Work Order and its steps; or wait for steps after since.")]
     async fn order_show(
         &self,
         Parameters(input): Parameters<OrderShowInput>,

@@ -131,6 +131,10 @@ fn hint(r: &Refusal) -> Option<String> {
             "nothing changed and the attempt is recorded; an admin key can widen the policy: \
              POST …/participants/{actor}/policy"
         ),
+        Refusal::Unwilling { recipient, .. } => format!(
+            "nothing was sent and the attempt is recorded; send it on a topic the recipient \
+             takes, or an admin key can widen its policy: POST …/participants/{recipient}/policy"
+        ),
         Refusal::ActorInRequest => "leave the actor out: the key says who is acting".into(),
         Refusal::EffectsNeedRunner { .. } => "the server starts no upstream servers: approve \
              with `baton order approve ID` where the upstream server runs"

@@ -661,7 +661,17 @@ async fn webhooks(a: Authed) -> Answer<Webhooks> {
 async fn mcp(a: Authed, request: axum::extract::Request) -> axum::response::Response {
     let read_only = !a.caller.scope.allows(Scope::Write);
     let me = a.caller.participant.clone();
-    baton_mcp::serve_http(a.app, me, read_only, request)
+    // The key's participant gets its role's profile, as `baton mcp` gives it on stdio.
+    let role = match a.app.participants().await {
+        Ok(all) => all
+            .into_iter()
+            .find(|p| p.name == me)
+            .map(|p| p.role)
+            .unwrap_or_default(),
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let profile = baton_mcp::Profile::for_role(&role);
+    baton_mcp::serve_http(a.app, me, profile, read_only, request)
         .await
         .map(axum::body::Body::new)
 }

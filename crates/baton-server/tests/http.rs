@@ -1015,3 +1015,114 @@ fn the_human_queue_over_http_raises_lists_and_acknowledges_needs() {
         "{queue}"
     );
 }
+
+#[test]
+fn actions_beyond_authority_over_http_include_memory_an_observer_writes_nothing() {
+    let s = served();
+    s.runtime.block_on(async {
+        app(&s.db, "shop")
+            .await
+            .add_participant("@local", "watch", "observer", &Default::default())
+            .await
+            .unwrap();
+    });
+    let watcher = s.key("shop", "watch", Scope::Write);
+    let admin = s.key("shop", "owner", Scope::Admin);
+    let (status, body) = call(
+        "POST",
+        &s.url("shop", "/decisions"),
+        Some(&watcher),
+        Some(json!({"text": "x", "why": "w"})),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("forbidden")),
+        "{body}"
+    );
+    let (_, state) = call("GET", &s.url("shop", "/state"), Some(&watcher), None);
+    assert_eq!(state["decisions"], json!([]), "{state}");
+    let (_, listed) = call(
+        "GET",
+        &s.url("shop", "/security-events"),
+        Some(&admin),
+        None,
+    );
+    assert_eq!(listed["items"][0]["participant"], "watch", "{listed}");
+}
+
+/// A JSON-RPC request to the MCP endpoint as raw text, with what Streamable HTTP asks for.
+fn mcp_post(url: &str, token: &str, text: &str) -> (u16, Value) {
+    let mut response = agent()
+        .post(url)
+        .header("Authorization", &format!("Bearer {token}"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .send(text.as_bytes())
+        .expect("the server answers");
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+#[test]
+fn mcp_over_http_holds_a_call_to_the_same_boundary_as_stdio_and_rest() {
+    let s = served();
+    let planner = s.key("shop", "planner", Scope::Write);
+    let url = s.url("shop", "/mcp");
+    for payload in [
+        r#"{"n":1,"n":2}"#,
+        r#"{"n":123456789012345678901234567890}"#,
+        r#"{"s":"a\u0000b"}"#,
+    ] {
+        let call = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"send","arguments":{{"to":["impl-1"],"topic":"t","payload":{payload}}}}}}}"#
+        );
+        let (status, answer) = mcp_post(&url, &planner, &call);
+        assert_eq!(status, 400, "{payload}: {answer}");
+        assert_eq!(answer["id"], 7, "{answer}");
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    }
+    // Nothing was stored.
+    let (_, outbox) = call(
+        "GET",
+        &s.url("shop", "/outbox?all=true"),
+        Some(&planner),
+        None,
+    );
+    assert_eq!(outbox["items"], json!([]), "{outbox}");
+}
+
+#[test]
+fn mcp_over_http_offers_the_keys_role_profile() {
+    let s = served();
+    let url = s.url("shop", "/mcp");
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let names = |token: &str| -> Vec<String> {
+        let (status, answer) = mcp_post(&url, token, list);
+        assert_eq!(status, 200, "{answer}");
+        let listed = answer["result"]["tools"].as_array().unwrap();
+        let bytes = serde_json::to_vec(&answer["result"]).unwrap().len();
+        assert!(bytes <= baton_mcp::PROFILE_BUDGET, "{bytes} bytes");
+        listed
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let planner = names(&s.key("shop", "planner", Scope::Write));
+    let expected: Vec<String> = baton_mcp::Profile::Planner
+        .tools()
+        .iter()
+        .map(|t| (*t).to_owned())
+        .collect();
+    let mut sorted = planner.clone();
+    sorted.sort();
+    let mut want = expected.clone();
+    want.sort();
+    assert_eq!(sorted, want);
+    // The planner closes its own end of a request.
+    for t in ["complete", "archive"] {
+        assert!(planner.iter().any(|n| n == t), "{planner:?}");
+    }
+    let executor = names(&s.key("shop", "impl-1", Scope::Write));
+    assert!(!executor.iter().any(|n| n == "send"), "{executor:?}");
+}

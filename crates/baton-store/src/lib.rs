@@ -382,6 +382,19 @@ pub trait Store: Backend {
         expected_seq: i64,
         chosen: Option<&[String]>,
     ) -> Result<OrderWritten>;
+    /// Refused, as [`Store::conclude_review`] would refuse it, unless `actor` may conclude
+    /// a review of order `id`; writes nothing but the security event of a refusal.
+    async fn may_review(&self, actor: &Passname, id: &str) -> Result<()>;
+    /// Records a round of review in one transaction: the verdicts and conclusion in
+    /// `changes` and, with `rework`, the step that sends the order back at `expected_seq`.
+    async fn conclude_review(
+        &self,
+        actor: &Passname,
+        id: &str,
+        expected_seq: i64,
+        changes: &[GateChange],
+        rework: Option<String>,
+    ) -> Result<Vec<Event>>;
     /// The gateway's call `call` on order `id` by `actor`: forwarded (recorded as
     /// evidence), held or refused (recorded with why). Refused outright, nothing
     /// recorded, when `actor` is not the order's worker or the order is not accepted or
@@ -471,7 +484,8 @@ impl<B: Backend + ?Sized> Store for B {
     }
 
     async fn send(&self, from: &Passname, draft: Draft, window_ms: i64) -> Result<Sent> {
-        write::recorded(self, from, write::send(self, from, draft, window_ms).await).await
+        let sent = write::send(self, from, draft, window_ms).await;
+        write::recorded(self, from.as_str(), sent).await
     }
 
     async fn fetch(&self, reader: Option<&Passname>, id: &str) -> Result<Fetched> {
@@ -485,15 +499,16 @@ impl<B: Backend + ?Sized> Store for B {
         verb: Verb,
         note: Option<&str>,
     ) -> Result<Stepped> {
-        write::recorded(self, who, write::step(self, who, id, verb, note).await).await
+        let stepped = write::step(self, who, id, verb, note).await;
+        write::recorded(self, who.as_str(), stepped).await
     }
 
     async fn change_state(&self, actor: &str, ops: &[StateOp]) -> Result<Vec<Event>> {
-        write::change_state(self, actor, ops).await
+        write::recorded(self, actor, write::change_state(self, actor, ops).await).await
     }
 
     async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>> {
-        write::record_run(self, actor, changes).await
+        write::recorded(self, actor, write::record_run(self, actor, changes).await).await
     }
 
     async fn record_hook(&self, actor: &str, call: HookCall) -> Result<()> {
@@ -501,7 +516,7 @@ impl<B: Backend + ?Sized> Store for B {
     }
 
     async fn record_gate(&self, actor: &str, changes: &[GateChange]) -> Result<Vec<Event>> {
-        write::record_gate(self, actor, changes).await
+        write::recorded(self, actor, write::record_gate(self, actor, changes).await).await
     }
 
     async fn reap_lost(&self, actor: &str, run: &str, reason: &str) -> Result<Option<Reaped>> {
@@ -515,7 +530,7 @@ impl<B: Backend + ?Sized> Store for B {
         document: Payload,
     ) -> Result<OrderWritten> {
         let written = write::create_order(self, actor, topic, document).await;
-        write::recorded(self, actor, written).await
+        write::recorded(self, actor.as_str(), written).await
     }
 
     async fn order_step(
@@ -526,7 +541,7 @@ impl<B: Backend + ?Sized> Store for B {
         request: OrderRequest,
     ) -> Result<OrderWritten> {
         let written = write::order_step(self, actor, id, expected_seq, request).await;
-        write::recorded(self, actor, written).await
+        write::recorded(self, actor.as_str(), written).await
     }
 
     async fn approve(
@@ -537,7 +552,24 @@ impl<B: Backend + ?Sized> Store for B {
         chosen: Option<&[String]>,
     ) -> Result<OrderWritten> {
         let written = write::approve(self, actor, id, expected_seq, chosen).await;
-        write::recorded(self, actor, written).await
+        write::recorded(self, actor.as_str(), written).await
+    }
+
+    async fn may_review(&self, actor: &Passname, id: &str) -> Result<()> {
+        let may = write::may_review(self, actor, id).await;
+        write::recorded(self, actor.as_str(), may).await
+    }
+
+    async fn conclude_review(
+        &self,
+        actor: &Passname,
+        id: &str,
+        expected_seq: i64,
+        changes: &[GateChange],
+        rework: Option<String>,
+    ) -> Result<Vec<Event>> {
+        let written = write::conclude_review(self, actor, id, expected_seq, changes, rework).await;
+        write::recorded(self, actor.as_str(), written).await
     }
 
     async fn gateway_call(
@@ -588,7 +620,12 @@ impl<B: Backend + ?Sized> Store for B {
     }
 
     async fn open_negotiation(&self, actor: &str, spec: &Value) -> Result<Negotiation> {
-        write::open_negotiation(self, actor, spec).await
+        write::recorded(
+            self,
+            actor,
+            write::open_negotiation(self, actor, spec).await,
+        )
+        .await
     }
 
     async fn submit_position(
@@ -598,7 +635,8 @@ impl<B: Backend + ?Sized> Store for B {
         party: &Passname,
         position: &Value,
     ) -> Result<Negotiation> {
-        write::submit_position(self, actor, id, party, position).await
+        let after = write::submit_position(self, actor, id, party, position).await;
+        write::recorded(self, actor, after).await
     }
 
     async fn negotiate(
@@ -607,6 +645,7 @@ impl<B: Backend + ?Sized> Store for B {
         spec: &Value,
         positions: &[(Passname, Value)],
     ) -> Result<Negotiation> {
-        write::negotiate(self, actor, spec, positions).await
+        let settled = write::negotiate(self, actor, spec, positions).await;
+        write::recorded(self, actor, settled).await
     }
 }

@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use baton_core::authority::{self, Denied, Policy, Power};
 use baton_core::effect::{self, Call, Decision, Effects, Gate};
 use baton_core::event::LOCAL_OPERATOR;
-use baton_core::gate::GateChange;
+use baton_core::gate::{self, GateChange};
 use baton_core::key::{self, Key, KeyChange};
 use baton_core::message::{self, duplicate_of};
 use baton_core::negotiation::{self, Negotiation, Spec};
@@ -53,9 +53,13 @@ async fn require_participant(tx: &mut dyn Tx, name: &str) -> Result<()> {
     registered(tx, name).await.map(drop)
 }
 
-/// Whether `who` (registered) may use `power` on `topic`, asked before anything is
-/// appended: a refusal leaves the transaction empty.
-async fn authorize(tx: &mut dyn Tx, who: &str, power: Power, topic: &Topic) -> Result<()> {
+/// Whether `who` may use `power` (on `topic`, for a write that has one), asked before
+/// anything is appended: a refusal leaves the transaction empty. The machine's own actors
+/// (`@local`, the reaper) hold every power; anyone else must be registered.
+async fn authorize(tx: &mut dyn Tx, who: &str, power: Power, topic: Option<&Topic>) -> Result<()> {
+    if authority::is_machine(who) {
+        return Ok(());
+    }
     let participant = registered(tx, who).await?;
     Ok(authority::authorize(&participant, power, topic)?)
 }
@@ -65,11 +69,12 @@ async fn authorize(tx: &mut dyn Tx, who: &str, power: Power, topic: &Topic) -> R
 /// one has already been dropped, having written nothing.
 pub async fn recorded<B: Backend + ?Sized, T: Send>(
     backend: &B,
-    who: &Passname,
+    who: &str,
     result: Result<T>,
 ) -> Result<T> {
     if let Err(StoreError::Refused(refusal)) = &result
-        && let Some(denied) = authority::denied(who, refusal)
+        && let Ok(who) = Passname::new(who)
+        && let Some(denied) = authority::denied(&who, refusal)
     {
         record_denied(backend, denied).await?;
     }
@@ -144,12 +149,13 @@ async fn send_in(
     message::address(from, &mut draft)?;
     if checked {
         let power = authority::for_send(draft.kind);
-        authorize(tx, from.as_str(), power, &draft.topic).await?;
+        authorize(tx, from.as_str(), power, Some(&draft.topic)).await?;
     } else {
         require_participant(tx, from.as_str()).await?;
     }
     for to in &draft.to {
-        require_participant(tx, to.as_str()).await?;
+        let recipient = registered(tx, to.as_str()).await?;
+        authority::deliverable(&recipient, draft.kind, &draft.topic)?;
     }
     if let Some(parent) = &draft.reply_to
         && tx.envelope(parent).await?.is_none()
@@ -254,7 +260,7 @@ pub async fn step<B: Backend + ?Sized>(
     // The lifecycle first (who may take which step), then the policy.
     let plan = delivery::plan_step(&envelope, who, verb, note)?;
     if let Some(power) = authority::for_step(&envelope, who, verb) {
-        authorize(tx.as_mut(), who.as_str(), power, &envelope.topic).await?;
+        authorize(tx.as_mut(), who.as_str(), power, Some(&envelope.topic)).await?;
     }
     let at = now();
     tx.append(NewEvent::new(who.as_str(), plan.change, at))
@@ -295,6 +301,7 @@ pub async fn change_state<B: Backend + ?Sized>(
     ops: &[StateOp],
 ) -> Result<Vec<Event>> {
     let mut tx = backend.begin().await?;
+    authorize(tx.as_mut(), actor, authority::MEMORY, None).await?;
     let written = apply_state(tx.as_mut(), actor, ops, now()).await?;
     tx.commit().await?;
     Ok(written)
@@ -306,6 +313,7 @@ pub async fn record_run<B: Backend + ?Sized>(
     changes: &[RunChange],
 ) -> Result<Vec<Event>> {
     let mut tx = backend.begin().await?;
+    authorize(tx.as_mut(), actor, authority::MEMORY, None).await?;
     let at = now();
     let mut written = Vec::new();
     for change in changes {
@@ -367,6 +375,7 @@ pub async fn record_gate<B: Backend + ?Sized>(
     changes: &[GateChange],
 ) -> Result<Vec<Event>> {
     let mut tx = backend.begin().await?;
+    authorize(tx.as_mut(), actor, authority::MEMORY, None).await?;
     let at = now();
     let mut written = Vec::with_capacity(changes.len());
     for change in changes {
@@ -493,11 +502,26 @@ async fn approve_or_step<B: Backend + ?Sized>(
     chosen: Option<&[String]>,
 ) -> Result<OrderWritten> {
     let mut tx = backend.begin().await?;
+    let written = step_in(tx.as_mut(), actor, id, expected_seq, request, chosen, now()).await?;
+    tx.commit().await?;
+    Ok(written)
+}
+
+/// An order's step inside the caller's transaction: the lifecycle first (who may take
+/// which step), then the effects, then the policy; then the steps, what they do to the
+/// effects, and the carrying request following the order.
+async fn step_in(
+    tx: &mut dyn Tx,
+    actor: &Passname,
+    id: &str,
+    expected_seq: i64,
+    request: OrderRequest,
+    chosen: Option<&[String]>,
+    at: Millis,
+) -> Result<OrderWritten> {
     let current = order::found(tx.order(id).await?, id)?;
     let mut powers: Vec<Power> = authority::for_order(&request).into_iter().collect();
     let approving = request == OrderRequest::Approve;
-    let at = now();
-    // The lifecycle first (who may take which step), then the effects, then the policy.
     let steps = order::plan(&current, actor.as_str(), request, expected_seq, at)?;
     let effects = tx.effects(id).await?;
     let mut follow = Vec::new();
@@ -515,12 +539,9 @@ async fn approve_or_step<B: Backend + ?Sized>(
         follow.extend(effect::plan_drop(id, &effects, &why));
     }
     if !powers.is_empty() {
-        let carrier = tx
-            .envelope(&current.message)
-            .await?
-            .ok_or_else(|| Refusal::not_found(Record::Message, &current.message))?;
+        let carrier = carrier_topic(tx, &current).await?;
         for power in powers {
-            authorize(tx.as_mut(), actor.as_str(), power, &carrier.topic).await?;
+            authorize(tx, actor.as_str(), power, Some(&carrier)).await?;
         }
     }
     let mut events = Vec::new();
@@ -541,8 +562,64 @@ async fn approve_or_step<B: Backend + ?Sized>(
     for change in order::follow_request(&order, &request)? {
         tx.append(NewEvent::new(actor.as_str(), change, at)).await?;
     }
-    tx.commit().await?;
     Ok(OrderWritten { order, events })
+}
+
+/// The topic of the request that carried `order`: the topic its authority is judged on.
+async fn carrier_topic(tx: &mut dyn Tx, order: &order::Order) -> Result<Topic> {
+    let carrier = tx
+        .envelope(&order.message)
+        .await?
+        .ok_or_else(|| Refusal::not_found(Record::Message, &order.message))?;
+    Ok(carrier.topic)
+}
+
+/// Whether `actor` may conclude a review of order `id` now: the order's sender, never its
+/// worker (`gate::may_conclude`), holding `approve` on the order's topic. Asked before any
+/// reviewer runs and again, under the write lock, when the round is recorded.
+pub async fn may_review<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &Passname,
+    id: &str,
+) -> Result<()> {
+    let mut tx = backend.begin().await?;
+    let order = order::found(tx.order(id).await?, id)?;
+    may_review_in(tx.as_mut(), actor, &order).await
+}
+
+async fn may_review_in(tx: &mut dyn Tx, actor: &Passname, order: &order::Order) -> Result<()> {
+    gate::may_conclude(order, actor.as_str())?;
+    let topic = carrier_topic(tx, order).await?;
+    authorize(tx, actor.as_str(), Power::Approve, Some(&topic)).await
+}
+
+/// A round of review recorded whole, in one transaction: each reviewer's verdict, the
+/// round's conclusion and, when it sends the order back, the rework step at
+/// `expected_seq`. Refused, with nothing written, unless `actor` may conclude it.
+pub async fn conclude_review<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &Passname,
+    id: &str,
+    expected_seq: i64,
+    changes: &[GateChange],
+    rework: Option<String>,
+) -> Result<Vec<Event>> {
+    let mut tx = backend.begin().await?;
+    let order = order::found(tx.order(id).await?, id)?;
+    may_review_in(tx.as_mut(), actor, &order).await?;
+    let at = now();
+    let mut written = Vec::with_capacity(changes.len() + 1);
+    for change in changes {
+        let change = Change::Gate(change.clone());
+        written.push(tx.append(NewEvent::new(actor.as_str(), change, at)).await?);
+    }
+    if let Some(reason) = rework {
+        let request = OrderRequest::Rework { reason };
+        let stepped = step_in(tx.as_mut(), actor, id, expected_seq, request, None, at).await?;
+        written.extend(stepped.events);
+    }
+    tx.commit().await?;
+    Ok(written)
 }
 
 /// What the gateway does with `call` on order `id` by `actor`, recorded before it is
@@ -728,6 +805,7 @@ pub async fn open_negotiation<B: Backend + ?Sized>(
     spec: &serde_json::Value,
 ) -> Result<Negotiation> {
     let mut tx = backend.begin().await?;
+    authorize(tx.as_mut(), actor, authority::MEMORY, None).await?;
     let opened = open_in(tx.as_mut(), actor, spec, now()).await?;
     tx.commit().await?;
     Ok(opened)
@@ -741,6 +819,7 @@ pub async fn submit_position<B: Backend + ?Sized>(
     position: &serde_json::Value,
 ) -> Result<Negotiation> {
     let mut tx = backend.begin().await?;
+    authorize(tx.as_mut(), actor, authority::MEMORY, None).await?;
     // Read under the write lock: two last submissions cannot both settle it.
     let current = tx.negotiation(id).await?;
     let after = submit_in(tx.as_mut(), actor, current, id, party, position, now()).await?;
@@ -755,6 +834,7 @@ pub async fn negotiate<B: Backend + ?Sized>(
     positions: &[(Passname, serde_json::Value)],
 ) -> Result<Negotiation> {
     let mut tx = backend.begin().await?;
+    authorize(tx.as_mut(), actor, authority::MEMORY, None).await?;
     let at = now();
     let mut current = open_in(tx.as_mut(), actor, spec, at).await?;
     let id = current.id().to_owned();

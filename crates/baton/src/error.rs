@@ -345,6 +345,18 @@ pub fn refusal(r: &Refusal) -> String {
             "{r}. Nothing changed; the attempt is recorded (`baton security-events`). An owner can \
              widen it: baton agent policy {actor} --may {power},…"
         ),
+        Refusal::Unwilling {
+            recipient, topic, ..
+        } => format!(
+            "{r}. Nothing was sent; the attempt is recorded (`baton security-events`). Send it \
+             on a topic {recipient} takes (--topic), or an owner widens its topics: baton agent \
+             policy {recipient} --topics '{topic},…'"
+        ),
+        Refusal::OwnWork { order, .. } => format!(
+            "{r}: nothing ran and the attempt is recorded (`baton security-events`); the order's \
+             sender reviews it (`baton --as SENDER review {order} …`)"
+        ),
+        Refusal::SameReviewer { .. } => format!("{r}: give two different --reviewer commands"),
         Refusal::NegotiationInput { .. } => {
             format!("{r}; nothing was stored: fix it and run again")
         }

@@ -194,3 +194,81 @@ fn the_packet_never_exceeds_its_budget_and_keeps_200_test_lines() {
     assert!(p.text.contains("test line 999"));
     assert!(!p.text.contains("test line 799\n"));
 }
+
+#[test]
+fn a_reviewer_ended_by_a_signal_is_stopped_whether_seen_or_told_by_its_shell() {
+    use crate::run::RunStatus as R;
+    let stopped = |signal| Verdict::Stopped {
+        signal: Some(signal),
+    };
+    // Seen by the launch wrapper.
+    assert_eq!(
+        verdict_of(R::Stopped, Some(9), Some(137), "", None),
+        stopped(9)
+    );
+    // Told only by `sh -c`'s exit status: 128 + SIGTERM, 128 + SIGKILL.
+    assert_eq!(
+        verdict_of(R::Failed, None, Some(143), "APPROVE", None),
+        stopped(15)
+    );
+    assert_eq!(verdict_of(R::Failed, None, Some(137), "", None), stopped(9));
+    // A failure that is not a signal gives no verdict, whatever it printed.
+    for code in [1, 2, 127, 128, 200] {
+        assert!(
+            matches!(
+                verdict_of(R::Failed, None, Some(code), "APPROVE", Some("exit")),
+                Verdict::Invalid { .. }
+            ),
+            "{code}"
+        );
+    }
+    assert_eq!(
+        verdict_of(R::Done, None, Some(0), "APPROVE\n", None),
+        Verdict::Approve
+    );
+}
+
+#[test]
+fn only_the_orders_sender_concludes_its_review_and_never_its_worker() {
+    let order = crate::order::Order {
+        id: "wo_1".into(),
+        from: "planner".into(),
+        to: "impl-1".into(),
+        escalate_to: Some("owner".into()),
+        goal: "g".into(),
+        deadline: None,
+        deadline_at: None,
+        message: "m".into(),
+        status: crate::order::OrderStatus::Submitted,
+        seq: 5,
+        attempt: 1,
+        log_seq: 1,
+        created_at: 0,
+        updated_at: 0,
+        note: None,
+        findings: Vec::new(),
+    };
+    assert_eq!(may_conclude(&order, "planner"), Ok(()));
+    assert!(matches!(
+        may_conclude(&order, "impl-1"),
+        Err(crate::Refusal::OwnWork { .. })
+    ));
+    for other in ["owner", "reviewer"] {
+        let refused = may_conclude(&order, other).unwrap_err();
+        assert!(
+            matches!(refused, crate::Refusal::OrderRole { .. }),
+            "{other}"
+        );
+        assert_eq!(refused.kind(), crate::RefusalKind::Forbidden);
+    }
+}
+
+#[test]
+fn two_reviewers_are_two_commands() {
+    assert_eq!(distinct_reviewers(&["./a.sh", "./b.sh"]), Ok(()));
+    assert_eq!(distinct_reviewers(&["./a.sh"]), Ok(()));
+    assert!(matches!(
+        distinct_reviewers(&["./a.sh", " ./a.sh "]),
+        Err(crate::Refusal::SameReviewer { .. })
+    ));
+}

@@ -11,7 +11,7 @@ use baton_core::awl::{Finding, FindingKind};
 use baton_core::order::OrderChange;
 use baton_core::order::allowed;
 use baton_core::refusal::Document;
-use baton_core::{Change, Field, Refusal};
+use baton_core::{Change, Field, Passname, Refusal};
 use baton_store::StoreError;
 use clap::{Args, Subcommand};
 use serde_json::Value;
@@ -412,6 +412,9 @@ fn stepped(written: &OrderStepped) -> Output {
 
 async fn approve(ctx: &Context, args: ApproveArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
+    if ctx.app().is_err() {
+        return approve_remotely(ctx, &me, args).await;
+    }
     let upstream = baton_mcp::Upstream::default();
     let approval = ctx
         .app()?
@@ -445,6 +448,35 @@ async fn approve(ctx: &Context, args: ApproveArgs) -> CommandResult<Output> {
             .with_exit(ErrorKind::Failed),
         None => out,
     })
+}
+
+/// Approval over a server: the step alone. A server starts no upstream, so an order
+/// holding effects is refused there (it says so: approve where the upstream can be
+/// started) and an approval that went through ran none; `--effects` chooses among effects
+/// and so is refused before anything is asked.
+async fn approve_remotely(
+    ctx: &Context,
+    me: &Passname,
+    args: ApproveArgs,
+) -> CommandResult<Output> {
+    if args.effects.is_some() {
+        return Err(CommandError::usage(
+            "--effects runs held effects, which only happens where the upstream server can be \
+             started: unset BATON_URL and approve where the project is",
+        ));
+    }
+    let written = ctx
+        .cases
+        .take_step(me, &args.step.id, args.step.expect_seq, OrderStep::Approve)
+        .await?;
+    let human = stepped(&written).human;
+    let doc = Approved {
+        order: written.order,
+        events: written.events,
+        effects: Vec::new(),
+        stopped_at: None,
+    };
+    Ok(Output::of(&doc, human))
 }
 
 /// What an effect's line says after its status.

@@ -9,9 +9,8 @@ use std::path::PathBuf;
 use baton_app::doc::{Review, ReviewPacket, ReviewerVerdict};
 use baton_app::{ReviewStart, Reviewed};
 use baton_core::gate::{
-    Outcome, PACKET_MAX_BYTES, Packet, PacketParts, Verdict, parse_verdict, render_packet,
+    Outcome, PACKET_MAX_BYTES, Packet, PacketParts, Verdict, render_packet, verdict_of,
 };
-use baton_core::run::RunStatus;
 use clap::Args;
 
 use crate::commands::Context;
@@ -111,22 +110,13 @@ async fn review_with(
     };
     let launched = launch(ctx, &args, wiring).await?;
     let output = String::from_utf8_lossy(&launched.stdout);
-    let verdict = match launched.status {
-        RunStatus::Stopped => Verdict::Stopped {
-            signal: launched.signal,
-        },
-        RunStatus::Done => parse_verdict(&output),
-        // A reviewer that failed gave no verdict, whatever it printed.
-        _ => Verdict::Invalid {
-            raw: baton_core::packet::clip(
-                &format!(
-                    "({}) {output}",
-                    launched.reason.as_deref().unwrap_or("the reviewer failed")
-                ),
-                baton_core::gate::MAX_RAW_BYTES,
-            ),
-        },
-    };
+    let verdict = verdict_of(
+        launched.status,
+        launched.signal,
+        Some(launched.exit),
+        &output,
+        launched.reason.as_deref(),
+    );
     Ok(Reviewed {
         reviewer: reviewer.to_owned(),
         run: Some(launched.run),
@@ -140,7 +130,15 @@ pub async fn run(ctx: &Context, args: ReviewArgs) -> CommandResult<Output> {
             "give one or two reviewers: --reviewer CMD [--reviewer CMD2] (or --packet-only)",
         ));
     }
-    let start = ctx.app()?.review_start(&args.order).await?;
+    // Who reviews is settled before anything runs: a refused review costs no reviewer.
+    let me = match args.packet_only {
+        true => None,
+        false => Some(ctx.me().await?),
+    };
+    let start = ctx
+        .app()?
+        .review_start(me.as_ref(), &args.order, &args.reviewers)
+        .await?;
     let (path, packet) = packet(ctx, &start)?;
     if args.packet_only {
         let doc = ReviewPacket {
@@ -155,7 +153,6 @@ pub async fn run(ctx: &Context, args: ReviewArgs) -> CommandResult<Output> {
         };
         return Ok(Output::of(&doc, packet.text));
     }
-    let me = ctx.me().await?;
     let mut verdicts = Vec::new();
     for reviewer in &args.reviewers {
         verdicts.push(review_with(ctx, &start.order.id, &path, reviewer).await?);
@@ -168,6 +165,7 @@ pub async fn run(ctx: &Context, args: ReviewArgs) -> CommandResult<Output> {
             verdict: v.verdict.clone(),
         })
         .collect();
+    let me = me.expect("a review that runs reviewers has its reviewer");
     let done = ctx.app()?.conclude_review(&me, &start, verdicts).await?;
     let c = &done.conclusion;
     let mut human = format!(

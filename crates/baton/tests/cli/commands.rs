@@ -888,3 +888,77 @@ fn help_has_examples() {
         );
     }
 }
+
+#[test]
+fn actions_beyond_authority_include_memory_an_observer_writes_nothing_and_each_try_is_recorded() {
+    let p = Project::new(&[("planner", "planner"), ("watch", "observer")]);
+    let before = p.json(None, &["state"]);
+    let tries: &[&[&str]] = &[
+        &["decide", "x", "--why", "w"],
+        &["focus", "set", "watching"],
+        &["stream", "set", "export", "--status", "s"],
+        &["constrain", "c", "--tried", "t", "--result", "r"],
+        &["note", "n"],
+        &["need", "a person should look"],
+        &["session", "end", "--completed", "x"],
+    ];
+    for args in tries {
+        let out = p.run(Some("watch"), args);
+        assert_eq!(code(&out), 5, "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("may not send messages or record project memory"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    let events = p.json(None, &["security-events"]);
+    let items = events["items"].as_array().unwrap();
+    assert_eq!(
+        items.len(),
+        tries.len(),
+        "one security event a try: {events}"
+    );
+    assert!(items.iter().all(|e| e["participant"] == "watch"));
+    let mut after = p.json(None, &["state"]);
+    // Nothing but the security events changed: the state is as it was.
+    for doc in [&mut after] {
+        doc["generation"] = before["generation"].clone();
+    }
+    assert_eq!(after, before);
+    // The planner records the same memory freely.
+    p.ok(Some("planner"), &["decide", "x", "--why", "w"]);
+}
+
+#[test]
+fn actions_beyond_authority_include_a_request_the_recipient_may_not_take_on() {
+    let p = Project::new(&[("planner", "planner"), ("impl-1", "executor")]);
+    p.ok(None, &["agent", "policy", "impl-1", "--topics", "csv-*"]);
+    let ask = |topic: &str, kind: &str| {
+        p.run(
+            Some("planner"),
+            &[
+                "--json", "send", "--to", "impl-1", "--type", kind, "--topic", topic, "--body", "x",
+            ],
+        )
+    };
+    let out = ask("billing", "request");
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    for words in [
+        "impl-1 (executor) may not take on",
+        "topic billing",
+        "--topics",
+    ] {
+        assert!(stderr(&out).contains(words), "{words}: {}", stderr(&out));
+    }
+    assert_eq!(message_count(&p), 0, "nothing was sent");
+    let events = p.json(None, &["security-events"]);
+    assert_eq!(events["items"][0]["participant"], "planner", "{events}");
+    assert_eq!(events["items"][0]["topic"], "billing", "{events}");
+    // What it only reads goes anywhere; work on its topics goes to it, and it can close it.
+    assert_eq!(code(&ask("billing", "info")), 0);
+    let sent: serde_json::Value =
+        serde_json::from_slice(&ask("csv-export", "request").stdout).unwrap();
+    let id = sent["id"].as_str().unwrap();
+    p.ok(Some("impl-1"), &["show", id]);
+    p.ok(Some("impl-1"), &["complete", id, "--note", "done"]);
+}

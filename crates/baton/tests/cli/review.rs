@@ -291,3 +291,88 @@ fn the_packet_carries_the_task_local_diff_between_the_orders_base_and_the_report
     assert!(packet.contains("+fn export() { filter(); }"), "{packet}");
     assert!(!packet.contains("fn later()"), "{packet}");
 }
+
+#[test]
+fn a_reviewer_killed_inside_its_shell_is_stopped_not_invalid() {
+    let p = submitted();
+    // The reviewer's own shell reports the kill as 128+15, which is all Baton sees of it.
+    let (exit, doc) = review(&p, &["sh -c 'kill -TERM $$'; exit $?"]);
+    assert_eq!(doc["verdicts"][0]["verdict"], "STOPPED", "{doc}");
+    assert_eq!(doc["verdicts"][0]["signal"], 15);
+    assert_eq!(doc["outcome"], "stopped");
+    assert_eq!(exit, 128 + 15);
+    assert_eq!(status(&p), "submitted");
+}
+
+/// The security events recorded so far.
+fn security_events(p: &Project) -> Vec<Value> {
+    p.json(None, &["security-events"])["items"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn the_worker_may_not_review_its_own_order_and_no_reviewer_runs() {
+    let p = submitted();
+    let ran = p.path().join("ran");
+    let reviewer = format!("touch {}; echo APPROVE", ran.display());
+    let before = p.json(None, &["status"])["generation"].clone();
+    let out = p.run(Some("impl-1"), &["review", "wo_1", "--reviewer", &reviewer]);
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("worker of order wo_1"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !ran.exists(),
+        "the reviewer ran before the review was refused"
+    );
+    // One security event, and nothing else: no round, no run, no step.
+    let events = security_events(&p);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["participant"], "impl-1");
+    let after = p.json(None, &["status"])["generation"].clone();
+    assert_eq!(after.as_i64().unwrap(), before.as_i64().unwrap() + 1);
+    assert_eq!(status(&p), "submitted");
+}
+
+#[test]
+fn one_who_may_not_send_the_order_back_is_refused_before_a_fix_round_half_applies() {
+    let p = submitted();
+    p.ok(None, &["agent", "add", "rev", "--role", "reviewer"]);
+    let fix = reviewer(&p, "fix.sh", "1. keep the header");
+    let out = p.run(Some("rev"), &["review", "wo_1", "--reviewer", &fix]);
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    // Nothing was recorded of the round: the sender's review is still round 1.
+    let (exit, doc) = review(&p, &[&fix]);
+    assert_eq!((exit, &doc["round"]), (0, &Value::from(1)), "{doc}");
+    assert_eq!(doc["outcome"], "rework");
+    assert_eq!(status(&p), "working");
+}
+
+#[test]
+fn two_reviewers_are_two_different_commands() {
+    let p = submitted();
+    let approve = reviewer(&p, "r.sh", "APPROVE");
+    let out = p.run(
+        Some("planner"),
+        &[
+            "review",
+            "wo_1",
+            "--reviewer",
+            &approve,
+            "--reviewer",
+            &approve,
+        ],
+    );
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("different"), "{}", stderr(&out));
+    assert!(
+        p.json(None, &["runs", "--all"])["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}

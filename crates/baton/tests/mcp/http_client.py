@@ -9,6 +9,7 @@ Usage: python http_client.py MCP_URL PLANNER_TOKEN EXECUTOR_TOKEN READER_TOKEN
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from contextlib import AsyncExitStack
 
@@ -38,11 +39,17 @@ async def main(url: str, planner_token: str, executor_token: str, reader_token: 
     async with AsyncExitStack() as stack:
         planner = await connect(stack, url, planner_token, "planner")
         executor = await connect(stack, url, executor_token, "impl-1")
-        tools = checks.check_tools(await planner.list_tools())
-        print(f"http: {len(tools)} tools listed")
+        # A write key is offered its participant's role profile: the executor's, within
+        # its budget; the planner here has a role without one, so it gets every tool.
+        listed = {"planner": checks.check_tools(await planner.list_tools())}
+        tools = await executor.list_tools()
+        size = len(json.dumps({"tools": tools}, separators=(",", ":")))
+        check(size <= 8 * 1024, f"executor profile: {size} bytes")
+        listed["impl-1"] = checks.check_tools(tools, checks.PROFILES["executor"])
+        print(f"http: each write key lists its role's profile ({len(listed['planner'])} and {len(listed['impl-1'])} tools)")
         checked = (
-            checks.Checked(planner, tools, "planner"),
-            checks.Checked(executor, tools, "impl-1"),
+            checks.Checked(planner, listed["planner"], "planner"),
+            checks.Checked(executor, listed["impl-1"], "impl-1"),
         )
         await checks.full_round(*checked)
         print("http: full round ok")
