@@ -105,4 +105,12 @@ impl App {
         }
         Ok(())
     }
+
+    /// Refuses `who` with `refusal`, recorded first when it is a security event: what a
+    /// use case refuses before it reaches the write path is recorded as the write path
+    /// records its own.
+    pub(crate) async fn refuse<T>(&self, who: &Passname, refusal: Refusal) -> Result<T> {
+        self.record_refusal(who, &refusal).await?;
+        Err(refusal.into())
+    }
 }

@@ -42,7 +42,9 @@ impl App {
     /// `me` is its worker and it is accepted or working.
     pub async fn gateway_gate(&self, me: &Passname, id: &str) -> Result<Gate> {
         let order = self.load_order(id).await?;
-        effect::may_work(&order, me.as_str(), self.now())?;
+        if let Err(refusal) = effect::may_work(&order, me.as_str(), self.now()) {
+            return self.refuse(me, refusal).await;
+        }
         let document = self.order_document(&order).await?;
         let gate = Gate::of(&document);
         // A sub-order's gateway refuses what its parent stages, whatever slipped past C5.
@@ -86,13 +88,13 @@ impl App {
         let held = self.store().effects(id).await?;
         let written = if order.status == OrderStatus::Approved && runner.is_some() {
             if !order.may(me.as_str(), order::OrderAction::Approve) {
-                return Err(Refusal::OrderRole {
+                let refusal = Refusal::OrderRole {
                     actor: me.to_string(),
                     action: order::OrderAction::Approve,
                     order: order.id.clone(),
                     may: order.who_may(order::OrderAction::Approve),
-                }
-                .into());
+                };
+                return self.refuse(me, refusal).await;
             }
             None
         } else {

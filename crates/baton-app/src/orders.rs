@@ -121,13 +121,13 @@ impl App {
     /// holds), then the document against the stored order.
     async fn report(&self, me: &Passname, order: &Order, doc: Value) -> Result<OrderRequest> {
         if !order.may(me.as_str(), OrderAction::ReportDone) {
-            return Err(Refusal::OrderRole {
+            let refusal = Refusal::OrderRole {
                 actor: me.to_string(),
                 action: OrderAction::ReportDone,
                 order: order.id.clone(),
                 may: order.who_may(OrderAction::ReportDone),
-            }
-            .into());
+            };
+            return self.refuse(me, refusal).await;
         }
         let order_doc = self.order_document(order).await?;
         let mode = self.settings.contract;

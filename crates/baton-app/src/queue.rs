@@ -11,7 +11,6 @@ use baton_core::order::OrderStatus;
 use baton_core::queue::{
     self, FAILED_RUNS_WINDOW_MS, Facts, Item, Lane, LaneShown, RunFact, RunFacts, Source,
 };
-use baton_core::run::RunStatus;
 use baton_core::{Change, Event, Field, Refusal};
 use baton_store::{RunQuery, Window};
 
@@ -33,8 +32,8 @@ impl App {
         for r in self.store().failures(since).await? {
             kept.push(RunFact {
                 title: r.command.join(" "),
-                succeeded: r.status == RunStatus::Done,
-                failed: matches!(r.status, RunStatus::Failed | RunStatus::Lost),
+                succeeded: r.status.clears_failures(),
+                failed: r.status.is_failure(),
                 id: r.id,
                 order: r.order,
                 ended_at: r.ended_at,
@@ -322,7 +321,7 @@ impl App {
                 if let Some(worker) = r.participant {
                     runs.push(RunFacts {
                         worker,
-                        failed: matches!(r.status, RunStatus::Failed | RunStatus::Lost),
+                        failed: r.status.is_failure(),
                         tokens: r.tokens.as_ref().and_then(|t| t.total()),
                     });
                 }

@@ -157,14 +157,24 @@ fn refusal(e: StoreError) -> Refusal {
     }
 }
 
-/// Runs `attempt`, checks it was refused and wrote nothing, and returns the refusal.
+/// Runs `attempt`, checks it was refused and wrote nothing but, for a forbidden attempt,
+/// its one security event, and returns the refusal.
 async fn refused<T: std::fmt::Debug>(
     app: &App,
     attempt: impl std::future::Future<Output = baton_app::Result<T>>,
 ) -> Refusal {
     let before = app.generation().await.unwrap();
     let r = refusal(attempt.await.expect_err("refused"));
-    assert_eq!(app.generation().await.unwrap(), before, "{r} wrote events");
+    let forbidden = r.kind() == RefusalKind::Forbidden;
+    assert_eq!(
+        app.generation().await.unwrap(),
+        before + i64::from(forbidden),
+        "{r} wrote events"
+    );
+    if forbidden {
+        let newest = app.security_events(None, 1).await.unwrap();
+        assert_eq!(newest.first().map(|e| e.seq), Some(before + 1), "{r}");
+    }
     r
 }
 

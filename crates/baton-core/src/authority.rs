@@ -354,9 +354,15 @@ pub struct Denied {
 /// proves who acts.
 pub const ACT_AS_ANOTHER: &str = "name the actor in a request";
 
-/// The security event a refusal of `who` is, if it is one: an action beyond its policy,
-/// beyond its key's scope, or a request naming its own actor.
+/// The security event a refusal of `who` is, if it is one: every refusal of kind
+/// `forbidden` — an action beyond its policy or its key's scope, a request naming its own
+/// actor, a step on what is not its own (someone else's message, order, negotiation or
+/// review). One rule, so a new way to be forbidden is recorded without being listed here;
+/// the list only words what was tried.
 pub fn denied(who: &Passname, refusal: &Refusal) -> Option<Denied> {
+    if refusal.kind() != crate::RefusalKind::Forbidden {
+        return None;
+    }
     let (action, topic) = match refusal {
         Refusal::Beyond { power, topic, .. } => (power.as_str().to_owned(), topic.clone()),
         Refusal::Unwilling {
@@ -373,7 +379,15 @@ pub fn denied(who: &Passname, refusal: &Refusal) -> Option<Denied> {
         }
         Refusal::Scope { action, .. } => ((*action).to_owned(), None),
         Refusal::ActorInRequest => (ACT_AS_ANOTHER.to_owned(), None),
-        _ => return None,
+        Refusal::NotAParty { id, .. } => (format!("step on message {id}"), None),
+        Refusal::SenderSteps { id } => (format!("take a recipient's step on {id}"), None),
+        Refusal::OfferFrom { from, .. } => (format!("offer an order from {from}"), None),
+        Refusal::ReportFrom { from, .. } => (format!("report as {from}"), None),
+        Refusal::NotANegotiator { id, .. } => (format!("take part in negotiation {id}"), None),
+        Refusal::NotTheWorker { order, .. } => {
+            (format!("act for the worker of order {order}"), None)
+        }
+        other => (other.kind().as_str().to_owned(), None),
     };
     Some(Denied {
         participant: who.clone(),
@@ -560,5 +574,14 @@ mod tests {
             ACT_AS_ANOTHER
         );
         assert!(denied(&who, &Refusal::SenderNote).is_none());
+        // Every forbidden refusal is one, whatever its variant.
+        let not_a_party = Refusal::NotAParty {
+            who: who.clone(),
+            id: "01M".into(),
+        };
+        assert_eq!(
+            denied(&who, &not_a_party).unwrap().action,
+            "step on message 01M"
+        );
     }
 }

@@ -217,6 +217,28 @@ pub struct Effects {
     pub effects: Vec<Effect>,
 }
 
+/// How an effect event moves its order in and out of the orders with a stuck effect (the
+/// human queue's source, kept by each store as a projection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StuckBy {
+    /// A start (until it ends) or a failure: the order is stuck.
+    Stuck,
+    /// A good end: the order stays stuck only while another of its effects is
+    /// ([`Effects::stuck`], over its effects as the event leaves them).
+    Recheck,
+}
+
+/// What `change` does to whether its order is stuck; `None`: nothing.
+pub fn stuck_by(change: &EffectChange) -> Option<StuckBy> {
+    match change {
+        EffectChange::Started { .. } | EffectChange::Finished { ok: false, .. } => {
+            Some(StuckBy::Stuck)
+        }
+        EffectChange::Finished { ok: true, .. } => Some(StuckBy::Recheck),
+        _ => None,
+    }
+}
+
 impl Effects {
     /// The fold of `events` (other kinds are skipped).
     pub fn replay(events: &[Event]) -> Self {

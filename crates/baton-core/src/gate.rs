@@ -254,6 +254,23 @@ pub fn conclude(round: u32, verdicts: &[Verdict]) -> Conclusion {
     }
 }
 
+/// How a gate event moves a need raised for a person: open from its event until its
+/// queue item (`need:ID`) is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NeedMove<'a> {
+    Opened(&'a str),
+    Closed(&'a str),
+}
+
+/// What `change` does to the open needs; `None`: nothing.
+pub fn need_move(change: &GateChange) -> Option<NeedMove<'_>> {
+    match change {
+        GateChange::Need { id, .. } => Some(NeedMove::Opened(id)),
+        GateChange::Acked { item } => item.strip_prefix("need:").map(NeedMove::Closed),
+        GateChange::Reviewed { .. } | GateChange::Concluded { .. } => None,
+    }
+}
+
 /// Gate events: a reviewer's verdict, a round's conclusion, a need raised for a person,
 /// a queue item acknowledged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -85,6 +85,12 @@ impl OrderStatus {
         Self::ALL.into_iter().find(|v| v.as_str() == s)
     }
 
+    /// The terminal statuses: an order in one is closed (what `order list` leaves out
+    /// without `--all`).
+    pub fn closed() -> impl Iterator<Item = Self> {
+        Self::ALL.into_iter().filter(|s| s.is_terminal())
+    }
+
     /// Nothing follows a terminal status.
     pub fn is_terminal(self) -> bool {
         matches!(

@@ -68,9 +68,26 @@ impl RunStatus {
         Self::ALL.into_iter().find(|v| v.as_str() == s)
     }
 
-    /// Whether a process may still be behind the run.
+    /// Whether a process may still be behind the run. An untracked process counts: it
+    /// was found running, and until the reaper finds it gone it may hold its
+    /// participant's work (so what that participant fetched does not resurface).
     pub fn is_live(self) -> bool {
         matches!(self, Self::Registered | Self::Running | Self::Untracked)
+    }
+
+    /// A run that ended badly: what the human queue's failures lane lists.
+    pub fn is_failure(self) -> bool {
+        matches!(self, Self::Failed | Self::Lost)
+    }
+
+    /// A run that ended well: what clears an earlier failure of the same command or order.
+    pub fn clears_failures(self) -> bool {
+        self == Self::Done
+    }
+
+    /// The statuses that hold `rule`, for a store to select by (`live`, `failure`).
+    pub fn all_where(rule: fn(Self) -> bool) -> impl Iterator<Item = Self> {
+        Self::ALL.into_iter().filter(move |s| rule(*s))
     }
 
     /// The statuses an exit may record.

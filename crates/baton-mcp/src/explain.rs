@@ -178,7 +178,44 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
             "{r}. Nothing was sent and the attempt is recorded: send it on a `topic` the \
              recipient takes (not {topic}), or ask an owner to widen its policy"
         ),
-        _ => r.to_string(),
+        Refusal::UnknownParticipant { .. }
+        | Refusal::Role { .. }
+        | Refusal::TopicPattern { .. }
+        | Refusal::PowerName { .. }
+        | Refusal::WebhookUrl { .. }
+        | Refusal::StatusNeedsIdentity
+        | Refusal::NotARequest { .. }
+        | Refusal::Superseded { .. }
+        | Refusal::TooManyChanges { .. }
+        | Refusal::StateEdits { .. }
+        | Refusal::ReportStatus { .. }
+        | Refusal::NotAnExit(..)
+        | Refusal::LogLine { .. }
+        | Refusal::NegotiationInput { .. }
+        | Refusal::NegotiationSettled { .. }
+        | Refusal::Beyond { .. }
+        | Refusal::OwnWork { .. }
+        | Refusal::SameReviewer { .. }
+        | Refusal::NotAParty { .. }
+        | Refusal::SenderSteps { .. }
+        | Refusal::OrderRole { .. }
+        | Refusal::OfferFrom { .. }
+        | Refusal::ReportFrom { .. }
+        | Refusal::Unauthenticated
+        | Refusal::Scope { .. }
+        | Refusal::NotANegotiator { .. }
+        | Refusal::ActorInRequest
+        | Refusal::NotTheWorker { .. }
+        | Refusal::GatewayClosed { .. }
+        | Refusal::EffectsDiffer { .. }
+        | Refusal::NoEffect { .. }
+        | Refusal::RoleTaken { .. }
+        | Refusal::OrderExists { .. }
+        | Refusal::RunExists { .. }
+        | Refusal::NegotiationExists { .. }
+        | Refusal::PositionSubmitted { .. }
+        | Refusal::EffectNotHeld { .. }
+        | Refusal::RunStatus { .. } => r.to_string(),
     }
 }
 

@@ -140,7 +140,51 @@ fn hint(r: &Refusal) -> Option<String> {
              with `baton order approve ID` where the upstream server runs"
             .into(),
         Refusal::Findings { .. } => "each finding names its rule and the path in `document`".into(),
-        _ => return None,
+        Refusal::NoArtifact { .. }
+        | Refusal::NoSubject { .. }
+        | Refusal::NoReceipt { .. }
+        | Refusal::NoStep { .. }
+        | Refusal::Role { .. }
+        | Refusal::SelfSend { .. }
+        | Refusal::ArtifactOutside { .. }
+        | Refusal::Outside { .. }
+        | Refusal::TopicPattern { .. }
+        | Refusal::PowerName { .. }
+        | Refusal::WebhookUrl { .. }
+        | Refusal::Cursor { .. }
+        | Refusal::StatusNeedsIdentity
+        | Refusal::NotARequest { .. }
+        | Refusal::SenderNote
+        | Refusal::Superseded { .. }
+        | Refusal::TooManyChanges { .. }
+        | Refusal::StateEdits { .. }
+        | Refusal::DocumentField { .. }
+        | Refusal::ReportStatus { .. }
+        | Refusal::WrongDocument { .. }
+        | Refusal::NotAnExit(..)
+        | Refusal::LogLine { .. }
+        | Refusal::NegotiationInput { .. }
+        | Refusal::NegotiationSettled { .. }
+        | Refusal::OwnWork { .. }
+        | Refusal::SameReviewer { .. }
+        | Refusal::NotAParty { .. }
+        | Refusal::SenderSteps { .. }
+        | Refusal::OrderRole { .. }
+        | Refusal::OfferFrom { .. }
+        | Refusal::ReportFrom { .. }
+        | Refusal::NotANegotiator { .. }
+        | Refusal::NotTheWorker { .. }
+        | Refusal::GatewayClosed { .. }
+        | Refusal::EffectsDiffer { .. }
+        | Refusal::NoEffect { .. }
+        | Refusal::RoleTaken { .. }
+        | Refusal::KeyReused { .. }
+        | Refusal::OrderExists { .. }
+        | Refusal::RunExists { .. }
+        | Refusal::NegotiationExists { .. }
+        | Refusal::PositionSubmitted { .. }
+        | Refusal::EffectNotHeld { .. }
+        | Refusal::RunStatus { .. } => return None,
     })
 }
 

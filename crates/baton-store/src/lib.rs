@@ -579,7 +579,8 @@ impl<B: Backend + ?Sized> Store for B {
         gate: &Gate,
         call: Call,
     ) -> Result<Decision> {
-        write::gateway_call(self, actor, id, gate, call).await
+        let decided = write::gateway_call(self, actor, id, gate, call).await;
+        write::recorded(self, actor.as_str(), decided).await
     }
 
     async fn start_effect(&self, actor: &Passname, id: &str, reference: &str) -> Result<Effects> {

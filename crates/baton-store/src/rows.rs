@@ -157,6 +157,43 @@ pub(crate) fn folded<T: serde::de::DeserializeOwned>(data: &str) -> sqlx::Result
 }
 
 /// Run counts by status, from rows of `status` and `n`.
+/// A SQL list of statuses, `('a', 'b')`, for `status IN …`: the statuses are the core's
+/// (`RunStatus::is_live`, `OrderStatus::is_terminal`, …), so which runs are live or which
+/// orders closed is decided once, not written into each backend's SQL. The text is the
+/// same as the partial indexes' predicates spell it (tested), which a planner needs to
+/// use them.
+pub(crate) fn statuses<S: AsRef<str>>(statuses: impl IntoIterator<Item = S>) -> String {
+    let quoted: Vec<String> = statuses
+        .into_iter()
+        .map(|s| format!("'{}'", s.as_ref()))
+        .collect();
+    format!("({})", quoted.join(", "))
+}
+
+/// The live runs' statuses, as SQL.
+pub(crate) fn live_runs() -> String {
+    statuses(RunStatus::all_where(RunStatus::is_live).map(RunStatus::as_str))
+}
+
+/// The failed runs' statuses, as SQL (the failures lane).
+pub(crate) fn failed_runs() -> String {
+    statuses(RunStatus::all_where(RunStatus::is_failure).map(RunStatus::as_str))
+}
+
+/// The status of a run that clears a failure, as a SQL literal.
+pub(crate) fn clearing_run() -> String {
+    let clears: Vec<&str> = RunStatus::all_where(RunStatus::clears_failures)
+        .map(RunStatus::as_str)
+        .collect();
+    debug_assert_eq!(clears.len(), 1, "one status clears a failure");
+    format!("'{}'", clears.concat())
+}
+
+/// The closed orders' statuses, as SQL.
+pub(crate) fn closed_orders() -> String {
+    statuses(baton_core::order::OrderStatus::closed().map(|s| s.as_str()))
+}
+
 pub(crate) fn run_counts(rows: &[impl Columns]) -> sqlx::Result<Vec<(RunStatus, u64)>> {
     rows.iter()
         .map(|row| {
@@ -314,4 +351,43 @@ pub fn decode_cursor(cursor: &str) -> Result<i64> {
             }
             .into()
         })
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::*;
+
+    /// The lists are the core's rules, spelled as the migrations' partial indexes spell
+    /// theirs: a query repeating an index's predicate word for word is one its planner
+    /// can serve from it.
+    #[test]
+    fn status_lists_are_the_cores_rules_as_the_indexes_spell_them() {
+        assert_eq!(live_runs(), "('registered', 'running', 'untracked')");
+        assert_eq!(failed_runs(), "('failed', 'lost')");
+        assert_eq!(clearing_run(), "'done'");
+        assert_eq!(
+            closed_orders(),
+            "('approved', 'declined', 'expired', 'cancelled')"
+        );
+        for (migration, predicate) in [
+            (
+                include_str!("sqlite/migrations/018_failures.sql"),
+                failed_runs(),
+            ),
+            (
+                include_str!("postgres/migrations/012_failures.sql"),
+                failed_runs(),
+            ),
+            (
+                include_str!("sqlite/migrations/017_attention.sql"),
+                closed_orders(),
+            ),
+            (
+                include_str!("postgres/migrations/011_attention.sql"),
+                closed_orders(),
+            ),
+        ] {
+            assert!(migration.contains(&predicate), "{predicate} in {migration}");
+        }
+    }
 }

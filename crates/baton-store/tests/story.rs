@@ -383,18 +383,27 @@ async fn generation(store: &dyn Store) -> i64 {
     store.generation().await.expect("the generation")
 }
 
-/// Runs an attempt the store must refuse, checks that it wrote nothing, and returns why.
+/// Runs an attempt the store must refuse, checks that it wrote nothing but, for a
+/// forbidden one, its one security event, and returns why.
 async fn refused<T: Debug>(
     store: &dyn Store,
     attempt: impl Future<Output = baton_store::Result<T>>,
 ) -> StoreError {
     let before = generation(store).await;
     let err = attempt.await.expect_err("the store should refuse this");
+    let forbidden = matches!(&err, StoreError::Refused(r) if r.kind() == RefusalKind::Forbidden);
     assert_eq!(
         generation(store).await,
-        before,
+        before + i64::from(forbidden),
         "a refused command wrote events ({err})"
     );
+    if forbidden {
+        let newest = store
+            .events_of_kind("security.refused", None, 1)
+            .await
+            .expect("the security events");
+        assert_eq!(newest.first().map(|e| e.seq), Some(before + 1), "{err}");
+    }
     err
 }
 
@@ -2314,12 +2323,15 @@ fn follows_the_delivery_model<B: Backend>(
             };
             let written = generation(store).await - before;
             // Either both take the turn and the store wrote what the model expects, or both
-            // refuse it for the same reason and the store wrote nothing.
+            // refuse it for the same reason and the store wrote nothing but, for a forbidden
+            // turn, its security event.
             let observed = match &outcome {
                 Ok(_) => Ok(written),
                 Err(err) => Err((refusal(err), written)),
             };
-            let expected = model.play(turn).map_err(|why| (Some(why), 0));
+            let expected = model
+                .play(turn)
+                .map_err(|why| (Some(why), i64::from(why == Verdict::Forbidden)));
             prop_assert_eq!(observed, expected, "turn {}: {:?}: {:?}", n, turn, outcome);
             if let (Act::Fetch, Ok(fetched)) = (turn.act, outcome) {
                 let reader = turn.actor.recipient().map(|i| model.deliveries[i]);
@@ -2574,6 +2586,42 @@ async fn a_lost_run_resurfaces_what_it_held_once(store: &dyn Store) {
     );
 }
 
+/// Story: a run counts as live as the core says (`RunStatus::is_live`), an untracked
+/// process of the participant included: while one may still hold its work, what it
+/// fetched does not resurface when another of its runs is lost.
+async fn an_untracked_run_of_the_participant_keeps_its_work_from_resurfacing(store: &dyn Store) {
+    cast(store).await;
+    store
+        .record_run(
+            "exec-1",
+            &[registration("r1", Some("exec-1")), run_started("r1")],
+        )
+        .await
+        .unwrap();
+    // Fetched during the run, a clock tick after it was registered.
+    clock_passes(now_ms()).await;
+    let held = send(store, "planner", draft(&["exec-1"], Request, "csv", "held")).await;
+    store.fetch(Some(&name("exec-1")), &held).await.unwrap();
+    let untracked = RunChange::Untracked(Box::new(Registration {
+        run: "pid-88-1".into(),
+        participant: Some("exec-1".into()),
+        command: vec!["codex".into()],
+        process: Some(ProcessRef {
+            pid: 88,
+            start: Some(1),
+        }),
+        ..Registration::default()
+    }));
+    store.record_run("@reaper", &[untracked]).await.unwrap();
+    let reaped = store
+        .reap_lost("@reaper", "r1", "the monitor is gone")
+        .await
+        .unwrap()
+        .expect("a live run is reaped");
+    assert!(reaped.resurfaced.is_empty(), "{reaped:?}");
+    assert_eq!(status(store, &held, "exec-1").await, Some(Delivered));
+}
+
 /// Story: the state's digest, written with the state, holds the newest of each list and
 /// how many there are, so a bounded view never reads the whole state.
 async fn the_state_digest_keeps_the_newest_of_each_list_and_their_counts(store: &dyn Store) {
@@ -2776,6 +2824,179 @@ async fn the_failures_lane_reads_failures_and_only_what_could_clear_them(store: 
         ["f0", "f1", "f2", "d0", "a2", "o1"],
         "f0 has nothing later to clear it"
     );
+}
+
+/// How many random sequences the authority story runs on each backend, and how long each
+/// is.
+const AUTHORITY_CASES: u64 = 24;
+const AUTHORITY_STEPS: usize = 40;
+
+/// Story (property): random operations by random participants of every role, some with
+/// policies narrowed to a topic, on one store. A forbidden refusal adds exactly one event,
+/// its security event; any other refusal adds nothing; and at the end every request
+/// sent to a participant and not yet closed can be closed by it: completed, unless its
+/// policy changed after the send (then handed back, which is always open).
+async fn random_operations_keep_authority_s_promises<B: Backend>() {
+    const WHO: [&str; 5] = ["planner", "impl-1", "rev", "own", "obs"];
+    const TOPICS: [&str; 3] = ["csv-export", "billing", "work-order"];
+    let mut forbidden = 0;
+    let mut other_refusals = 0;
+    let mut checked = 0;
+    for case in 0..AUTHORITY_CASES {
+        let backend = B::fresh(DEFAULT_BUSY_TIMEOUT).await;
+        let store = backend.store();
+        let seed = 0x9E37_79B9_7F4A_7C15 ^ (case + 1);
+        let mut dice = Dice(seed);
+        for (who, role) in [
+            ("planner", "planner"),
+            ("impl-1", "executor"),
+            ("rev", "reviewer"),
+            ("own", "owner"),
+            ("obs", "observer"),
+        ] {
+            store
+                .add_participant("@local", &name(who), role, None)
+                .await
+                .unwrap();
+        }
+        let mut sent: Vec<String> = Vec::new();
+        // When each message was sent and each participant's policy last changed: work
+        // sent after a recipient's last change must be completable by it.
+        let mut sent_at: std::collections::HashMap<String, usize> = Default::default();
+        let mut policy_at: std::collections::HashMap<String, usize> = Default::default();
+        for step in 0..AUTHORITY_STEPS {
+            let who = name(dice.pick(&WHO));
+            let before = generation(store).await;
+            let security = store
+                .events_of_kind("security.refused", None, 500)
+                .await
+                .unwrap()
+                .len();
+            let what = dice.below(8);
+            let result: baton_store::Result<()> = match what {
+                0 | 1 => {
+                    let kind = dice.pick(&[Request, Info, MessageType::Message]);
+                    let to = dice.pick(&WHO);
+                    let mut d = draft(&[to], kind, dice.pick(&TOPICS), &format!("{case}-{step}"));
+                    if !sent.is_empty() && dice.below(3) == 0 {
+                        d.reply_to = Some(dice.pick(&sent));
+                    }
+                    store.send(&who, d, 0).await.map(|s| {
+                        sent_at.insert(s.id.clone(), step);
+                        sent.push(s.id);
+                    })
+                }
+                2 if !sent.is_empty() => {
+                    let id = dice.pick(&sent);
+                    store.fetch(Some(&who), &id).await.map(drop)
+                }
+                3 if !sent.is_empty() => {
+                    let id = dice.pick(&sent);
+                    let verb = dice.pick(&[
+                        Verb::Ack,
+                        Verb::Complete,
+                        Verb::HandBack,
+                        Verb::Refuse,
+                        Verb::Archive,
+                    ]);
+                    let note = matches!(verb, Verb::HandBack | Verb::Refuse).then_some("why");
+                    store.step(&who, &id, verb, note).await.map(drop)
+                }
+                4 => {
+                    let op = StateOp::Decide {
+                        text: format!("decision {step}"),
+                        why: "random".into(),
+                        supersedes: None,
+                    };
+                    store.change_state(who.as_str(), &[op]).await.map(drop)
+                }
+                5 => {
+                    use baton_core::gate::{GateChange, NeedSource};
+                    let need = GateChange::Need {
+                        id: format!("n{case}-{step}"),
+                        text: "look".into(),
+                        order: None,
+                        source: NeedSource::Hand,
+                        run: None,
+                    };
+                    store.record_gate(who.as_str(), &[need]).await.map(drop)
+                }
+                6 => {
+                    // The local operator narrows someone to one topic, or restores its role's.
+                    let topics = Policy::topics(&[dice.pick(&["csv-*", "billing"])]).unwrap();
+                    let policy = (dice.below(2) == 0).then(|| Policy {
+                        may: [Power::Send, Power::Accept, Power::Request].into(),
+                        topics: Some(topics),
+                    });
+                    policy_at.insert(who.to_string(), step);
+                    store.set_policy("@local", &who, policy).await.map(drop)
+                }
+                _ => Ok(()),
+            };
+            let after = generation(store).await;
+            let security_after = store
+                .events_of_kind("security.refused", None, 500)
+                .await
+                .unwrap()
+                .len();
+            let context = format!("seed {seed:#x} step {step}: {who} op {what}: {result:?}");
+            match &result {
+                Err(StoreError::Refused(r)) if r.kind() == RefusalKind::Forbidden => {
+                    forbidden += 1;
+                    assert_eq!(after, before + 1, "{context}");
+                    assert_eq!(security_after, security + 1, "{context}");
+                }
+                Err(StoreError::Refused(_)) => {
+                    other_refusals += 1;
+                    assert_eq!(after, before, "{context}");
+                }
+                Err(e) => panic!("{context}: the store failed: {e}"),
+                Ok(()) => assert_eq!(security_after, security, "{context}"),
+            }
+        }
+        // Whatever was delivered to a participant it can close.
+        for id in &sent {
+            let env = envelope(store, id).await;
+            if env.kind != Request {
+                continue;
+            }
+            for recipient in &env.to {
+                if !matches!(recipient.status, Pending | Delivered) {
+                    continue;
+                }
+                let who = &recipient.name;
+                // What is still pending it reads first, as it would.
+                store.fetch(Some(who), id).await.unwrap();
+                let changed_since = policy_at
+                    .get(who.as_str())
+                    .is_some_and(|at| *at >= sent_at[id.as_str()]);
+                checked += 1;
+                let closed = match store.step(who, id, Verb::Complete, None).await {
+                    Ok(_) => Ok(()),
+                    // Only a policy narrowed after the send may keep it from completing;
+                    // handing back is always open.
+                    Err(StoreError::Refused(Refusal::Beyond { .. })) if changed_since => store
+                        .step(who, id, Verb::HandBack, Some("my policy changed"))
+                        .await
+                        .map(drop),
+                    Err(e) => Err(e),
+                };
+                assert!(
+                    closed.is_ok(),
+                    "seed {seed:#x}: {who} cannot close {id}: {closed:?}"
+                );
+            }
+        }
+    }
+    println!(
+        "{AUTHORITY_CASES} cases of {AUTHORITY_STEPS} operations: {forbidden} forbidden, \
+         {other_refusals} other refusals, {checked} delivered requests closed"
+    );
+    assert!(
+        forbidden > 0 && other_refusals > 0,
+        "the cases tried nothing refused"
+    );
+    assert!(checked > 0, "no delivered request was left to close");
 }
 
 /// Story 16: Run rows, too, are a projection: replaying the log rebuilds them exactly.
@@ -3527,6 +3748,15 @@ async fn an_action_beyond_authority_is_refused_and_recorded(store: &dyn Store) {
     // Information it may send.
     send(store, "exec-1", draft(&["planner"], Info, "lane", "ask 2")).await;
 
+    // Work sent to it while it still takes work on; the policy narrows after.
+    let to_it = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Request, "lane", "ask 5"),
+    )
+    .await;
+    store.fetch(Some(&name("exec-1")), &to_it).await.unwrap();
+
     // A policy reaching some topics: requests there, and nowhere else.
     let asks = Policy::for_role("executor").amend(
         Some([Power::Send, Power::Request].into()),
@@ -3552,14 +3782,25 @@ async fn an_action_beyond_authority_is_refused_and_recorded(store: &dyn Store) {
         StoreError::Refused(Refusal::Beyond { .. })
     );
     assert_eq!(generation(store).await, before + 1);
+    // No new work reaches it, refused at the send as the sender's attempt.
+    let before = generation(store).await;
+    assert_variant!(
+        store
+            .send(
+                &name("planner"),
+                draft(&["exec-1"], Request, "lane", "ask 6"),
+                WINDOW
+            )
+            .await
+            .unwrap_err(),
+        StoreError::Refused(Refusal::Unwilling { .. })
+    );
+    assert_eq!(
+        generation(store).await,
+        before + 1,
+        "only the security event"
+    );
     // It no longer takes on work: completing what it was sent is refused.
-    let to_it = send(
-        store,
-        "planner",
-        draft(&["exec-1"], Request, "lane", "ask 5"),
-    )
-    .await;
-    store.fetch(Some(&name("exec-1")), &to_it).await.unwrap();
     assert_variant!(
         store
             .step(&name("exec-1"), &to_it, Verb::Complete, None)
@@ -3649,9 +3890,18 @@ async fn an_action_beyond_authority_is_refused_and_recorded(store: &dyn Store) {
             .await
             .unwrap(),
     );
-    assert_eq!(all.len(), 4, "newest first: {all:?}");
+    assert_eq!(all.len(), 5, "newest first: {all:?}");
     let actions: Vec<&str> = all.iter().map(|d| d.action.as_str()).collect();
-    assert_eq!(actions, ["approve", "accept", "request", "request"]);
+    assert_eq!(
+        actions,
+        [
+            "approve",
+            "accept",
+            "send a request to exec-1",
+            "request",
+            "request"
+        ]
+    );
     let older = store
         .events_of_kind(
             "security.refused",
@@ -3666,7 +3916,7 @@ async fn an_action_beyond_authority_is_refused_and_recorded(store: &dyn Store) {
         )
         .await
         .unwrap();
-    assert_eq!(older.len(), 3, "a page before a seq");
+    assert_eq!(older.len(), 4, "a page before a seq");
     // Only registered participants hold a policy.
     assert_variant!(
         store
@@ -4103,6 +4353,7 @@ macro_rules! every_backend {
                     a_hooks_event_is_its_participants_or_the_local_operators,
                     the_runs_view_is_live_runs_and_the_newest_others_and_pages_walk_all,
                     a_lost_run_resurfaces_what_it_held_once,
+                    an_untracked_run_of_the_participant_keeps_its_work_from_resurfacing,
                     the_failures_lane_reads_failures_and_only_what_could_clear_them,
                     the_state_digest_keeps_the_newest_of_each_list_and_their_counts,
                     an_order_goes_round_its_lifecycle,
@@ -4124,6 +4375,7 @@ macro_rules! every_backend {
                     what_waits_for_a_person_is_open_work_only,
                     a_locked_store_is_busy_then_writable,
                     runs_replay_to_the_same_rows,
+                    random_operations_keep_authority_s_promises,
                     orders_replay_to_the_same_rows,
                     a_keys_last_use_is_kept_beside_the_log,
                 ]

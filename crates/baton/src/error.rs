@@ -382,6 +382,33 @@ pub fn refusal(r: &Refusal) -> String {
         Refusal::NoEffect { order, .. } => {
             format!("{r}: `baton order show {order}` lists its effects")
         }
-        _ => r.to_string(),
+        Refusal::Role { .. }
+        | Refusal::TopicPattern { .. }
+        | Refusal::PowerName { .. }
+        | Refusal::WebhookUrl { .. }
+        | Refusal::NotARequest { .. }
+        | Refusal::Superseded { .. }
+        | Refusal::TooManyChanges { .. }
+        | Refusal::StateEdits { .. }
+        | Refusal::ReportStatus { .. }
+        | Refusal::WrongDocument { .. }
+        | Refusal::NotAnExit(..)
+        | Refusal::LogLine { .. }
+        | Refusal::NotAParty { .. }
+        | Refusal::SenderSteps { .. }
+        | Refusal::OrderRole { .. }
+        | Refusal::OfferFrom { .. }
+        | Refusal::ReportFrom { .. }
+        | Refusal::Unauthenticated
+        | Refusal::Scope { .. }
+        | Refusal::ActorInRequest
+        | Refusal::NotTheWorker { .. }
+        | Refusal::GatewayClosed { .. }
+        | Refusal::EffectsNeedRunner { .. }
+        | Refusal::RoleTaken { .. }
+        | Refusal::OrderExists { .. }
+        | Refusal::RunExists { .. }
+        | Refusal::EffectNotHeld { .. }
+        | Refusal::RunStatus { .. } => r.to_string(),
     }
 }

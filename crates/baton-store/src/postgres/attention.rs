@@ -2,8 +2,8 @@
 //! (migration 11), kept in the transaction of each gate and effect event, so the human
 //! queue reads open work instead of every need and effect in the log.
 
-use baton_core::effect::{EffectChange, Effects};
-use baton_core::gate::GateChange;
+use baton_core::effect::{EffectChange, Effects, StuckBy, stuck_by};
+use baton_core::gate::{GateChange, NeedMove, need_move};
 use baton_core::{Change, Event};
 use sqlx::postgres::PgConnection;
 
@@ -11,15 +11,15 @@ use super::{events_of_kinds, read_about};
 use crate::Attention;
 use crate::rows;
 
-/// Projects a gate event: a need is open from its event until its item is acknowledged.
+/// Projects a gate event as the core moves its need (`gate::need_move`).
 pub(super) async fn gate(
     conn: &mut PgConnection,
     project: i64,
     event: &Event,
     change: &GateChange,
 ) -> sqlx::Result<()> {
-    match change {
-        GateChange::Need { id, .. } => {
+    match need_move(change) {
+        Some(NeedMove::Opened(id)) => {
             sqlx::query(
                 "INSERT INTO open_needs (project, id, seq) VALUES ($1, $2, $3) \
                  ON CONFLICT (project, id) DO NOTHING",
@@ -30,36 +30,33 @@ pub(super) async fn gate(
             .execute(&mut *conn)
             .await?;
         }
-        GateChange::Acked { item } => {
-            if let Some(id) = item.strip_prefix("need:") {
-                sqlx::query("DELETE FROM open_needs WHERE project = $1 AND id = $2")
-                    .bind(project)
-                    .bind(id)
-                    .execute(&mut *conn)
-                    .await?;
-            }
+        Some(NeedMove::Closed(id)) => {
+            sqlx::query("DELETE FROM open_needs WHERE project = $1 AND id = $2")
+                .bind(project)
+                .bind(id)
+                .execute(&mut *conn)
+                .await?;
         }
-        GateChange::Reviewed { .. } | GateChange::Concluded { .. } => {}
+        None => {}
     }
     Ok(())
 }
 
-/// Projects an effect event: a start leaves the order stuck until it finishes well (and
-/// no other effect of it is stuck); a failure leaves it stuck.
+/// Projects an effect event as the core says it moves its order (`effect::stuck_by`).
 pub(super) async fn effect(
     conn: &mut PgConnection,
     project: i64,
     change: &EffectChange,
 ) -> sqlx::Result<()> {
     let order = change.order();
-    let stuck = match change {
-        EffectChange::Started { .. } | EffectChange::Finished { ok: false, .. } => true,
-        EffectChange::Finished { ok: true, .. } => {
+    let stuck = match stuck_by(change) {
+        Some(StuckBy::Stuck) => true,
+        Some(StuckBy::Recheck) => {
             Effects::replay(&read_about(conn, project, order, baton_core::effect::KIND).await?)
                 .stuck()
                 .is_some()
         }
-        _ => return Ok(()),
+        None => return Ok(()),
     };
     let sql = if stuck {
         "INSERT INTO stuck_orders (project, id) VALUES ($1, $2) ON CONFLICT (project, id) DO NOTHING"

@@ -11,8 +11,6 @@ use super::load_folded;
 use crate::OrderQuery;
 use crate::rows;
 
-const CLOSED: &str = "('approved', 'declined', 'expired', 'cancelled')";
-
 /// Applies one order event to the projection (live writes and replay alike).
 pub(super) async fn project(
     conn: &mut PgConnection,
@@ -80,13 +78,14 @@ pub(super) async fn query(
             .push_bind(who.clone())
             .push(")");
     }
+    let closed = rows::closed_orders();
     match (query.closed, query.closed_since) {
         (false, _) => {
-            sql.push(" AND status NOT IN ").push(CLOSED);
+            sql.push(" AND status NOT IN ").push(&closed);
         }
         (true, Some(since)) => {
             sql.push(" AND (status NOT IN ")
-                .push(CLOSED)
+                .push(&closed)
                 .push(" OR (data::json->>'updated_at')::bigint >= ")
                 .push_bind(since)
                 .push(")");

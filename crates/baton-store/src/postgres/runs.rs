@@ -11,8 +11,6 @@ use super::load_folded;
 use crate::RunQuery;
 use crate::rows;
 
-const LIVE: &str = "('registered', 'running', 'untracked')";
-
 /// How many runs have each status, of the live ones and those ended since `ended_since`.
 pub(super) async fn counts(
     pool: &PgPool,
@@ -21,7 +19,8 @@ pub(super) async fn counts(
 ) -> sqlx::Result<Vec<(RunStatus, u64)>> {
     let found = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT status, count(*) AS n FROM runs WHERE project = $1 \
-         AND (status IN {LIVE} OR ended_at >= $2) GROUP BY status"
+         AND (status IN {} OR ended_at >= $2) GROUP BY status",
+        rows::live_runs()
     )))
     .bind(project)
     .bind(ended_since)
@@ -83,22 +82,24 @@ async fn save(conn: &mut PgConnection, project: i64, run: &Run) -> sqlx::Result<
     Ok(())
 }
 
-/// Whether `participant` has a registered or running run other than `except`.
+/// Whether `participant` has a live run (`RunStatus::is_live`) other than `except`.
 pub(super) async fn other_live(
     conn: &mut PgConnection,
     project: i64,
     participant: &str,
     except: &str,
 ) -> sqlx::Result<bool> {
-    let found: Option<i32> = sqlx::query_scalar(
+    let sql = format!(
         "SELECT 1 FROM runs WHERE project = $1 AND participant = $2 AND id != $3 \
-         AND status IN ('registered', 'running') LIMIT 1",
-    )
-    .bind(project)
-    .bind(participant)
-    .bind(except)
-    .fetch_optional(&mut *conn)
-    .await?;
+         AND status IN {} LIMIT 1",
+        rows::live_runs()
+    );
+    let found: Option<i32> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(project)
+        .bind(participant)
+        .bind(except)
+        .fetch_optional(&mut *conn)
+        .await?;
     Ok(found.is_some())
 }
 
@@ -111,33 +112,40 @@ pub(super) async fn failures(
     project: i64,
     since: Millis,
 ) -> sqlx::Result<Vec<Run>> {
-    let failed: Vec<String> = sqlx::query_scalar(
-        "SELECT data FROM runs WHERE project = $1 AND status IN ('failed', 'lost') \
+    let sql = format!(
+        "SELECT data FROM runs WHERE project = $1 AND status IN {} \
          AND ended_at >= $2 ORDER BY ended_at",
-    )
-    .bind(project)
-    .bind(since)
-    .fetch_all(&mut *conn)
-    .await?;
+        rows::failed_runs()
+    );
+    let failed: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(project)
+        .bind(since)
+        .fetch_all(&mut *conn)
+        .await?;
     let mut found: Vec<Run> = failed
         .iter()
         .map(|d| rows::folded(d))
         .collect::<sqlx::Result<_>>()?;
     let mut seen: std::collections::HashSet<String> = found.iter().map(|r| r.id.clone()).collect();
     // Each statement spells its index's expression.
-    const CLEARING: [&str; 2] = [
-        "SELECT s.data FROM runs s WHERE s.project = $1 AND s.status = 'done' \
-         AND ((s.data::jsonb) -> 'command') = \
-             (SELECT (f.data::jsonb) -> 'command' FROM runs f WHERE f.project = $1 AND f.id = $2) \
-         AND s.ended_at > $3 ORDER BY s.ended_at DESC LIMIT 1",
-        "SELECT s.data FROM runs s WHERE s.project = $1 AND s.status = 'done' \
-         AND ((s.data::jsonb) ->> 'order') = \
-             (SELECT (f.data::jsonb) ->> 'order' FROM runs f WHERE f.project = $1 AND f.id = $2) \
-         AND s.ended_at > $3 ORDER BY s.ended_at DESC LIMIT 1",
+    let done = rows::clearing_run();
+    let clearing_sql = [
+        format!(
+            "SELECT s.data FROM runs s WHERE s.project = $1 AND s.status = {done} \
+             AND ((s.data::jsonb) -> 'command') = \
+                 (SELECT (f.data::jsonb) -> 'command' FROM runs f WHERE f.project = $1 AND f.id = $2) \
+             AND s.ended_at > $3 ORDER BY s.ended_at DESC LIMIT 1"
+        ),
+        format!(
+            "SELECT s.data FROM runs s WHERE s.project = $1 AND s.status = {done} \
+             AND ((s.data::jsonb) ->> 'order') = \
+                 (SELECT (f.data::jsonb) ->> 'order' FROM runs f WHERE f.project = $1 AND f.id = $2) \
+             AND s.ended_at > $3 ORDER BY s.ended_at DESC LIMIT 1"
+        ),
     ];
     for failure in found.clone() {
-        for sql in CLEARING {
-            let clearing: Option<String> = sqlx::query_scalar(sql)
+        for sql in &clearing_sql {
+            let clearing: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str()))
                 .bind(project)
                 .bind(&failure.id)
                 .bind(failure.ended_at)
@@ -157,16 +165,18 @@ pub(super) async fn failures(
 pub(super) async fn query(pool: &PgPool, project: i64, query: &RunQuery) -> sqlx::Result<Vec<Run>> {
     if let Some(recent) = query.recent {
         // Live runs, and the newest others found walking the `seq` index back from the end.
-        let data: Vec<String> = sqlx::query_scalar(
-            "SELECT data FROM (SELECT data, seq FROM runs WHERE project = $1 AND status IN \
-             ('registered', 'running', 'untracked') UNION ALL (SELECT data, seq FROM runs \
-             WHERE project = $1 AND status NOT IN ('registered', 'running', 'untracked') \
+        let sql = format!(
+            "SELECT data FROM (SELECT data, seq FROM runs WHERE project = $1 AND status IN {live} \
+             UNION ALL (SELECT data, seq FROM runs \
+             WHERE project = $1 AND status NOT IN {live} \
              ORDER BY seq DESC LIMIT $2)) AS shown ORDER BY seq",
-        )
-        .bind(project)
-        .bind(i64::from(recent))
-        .fetch_all(pool)
-        .await?;
+            live = rows::live_runs()
+        );
+        let data: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(project)
+            .bind(i64::from(recent))
+            .fetch_all(pool)
+            .await?;
         return data.iter().map(|d| rows::folded(d)).collect();
     }
     let mut sql = QueryBuilder::<Postgres>::new("SELECT data FROM runs WHERE project = ");
@@ -174,12 +184,13 @@ pub(super) async fn query(pool: &PgPool, project: i64, query: &RunQuery) -> sqlx
     if let Some(id) = &query.id {
         sql.push(" AND id = ").push_bind(id.clone());
     }
+    let live = rows::live_runs();
     if query.live {
-        sql.push(" AND status IN ").push(LIVE);
+        sql.push(" AND status IN ").push(&live);
     }
     if let Some(since) = query.ended_since {
         sql.push(" AND (status IN ")
-            .push(LIVE)
+            .push(&live)
             .push(" OR ended_at >= ")
             .push_bind(since)
             .push(")");

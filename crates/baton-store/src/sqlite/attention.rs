@@ -2,8 +2,8 @@
 //! (migration 17), kept in the transaction of each gate and effect event, so the human
 //! queue reads open work instead of every need and effect in the log.
 
-use baton_core::effect::{EffectChange, Effects};
-use baton_core::gate::GateChange;
+use baton_core::effect::{EffectChange, Effects, StuckBy, stuck_by};
+use baton_core::gate::{GateChange, NeedMove, need_move};
 use baton_core::{Change, Event};
 use rusqlite::{Connection, params};
 
@@ -12,38 +12,35 @@ use super::{each_event_of, read_about};
 use crate::Attention;
 use crate::rows as decode;
 
-/// Projects a gate event: a need is open from its event until its item is acknowledged.
+/// Projects a gate event as the core moves its need (`gate::need_move`).
 pub(super) fn gate(conn: &Connection, event: &Event, change: &GateChange) -> Sql<()> {
-    match change {
-        GateChange::Need { id, .. } => {
+    match need_move(change) {
+        Some(NeedMove::Opened(id)) => {
             exec(
                 conn,
                 "INSERT INTO open_needs (id, seq) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
                 params![id, event.seq],
             )?;
         }
-        GateChange::Acked { item } => {
-            if let Some(id) = item.strip_prefix("need:") {
-                exec(conn, "DELETE FROM open_needs WHERE id = ?", [id])?;
-            }
+        Some(NeedMove::Closed(id)) => {
+            exec(conn, "DELETE FROM open_needs WHERE id = ?", [id])?;
         }
-        GateChange::Reviewed { .. } | GateChange::Concluded { .. } => {}
+        None => {}
     }
     Ok(())
 }
 
-/// Projects an effect event: a start leaves the order stuck until it finishes well (and
-/// no other effect of it is stuck); a failure leaves it stuck.
+/// Projects an effect event as the core says it moves its order (`effect::stuck_by`).
 pub(super) fn effect(conn: &Connection, change: &EffectChange) -> Sql<()> {
     let order = change.order();
-    let stuck = match change {
-        EffectChange::Started { .. } | EffectChange::Finished { ok: false, .. } => true,
-        EffectChange::Finished { ok: true, .. } => {
+    let stuck = match stuck_by(change) {
+        Some(StuckBy::Stuck) => true,
+        Some(StuckBy::Recheck) => {
             Effects::replay(&read_about(conn, order, baton_core::effect::KIND)?)
                 .stuck()
                 .is_some()
         }
-        _ => return Ok(()),
+        None => return Ok(()),
     };
     if stuck {
         exec(

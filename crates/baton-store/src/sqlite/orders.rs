@@ -8,9 +8,8 @@ use rusqlite::{Connection, params};
 use super::load_folded;
 use super::sql::{Builder, Sql, column, exec, rows};
 use crate::OrderQuery;
+use crate::rows;
 use crate::rows as decode;
-
-const CLOSED: &str = "('approved', 'declined', 'expired', 'cancelled')";
 
 /// Applies one order event to the projection (live writes and replay alike).
 pub(super) fn project(conn: &Connection, event: &Event, change: &OrderChange) -> Sql<()> {
@@ -58,13 +57,14 @@ pub(super) fn query(conn: &Connection, query: &OrderQuery) -> Sql<Vec<Order>> {
             .bind(who.clone())
             .push(")");
     }
+    let closed = rows::closed_orders();
     match (query.closed, query.closed_since) {
         (false, _) => {
-            sql.push(" AND status NOT IN ").push(CLOSED);
+            sql.push(" AND status NOT IN ").push(&closed);
         }
         (true, Some(since)) => {
             sql.push(" AND (status NOT IN ")
-                .push(CLOSED)
+                .push(&closed)
                 .push(" OR json_extract(data, '$.updated_at') >= ")
                 .bind(since)
                 .push(")");

@@ -11,8 +11,6 @@ use super::sql::{Builder, Sql, column, exec, rows, scalar};
 use crate::RunQuery;
 use crate::rows;
 
-const LIVE: &str = "('registered', 'running', 'untracked')";
-
 /// Applies one run event to the projection (live writes and replay alike).
 pub(super) fn project(conn: &Connection, event: &Event, change: &RunChange) -> Sql<()> {
     let Some(id) = change.run() else {
@@ -51,12 +49,14 @@ fn save(conn: &Connection, run: &Run) -> Sql<()> {
     Ok(())
 }
 
-/// Whether `participant` has a registered or running run other than `except`.
+/// Whether `participant` has a live run (`RunStatus::is_live`) other than `except`.
 pub(super) fn other_live(conn: &Connection, participant: &str, except: &str) -> Sql<bool> {
     let found: Option<i64> = scalar(
         conn,
-        "SELECT 1 FROM runs WHERE participant = ? AND id != ? \
-         AND status IN ('registered', 'running') LIMIT 1",
+        &format!(
+            "SELECT 1 FROM runs WHERE participant = ? AND id != ? AND status IN {} LIMIT 1",
+            rows::live_runs()
+        ),
         [participant, except],
     )?;
     Ok(found.is_some())
@@ -67,8 +67,9 @@ pub(super) fn counts(conn: &Connection, ended_since: Millis) -> Sql<Vec<(RunStat
     let found = rows(
         conn,
         &format!(
-            "SELECT status, count(*) AS n FROM runs WHERE status IN {LIVE} OR ended_at >= ? \
-             GROUP BY status"
+            "SELECT status, count(*) AS n FROM runs WHERE status IN {} OR ended_at >= ? \
+             GROUP BY status",
+            rows::live_runs()
         ),
         [ended_since],
     )?;
@@ -84,8 +85,11 @@ pub(super) fn failures(conn: &Connection, since: Millis) -> Sql<Vec<Run>> {
     let failed: Vec<String> = column(
         conn,
         // Named: the planner would otherwise walk every failure ever by `runs_status`.
-        "SELECT data FROM runs INDEXED BY runs_failed \
-         WHERE status IN ('failed', 'lost') AND ended_at >= ? ORDER BY ended_at",
+        &format!(
+            "SELECT data FROM runs INDEXED BY runs_failed \
+             WHERE status IN {} AND ended_at >= ? ORDER BY ended_at",
+            rows::failed_runs()
+        ),
         [since],
     )?;
     let mut found: Vec<Run> = failed
@@ -100,10 +104,11 @@ pub(super) fn failures(conn: &Connection, since: Millis) -> Sql<Vec<Run>> {
             let clearing: Option<String> = scalar(
                 conn,
                 &format!(
-                    "SELECT s.data FROM runs s WHERE s.status = 'done' \
+                    "SELECT s.data FROM runs s WHERE s.status = {done} \
                      AND json_extract(s.data, '{path}') = \
                          (SELECT json_extract(f.data, '{path}') FROM runs f WHERE f.id = ?1) \
-                     AND s.ended_at > ?2 ORDER BY s.ended_at DESC LIMIT 1"
+                     AND s.ended_at > ?2 ORDER BY s.ended_at DESC LIMIT 1",
+                    done = rows::clearing_run()
                 ),
                 params![failure.id, failure.ended_at],
             )?;
@@ -123,10 +128,13 @@ pub(super) fn query(conn: &Connection, query: &RunQuery) -> Sql<Vec<Run>> {
         // Live runs, and the newest others found walking the `seq` index back from the end.
         let data: Vec<String> = column(
             conn,
-            "SELECT data FROM (SELECT data, seq FROM runs WHERE status IN \
-             ('registered', 'running', 'untracked') UNION ALL SELECT data, seq FROM \
-             (SELECT data, seq FROM runs WHERE status NOT IN ('registered', 'running', 'untracked') \
-             ORDER BY seq DESC LIMIT ?)) ORDER BY seq",
+            &format!(
+                "SELECT data FROM (SELECT data, seq FROM runs WHERE status IN {live} \
+                 UNION ALL SELECT data, seq FROM \
+                 (SELECT data, seq FROM runs WHERE status NOT IN {live} \
+                 ORDER BY seq DESC LIMIT ?)) ORDER BY seq",
+                live = rows::live_runs()
+            ),
             [i64::from(recent)],
         )?;
         return Ok(data
@@ -138,12 +146,13 @@ pub(super) fn query(conn: &Connection, query: &RunQuery) -> Sql<Vec<Run>> {
     if let Some(id) = &query.id {
         sql.push(" AND id = ").bind(id.clone());
     }
+    let live = rows::live_runs();
     if query.live {
-        sql.push(" AND status IN ").push(LIVE);
+        sql.push(" AND status IN ").push(&live);
     }
     if let Some(since) = query.ended_since {
         sql.push(" AND (status IN ")
-            .push(LIVE)
+            .push(&live)
             .push(" OR ended_at >= ")
             .bind(since)
             .push(")");

@@ -892,13 +892,13 @@ fn help_has_examples() {
 #[test]
 fn actions_beyond_authority_include_memory_an_observer_writes_nothing_and_each_try_is_recorded() {
     let p = Project::new(&[("planner", "planner"), ("watch", "observer")]);
-    let before = p.json(None, &["state"]);
+    let before = p.json(None, &["state", "show"]);
     let tries: &[&[&str]] = &[
         &["decide", "x", "--why", "w"],
         &["focus", "set", "watching"],
         &["stream", "set", "export", "--status", "s"],
         &["constrain", "c", "--tried", "t", "--result", "r"],
-        &["note", "n"],
+        &["note", "n", "--subject", ".baton"],
         &["need", "a person should look"],
         &["session", "end", "--completed", "x"],
     ];
@@ -919,7 +919,7 @@ fn actions_beyond_authority_include_memory_an_observer_writes_nothing_and_each_t
         "one security event a try: {events}"
     );
     assert!(items.iter().all(|e| e["participant"] == "watch"));
-    let mut after = p.json(None, &["state"]);
+    let mut after = p.json(None, &["state", "show"]);
     // Nothing but the security events changed: the state is as it was.
     for doc in [&mut after] {
         doc["generation"] = before["generation"].clone();

@@ -142,9 +142,24 @@ fn mcp_over_streamable_http_serves_the_same_tools_as_the_keys_participant() {
     admin(&url, None, &["project", "add", "shop"]);
     // The planner's role has no profile of its own (every tool: the whole round); the
     // executor gets its role's.
-    for (who, role) in [("planner", "lead"), ("impl-1", "executor")] {
-        admin(&url, Some("shop"), &["agent", "add", who, "--role", role]);
-    }
+    admin(
+        &url,
+        Some("shop"),
+        &[
+            "agent",
+            "add",
+            "planner",
+            "--role",
+            "lead",
+            "--may",
+            "request,send,accept,approve",
+        ],
+    );
+    admin(
+        &url,
+        Some("shop"),
+        &["agent", "add", "impl-1", "--role", "executor"],
+    );
     let token = |who: &str, scope: &str| -> String {
         admin(&url, Some("shop"), &["key", "issue", who, "--scope", scope])["token"]
             .as_str()
@@ -471,7 +486,7 @@ fn mcp_profiles_default_from_the_role_stay_small_and_refuse_other_tools_with_a_h
     // Each role's default profile: its own tools, under 8 KiB.
     for (who, has, lacks) in [
         ("impl-1", "need", "queue"),
-        ("planner", "queue", "need"),
+        ("planner", "complete", "need"),
         ("rev", "need", "order"),
         ("owner", "queue", "receipt_write"),
     ] {
@@ -499,11 +514,11 @@ fn mcp_profiles_default_from_the_role_stay_small_and_refuse_other_tools_with_a_h
     assert_eq!(r[0]["result"]["isError"], true, "{}", r[0]);
     assert!(
         text.contains("`queue` is not in the executor profile")
-            && text.contains("`baton mcp --profile planner`"),
+            && text.contains("`baton mcp --profile owner`"),
         "{text}"
     );
     let text = r[1]["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("`baton mcp --profile all`"), "{text}");
+    assert!(text.contains("`baton mcp --profile planner`"), "{text}");
     assert_ne!(r[2]["result"]["isError"], true, "{}", r[2]);
 
     // An explicit profile wins over the role; an unknown one is a usage error.

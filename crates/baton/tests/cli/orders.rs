@@ -78,9 +78,18 @@ pub(crate) fn json_file(p: &Project, name: &str, doc: &Value) -> String {
     file(p, name, doc.to_string())
 }
 
-/// Runs a command that must be refused with `want`, and checks that it stored nothing.
+/// How many security events the log holds.
+fn security_events(p: &Project) -> i64 {
+    p.json(None, &["security-events", "--limit", "100"])["items"]
+        .as_array()
+        .map_or(0, |items| items.len() as i64)
+}
+
+/// Runs a command that must be refused with `want`, and checks that it stored nothing but
+/// the security event an attempt beyond authority is.
 fn refused(p: &Project, who: Option<&str>, args: &[&str], want: i32) -> String {
     let before = p.generation();
+    let attempts = security_events(p);
     let out = p.run(who, args);
     assert_eq!(
         code(&out),
@@ -88,7 +97,13 @@ fn refused(p: &Project, who: Option<&str>, args: &[&str], want: i32) -> String {
         "baton {args:?} as {who:?}: {}",
         stderr(&out)
     );
-    assert_eq!(p.generation(), before, "baton {args:?} wrote to the log");
+    let recorded = security_events(p) - attempts;
+    assert!(recorded <= 1, "baton {args:?}: {recorded} security events");
+    assert_eq!(
+        p.generation(),
+        before + recorded,
+        "baton {args:?} wrote to the log"
+    );
     assert!(out.stdout.is_empty(), "a refusal printed to stdout");
     stderr(&out)
 }

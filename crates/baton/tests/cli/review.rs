@@ -142,7 +142,8 @@ fn two_reviewers_must_both_approve_and_a_disagreement_is_labelled() {
     assert_eq!(doc["rework"], "1. rename the flag");
 
     report(&p);
-    let (exit, doc) = review(&p, &[&approve, &approve]);
+    let other = reviewer(&p, "b.sh", "APPROVE");
+    let (exit, doc) = review(&p, &[&approve, &other]);
     assert_eq!(exit, 0, "{doc}");
     assert_eq!(doc["outcome"], "approved");
     assert_eq!(doc["disagreement"], false);
