@@ -12,18 +12,20 @@ use serde_json::{Value, json};
 use crate::common::{Project, baton_exe, code, stderr};
 use crate::server::{Serving, admin, serve};
 
-const PEOPLE: [(&str, &str); 3] = [
+const PEOPLE: [(&str, &str); 4] = [
     ("planner", "planner"),
     ("impl-1", "executor"),
     ("owner", "owner"),
+    ("obs", "observer"),
 ];
 
 /// The keys both sides issue, in this order, so both logs hold the same events.
-const KEYS: [(&str, &str); 4] = [
+const KEYS: [(&str, &str); 5] = [
     ("planner", "write"),
     ("impl-1", "write"),
     ("owner", "admin"),
     ("impl-1", "read"),
+    ("obs", "write"),
 ];
 
 /// The same project twice: embedded, and on a server with a key per participant.
@@ -403,6 +405,18 @@ fn remote_commands_print_what_local_ones_print_with_the_same_exit_codes() {
             ],
         ),
         ok("planner", Both, &["order", "list", "--all"]),
+        // Reported again and approved: an order holding no effects is approved over a
+        // server as it is here.
+        ok(
+            "impl-1",
+            Json,
+            &["order", "report", "csv-filters", "{report2}"],
+        ),
+        refused("impl-1", 5, &["order", "approve", "csv-filters"]),
+        ok("planner", Json, &["order", "approve", "csv-filters"]),
+        // An observer writes nothing, memory included.
+        refused("obs", 5, &["decide", "Watching", "--why", "x"]),
+        refused("obs", 5, &["focus", "set", "Watching"]),
         ok(
             "planner",
             Json,
@@ -465,6 +479,22 @@ fn remote_commands_print_what_local_ones_print_with_the_same_exit_codes() {
             ],
         ),
         ok("owner", Both, &["agent", "list"]),
+        // A request goes only to a recipient that may take it on.
+        refused(
+            "planner",
+            5,
+            &[
+                "send",
+                "--to",
+                "impl-2",
+                "--type",
+                "request",
+                "--topic",
+                "csv-export",
+                "--body",
+                "impl-2 only sends",
+            ],
+        ),
         ok(
             "owner",
             Json,
@@ -486,8 +516,12 @@ fn remote_commands_print_what_local_ones_print_with_the_same_exit_codes() {
     let report = t.elsewhere.path().join("report.json");
     let report_doc = crate::orders::report_doc("csv-filters", "impl-1", 1);
     std::fs::write(&report, report_doc.to_string()).unwrap();
+    let report2 = t.elsewhere.path().join("report2.json");
+    let report2_doc = crate::orders::report_doc("csv-filters", "impl-1", 2);
+    std::fs::write(&report2, report2_doc.to_string()).unwrap();
     let files = [
         ("{order}", order.to_str().unwrap()),
+        ("{report2}", report2.to_str().unwrap()),
         ("{report}", report.to_str().unwrap()),
     ];
     let (mut local_ids, mut remote_ids) = (Vec::new(), Vec::new());
