@@ -17,7 +17,7 @@ use serde_json::Value;
 pub const MAX_DEPTH: usize = 64;
 
 /// Why a JSON document is refused before it is parsed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum JsonProblem {
     #[error("nested too deeply: more than {max} levels (at {path})")]
     TooDeep { max: usize, path: String },

@@ -60,12 +60,12 @@ impl FromStr for MessageType {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum PayloadError {
     #[error("payload is not valid JSON: {0}")]
     Malformed(String),
     #[error("payload must be a JSON object, got {0}")]
-    NotAnObject(&'static str),
+    NotAnObject(#[serde(with = "crate::refusal::fixed")] crate::refusal::fixed::Word),
     #[error("payload is {size} bytes, over the cap of {cap} bytes")]
     TooLarge { size: usize, cap: usize },
     #[error("payload refused: {0}")]

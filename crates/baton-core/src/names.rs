@@ -7,10 +7,11 @@ use serde::{Deserialize, Serialize};
 /// The rule every slug must follow, quoted in refusals so a user can fix the input.
 pub const SLUG_RULE: &str = "a lowercase slug: a-z or 0-9 first, then up to 63 of a-z, 0-9 or '-' ([a-z0-9][a-z0-9-]{0,63})";
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[error("{what} {value:?} is not valid: it must be {SLUG_RULE}")]
 pub struct NameError {
-    pub what: &'static str,
+    #[serde(with = "crate::refusal::fixed")]
+    pub what: crate::refusal::fixed::Word,
     pub value: String,
 }
 

@@ -224,7 +224,7 @@ impl Position {
 // ---- validation ---------------------------------------------------------------------------
 
 /// Which document a problem is in.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Input {
     Spec,
     Position { party: String },
@@ -240,7 +240,7 @@ impl fmt::Display for Input {
 }
 
 /// The JSON type a value should have had.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Expected {
     Object,
     Array,
@@ -262,7 +262,7 @@ impl Expected {
 }
 
 /// A number's allowed range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Range {
     Rounds,
     Weight,
@@ -282,7 +282,7 @@ impl Range {
 }
 
 /// What is wrong at a path. Never holds a value from a position: a refusal is printed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Problem {
     NotJson {
         line: usize,

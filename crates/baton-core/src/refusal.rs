@@ -12,6 +12,8 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use crate::awl::{Finding, FindingKind};
 use crate::delivery::{DeliveryAction, RequestAction};
 use crate::message::{MessageType, PayloadError};
@@ -48,7 +50,7 @@ impl RefusalKind {
 }
 
 /// An input a user supplies: each edge names it in its own terms (`--why`, `` `why` ``).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Field {
     /// A message's recipients.
     To,
@@ -170,7 +172,7 @@ impl Field {
 }
 
 /// The kind of record a lookup missed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Record {
     Message,
     /// The message a reply names as its parent.
@@ -209,7 +211,7 @@ impl Record {
 }
 
 /// A lifecycle step, named by each edge as it offers it (`hand-back`, `` `hand_back` ``).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Action {
     /// A recipient's step on its delivery.
     Delivery(DeliveryAction),
@@ -238,7 +240,7 @@ impl fmt::Display for Action {
 }
 
 /// What was refused a step, beyond the table: why the table says no here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Blocker {
     /// The message must be fetched (read) before this step.
     FetchFirst,
@@ -255,11 +257,12 @@ pub enum Blocker {
 }
 
 /// A refused lifecycle step: what was asked, where things stand, and what may be done.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InvalidTransition {
     pub action: Action,
     /// The status the record is in.
-    pub status: &'static str,
+    #[serde(with = "fixed")]
+    pub status: fixed::Word,
     pub blocker: Option<Blocker>,
     /// The steps that would change the status, in table order.
     pub allowed: Vec<Action>,
@@ -316,7 +319,7 @@ pub fn blocker_text(b: Blocker) -> &'static str {
 }
 
 /// Which kind of handoff document.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Document {
     WorkOrder,
     WorkReport,
@@ -332,7 +335,7 @@ impl Document {
 }
 
 /// Who may take an order step, for the refusal of someone else.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MayAct {
     Worker(String),
     Sender(String),
@@ -353,7 +356,7 @@ impl fmt::Display for MayAct {
 }
 
 /// Why a request was refused. Nothing was written.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
 pub enum Refusal {
     // ---- not found ----
     #[error("no {} {id} in this project", record.noun())]
@@ -444,7 +447,10 @@ pub enum Refusal {
     #[error("the file has edits that cannot be imported; nothing was changed: {}", refused.join("; "))]
     StateEdits { refused: Vec<String> },
     #[error("the order has no {field:?}")]
-    DocumentField { field: &'static str },
+    DocumentField {
+        #[serde(with = "fixed")]
+        field: fixed::Word,
+    },
     #[error("a report's status is done, failed or blocked, not {status:?}")]
     ReportStatus { status: Option<String> },
     /// A document with `invalid` findings: refused as a whole.
@@ -533,7 +539,8 @@ pub enum Refusal {
     #[error("this key's scope is {scope}: it may not {action}")]
     Scope {
         scope: crate::key::Scope,
-        action: &'static str,
+        #[serde(with = "fixed")]
+        action: fixed::Word,
     },
     #[error("{party} is not a party to negotiation {id} (its parties: {})", parties.join(", "))]
     NotANegotiator {
@@ -608,7 +615,8 @@ pub enum Refusal {
     RunStatus {
         run: String,
         status: RunStatus,
-        what: &'static str,
+        #[serde(with = "fixed")]
+        what: fixed::Word,
     },
 }
 
@@ -729,10 +737,93 @@ pub fn invalid(findings: &[Finding]) -> impl Iterator<Item = &Finding> {
     findings.iter().filter(|f| f.kind == FindingKind::Invalid)
 }
 
+/// Serde for the fixed words some refusals carry as `&'static str` (a status's name, a
+/// key scope's action): read back (a refusal a server sent to the command line) each word
+/// is kept once for the life of the process, so a refusal costs the same either way.
+pub mod fixed {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// A fixed word. Named so serde's derive does not take the field for a borrow of its
+    /// input (it reads `&str` in a field's type as one).
+    pub type Word = &'static str;
+
+    static WORDS: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+
+    /// `word` as a `&'static str`: the one already kept, or this one, kept now.
+    pub fn keep(word: String) -> &'static str {
+        let mut words = WORDS.lock().unwrap_or_else(|e| e.into_inner());
+        let words = words.get_or_insert_with(HashSet::new);
+        if let Some(kept) = words.get(word.as_str()) {
+            return kept;
+        }
+        let kept: &'static str = Box::leak(word.into_boxed_str());
+        words.insert(kept);
+        kept
+    }
+
+    pub fn serialize<S: Serializer>(word: &&'static str, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(word)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+        String::deserialize(d).map(keep)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::delivery::DeliveryAction as D;
+
+    /// A refusal travels as data (a server's answer carries it so Baton's command line
+    /// words it in its own terms): what is read back is the refusal that was sent, its
+    /// fixed words included, and so are its kind and its sentence.
+    #[test]
+    fn a_refusal_read_back_from_its_json_is_the_same_refusal() {
+        let samples = vec![
+            Refusal::Missing(Field::Why),
+            Refusal::StatusNeedsIdentity,
+            Refusal::Transition(InvalidTransition {
+                action: Action::Delivery(D::Complete),
+                status: "pending",
+                blocker: Some(Blocker::FetchFirst),
+                allowed: vec![Action::Delivery(D::Fetch)],
+            }),
+            Refusal::Scope {
+                scope: crate::key::Scope::Read,
+                action: "send messages",
+            },
+            Refusal::Name {
+                field: Field::Topic,
+                error: crate::names::Topic::new("Bad Topic").unwrap_err(),
+            },
+            Refusal::Beyond {
+                actor: Passname::new("impl-1").unwrap(),
+                role: "executor".into(),
+                power: crate::authority::Power::Request,
+                topic: None,
+                policy: Box::new(crate::authority::Policy::for_role("executor")),
+            },
+            Refusal::OrderRole {
+                actor: "impl-2".into(),
+                action: crate::order::OrderAction::Approve,
+                order: "wo_1".into(),
+                may: MayAct::Sender("planner".into()),
+            },
+        ];
+        for refusal in samples {
+            let text = serde_json::to_string(&refusal).unwrap();
+            let back: Refusal = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, refusal, "{text}");
+            assert_eq!(
+                (back.kind(), back.to_string()),
+                (refusal.kind(), refusal.to_string())
+            );
+        }
+    }
 
     #[test]
     fn the_variant_alone_decides_the_kind() {

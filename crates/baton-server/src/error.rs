@@ -30,6 +30,10 @@ pub struct ErrorDetail {
     /// busy, or another writer moved the order first (`conflict`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retryable: bool,
+    /// The refusal as data, when the store or a rule refused: what Baton's own command
+    /// line reads to word it in its own terms (flags and commands, not these routes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<serde_json::Value>,
 }
 
 /// A failed request.
@@ -40,6 +44,7 @@ pub struct ApiError {
     pub message: String,
     pub hint: Option<String>,
     pub retryable: bool,
+    pub refusal: Option<serde_json::Value>,
 }
 
 impl ApiError {
@@ -50,6 +55,7 @@ impl ApiError {
             message: message.into(),
             hint: None,
             retryable: false,
+            refusal: None,
         }
     }
 
@@ -196,6 +202,7 @@ impl From<Refusal> for ApiError {
             hint: hint(&r),
             retryable: r.is_retryable(),
             message: r.to_string(),
+            refusal: serde_json::to_value(&r).ok(),
         }
     }
 }
@@ -236,6 +243,7 @@ impl IntoResponse for ApiError {
                 message: self.message,
                 hint: self.hint,
                 retryable: self.retryable,
+                refusal: self.refusal,
             },
         };
         let mut response = (self.status, Json(body)).into_response();

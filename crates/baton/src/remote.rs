@@ -22,8 +22,9 @@ use baton_core::key::Scope;
 use baton_core::queue::Lane;
 use baton_core::state::StateOp;
 use baton_core::time::rfc3339;
-use baton_core::{Passname, RefusalKind, Verb};
-use baton_store::SearchQuery;
+use baton_core::{Passname, Refusal, RefusalKind, Verb};
+use baton_store::{SearchQuery, StoreError};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use url::Url;
@@ -190,6 +191,13 @@ pub fn server_error(status: u16, text: &str) -> CommandError {
     let body: Value = serde_json::from_str(text).unwrap_or(Value::Null);
     let error = &body["error"];
     let code = error["code"].as_str().unwrap_or_default();
+    // A refusal the server sent as data is worded as this command line words it, with
+    // its flags and commands; its kind decides the exit code, as locally.
+    if code != "unauthenticated"
+        && let Ok(refusal) = Refusal::deserialize(&error["refusal"])
+    {
+        return StoreError::Refused(refusal).into();
+    }
     let mut message = error["message"]
         .as_str()
         .map_or_else(|| format!("the server answered {status}"), str::to_owned);

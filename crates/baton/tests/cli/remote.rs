@@ -552,6 +552,59 @@ fn remote_commands_print_what_local_ones_print_with_the_same_exit_codes() {
 }
 
 #[test]
+fn remote_refusals_are_worded_as_the_command_line_words_them() {
+    let t = Twins::new();
+    let local = |who: &str, args: &[&str]| t.local.run(Some(who), args);
+    let remote = |who: &str, args: &[&str]| t.remote(t.token(who, "write"), args);
+    let ask = |to: &str, topic: &str| -> Vec<String> {
+        [
+            "send", "--to", to, "--type", "request", "--topic", topic, "--body", "x",
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let tries: Vec<(&str, Vec<String>, &str)> = vec![
+        // Beyond its policy: the hint names `baton agent policy`, not a route.
+        (
+            "impl-1",
+            ask("planner", "billing"),
+            "baton agent policy impl-1",
+        ),
+        (
+            "obs",
+            vec!["decide".into(), "x".into(), "--why".into(), "w".into()],
+            "baton agent policy obs",
+        ),
+        (
+            "planner",
+            vec!["show".into(), "01ARZ3NDEKTSV4RRFFQ69G5FAV".into()],
+            "no message",
+        ),
+        (
+            "planner",
+            vec!["order".into(), "show".into(), "wo_none".into()],
+            "wo_none",
+        ),
+    ];
+    for (who, args, words) in tries {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (here, there) = (local(who, &args), remote(who, &args));
+        assert_eq!(code(&here), code(&there), "{args:?}");
+        assert_eq!(
+            normalised(&stderr(&here)),
+            normalised(&stderr(&there)),
+            "{args:?}: local and remote word it alike"
+        );
+        assert!(
+            stderr(&there).contains(words),
+            "{args:?}: {}",
+            stderr(&there)
+        );
+        assert!(!stderr(&there).contains("POST …/"), "{}", stderr(&there));
+    }
+}
+
+#[test]
 fn remote_keys_decide_who_acts_and_what_they_may_do() {
     let t = Twins::new();
     let reader = t.token("impl-1", "read");
