@@ -44,7 +44,8 @@ pub struct ApiError {
     pub message: String,
     pub hint: Option<String>,
     pub retryable: bool,
-    pub refusal: Option<serde_json::Value>,
+    /// Boxed: most answers carry none, and an error is moved through every handler.
+    pub refusal: Option<Box<serde_json::Value>>,
 }
 
 impl ApiError {
@@ -202,7 +203,7 @@ impl From<Refusal> for ApiError {
             hint: hint(&r),
             retryable: r.is_retryable(),
             message: r.to_string(),
-            refusal: serde_json::to_value(&r).ok(),
+            refusal: serde_json::to_value(&r).ok().map(Box::new),
         }
     }
 }
@@ -243,7 +244,7 @@ impl IntoResponse for ApiError {
                 message: self.message,
                 hint: self.hint,
                 retryable: self.retryable,
-                refusal: self.refusal,
+                refusal: self.refusal.map(|r| *r),
             },
         };
         let mut response = (self.status, Json(body)).into_response();
