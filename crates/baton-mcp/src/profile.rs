@@ -31,14 +31,9 @@ impl Profile {
         Self::All,
     ];
 
+    /// Its name: its role's, or `all`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Executor => "executor",
-            Self::Planner => "planner",
-            Self::Reviewer => "reviewer",
-            Self::Owner => "owner",
-            Self::All => "all",
-        }
+        self.role().map_or("all", Role::as_str)
     }
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -53,7 +48,13 @@ impl Profile {
 
     /// The role whose tools it holds; `None` for every tool.
     fn role(self) -> Option<Role> {
-        Role::parse(self.as_str())
+        match self {
+            Self::Executor => Some(Role::Executor),
+            Self::Planner => Some(Role::Planner),
+            Self::Reviewer => Some(Role::Reviewer),
+            Self::Owner => Some(Role::Owner),
+            Self::All => None,
+        }
     }
 
     /// The tools it holds.

@@ -357,6 +357,10 @@ pub fn refusal(r: &Refusal) -> String {
              sender reviews it (`baton --as SENDER review {order} …`)"
         ),
         Refusal::SameReviewer { .. } => format!("{r}: give two different --reviewer commands"),
+        Refusal::EffectsNeedRunner { order, .. } => format!(
+            "{r}: approve it where its upstream server can be started — in the project, \
+             without BATON_URL: baton order approve {order}"
+        ),
         Refusal::NegotiationInput { .. } => {
             format!("{r}; nothing was stored: fix it and run again")
         }
@@ -404,7 +408,6 @@ pub fn refusal(r: &Refusal) -> String {
         | Refusal::ActorInRequest
         | Refusal::NotTheWorker { .. }
         | Refusal::GatewayClosed { .. }
-        | Refusal::EffectsNeedRunner { .. }
         | Refusal::RoleTaken { .. }
         | Refusal::OrderExists { .. }
         | Refusal::RunExists { .. }
