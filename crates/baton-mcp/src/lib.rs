@@ -149,10 +149,16 @@ pub(crate) async fn serve_gated<S: rmcp::ServerHandler>(
         answered,
         tokio::io::stdout(),
     ));
-    let running = service
-        .serve((server_in, server_out))
-        .await
-        .map_err(|e| ServeError::Start(e.to_string()))?;
+    let running = match service.serve((server_in, server_out)).await {
+        Ok(running) => running,
+        Err(e) => {
+            // No session (the client closed stdin before its handshake, or broke it): what
+            // the gate answered meanwhile is still written before the error is told.
+            gate.abort();
+            let _ = merge.await;
+            return Err(ServeError::Start(e.to_string()));
+        }
+    };
     running
         .waiting()
         .await

@@ -348,6 +348,64 @@ fn the_gateway_answers_a_line_over_its_cap_without_reading_it_whole() {
 }
 
 #[test]
+fn a_held_calls_arguments_are_kept_exactly_or_refused_before_anything_is_held() {
+    let b = Bench::new(
+        "owner",
+        json!(["files/append"]),
+        json!(["files/append"]),
+        json!({"tool_calls": 10}),
+    );
+    let mut child = b
+        .project
+        .cmd(
+            Some("impl-1"),
+            &["gateway", "--order", "wo_1", "--name", "files", "--"],
+        )
+        .args(Bench::upstream())
+        .env("UPSTREAM_FILE", &b.file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Anywhere in the arguments, not only in a payload: a number no reader keeps exactly,
+    // a repeated key, a NUL. Each would be held as something other than what was sent.
+    let calls = [
+        r#"{"line":"a","n":123456789012345678901234567890}"#,
+        r#"{"line":"a","line":"b"}"#,
+        r#"{"line":"a\u0000b"}"#,
+    ];
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        for (i, arguments) in calls.iter().enumerate() {
+            let line = format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"tools/call\",\"params\":{{\"name\":\"append\",\"arguments\":{arguments}}}}}\n",
+                10 + i
+            );
+            stdin.write_all(line.as_bytes()).unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    for id in 10..10 + calls.len() {
+        assert!(
+            answers
+                .iter()
+                .any(|a| a["id"] == id && a["error"]["code"] == -32602),
+            "call {id} is refused as invalid params: {answers:?} {}",
+            stderr(&out)
+        );
+    }
+    let shown = b.project.json(None, &["order", "show", "wo_1"]);
+    assert!(statuses(&shown).is_empty(), "nothing was held: {shown}");
+    assert!(b.lines().is_empty());
+}
+
+#[test]
 fn only_the_worker_of_an_accepted_order_can_start_a_gateway() {
     let b = Bench::new(
         "owner",
