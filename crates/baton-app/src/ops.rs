@@ -205,13 +205,15 @@ pub const OPERATIONS: &[Operation] = &[
     op("order approve", Power(Power::Approve)),
     local("gateway", Power(Power::Accept)),
     local("handoff", Read),
+    local("check", Read),
     local("evidence run", Power(MEMORY)),
     // The gate.
     local("review", Power(Power::Approve)),
     tool("need", "need", Power(MEMORY), false, &[Executor, Reviewer]),
     tool("queue", "queue", Read, true, &[Owner]),
     op("queue ack", Power(MEMORY)),
-    op("record", Read),
+    // Track records are read from this machine's store only (no route serves them).
+    local("record", Read),
     local("negotiate", Power(MEMORY)),
     // The ledger.
     local("run", Power(MEMORY)),

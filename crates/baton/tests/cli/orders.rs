@@ -464,3 +464,27 @@ fn every_order_command_has_an_example() {
         assert!(help.contains("Example"), "order {cmd} --help:\n{help}");
     }
 }
+
+#[test]
+fn an_order_goes_only_to_a_worker_whose_policy_takes_work_on_its_topic() {
+    let p = Project::new(TEAM);
+    // The README's narrowing: impl-1 takes work on csv topics only.
+    p.ok(None, &["agent", "policy", "impl-1", "--topics", "csv-*"]);
+    let path = json_file(&p, "order.json", &order("wo_1"));
+    let err = refused(&p, Some("planner"), &["order", "create", &path], 5);
+    for words in [
+        "impl-1 (executor) may not take on",
+        "topic work-order",
+        "--topic",
+    ] {
+        assert!(err.contains(words), "{words}: {err}");
+    }
+    // Offered on a topic it takes, it is its to take on and to report.
+    p.ok(
+        Some("planner"),
+        &["order", "create", &path, "--topic", "csv-export"],
+    );
+    p.ok(Some("impl-1"), &["order", "accept", "wo_1"]);
+    p.ok(Some("impl-1"), &["order", "start", "wo_1"]);
+    assert_eq!(show(&p, "wo_1")["order"]["status"], "working");
+}
