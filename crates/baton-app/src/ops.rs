@@ -173,8 +173,9 @@ pub const OPERATIONS: &[Operation] = &[
     op("session end", Power(MEMORY)),
     op("state", Read),
     op("state render", Read),
+    op("state import", Power(MEMORY)),
     op("alerts", Read),
-    op("alert ack", Power(MEMORY)),
+    op("alerts ack", Power(MEMORY)),
     tool(
         "receipt write",
         "receipt_write",
@@ -232,6 +233,7 @@ pub const OPERATIONS: &[Operation] = &[
     op("agent list", Read),
     op("agent policy", Admin),
     op("agent webhook", Admin),
+    op("agent webhooks", Admin),
     op("key issue", Admin),
     op("key list", Admin),
     op("key revoke", Admin),
@@ -240,6 +242,9 @@ pub const OPERATIONS: &[Operation] = &[
     local("import", Admin),
     local("serve", Admin),
     local("mcp", Read),
+    // The demo makes a throwaway project of its own, and its cast runs inside it.
+    local("demo", Admin),
+    local("demo-part", Admin),
 ];
 
 /// The operation named `name`.
@@ -250,6 +255,23 @@ pub fn find(name: &str) -> Option<&'static Operation> {
 /// The operation reached as MCP tool `tool`.
 pub fn by_tool(tool: &str) -> Option<&'static Operation> {
     OPERATIONS.iter().find(|o| o.tool == Some(tool))
+}
+
+/// Where the command `top` (a command line's first word: `order`, `review`) runs: only
+/// here when every operation it names needs this machine, anywhere otherwise (a command
+/// with one local operation, such as `receipt verify`, refuses that one when it runs);
+/// `None` for a command nothing declares.
+pub fn command_reach(top: &str) -> Option<Reach> {
+    let mut ops = OPERATIONS
+        .iter()
+        .filter(|o| o.name == top || o.name.strip_prefix(top).is_some_and(|r| r.starts_with(' ')))
+        .peekable();
+    ops.peek()?;
+    Some(if ops.all(|o| o.reach == Local) {
+        Local
+    } else {
+        Anywhere
+    })
 }
 
 /// Every MCP tool.
@@ -291,6 +313,15 @@ mod tests {
                 assert_ne!(o.needs, Admin, "{}: MCP acts as a participant", o.name);
             }
         }
+    }
+
+    #[test]
+    fn a_command_runs_only_here_when_all_it_does_needs_this_machine() {
+        assert_eq!(command_reach("review"), Some(Local));
+        assert_eq!(command_reach("evidence"), Some(Local));
+        assert_eq!(command_reach("receipt"), Some(Anywhere));
+        assert_eq!(command_reach("order"), Some(Anywhere));
+        assert_eq!(command_reach("orders"), None);
     }
 
     #[test]

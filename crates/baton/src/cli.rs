@@ -35,6 +35,10 @@ pub struct Cli {
     pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Command,
+    /// The subcommand's name as given (`order`, `review`): what the operations'
+    /// declarations are looked up by.
+    #[arg(skip)]
+    pub name: String,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -193,7 +197,17 @@ impl Cli {
     /// prints is what it always printed.
     pub fn parse_lazily() -> Result<Cli, clap::Error> {
         let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-        Self::lazily(&args).unwrap_or_else(|| Cli::try_parse_from(&args))
+        Self::lazily(&args).unwrap_or_else(|| Self::whole(&args))
+    }
+
+    /// The line parsed against the whole command line, its subcommand's name kept.
+    fn whole(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
+        use clap::{CommandFactory, FromArgMatches};
+        let mut root = Cli::command();
+        let matches = root.try_get_matches_from_mut(args)?;
+        let mut cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut root))?;
+        cli.name = matches.subcommand_name().unwrap_or_default().to_owned();
+        Ok(cli)
     }
 
     fn lazily(args: &[std::ffi::OsString]) -> Option<Result<Cli, clap::Error>> {
@@ -209,7 +223,8 @@ impl Cli {
         );
         let mut root = root.subcommand(build(clap::Command::new(*name)));
         let matches = root.try_get_matches_from_mut(args).ok()?;
-        let cli = Cli::from_arg_matches(&matches).ok()?;
+        let mut cli = Cli::from_arg_matches(&matches).ok()?;
+        cli.name = (*name).to_owned();
         // Nothing is kept from the tree once the line is parsed; freeing it costs time.
         std::mem::forget(root);
         Some(Ok(cli))
@@ -221,6 +236,23 @@ mod tests {
     use clap::CommandFactory;
 
     use super::*;
+
+    /// Every subcommand is an operation the declarations know, so where it may run is
+    /// theirs to say (`baton_app::ops::command_reach`).
+    #[test]
+    fn every_subcommand_is_declared() {
+        let mut full = Cli::command();
+        full.build();
+        for sub in full.get_subcommands().map(|c| c.get_name()) {
+            if sub == "help" {
+                continue;
+            }
+            assert!(
+                baton_app::ops::command_reach(sub).is_some(),
+                "`baton {sub}` is not declared in baton_app::ops"
+            );
+        }
+    }
 
     /// Each entry builds its subcommand as the derive does (the same help, every option),
     /// and the list names every subcommand of [`Command`] but the hidden demo cast.
@@ -260,7 +292,7 @@ mod tests {
             "baton order decline 01ABC --expect-seq 2 --reason no",
             "baton runs --all --limit 5",
         ] {
-            let whole = Cli::try_parse_from(line(ok)).map(|c| format!("{c:?}"));
+            let whole = Cli::whole(&line(ok)).map(|c| format!("{c:?}"));
             let lazy = Cli::lazily(&line(ok)).map(|r| r.map(|c| format!("{c:?}")));
             match whole {
                 Ok(whole) => assert_eq!(lazy.unwrap().unwrap(), whole, "{ok}"),

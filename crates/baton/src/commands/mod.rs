@@ -44,12 +44,11 @@ use crate::remote::Remote;
 
 pub async fn run(cli: Cli) -> CommandResult<Output> {
     let g = &cli.global;
-    if g.remote.is_some()
-        && let Some(name) = local_only(&cli.command)
-    {
+    if g.remote.is_some() && local_only(&cli.name) {
         return Err(CommandError::usage(format!(
-            "`baton {name}` works where the project is, not over a server: unset BATON_URL \
-             to run it there (see `baton --help`)"
+            "`baton {}` works where the project is, not over a server: unset BATON_URL \
+             to run it there (see `baton --help`)",
+            cli.name
         )));
     }
     match cli.command {
@@ -239,29 +238,9 @@ impl Context {
 /// no argument structure, so nothing can print it.
 pub const KEY_VAR: &str = "BATON_KEY";
 
-/// The commands that need this machine (its checkout, processes, files or the store
-/// itself), refused over a server by name.
-fn local_only(command: &Command) -> Option<&'static str> {
-    Some(match command {
-        Command::Init(_) => "init",
-        Command::Project(_) => "project",
-        Command::Mcp(_) => "mcp",
-        Command::Gateway(_) => "gateway",
-        Command::Serve(_) => "serve",
-        Command::Export(_) => "export",
-        Command::Import(_) => "import",
-        Command::Run(_) => "run",
-        Command::Hook(_) => "hook",
-        Command::Reap(_) => "reap",
-        Command::Handoff(_) => "handoff",
-        Command::Evidence(_) => "evidence",
-        Command::Review(_) => "review",
-        Command::Negotiate(_) => "negotiate",
-        Command::Record(_) => "record",
-        Command::Check(_) => "check",
-        Command::Demo(_) | Command::DemoPart(_) => "demo",
-        // A server has its own board at `/`.
-        Command::Board(_) => "board",
-        _ => return None,
-    })
+/// Whether the command `name` needs this machine (its checkout, processes, files or the
+/// store itself), as the operations' declarations say (`baton_app::ops`): such a command
+/// is refused over a server by name, before it starts.
+fn local_only(name: &str) -> bool {
+    baton_app::ops::command_reach(name) == Some(baton_app::ops::Reach::Local)
 }
