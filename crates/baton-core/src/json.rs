@@ -71,6 +71,36 @@ fn pointer(stack: &[Frame]) -> String {
     out
 }
 
+/// Why a request's text is not taken at the boundary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unfit {
+    /// It is JSON that breaks a rule: depth (counted as the payload's), an inexact number,
+    /// a repeated key, a NUL.
+    #[error("{0}")]
+    Refused(JsonProblem),
+    /// It is not JSON: the parser's words.
+    #[error("{0}")]
+    NotJson(String),
+}
+
+/// The one boundary every edge holds a request's text to before anything reads it: the
+/// rules of [`check_text`] over the whole text, with room for the `wrapping` levels the
+/// edge puts around a payload (a body's field, a JSON-RPC frame's `params.arguments`), a
+/// depth refusal naming the payload's own limit; then parsed. The byte cap is the edge's
+/// to apply before (it reads the text within it).
+pub fn boundary(text: &str, wrapping: usize) -> Result<Value, Unfit> {
+    check_text(text, MAX_DEPTH + wrapping).map_err(|problem| {
+        Unfit::Refused(match problem {
+            JsonProblem::TooDeep { path, .. } => JsonProblem::TooDeep {
+                max: MAX_DEPTH,
+                path,
+            },
+            other => other,
+        })
+    })?;
+    serde_json::from_str(text).map_err(|e| Unfit::NotJson(e.to_string()))
+}
+
 /// Checks `raw` against [`MAX_DEPTH`] (or `max_depth`), number exactness and duplicate
 /// keys. Invalid JSON is left for the parser to report.
 pub fn check_text(raw: &str, max_depth: usize) -> Result<(), JsonProblem> {

@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
-use baton_core::json::{JsonProblem, MAX_DEPTH, check_text, top_level_scalar};
+use baton_core::json::{Unfit, boundary, top_level_scalar};
 
 /// JSON-RPC's codes for what the gate refuses.
 const PARSE_ERROR: i64 = -32700;
@@ -142,31 +142,24 @@ fn judge(line: Line, cap: usize) -> Verdict {
 /// approval) must be what the client sent, not a rounded or last-key-wins copy.
 pub fn judge_text(text: &str) -> Verdict {
     let id = top_level_scalar(text, "id");
-    if let Err(problem) = check_text(text, MAX_DEPTH + FRAME_LEVELS) {
-        let problem = match problem {
-            JsonProblem::TooDeep { max, path } => JsonProblem::TooDeep {
-                max: max - FRAME_LEVELS,
-                path,
-            },
-            other => other,
-        };
-        return match id {
-            Some(id) => error(
-                Some(id),
-                INVALID_PARAMS,
-                format!("invalid params: {problem}"),
-            ),
-            // A notification (an object with a method and no id) is never answered;
-            // anything else is an invalid request, answered with id null.
-            None if text.trim_start().starts_with('{') && !text.contains("\"id\"") => {
-                Verdict::Ignore
-            }
-            None => error(None, INVALID_REQUEST, format!("invalid request: {problem}")),
-        };
-    }
-    let value: Value = match serde_json::from_str(text) {
+    let value = match boundary(text, FRAME_LEVELS) {
         Ok(value) => value,
-        Err(e) => return error(id, PARSE_ERROR, format!("parse error: {e}")),
+        Err(Unfit::NotJson(e)) => return error(id, PARSE_ERROR, format!("parse error: {e}")),
+        Err(Unfit::Refused(problem)) => {
+            return match id {
+                Some(id) => error(
+                    Some(id),
+                    INVALID_PARAMS,
+                    format!("invalid params: {problem}"),
+                ),
+                // A notification (an object with a method and no id) is never answered;
+                // anything else is an invalid request, answered with id null.
+                None if text.trim_start().starts_with('{') && !text.contains("\"id\"") => {
+                    Verdict::Ignore
+                }
+                None => error(None, INVALID_REQUEST, format!("invalid request: {problem}")),
+            };
+        }
     };
     // A request, a notification or a response (to the server's own requests): an object
     // with a method, or a result or an error. Anything else (`[1]`, `7`) is answered.

@@ -61,29 +61,22 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
                 .hinted("send a smaller payload (messages.payload_cap)"),
                 _ => ApiError::bad_request(e.body_text()),
             })?;
-        // The same boundary as every edge (baton_core::json): nesting within the limit
-        // (a body wraps a payload in at most two levels), numbers kept exactly, no
-        // duplicate keys; checked on the text, before anything is parsed or stored. A
-        // payload one level too deep passes here and is refused by the payload's own
-        // check (422), as the command line refuses it.
+        // The same boundary as every edge (`baton_core::json::boundary`): nesting within
+        // the limit (a body wraps a payload in at most two levels), numbers kept exactly,
+        // no duplicate keys, no NUL; checked on the text, before anything is parsed or
+        // stored. A payload one level too deep passes here and is refused by the
+        // payload's own check (422), as the command line refuses it.
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| ApiError::bad_request("the body is not JSON: it is not UTF-8 text"))?;
-        baton_core::json::check_text(text, baton_core::json::MAX_DEPTH + 2).map_err(|e| {
-            // The limit is the payload's: name it, not the body's.
-            let e = match e {
-                baton_core::json::JsonProblem::TooDeep { path, .. } => {
-                    baton_core::json::JsonProblem::TooDeep {
-                        max: baton_core::json::MAX_DEPTH,
-                        path,
-                    }
-                }
-                other => other,
-            };
+        let value = baton_core::json::boundary(text, 2).map_err(|unfit| match unfit {
             // Like a body that is not JSON: the request itself cannot be taken (400).
-            ApiError::bad_request(format!("the body is refused: {e}"))
+            baton_core::json::Unfit::Refused(e) => {
+                ApiError::bad_request(format!("the body is refused: {e}"))
+            }
+            baton_core::json::Unfit::NotJson(e) => {
+                ApiError::bad_request(format!("the body is not JSON: {e}"))
+            }
         })?;
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))?;
         if let Value::Object(fields) = &value
             && ["as", "actor", "as_name"]
                 .iter()
