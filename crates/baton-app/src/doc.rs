@@ -1674,10 +1674,25 @@ pub struct Status {
     /// The human queue: at most five items a lane, each with its reason.
     pub queue: Vec<QueueLane>,
     pub alerts: Vec<Alert>,
+    /// Reviews started and not concluded: one whose process was killed stays here until a
+    /// round of the same number concludes.
+    #[serde(default)]
+    pub reviews: Vec<ReviewInFlight>,
     pub metrics: StatusMetrics,
     pub trends: Trends,
 }
 doc!(Status, "baton/status@1");
+
+/// A review started and not concluded.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ReviewInFlight {
+    pub order: String,
+    pub round: u32,
+    pub started_at: String,
+    pub age_ms: i64,
+    /// The reviewer commands, in order.
+    pub reviewers: Vec<String>,
+}
 
 #[cfg(test)]
 mod tests {

@@ -96,9 +96,6 @@ impl App {
     ) -> Result<ReviewStart> {
         gate::distinct_reviewers(reviewers)?;
         let view = self.order_view(id).await?;
-        if let Some(me) = me {
-            self.store().may_review(me, &view.order.id).await?;
-        }
         let status = view.order.status_at(self.now());
         let report = match (&view.report, status) {
             (Some(r), OrderStatus::Submitted) => r.clone(),
@@ -112,9 +109,16 @@ impl App {
                 .into());
             }
         };
+        let round = self.next_round(id).await?;
+        if let Some(me) = me {
+            // Authorized and recorded as begun before any reviewer runs.
+            self.store()
+                .begin_review(me, &view.order.id, round, reviewers)
+                .await?;
+        }
         let document = Value::Object(view.document.clone());
         Ok(ReviewStart {
-            round: self.next_round(id).await?,
+            round,
             base: text_at(&document, &["x-baton", "context", "base_revision"]).map(str::to_owned),
             head: text_at(&report, &["x-baton", "evidence", "review", "commit"]).map(str::to_owned),
             test_output: evidence_output(&report),

@@ -13,7 +13,7 @@ use baton_store::{OrderQuery, RunQuery};
 
 use crate::doc::{
     BoardOrder, EffectRow, Latency, OldestRequest, OrderGroup, OrderRow, ParticipantLoad, Queue,
-    RunCounts, RunDoc, Status, StatusMetrics, TrendPoint, Trends, Verdicts,
+    ReviewInFlight, RunCounts, RunDoc, Status, StatusMetrics, TrendPoint, Trends, Verdicts,
 };
 use crate::ledger::RECENT_RUNS;
 use crate::{App, Result, wait};
@@ -125,6 +125,7 @@ impl App {
         }
 
         let mut orders: Vec<OrderGroup> = Vec::new();
+        let mut reviews = Vec::new();
         let recent = OrderQuery {
             closed: true,
             closed_since: Some(since),
@@ -134,6 +135,18 @@ impl App {
             let status = o.status_at(now);
             if status.is_terminal() && o.updated_at < now - RECENT_MS {
                 continue;
+            }
+            if status == OrderStatus::Submitted {
+                let gate = self.store().events_about(&o.id, "gate.changed").await?;
+                if let Some(open) = baton_core::gate::in_flight(&gate) {
+                    reviews.push(ReviewInFlight {
+                        order: o.id.clone(),
+                        round: open.round,
+                        started_at: rfc3339(open.started_at),
+                        age_ms: (now - open.started_at).max(0),
+                        reviewers: open.reviewers,
+                    });
+                }
             }
             let effects = self.store().effects(&o.id).await?;
             let item = BoardOrder {
@@ -193,6 +206,7 @@ impl App {
             orders,
             queue,
             alerts,
+            reviews,
             metrics,
             trends,
         })

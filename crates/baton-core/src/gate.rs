@@ -254,6 +254,41 @@ pub fn conclude(round: u32, verdicts: &[Verdict]) -> Conclusion {
     }
 }
 
+/// A review started and not concluded: its round, when it started and its reviewers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InFlight {
+    pub round: u32,
+    pub started_at: crate::Millis,
+    pub reviewers: Vec<String>,
+}
+
+/// The review of an order in flight, from the order's gate events in log order: the
+/// newest round started with no conclusion of that round after it. A review whose
+/// process was killed stays in flight until a round of the same number concludes.
+pub fn in_flight(events: &[crate::Event]) -> Option<InFlight> {
+    let mut open: Option<InFlight> = None;
+    for event in events {
+        match &event.change {
+            crate::Change::Gate(GateChange::Started {
+                round, reviewers, ..
+            }) => {
+                open = Some(InFlight {
+                    round: *round,
+                    started_at: event.at,
+                    reviewers: reviewers.clone(),
+                });
+            }
+            crate::Change::Gate(GateChange::Concluded { round, .. })
+                if open.as_ref().is_some_and(|o| o.round == *round) =>
+            {
+                open = None;
+            }
+            _ => {}
+        }
+    }
+    open
+}
+
 /// How a gate event moves a need raised for a person: open from its event until its
 /// queue item (`need:ID`) is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,7 +302,9 @@ pub fn need_move(change: &GateChange) -> Option<NeedMove<'_>> {
     match change {
         GateChange::Need { id, .. } => Some(NeedMove::Opened(id)),
         GateChange::Acked { item } => item.strip_prefix("need:").map(NeedMove::Closed),
-        GateChange::Reviewed { .. } | GateChange::Concluded { .. } => None,
+        GateChange::Started { .. } | GateChange::Reviewed { .. } | GateChange::Concluded { .. } => {
+            None
+        }
     }
 }
 
@@ -287,6 +324,15 @@ pub enum GateChange {
         run: Option<String>,
         #[serde(flatten)]
         verdict: Verdict,
+    },
+    /// A round began: recorded with the check that its actor may conclude it, before any
+    /// reviewer runs, so a review cut short (its process killed) is seen as started and not
+    /// concluded until a later round of the same number concludes it.
+    Started {
+        order: String,
+        round: u32,
+        /// The reviewer commands, in order.
+        reviewers: Vec<String>,
     },
     /// What the round concluded.
     Concluded {
@@ -324,7 +370,9 @@ impl GateChange {
     /// The subject: the order, the need, or the acknowledged item.
     pub fn subject(&self) -> &str {
         match self {
-            Self::Reviewed { order, .. } | Self::Concluded { order, .. } => order,
+            Self::Started { order, .. }
+            | Self::Reviewed { order, .. }
+            | Self::Concluded { order, .. } => order,
             Self::Need { id, .. } => id,
             Self::Acked { item } => item,
         }

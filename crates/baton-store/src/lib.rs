@@ -382,9 +382,17 @@ pub trait Store: Backend {
         expected_seq: i64,
         chosen: Option<&[String]>,
     ) -> Result<OrderWritten>;
-    /// Refused, as [`Store::conclude_review`] would refuse it, unless `actor` may conclude
-    /// a review of order `id`; writes nothing but the security event of a refusal.
-    async fn may_review(&self, actor: &Passname, id: &str) -> Result<()>;
+    /// Begins round `round` of a review of order `id` by `actor`: refused, as
+    /// [`Store::conclude_review`] would refuse it, unless `actor` may conclude it (writing
+    /// nothing but the security event), else the start is recorded before any reviewer
+    /// runs.
+    async fn begin_review(
+        &self,
+        actor: &Passname,
+        id: &str,
+        round: u32,
+        reviewers: &[String],
+    ) -> Result<Event>;
     /// Records a round of review in one transaction: the verdicts and conclusion in
     /// `changes` and, with `rework`, the step that sends the order back at `expected_seq`.
     async fn conclude_review(
@@ -555,9 +563,15 @@ impl<B: Backend + ?Sized> Store for B {
         write::recorded(self, actor.as_str(), written).await
     }
 
-    async fn may_review(&self, actor: &Passname, id: &str) -> Result<()> {
-        let may = write::may_review(self, actor, id).await;
-        write::recorded(self, actor.as_str(), may).await
+    async fn begin_review(
+        &self,
+        actor: &Passname,
+        id: &str,
+        round: u32,
+        reviewers: &[String],
+    ) -> Result<Event> {
+        let begun = write::begin_review(self, actor, id, round, reviewers).await;
+        write::recorded(self, actor.as_str(), begun).await
     }
 
     async fn conclude_review(

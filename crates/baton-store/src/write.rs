@@ -574,17 +574,31 @@ async fn carrier_topic(tx: &mut dyn Tx, order: &order::Order) -> Result<Topic> {
     Ok(carrier.topic)
 }
 
-/// Whether `actor` may conclude a review of order `id` now: the order's sender, never its
-/// worker (`gate::may_conclude`), holding `approve` on the order's topic. Asked before any
-/// reviewer runs and again, under the write lock, when the round is recorded.
-pub async fn may_review<B: Backend + ?Sized>(
+/// Begins round `round` of a review of order `id` by `actor` with `reviewers`: refused
+/// unless `actor` may conclude it (the order's sender, never its worker:
+/// `gate::may_conclude`, holding `approve` on the order's topic), else its start is
+/// recorded in the same transaction — the intent, before any reviewer runs. Asked again,
+/// under the write lock, when the round is concluded.
+pub async fn begin_review<B: Backend + ?Sized>(
     backend: &B,
     actor: &Passname,
     id: &str,
-) -> Result<()> {
+    round: u32,
+    reviewers: &[String],
+) -> Result<Event> {
     let mut tx = backend.begin().await?;
     let order = order::found(tx.order(id).await?, id)?;
-    may_review_in(tx.as_mut(), actor, &order).await
+    may_review_in(tx.as_mut(), actor, &order).await?;
+    let change = Change::Gate(GateChange::Started {
+        order: order.id.clone(),
+        round,
+        reviewers: reviewers.to_vec(),
+    });
+    let event = tx
+        .append(NewEvent::new(actor.as_str(), change, now()))
+        .await?;
+    tx.commit().await?;
+    Ok(event)
 }
 
 async fn may_review_in(tx: &mut dyn Tx, actor: &Passname, order: &order::Order) -> Result<()> {

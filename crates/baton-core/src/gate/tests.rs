@@ -272,3 +272,53 @@ fn two_reviewers_are_two_commands() {
         Err(crate::Refusal::SameReviewer { .. })
     ));
 }
+
+#[test]
+fn a_review_is_in_flight_from_its_start_until_its_round_concludes() {
+    let event = |seq: i64, change: GateChange| crate::Event {
+        seq,
+        id: format!("e{seq}"),
+        at: seq * 1000,
+        actor: "planner".into(),
+        change: crate::Change::Gate(change),
+    };
+    let started = |seq, round| {
+        event(
+            seq,
+            GateChange::Started {
+                order: "wo_1".into(),
+                round,
+                reviewers: vec!["./r.sh".into()],
+            },
+        )
+    };
+    let concluded = |seq, round| {
+        event(
+            seq,
+            GateChange::Concluded {
+                order: "wo_1".into(),
+                round,
+                outcome: Outcome::Rework,
+                disagreement: false,
+            },
+        )
+    };
+    assert_eq!(in_flight(&[]), None);
+    let killed = [started(1, 1)];
+    assert_eq!(
+        in_flight(&killed),
+        Some(InFlight {
+            round: 1,
+            started_at: 1000,
+            reviewers: vec!["./r.sh".into()],
+        })
+    );
+    // Started again after the kill, and concluded: nothing in flight.
+    assert_eq!(
+        in_flight(&[started(1, 1), started(2, 1), concluded(3, 1)]),
+        None
+    );
+    // A conclusion of an earlier round does not close a later one.
+    let later = [started(1, 1), concluded(2, 1), started(3, 2)];
+    assert_eq!(in_flight(&later).map(|f| f.round), Some(2));
+}

@@ -216,6 +216,25 @@ pub fn render(s: &Status) -> String {
         }
     }
 
+    if !s.reviews.is_empty() {
+        out.push_str(&format!("\nREVIEWS NOT CONCLUDED ({})\n", s.reviews.len()));
+        for r in &s.reviews {
+            out.push_str(&format!(
+                "  {}\n",
+                fit(
+                    &one_line(&format!(
+                        "{} round {} started {}: {} (run `baton review` again)",
+                        r.order,
+                        r.round,
+                        r.started_at,
+                        r.reviewers.join(" | ")
+                    )),
+                    WIDTH - 2
+                )
+            ));
+        }
+    }
+
     let m = &s.metrics;
     out.push_str("\nMETRICS\n");
     out.push_str(&format!(

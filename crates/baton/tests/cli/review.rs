@@ -377,3 +377,46 @@ fn two_reviewers_are_two_different_commands() {
             .is_empty()
     );
 }
+
+#[test]
+fn a_review_killed_before_its_verdict_is_named_by_status_and_the_next_one_concludes_its_round() {
+    let p = submitted();
+    let started = p.path().join("started");
+    // The reviewer says it started, then takes long enough to be killed mid-review.
+    let slow = format!("touch {}; exec sleep 3", started.display());
+    let mut running = p
+        .cmd(Some("planner"), &["review", "wo_1", "--reviewer", &slow])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reviewer never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    running.kill().unwrap();
+    running.wait().unwrap();
+    // The round began and did not conclude: the status names it.
+    let status = p.json(None, &["status"]);
+    let reviews = status["reviews"].as_array().unwrap();
+    assert_eq!(reviews.len(), 1, "{status}");
+    assert_eq!(
+        (&reviews[0]["order"], &reviews[0]["round"]),
+        (&Value::from("wo_1"), &Value::from(1))
+    );
+    assert_eq!(reviews[0]["reviewers"][0], slow.as_str());
+    assert!(
+        p.ok(None, &["status"])
+            .contains("REVIEWS NOT CONCLUDED (1)")
+    );
+    // The next review is the same round, and concludes it.
+    let approve = reviewer(&p, "r.sh", "APPROVE");
+    let (exit, doc) = review(&p, &[&approve]);
+    assert_eq!((exit, &doc["round"]), (0, &Value::from(1)), "{doc}");
+    let status = p.json(None, &["status"]);
+    assert_eq!(status["reviews"], serde_json::json!([]), "{status}");
+}
