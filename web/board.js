@@ -201,6 +201,22 @@
     );
   }
 
+  // A review started and not concluded (its process was killed): shown only while there is one.
+  function reviews(s) {
+    const list = s.reviews || [];
+    $("reviews-section").hidden = list.length === 0;
+    replace(
+      "reviews",
+      el(
+        "ul",
+        null,
+        ...list.map((r) =>
+          el("li", { "data-review": r.order }, el("code", null, r.order), ` round ${r.round} since ${r.started_at}: ${r.reviewers.join(" | ")}`),
+        ),
+      ),
+    );
+  }
+
   function metric(name, label, value, note) {
     return el("div", { class: "metric", "data-metric": name }, el("b", null, value), el("span", null, label), note ? el("small", null, note) : null);
   }
@@ -288,6 +304,7 @@
     participants(s);
     orders(s);
     alerts(s);
+    reviews(s);
     metrics(s);
     charts(s);
     $("board").hidden = false;

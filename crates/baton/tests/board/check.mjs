@@ -125,6 +125,8 @@ async function compare(page, s) {
   }
   const alerts = await page.$$eval("[data-alert]", (items) => items.map((i) => i.dataset.alert));
   same("open alerts", alerts.join(" "), s.alerts.map((a) => a.id).join(" "));
+  const reviews = await page.$$eval("[data-review]", (items) => items.map((i) => i.dataset.review));
+  same("reviews not concluded", reviews.join(" "), (s.reviews || []).map((r) => r.order).join(" "));
   const m = s.metrics;
   for (const name of ["open_requests", "pending_deliveries", "orders_awaiting_approval", "requests", "max_thread_depth", "security_refusals"]) {
     same(`metric ${name}`, await text(page, `[data-metric="${name}"] b`), m[name]);
