@@ -233,31 +233,7 @@ fn fixture(b: &Bench) -> Vec<u32> {
     assert_eq!(reaped["untracked"].as_array().unwrap().len(), 1, "{reaped}");
     // A review of the submitted order killed while its reviewer ran (after the reaper's
     // pass, so its run is still running): started, not concluded.
-    let started = p.path().join("review-started");
-    let mut reviewing = p
-        .cmd(
-            Some("owner"),
-            &[
-                "review",
-                "wo_1",
-                "--reviewer",
-                &format!("touch {}; exec sleep 2", started.display()),
-            ],
-        )
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !started.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the reviewer never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    reviewing.kill().unwrap();
-    reviewing.wait().unwrap();
+    crate::review::killed_mid_review(p, "owner", "wo_1");
     let reviews = p.json(None, &["status"])["reviews"].clone();
     assert_eq!(reviews.as_array().map(Vec::len), Some(1), "{reviews}");
     // `live` stays running until the test ends its command.

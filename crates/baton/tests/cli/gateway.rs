@@ -5,7 +5,7 @@
 //! upstream's file, never taken from Baton's word.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -27,6 +27,35 @@ pub(crate) struct Bench {
 }
 
 impl Bench {
+    /// `text` written raw to impl-1's gateway on stdin (no handshake), then stdin closed:
+    /// its output, and the JSON-RPC answers it printed.
+    fn raw(&self, text: &str) -> (Output, Vec<Value>) {
+        let mut child = self
+            .project
+            .cmd(
+                Some("impl-1"),
+                &["gateway", "--order", "wo_1", "--name", "files", "--"],
+            )
+            .args(Bench::upstream())
+            .env("UPSTREAM_FILE", &self.file)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(text.as_bytes()).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        let answers = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        (out, answers)
+    }
+
     /// An order from `from` to impl-1 with `tools`, `staged` and `budget`, accepted.
     pub(crate) fn new(from: &str, tools: Value, staged: Value, budget: Value) -> Self {
         let project = Project::new(TEAM);
@@ -308,33 +337,11 @@ fn the_gateway_answers_a_line_over_its_cap_without_reading_it_whole() {
         json!(["files/append"]),
         json!({"tool_calls": 10}),
     );
-    let mut child = b
-        .project
-        .cmd(
-            Some("impl-1"),
-            &["gateway", "--order", "wo_1", "--name", "files", "--"],
-        )
-        .args(Bench::upstream())
-        .env("UPSTREAM_FILE", &b.file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let pad = "x".repeat(3 * 1024 * 1024);
     let line = format!(
         "{{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{{\"name\":\"append\",\"arguments\":{{\"line\":\"{pad}\"}}}},\"id\":7}}\n"
     );
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(line.as_bytes()).unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
-    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let (out, answers) = b.raw(&line);
     assert!(
         answers.iter().any(|a| a["id"] == 7
             && a["error"]["code"] == -32600
@@ -355,19 +362,6 @@ fn a_held_calls_arguments_are_kept_exactly_or_refused_before_anything_is_held() 
         json!(["files/append"]),
         json!({"tool_calls": 10}),
     );
-    let mut child = b
-        .project
-        .cmd(
-            Some("impl-1"),
-            &["gateway", "--order", "wo_1", "--name", "files", "--"],
-        )
-        .args(Bench::upstream())
-        .env("UPSTREAM_FILE", &b.file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // Anywhere in the arguments, not only in a payload: a number no reader keeps exactly,
     // a repeated key, a NUL. Each would be held as something other than what was sent.
     let calls = [
@@ -375,22 +369,17 @@ fn a_held_calls_arguments_are_kept_exactly_or_refused_before_anything_is_held() 
         r#"{"line":"a","line":"b"}"#,
         r#"{"line":"a\u0000b"}"#,
     ];
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        for (i, arguments) in calls.iter().enumerate() {
-            let line = format!(
+    let lines: String = calls
+        .iter()
+        .enumerate()
+        .map(|(i, arguments)| {
+            format!(
                 "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"tools/call\",\"params\":{{\"name\":\"append\",\"arguments\":{arguments}}}}}\n",
                 10 + i
-            );
-            stdin.write_all(line.as_bytes()).unwrap();
-        }
-    }
-    let out = child.wait_with_output().unwrap();
-    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
+            )
+        })
         .collect();
+    let (out, answers) = b.raw(&lines);
     for id in 10..10 + calls.len() {
         assert!(
             answers

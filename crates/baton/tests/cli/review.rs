@@ -22,6 +22,31 @@ fn report(p: &Project) {
     p.ok(Some("impl-1"), &["order", "report", "wo_1", &report]);
 }
 
+/// Starts `baton review ORDER` as `who` with a reviewer that says it started and then takes
+/// long enough to be killed, and kills the review (SIGKILL) while that reviewer runs; the
+/// reviewer command.
+pub(crate) fn killed_mid_review(p: &Project, who: &str, order: &str) -> String {
+    let started = p.path().join(format!("review-started-{order}"));
+    let slow = format!("touch {}; exec sleep 2", started.display());
+    let mut running = p
+        .cmd(Some(who), &["review", order, "--reviewer", &slow])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reviewer never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    running.kill().unwrap();
+    running.wait().unwrap();
+    slow
+}
+
 /// A reviewer script in the project that reads its packet and prints `verdict`.
 fn reviewer(p: &Project, name: &str, verdict: &str) -> String {
     let path = p.path().join(name);
@@ -381,25 +406,7 @@ fn two_reviewers_are_two_different_commands() {
 #[test]
 fn a_review_killed_before_its_verdict_is_named_by_status_and_the_next_one_concludes_its_round() {
     let p = submitted();
-    let started = p.path().join("started");
-    // The reviewer says it started, then takes long enough to be killed mid-review.
-    let slow = format!("touch {}; exec sleep 3", started.display());
-    let mut running = p
-        .cmd(Some("planner"), &["review", "wo_1", "--reviewer", &slow])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !started.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the reviewer never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    running.kill().unwrap();
-    running.wait().unwrap();
+    let slow = killed_mid_review(&p, "planner", "wo_1");
     // The round began and did not conclude: the status names it.
     let status = p.json(None, &["status"]);
     let reviews = status["reviews"].as_array().unwrap();
