@@ -247,11 +247,6 @@ pub const OPERATIONS: &[Operation] = &[
     local("demo-part", Admin),
 ];
 
-/// The operation named `name`.
-pub fn find(name: &str) -> Option<&'static Operation> {
-    OPERATIONS.iter().find(|o| o.name == name)
-}
-
 /// The operation reached as MCP tool `tool`.
 pub fn by_tool(tool: &str) -> Option<&'static Operation> {
     OPERATIONS.iter().find(|o| o.tool == Some(tool))

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_app::doc::{
-    AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Inbox, KeyIssued, KeyRevoked, KeyRow,
-    Keys, MessageRow, News, OrderRow, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted,
-    ReceiptShown, ReceiptWritten, Recorded, Resume, RunDoc, Runs, Search, SecurityEvents, Sent,
-    Show, State, Status, Step, Thread, WebhookSet, Webhooks,
+    AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Approved, Inbox, KeyIssued, KeyRevoked,
+    KeyRow, Keys, MessageRow, News, OrderRow, OrderShown, OrderStepped, Orders, Outbox, Queue,
+    QueueNoted, ReceiptShown, ReceiptWritten, Recorded, Resume, RunDoc, Runs, Search,
+    SecurityEvents, Sent, Show, State, Status, Step, Thread, WebhookSet, Webhooks,
 };
 use baton_app::{App, Layout, OrderStep, Outgoing, PolicyEdit};
 use baton_core::gate::NeedSource;
@@ -138,6 +138,17 @@ pub trait Cases: Send + Sync {
         step: OrderStep,
     ) -> Answer<OrderStepped>;
     async fn wait_order(&self, id: &str, since: i64, timeout: Duration) -> Answer<OrderStepped>;
+    /// Approves order `id` and runs what it holds (with `chosen`, only those), once and in
+    /// order, where the upstream servers can be started: locally. Over a server an order
+    /// holding effects is refused (it says where to approve it) and `chosen` is a usage
+    /// error; an approval there runs nothing.
+    async fn approve(
+        &self,
+        me: &Passname,
+        id: &str,
+        expect_seq: Option<i64>,
+        chosen: Option<&[String]>,
+    ) -> Answer<Approved>;
 
     async fn queue(&self, lane: Option<Lane>) -> Answer<Queue>;
     async fn raise_need(&self, actor: &str, text: &str, order: Option<&str>) -> Answer<QueueNoted>;
@@ -364,6 +375,21 @@ impl Cases for Local {
     ) -> Answer<OrderStepped> {
         let written = self.app.take_step(me, id, expect_seq, step).await?;
         Ok(OrderStepped::new(&written, now()))
+    }
+
+    async fn approve(
+        &self,
+        me: &Passname,
+        id: &str,
+        expect_seq: Option<i64>,
+        chosen: Option<&[String]>,
+    ) -> Answer<Approved> {
+        let upstream = baton_mcp::Upstream::default();
+        let approval = self
+            .app
+            .approve(me, id, expect_seq, chosen, Some(&upstream))
+            .await?;
+        Ok(Approved::new(&approval, now()))
     }
 
     async fn wait_order(&self, id: &str, since: i64, timeout: Duration) -> Answer<OrderStepped> {

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use baton_app::doc::{
-    AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Caller, Inbox, KeyIssued, KeyRevoked,
-    Keys, News, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted, ReceiptShown,
-    ReceiptWritten, Recorded, Resume, Runs, Search, SecurityEvents, Sent, Show, State, Status,
-    Step, Thread, WebhookSet, Webhooks,
+    AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Approved, Caller, Inbox, KeyIssued,
+    KeyRevoked, Keys, News, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted,
+    ReceiptShown, ReceiptWritten, Recorded, Resume, Runs, Search, SecurityEvents, Sent, Show,
+    State, Status, Step, Thread, WebhookSet, Webhooks,
 };
 use baton_app::{Body, OrderStep, Outgoing, PolicyEdit, Settings};
 use baton_core::key::Scope;
@@ -553,6 +553,33 @@ impl Cases for Remote {
             }
         };
         self.post(&["orders", id, action], &[], body)
+    }
+
+    async fn approve(
+        &self,
+        me: &Passname,
+        id: &str,
+        expect_seq: Option<i64>,
+        chosen: Option<&[String]>,
+    ) -> Answer<Approved> {
+        if chosen.is_some() {
+            return Err(CommandError::usage(
+                "--effects runs held effects, which only happens where the upstream server can \
+                 be started: unset BATON_URL and approve where the project is",
+            )
+            .into());
+        }
+        // The server starts no upstream: it refuses an order holding effects, so what it
+        // approved ran none.
+        let stepped = self
+            .take_step(me, id, expect_seq, OrderStep::Approve)
+            .await?;
+        Ok(Approved {
+            order: stepped.order,
+            events: stepped.events,
+            effects: Vec::new(),
+            stopped_at: None,
+        })
     }
 
     async fn wait_order(&self, id: &str, since: i64, timeout: Duration) -> Answer<OrderStepped> {

@@ -6,12 +6,12 @@
 use std::path::{Path, PathBuf};
 
 use baton_app::OrderStep;
-use baton_app::doc::{Approved, EventRow, OrderStepped};
+use baton_app::doc::{EffectRow, EventRow, OrderStepped};
 use baton_core::awl::{Finding, FindingKind};
 use baton_core::order::OrderChange;
 use baton_core::order::allowed;
 use baton_core::refusal::Document;
-use baton_core::{Change, Field, Passname, Refusal};
+use baton_core::{Change, Field, Refusal};
 use baton_store::StoreError;
 use clap::{Args, Subcommand};
 use serde_json::Value;
@@ -20,7 +20,7 @@ use crate::cases::Failure;
 use crate::commands::Context;
 use crate::commands::handoff::read_document;
 use crate::error::{CommandError, CommandResult, ErrorKind, refusal as explain};
-use crate::output::{Output, now, table};
+use crate::output::{Output, table};
 use crate::project::parse_duration;
 
 /// Offer, take, report on and review Work Orders (the handoff contract's lifecycle).
@@ -412,79 +412,52 @@ fn stepped(written: &OrderStepped) -> Output {
 
 async fn approve(ctx: &Context, args: ApproveArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
-    if ctx.app().is_err() {
-        return approve_remotely(ctx, &me, args).await;
-    }
-    let upstream = baton_mcp::Upstream::default();
-    let approval = ctx
-        .app()?
+    let doc = ctx
+        .cases
         .approve(
             &me,
             &args.step.id,
             args.step.expect_seq,
             args.effects.as_deref(),
-            Some(&upstream),
         )
         .await?;
-    let order = &approval.order;
-    let mut lines: Vec<String> = match &approval.written {
-        Some(written) => vec![stepped(&OrderStepped::new(written, now())).human],
-        None => vec![format!(
+    let mut lines: Vec<String> = if doc.events.is_empty() {
+        vec![format!(
             "{}: approved already; going on with its effects",
-            order.id
-        )],
+            doc.order.id
+        )]
+    } else {
+        let step = OrderStepped {
+            order: doc.order.clone(),
+            events: doc.events.clone(),
+        };
+        vec![stepped(&step).human]
     };
-    for e in &approval.effects.effects {
+    for e in &doc.effects {
         lines.push(format!("  {} {} {}", e.reference, e.status, effect_note(e)));
     }
-    let doc = Approved::new(&approval, now());
     let out = Output::of(&doc, lines.join("\n"));
-    Ok(match &approval.stopped {
+    let stopped = doc
+        .stopped_at
+        .as_ref()
+        .and_then(|r| doc.effects.iter().find(|e| &e.reference == r));
+    Ok(match stopped {
         Some(e) => out
             .with_note(format!(
                 "stopped at {} ({}): the effects after it did not run; see `baton order show {}`",
-                e.reference, e.status, order.id
+                e.reference, e.status, doc.order.id
             ))
             .with_exit(ErrorKind::Failed),
         None => out,
     })
 }
 
-/// Approval over a server: the step alone. A server starts no upstream, so an order
-/// holding effects is refused there (it says so: approve where the upstream can be
-/// started) and an approval that went through ran none; `--effects` chooses among effects
-/// and so is refused before anything is asked.
-async fn approve_remotely(
-    ctx: &Context,
-    me: &Passname,
-    args: ApproveArgs,
-) -> CommandResult<Output> {
-    if args.effects.is_some() {
-        return Err(CommandError::usage(
-            "--effects runs held effects, which only happens where the upstream server can be \
-             started: unset BATON_URL and approve where the project is",
-        ));
-    }
-    let written = ctx
-        .cases
-        .take_step(me, &args.step.id, args.step.expect_seq, OrderStep::Approve)
-        .await?;
-    let human = stepped(&written).human;
-    let doc = Approved {
-        order: written.order,
-        events: written.events,
-        effects: Vec::new(),
-        stopped_at: None,
-    };
-    Ok(Output::of(&doc, human))
-}
-
 /// What an effect's line says after its status.
-fn effect_note(e: &baton_core::effect::Effect) -> String {
-    match (&e.result, e.status) {
-        (Some(r), baton_core::effect::EffectStatus::Failed) => baton_core::effect::failure(r),
-        (Some(r), _) => format!("({} bytes)", baton_core::effect::size(r)),
-        (None, _) => String::new(),
+fn effect_note(e: &EffectRow) -> String {
+    match (e.status, &e.error, e.result_bytes) {
+        (baton_core::effect::EffectStatus::Failed, Some(why), _) => why.clone(),
+        (_, _, Some(bytes)) => format!("({bytes} bytes)"),
+        _ => String::new(),
     }
 }
 
