@@ -34,6 +34,11 @@ use crate::RunRow;
 pub trait Doc: Serialize {
     /// The `schema` field, e.g. `baton/inbox@1`.
     fn schema(&self) -> &'static str;
+    /// Takes `schema` as its own, for a document whose schema is the operation's that
+    /// answered it (a [`Recorded`]); every other document keeps its type's.
+    fn named(&mut self, schema: &'static str) {
+        let _ = schema;
+    }
 }
 
 macro_rules! doc {
@@ -491,6 +496,10 @@ pub struct Recorded {
 impl Doc for Recorded {
     fn schema(&self) -> &'static str {
         self.schema
+    }
+
+    fn named(&mut self, schema: &'static str) {
+        self.schema = schema;
     }
 }
 

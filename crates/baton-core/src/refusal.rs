@@ -427,6 +427,14 @@ pub enum Refusal {
     /// Filtering by "my status" without saying who I am.
     #[error("a status filter is the caller's own status: say who is asking")]
     StatusNeedsIdentity,
+    /// An operation's input that does not fit its type (a field missing, unknown or of the
+    /// wrong type): what serde says of it.
+    #[error("the input of {operation} does not fit: {problem}")]
+    Input {
+        #[serde(with = "fixed")]
+        operation: fixed::Word,
+        problem: String,
+    },
     #[error(transparent)]
     Transition(InvalidTransition),
     /// The sender of an info or message tried to change its status.
@@ -651,6 +659,7 @@ impl Refusal {
             | Self::PowerName { .. }
             | Self::WebhookUrl { .. }
             | Self::StatusNeedsIdentity
+            | Self::Input { .. }
             | Self::Transition(_)
             | Self::NotARequest { .. }
             | Self::SenderNote
@@ -786,6 +795,10 @@ mod tests {
         let samples = vec![
             Refusal::Missing(Field::Why),
             Refusal::StatusNeedsIdentity,
+            Refusal::Input {
+                operation: "decide",
+                problem: "missing field `why`".into(),
+            },
             Refusal::Transition(InvalidTransition {
                 action: Action::Delivery(D::Complete),
                 status: "pending",

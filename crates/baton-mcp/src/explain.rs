@@ -184,6 +184,7 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
         | Refusal::PowerName { .. }
         | Refusal::WebhookUrl { .. }
         | Refusal::StatusNeedsIdentity
+        | Refusal::Input { .. }
         | Refusal::NotARequest { .. }
         | Refusal::Superseded { .. }
         | Refusal::TooManyChanges { .. }

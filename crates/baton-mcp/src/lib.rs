@@ -46,7 +46,7 @@ pub type HttpResponse =
 /// POST is answered by a tool server made for it (no session to keep, so any server
 /// behind a load balancer can answer any request), in JSON when the answer is one
 /// message. A write key is offered `profile`'s tools, as `baton mcp` offers them on
-/// stdio; with `read_only` (a read key) only the read-only tools are listed and callable.
+/// stdio; a read key (its `scope`) only the read-only tools, listed and callable.
 /// The body passes the same gate as a line on stdio ([`frame::judge_text`]) before rmcp
 /// reads it, within `max_body` bytes. The caller has authenticated the request; `Host` is
 /// not checked here, since the key, not the address, proves who asks.
@@ -54,7 +54,7 @@ pub async fn serve_http<B>(
     app: App,
     me: Passname,
     profile: Profile,
-    read_only: bool,
+    scope: baton_core::key::Scope,
     request: http::Request<B>,
 ) -> HttpResponse
 where
@@ -93,10 +93,10 @@ where
         }
     }
     let request = http::Request::from_parts(parts, Full::new(bytes));
-    let tools = if read_only {
-        BatonTools::read_only(app, me)
+    let tools = if scope.allows(baton_core::key::Scope::Write) {
+        BatonTools::with_profile(app, me, profile).scoped(scope)
     } else {
-        BatonTools::with_profile(app, me, profile)
+        BatonTools::read_only(app, me)
     };
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)

@@ -12,14 +12,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_app::doc::{Sent, Step};
+use baton_app::ops::{self, Operation, Who};
 use baton_app::{App, Body, Layout, Outgoing};
+use baton_core::key::Scope;
 use baton_core::order::{Order, allowed};
 use baton_core::packet::DEFAULT_MAX_BYTES;
-use baton_core::state::StateOp;
 use baton_core::time::instant;
 use baton_core::{Event, MessageType, Millis, Passname, Verb};
 use baton_store::{OrderWritten, SearchQuery, StoreError};
-use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
     ListResourcesResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
@@ -28,6 +30,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value};
 
 use crate::explain::explain;
@@ -45,6 +48,9 @@ pub struct BatonTools {
     tool_router: ToolRouter<Self>,
     /// The profile served; `None` when the tools were narrowed otherwise (a read key).
     profile: Option<Profile>,
+    /// What the caller's key allows: everything on stdio (the machine holding the store),
+    /// the key's scope over HTTP.
+    scope: Scope,
 }
 
 impl BatonTools {
@@ -82,6 +88,7 @@ impl BatonTools {
             instructions,
             tool_router: Self::router(),
             profile: None,
+            scope: Scope::Admin,
         }
     }
 
@@ -96,9 +103,15 @@ impl BatonTools {
         tools
     }
 
+    /// Acting with a key of `scope` (over HTTP).
+    pub fn scoped(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
+    }
+
     /// Only the tools that change nothing (annotated read-only): what a read key may call.
     pub fn read_only(app: App, me: Passname) -> Self {
-        let mut tools = Self::new(app, me);
+        let mut tools = Self::new(app, me).scoped(Scope::Read);
         tools.tool_router.map.retain(|_, route| {
             route
                 .attr
@@ -116,6 +129,11 @@ impl BatonTools {
     /// and none reaches outside the project.
     pub fn router() -> ToolRouter<Self> {
         let mut router = Self::tool_router();
+        for (op, _) in ops::every_typed() {
+            if let Some(route) = Self::typed(op) {
+                router.add_route(route);
+            }
+        }
         for route in router.map.values_mut() {
             let tool = &mut route.attr;
             let declared = baton_app::ops::by_tool(&tool.name)
@@ -135,14 +153,43 @@ impl BatonTools {
         router
     }
 
-    /// Records one state change as this participant.
-    async fn record(&self, op: StateOp) -> Result<Json<Recorded>, String> {
-        let recorded = self
-            .app
-            .record(self.me.as_str(), &[op])
-            .await
-            .map_err(|e| explain("", e))?;
-        Ok(Json(Recorded::of(&recorded)?))
+    /// The tool of the typed operation `op` (`baton_app::ops`), made from its declaration:
+    /// its name, its summary, its input and output schemas, and one handler that runs it
+    /// through the dispatcher as this participant with this key's scope.
+    fn typed(op: &'static Operation) -> Option<ToolRoute<Self>> {
+        let name = op.tool?;
+        let declared = op.typed?;
+        let mut inline = SchemaSettings::draft2020_12()
+            .with(|s| s.inline_subschemas = true)
+            .into_generator();
+        let object = |schema: schemars::Schema| match schema.to_value() {
+            Value::Object(object) => object,
+            other => panic!("{name}: a schema that is not an object: {other}"),
+        };
+        let input = object(declared.call.input(&mut inline));
+        let output = object(declared.call.output(&mut inline));
+        let attr = rmcp::model::Tool::new(name, declared.summary, Arc::new(input))
+            .with_raw_output_schema(Arc::new(output));
+        Some(ToolRoute::new_dyn(
+            attr,
+            move |context: ToolCallContext<'_, Self>| {
+                Box::pin(async move {
+                    let tools = context.service;
+                    let input = Value::Object(context.arguments.unwrap_or_default());
+                    let who = Who {
+                        actor: tools.me.as_str(),
+                        scope: tools.scope,
+                    };
+                    let result = match tools.app.dispatch(who, op, input).await {
+                        Ok(answer) => rmcp::model::CallToolResult::structured(answer),
+                        Err(e) => rmcp::model::CallToolResult::error(vec![
+                            rmcp::model::ContentBlock::text(explain("", e)),
+                        ]),
+                    };
+                    Ok(result.into())
+                })
+            },
+        ))
     }
 
     fn rows(&self, items: &[baton_core::Envelope]) -> Vec<Row> {
@@ -431,63 +478,6 @@ impl BatonTools {
             bytes: r.packet.text.len(),
             text: r.packet.text,
         }))
-    }
-
-    #[tool(description = "Set the project's focus: what matters now.")]
-    async fn focus(
-        &self,
-        Parameters(input): Parameters<FocusInput>,
-    ) -> Result<Json<Recorded>, String> {
-        let input = input?;
-        self.record(StateOp::Focus { text: input.text }).await
-    }
-
-    #[tool(description = "Record a decision D-N (it may supersede one).")]
-    async fn decide(
-        &self,
-        Parameters(input): Parameters<DecideInput>,
-    ) -> Result<Json<Recorded>, String> {
-        let input = input?;
-        self.record(StateOp::Decide {
-            text: input.text,
-            why: input.why,
-            supersedes: input.supersedes.map(|d| d.trim().to_owned()),
-        })
-        .await
-    }
-
-    #[tool(description = "Record a constraint C-N.")]
-    async fn constrain(
-        &self,
-        Parameters(input): Parameters<ConstrainInput>,
-    ) -> Result<Json<Recorded>, String> {
-        let input = input?;
-        self.record(StateOp::Constrain {
-            text: input.text,
-            tried: input.tried,
-            result: input.result,
-        })
-        .await
-    }
-
-    #[tool(description = "Note N-N on a message, order or path.")]
-    async fn note(
-        &self,
-        Parameters(input): Parameters<NoteInput>,
-    ) -> Result<Json<Recorded>, String> {
-        let input = input?;
-        // Paths are from the project root, wherever the server was started.
-        let recorded = self
-            .app
-            .note(
-                self.me.as_str(),
-                input.text,
-                &input.subject,
-                self.app.root(),
-            )
-            .await
-            .map_err(|e| explain("", e))?;
-        Ok(Json(Recorded::of(&recorded)?))
     }
 
     #[tool(description = "Record where a step's output landed.")]

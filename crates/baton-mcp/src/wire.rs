@@ -336,37 +336,6 @@ pub struct ResumeInput {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct FocusInput {
-    pub text: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DecideInput {
-    pub text: String,
-    pub why: String,
-    /// The D-N it replaces.
-    pub supersedes: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ConstrainInput {
-    pub text: String,
-    pub tried: String,
-    pub result: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NoteInput {
-    pub text: String,
-    /// An id or a path.
-    pub subject: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct ReceiptWriteInput {
     pub step: String,
     /// A path or a URI.
@@ -585,26 +554,6 @@ pub struct Resumed {
     pub generation: i64,
     pub bytes: usize,
     pub text: String,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Recorded {
-    pub id: String,
-    pub generation: i64,
-}
-
-impl Recorded {
-    /// The one change a tool recorded: its id (`D-3`, `N-2`, …) and the generation after.
-    pub fn of(recorded: &baton_app::Recorded) -> Result<Self, String> {
-        let event = recorded
-            .events
-            .last()
-            .ok_or("nothing was recorded: call the tool again")?;
-        Ok(Self {
-            id: event.change.subject().to_owned(),
-            generation: event.seq,
-        })
-    }
 }
 
 #[derive(Debug, Serialize, JsonSchema)]

@@ -18,6 +18,24 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::Server;
 use crate::error::ErrorBody;
+use baton_app::ops::{self, Operation};
+
+/// Every handler is bounded in time: a wait by what it was asked to wait (at most 300 s),
+/// everything else by its store's busy timeout well within this.
+fn bounded(
+    path: &str,
+    route: axum::routing::MethodRouter<Arc<Server>>,
+) -> axum::routing::MethodRouter<Arc<Server>> {
+    let bound = if path.ends_with("/wait") {
+        Duration::from_secs(310)
+    } else {
+        Duration::from_secs(30)
+    };
+    route.layer(TimeoutLayer::with_status_code(
+        StatusCode::SERVICE_UNAVAILABLE,
+        bound,
+    ))
+}
 
 /// A part of a request the document describes: a JSON Schema, or [`Nothing`].
 pub trait Part {
@@ -78,27 +96,82 @@ impl Api {
         T: 'static,
     {
         let filter = MethodFilter::try_from(method.clone()).expect("an HTTP method axum routes");
-        // Every handler is bounded in time: a wait by what it was asked to wait (at most
-        // 300 s), everything else by its store's busy timeout well within this.
-        let bound = if path.ends_with("/wait") {
-            Duration::from_secs(310)
-        } else {
-            Duration::from_secs(30)
-        };
-        self.router = self.router.route(
-            path,
-            on(filter, handler).layer(TimeoutLayer::with_status_code(
-                StatusCode::SERVICE_UNAVAILABLE,
-                bound,
-            )),
-        );
+        self.router = self.router.route(path, bounded(path, on(filter, handler)));
+        let query = Q::schema(&mut self.inline);
+        let body = B::schema(&mut self.generator);
+        let answer = self.generator.subschema_for::<R>();
+        self.document(&method, path, summary, scope, query, body, answer);
+        self
+    }
 
+    /// Routes and documents the typed operation `op` (`baton_app::ops`) under `prefix`:
+    /// its route, its input (the path's fields, the rest the body) and its answer are its
+    /// declaration's, and its handler is the one every typed operation shares
+    /// ([`crate::routes::dispatch`]).
+    pub fn operation(mut self, prefix: &str, op: &'static Operation) -> Self {
+        let declared = op.typed.expect("a typed operation");
+        let path = format!("{prefix}{}", declared.route.path);
+        let method = match declared.route.method {
+            ops::Method::Get => Method::GET,
+            ops::Method::Post => Method::POST,
+        };
+        assert_eq!(
+            method,
+            Method::POST,
+            "{}: a typed operation's query is not read yet",
+            op.name
+        );
+        let handler = move |axum::extract::State(server): axum::extract::State<Arc<Server>>,
+                            request: axum::extract::Request| {
+            crate::routes::dispatch(op, server, request)
+        };
+        self.router = self
+            .router
+            .route(&path, bounded(&path, axum::routing::post(handler)));
+        let params: Vec<&str> = declared.route.params().collect();
+        let body = if params.is_empty() {
+            declared.call.input(&mut self.generator)
+        } else {
+            // The path's fields are not the body's.
+            let mut input = declared.call.input(&mut self.inline);
+            if let Some(Value::Object(properties)) = input.get_mut("properties") {
+                properties.retain(|name, _| !params.contains(&name.as_str()));
+            }
+            if let Some(Value::Array(required)) = input.get_mut("required") {
+                required.retain(|name| !params.iter().any(|p| name == p));
+            }
+            input
+        };
+        let answer = declared.call.output(&mut self.generator);
+        self.document(
+            &method,
+            &path,
+            declared.summary,
+            Some(op.scope()),
+            None,
+            Some(body),
+            answer,
+        );
+        self
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn document(
+        &mut self,
+        method: &Method,
+        path: &str,
+        summary: &str,
+        scope: Option<Scope>,
+        query: Option<Schema>,
+        body: Option<Schema>,
+        answer: Schema,
+    ) {
         let mut parameters: Vec<Value> = path
             .split('/')
             .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
             .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
             .collect();
-        if let Some(query) = Q::schema(&mut self.inline) {
+        if let Some(query) = query {
             let query = query.as_value();
             let required: Vec<&str> = query["required"]
                 .as_array()
@@ -120,14 +193,14 @@ impl Api {
             "parameters": parameters,
             "responses": {
                 "200": {"description": "OK", "content": {"application/json": {
-                    "schema": self.generator.subschema_for::<R>()
+                    "schema": answer
                 }}},
                 "default": {"description": "An error: its `code` is stable, its status follows from it", "content": {"application/json": {
                     "schema": self.generator.subschema_for::<ErrorBody>()
                 }}},
             },
         });
-        if let Some(body) = B::schema(&mut self.generator) {
+        if let Some(body) = body {
             operation["requestBody"] = json!({
                 "required": true,
                 "content": {"application/json": {"schema": body}},
@@ -142,7 +215,6 @@ impl Api {
             .entry(path.to_owned())
             .or_insert_with(|| json!({}));
         entry[method.as_str().to_lowercase()] = operation;
-        self
     }
 
     /// The router, and the OpenAPI document of every route registered.

@@ -160,6 +160,7 @@ fn hint(r: &Refusal) -> Option<String> {
         | Refusal::WebhookUrl { .. }
         | Refusal::Cursor { .. }
         | Refusal::StatusNeedsIdentity
+        | Refusal::Input { .. }
         | Refusal::NotARequest { .. }
         | Refusal::SenderNote
         | Refusal::Superseded { .. }

@@ -5,21 +5,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::{Method, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use baton_app::doc::{
-    self, AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Inbox, KeyIssued, KeyRevoked,
-    KeyRow, Keys, MessageRow, OrderRow, OrderShown, OrderStepped, Orders, Outbox, ReceiptShown,
-    ReceiptWritten, Resume, RunDoc, Runs, Search, SecurityEvents, Sent, Show, State, Step, Thread,
-    WebhookSet, Webhooks,
+    self, AgentAdded, AgentPolicy, Agents, Alerts, Inbox, KeyIssued, KeyRevoked, KeyRow, Keys,
+    MessageRow, OrderRow, OrderShown, OrderStepped, Orders, Outbox, ReceiptShown, ReceiptWritten,
+    Resume, RunDoc, Runs, Search, SecurityEvents, Sent, Show, State, Step, Thread, WebhookSet,
+    Webhooks,
 };
 use baton_app::{Body as Payload, LIST_PAGE, Layout, OrderStep, Outgoing, PolicyEdit};
 use baton_core::key::Scope;
 use baton_core::packet::DEFAULT_MAX_BYTES;
-use baton_core::state::StateOp;
 use baton_core::{DeliveryStatus, MessageType, Refusal, Verb};
 use baton_store::SearchQuery;
 use schemars::JsonSchema;
@@ -98,6 +97,61 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
         })?;
         Ok(Self(parsed))
     }
+}
+
+/// The one handler of every typed operation (`baton_app::ops`): the key, then the body
+/// through the same boundary as every request (an empty body is `{}`), the path's fields
+/// added to it, then the dispatcher, as the key's participant with the key's scope.
+pub async fn dispatch(
+    op: &'static baton_app::ops::Operation,
+    server: Arc<Server>,
+    request: Request,
+) -> axum::response::Response {
+    match dispatched(op, server, request).await {
+        Ok(answer) => Json(answer).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn dispatched(
+    op: &'static baton_app::ops::Operation,
+    server: Arc<Server>,
+    request: Request,
+) -> Result<Value, ApiError> {
+    let (mut parts, body) = request.into_parts();
+    let a = Authed::from_request_parts(&mut parts, &server).await?;
+    let Path(params) = Path::<Map<String, Value>>::from_request_parts(&mut parts, &server)
+        .await
+        .map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let request = Request::from_parts(parts, body);
+    let empty = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .is_some_and(|l| l == "0");
+    let mut input = if empty {
+        Value::Object(Map::new())
+    } else {
+        let Body(value) = Body::<Value>::from_request(request, &server).await?;
+        value
+    };
+    let Value::Object(fields) = &mut input else {
+        return Err(ApiError::bad_request("the body is not a JSON object"));
+    };
+    for (name, value) in params {
+        if name == "project" {
+            continue;
+        }
+        if fields.insert(name.clone(), value).is_some() {
+            return Err(ApiError::bad_request(format!(
+                "`{name}` is named by the path: leave it out of the body"
+            )));
+        }
+    }
+    let who = baton_app::ops::Who {
+        actor: a.caller.participant.as_str(),
+        scope: a.caller.scope,
+    };
+    Ok(a.app.dispatch(who, op, input).await?)
 }
 
 /// A query string that must fit its type; a mismatch is a JSON error naming it.
@@ -315,57 +369,6 @@ pub struct KeyBody {
     pub scope: Scope,
     /// How long it lives, e.g. `30d`; without it, until revoked.
     pub expires: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TextBody {
-    pub text: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StreamBody {
-    pub name: String,
-    pub status: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DecideBody {
-    pub text: String,
-    pub why: String,
-    /// The `D-N` it replaces.
-    pub supersedes: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ConstrainBody {
-    pub text: String,
-    pub tried: String,
-    pub result: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NoteBody {
-    pub text: String,
-    /// A message or order id (a server cannot examine the client's paths).
-    pub subject: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Handover {
-    #[serde(default)]
-    pub completed: Vec<String>,
-    #[serde(default)]
-    pub decisions: Vec<DecideBody>,
-    #[serde(default)]
-    pub constraints: Vec<ConstrainBody>,
-    #[serde(default)]
-    pub dependency_changes: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -652,7 +655,7 @@ async fn webhooks(a: Authed) -> Answer<Webhooks> {
 /// MCP over Streamable HTTP: the tools of `baton mcp`, as the key's participant (a read
 /// key gets the read-only ones).
 async fn mcp(a: Authed, request: axum::extract::Request) -> axum::response::Response {
-    let read_only = !a.caller.scope.allows(Scope::Write);
+    let scope = a.caller.scope;
     let me = a.caller.participant.clone();
     // The key's participant gets its role's profile, as `baton mcp` gives it on stdio.
     let role = match a.app.participants().await {
@@ -664,7 +667,7 @@ async fn mcp(a: Authed, request: axum::extract::Request) -> axum::response::Resp
         Err(e) => return ApiError::from(e).into_response(),
     };
     let profile = baton_mcp::Profile::for_role(&role);
-    baton_mcp::serve_http(a.app, me, profile, read_only, request)
+    baton_mcp::serve_http(a.app, me, profile, scope, request)
         .await
         .map(axum::body::Body::new)
 }
@@ -734,91 +737,6 @@ async fn state(a: Authed) -> Answer<State> {
     Ok(Json(a.app.state_shown().await?))
 }
 
-/// Records state changes as the key's participant, answering as the CLI command `schema`.
-async fn record(a: &Authed, schema: &'static str, ops: &[StateOp]) -> Answer<doc::Recorded> {
-    let me = a.may(Scope::Write, "change the project state").await?;
-    let recorded = a.app.record(me.as_str(), ops).await?;
-    Ok(Json(doc::Recorded::new(schema, &recorded)))
-}
-
-async fn focus(a: Authed, Body(b): Body<TextBody>) -> Answer<doc::Recorded> {
-    record(&a, "baton/focus@1", &[StateOp::Focus { text: b.text }]).await
-}
-
-async fn stream(a: Authed, Body(b): Body<StreamBody>) -> Answer<doc::Recorded> {
-    let op = StateOp::Stream {
-        name: b.name,
-        status: b.status,
-    };
-    record(&a, "baton/stream@1", &[op]).await
-}
-
-async fn stream_done(
-    a: Authed,
-    Segments((_, name)): Segments<(String, String)>,
-) -> Answer<doc::Recorded> {
-    record(&a, "baton/stream@1", &[StateOp::StreamDone { name }]).await
-}
-
-async fn decide(a: Authed, Body(b): Body<DecideBody>) -> Answer<doc::Recorded> {
-    let op = StateOp::Decide {
-        text: b.text,
-        why: b.why,
-        supersedes: b.supersedes,
-    };
-    record(&a, "baton/decide@1", &[op]).await
-}
-
-async fn constrain(a: Authed, Body(b): Body<ConstrainBody>) -> Answer<doc::Recorded> {
-    let op = StateOp::Constrain {
-        text: b.text,
-        tried: b.tried,
-        result: b.result,
-    };
-    record(&a, "baton/constrain@1", &[op]).await
-}
-
-async fn note(a: Authed, Body(b): Body<NoteBody>) -> Answer<doc::Recorded> {
-    let me = a.may(Scope::Write, "write notes").await?;
-    let recorded = a
-        .app
-        .note(me.as_str(), b.text, &b.subject, a.app.root())
-        .await?;
-    Ok(Json(doc::Recorded::new("baton/note@1", &recorded)))
-}
-
-async fn session_end(a: Authed, Body(b): Body<Handover>) -> Answer<doc::Recorded> {
-    let mut ops: Vec<StateOp> = Vec::new();
-    ops.extend(
-        b.completed
-            .into_iter()
-            .map(|name| StateOp::StreamDone { name }),
-    );
-    ops.extend(b.decisions.into_iter().map(|d| StateOp::Decide {
-        text: d.text,
-        why: d.why,
-        supersedes: d.supersedes,
-    }));
-    ops.extend(b.constraints.into_iter().map(|c| StateOp::Constrain {
-        text: c.text,
-        tried: c.tried,
-        result: c.result,
-    }));
-    ops.extend(
-        b.dependency_changes
-            .into_iter()
-            .map(|text| StateOp::DependencyChange { text }),
-    );
-    if ops.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "refused",
-            "nothing to hand over: send `completed`, `decisions`, `constraints` or `dependency_changes`",
-        ));
-    }
-    record(&a, "baton/session-end@1", &ops).await
-}
-
 async fn resume(a: Authed, Params(q): Params<ResumeQuery>) -> Answer<Resume> {
     let max = q.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
     let r = a.app.resume(a.reader(), max).await?;
@@ -829,14 +747,6 @@ async fn alerts(a: Authed) -> Answer<Alerts> {
     Ok(Json(Alerts {
         items: a.app.alerts().await?,
     }))
-}
-
-async fn ack_alert(a: Authed, Segments((_, id)): Segments<(String, String)>) -> Answer<AlertAcked> {
-    let me = a.may(Scope::Write, "acknowledge alerts").await?;
-    a.app
-        .record(me.as_str(), &[StateOp::AlertAck { id: id.clone() }])
-        .await?;
-    Ok(Json(AlertAcked { id }))
 }
 
 async fn queue(a: Authed, Params(q): Params<QueueQuery>) -> Answer<doc::Queue> {
@@ -867,18 +777,6 @@ async fn raise_need(a: Authed, Body(b): Body<NeedBody>) -> Answer<doc::QueueNote
         )
         .await?;
     Ok(Json(doc::QueueNoted { item, seq: None }))
-}
-
-async fn ack_queue_item(
-    a: Authed,
-    Segments((_, item)): Segments<(String, String)>,
-) -> Answer<doc::QueueNoted> {
-    let me = a.may(Scope::Write, "acknowledge queue items").await?;
-    let event = a.app.ack_item(me.as_str(), &item).await?;
-    Ok(Json(doc::QueueNoted {
-        item,
-        seq: Some(event.seq),
-    }))
 }
 
 async fn write_receipt(a: Authed, Body(b): Body<ReceiptBody>) -> Answer<ReceiptWritten> {
@@ -1176,55 +1074,6 @@ pub fn router(server: Arc<Server>) -> Router {
             r,
             state,
         )
-        .route::<Nothing, TextBody, doc::Recorded, _, _>(
-            Method::POST,
-            &p("/focus"),
-            "Set the focus",
-            w,
-            focus,
-        )
-        .route::<Nothing, StreamBody, doc::Recorded, _, _>(
-            Method::POST,
-            &p("/streams"),
-            "Start or update a stream",
-            w,
-            stream,
-        )
-        .route::<Nothing, Nothing, doc::Recorded, _, _>(
-            Method::POST,
-            &p("/streams/{name}/done"),
-            "Finish a stream",
-            w,
-            stream_done,
-        )
-        .route::<Nothing, DecideBody, doc::Recorded, _, _>(
-            Method::POST,
-            &p("/decisions"),
-            "Record a decision D-N",
-            w,
-            decide,
-        )
-        .route::<Nothing, ConstrainBody, doc::Recorded, _, _>(
-            Method::POST,
-            &p("/constraints"),
-            "Record a constraint C-N",
-            w,
-            constrain,
-        )
-        .route::<Nothing, NoteBody, doc::Recorded, _, _>(
-            Method::POST,
-            &p("/notes"),
-            "Write a note N-N on a message or order",
-            w,
-            note,
-        )
-        .route::<Nothing, Handover, doc::Recorded, _, _>(
-            Method::POST,
-            &p("/session-end"),
-            "Hand a session over in one transaction",
-            w,
-            session_end,
-        )
         .route::<ResumeQuery, Nothing, Resume, _, _>(
             Method::GET,
             &p("/resume"),
@@ -1238,13 +1087,6 @@ pub fn router(server: Arc<Server>) -> Router {
             "Open alerts",
             r,
             alerts,
-        )
-        .route::<Nothing, Nothing, AlertAcked, _, _>(
-            Method::POST,
-            &p("/alerts/{id}/ack"),
-            "Acknowledge an alert",
-            w,
-            ack_alert,
         )
         .route::<Nothing, ReceiptBody, ReceiptWritten, _, _>(
             Method::POST,
@@ -1316,13 +1158,6 @@ pub fn router(server: Arc<Server>) -> Router {
             w,
             raise_need,
         )
-        .route::<Nothing, Nothing, doc::QueueNoted, _, _>(
-            Method::POST,
-            &p("/queue/{item}/ack"),
-            "Acknowledge a queue item until a newer signal",
-            w,
-            ack_queue_item,
-        )
         .route::<RunsQuery, Nothing, Runs, _, _>(
             Method::GET,
             &p("/runs"),
@@ -1358,6 +1193,8 @@ pub fn router(server: Arc<Server>) -> Router {
             r,
             news,
         );
+    // Every typed operation, its route and its document from its declaration.
+    let api = baton_app::ops::every_typed().fold(api, |api, (op, _)| api.operation(P, op));
     let (routes, document) = api.finish();
     let document = Arc::new(document);
     // A body may carry a payload at the cap, wrapped in a little JSON.

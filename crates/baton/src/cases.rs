@@ -12,17 +12,19 @@ use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use baton_app::doc::Doc;
 use baton_app::doc::{
-    AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Approved, Inbox, KeyIssued, KeyRevoked,
-    KeyRow, Keys, MessageRow, News, OrderRow, OrderShown, OrderStepped, Orders, Outbox, Queue,
-    QueueNoted, ReceiptShown, ReceiptWritten, Recorded, Resume, RunDoc, Runs, Search,
-    SecurityEvents, Sent, Show, State, Status, Step, Thread, WebhookSet, Webhooks,
+    AgentAdded, AgentPolicy, Agents, Alerts, Approved, Inbox, KeyIssued, KeyRevoked, KeyRow, Keys,
+    MessageRow, News, OrderRow, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted,
+    ReceiptShown, ReceiptWritten, Resume, RunDoc, Runs, Search, SecurityEvents, Sent, Show, State,
+    Status, Step, Thread, WebhookSet, Webhooks,
 };
+use baton_app::ops::{Operation, Typed, Who};
 use baton_app::{App, Layout, OrderStep, Outgoing, PolicyEdit};
+use baton_core::event::LOCAL_OPERATOR;
 use baton_core::gate::NeedSource;
 use baton_core::key::Scope;
 use baton_core::queue::Lane;
-use baton_core::state::StateOp;
 use baton_core::{Passname, Refusal, Verb};
 use baton_store::{SearchQuery, StoreError};
 use serde_json::Value;
@@ -99,13 +101,13 @@ pub trait Cases: Send + Sync {
     async fn search(&self, me: Option<&Passname>, query: &SearchQuery) -> Answer<Search>;
     async fn wait_news(&self, me: &Passname, after: i64, timeout: Duration) -> Answer<News>;
 
-    /// State changes in one transaction; `schema` is the printing command's.
-    async fn record(&self, actor: &str, schema: &'static str, ops: &[StateOp]) -> Answer<Recorded>;
-    async fn note(&self, actor: &str, text: String, subject: &str, cwd: &Path) -> Answer<Recorded>;
+    /// Runs the typed operation `op` (`baton_app::ops`) on `input` as the acting identity:
+    /// locally through the dispatcher, remotely as the request its route makes. Commands
+    /// call it through [`call`], with the operation's types.
+    async fn dispatch(&self, op: &'static Operation, input: Value) -> Answer<Value>;
     async fn state(&self) -> Answer<State>;
     async fn resume(&self, me: &Passname, max_bytes: usize) -> Answer<Resume>;
     async fn alerts(&self) -> Answer<Alerts>;
-    async fn ack_alert(&self, actor: &str, id: &str) -> Answer<AlertAcked>;
     async fn write_receipt(
         &self,
         actor: &str,
@@ -152,7 +154,6 @@ pub trait Cases: Send + Sync {
 
     async fn queue(&self, lane: Option<Lane>) -> Answer<Queue>;
     async fn raise_need(&self, actor: &str, text: &str, order: Option<&str>) -> Answer<QueueNoted>;
-    async fn ack_item(&self, actor: &str, item: &str) -> Answer<QueueNoted>;
     /// Live runs and the newest others; with `all`, every run a page of `limit` at a time.
     async fn runs(&self, all: bool, cursor: Option<&str>, limit: u32) -> Answer<Runs>;
     /// The project at a glance.
@@ -181,6 +182,23 @@ pub trait Cases: Send + Sync {
         expires: Option<Duration>,
     ) -> Answer<KeyIssued>;
     async fn revoke_key(&self, actor: &str, id: &str) -> Answer<KeyRevoked>;
+}
+
+/// Runs the typed operation `T` on `input` through `cases`: its document, named as its
+/// declaration says.
+pub async fn call<T: Typed>(cases: &dyn Cases, input: T::Input) -> Answer<T::Output> {
+    let input = serde_json::to_value(input).expect("an input serializes");
+    let answer = cases.dispatch(&T::OP, input).await?;
+    let mut output: T::Output = serde_json::from_value(answer).map_err(|e| {
+        CommandError::new(
+            ErrorKind::Failed,
+            format!("the answer of `{}` is not its document: {e}", T::OP.name),
+        )
+    })?;
+    if let Some(declared) = T::OP.typed {
+        output.named(declared.schema);
+    }
+    Ok(output)
 }
 
 /// The use cases over this machine's store, acting as `--as`.
@@ -212,6 +230,12 @@ impl Cases for Local {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    async fn dispatch(&self, op: &'static Operation, input: Value) -> Answer<Value> {
+        let me = self.me().await?;
+        let actor = me.as_ref().map_or(LOCAL_OPERATOR, Passname::as_str);
+        Ok(self.app.dispatch(Who::here(actor), op, input).await?)
     }
 
     fn payload_cap(&self) -> usize {
@@ -278,15 +302,6 @@ impl Cases for Local {
         Ok((&self.app.wait_news(me, after, timeout).await?).into())
     }
 
-    async fn record(&self, actor: &str, schema: &'static str, ops: &[StateOp]) -> Answer<Recorded> {
-        Ok(Recorded::new(schema, &self.app.record(actor, ops).await?))
-    }
-
-    async fn note(&self, actor: &str, text: String, subject: &str, cwd: &Path) -> Answer<Recorded> {
-        let recorded = self.app.note(actor, text, subject, cwd).await?;
-        Ok(Recorded::new("baton/note@1", &recorded))
-    }
-
     async fn state(&self) -> Answer<State> {
         Ok(self.app.state_shown().await?)
     }
@@ -300,13 +315,6 @@ impl Cases for Local {
         Ok(Alerts {
             items: self.app.alerts().await?,
         })
-    }
-
-    async fn ack_alert(&self, actor: &str, id: &str) -> Answer<AlertAcked> {
-        self.app
-            .record(actor, &[StateOp::AlertAck { id: id.to_owned() }])
-            .await?;
-        Ok(AlertAcked { id: id.to_owned() })
     }
 
     async fn write_receipt(
@@ -407,14 +415,6 @@ impl Cases for Local {
             .raise_need(actor, text, order, NeedSource::Hand, None)
             .await?;
         Ok(QueueNoted { item, seq: None })
-    }
-
-    async fn ack_item(&self, actor: &str, item: &str) -> Answer<QueueNoted> {
-        let event = self.app.ack_item(actor, item).await?;
-        Ok(QueueNoted {
-            item: item.to_owned(),
-            seq: Some(event.seq),
-        })
     }
 
     async fn status(&self) -> Answer<Status> {

@@ -329,6 +329,11 @@ pub fn refusal(r: &Refusal) -> String {
         Refusal::StatusNeedsIdentity => {
             "--status filters by your own status: pass --as NAME".into()
         }
+        // The command line builds each input whole: only another version's server says so.
+        Refusal::Input { operation, problem } => format!(
+            "the input of `baton {operation}` does not fit ({problem}): is the server another \
+             version of Baton? (`baton --version` and the server's `/v1/openapi.json`)"
+        ),
         Refusal::Transition(t) => transition(t),
         Refusal::SenderNote => "--note is for a recipient's completion; to tell the recipients \
                                 something, reply with `baton send --reply-to ID`"

@@ -12,15 +12,14 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use baton_app::doc::{
-    AgentAdded, AgentPolicy, Agents, AlertAcked, Alerts, Approved, Caller, Inbox, KeyIssued,
-    KeyRevoked, Keys, News, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted,
-    ReceiptShown, ReceiptWritten, Recorded, Resume, Runs, Search, SecurityEvents, Sent, Show,
-    State, Status, Step, Thread, WebhookSet, Webhooks,
+    AgentAdded, AgentPolicy, Agents, Alerts, Approved, Caller, Inbox, KeyIssued, KeyRevoked, Keys,
+    News, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted, ReceiptShown,
+    ReceiptWritten, Resume, Runs, Search, SecurityEvents, Sent, Show, State, Status, Step, Thread,
+    WebhookSet, Webhooks,
 };
 use baton_app::{Body, OrderStep, Outgoing, PolicyEdit, Settings};
 use baton_core::key::Scope;
 use baton_core::queue::Lane;
-use baton_core::state::StateOp;
 use baton_core::time::rfc3339;
 use baton_core::{Passname, Refusal, RefusalKind, Verb};
 use baton_store::{SearchQuery, StoreError};
@@ -31,6 +30,7 @@ use url::Url;
 
 use crate::cases::{Answer, Cases};
 use crate::error::{CommandError, CommandResult, ErrorKind};
+use baton_app::ops::{Method, Operation};
 
 /// The longest one request to the server may wait (its limit for `…/wait`).
 const MAX_WAIT: Duration = Duration::from_secs(300);
@@ -395,59 +395,30 @@ impl Cases for Remote {
         }
     }
 
-    async fn record(
-        &self,
-        _actor: &str,
-        schema: &'static str,
-        ops: &[StateOp],
-    ) -> Answer<Recorded> {
-        let mut recorded: Recorded = match ops {
-            [StateOp::Focus { text }] => self.post(&["focus"], &[], json!({"text": text}))?,
-            [StateOp::Stream { name, status }] => {
-                self.post(&["streams"], &[], json!({"name": name, "status": status}))?
-            }
-            [StateOp::StreamDone { name }] => {
-                self.post(&["streams", name, "done"], &[], json!({}))?
-            }
-            [
-                StateOp::Decide {
-                    text,
-                    why,
-                    supersedes,
-                },
-            ] => self.post(
-                &["decisions"],
-                &[],
-                json!({"text": text, "why": why, "supersedes": supersedes}),
-            )?,
-            [
-                StateOp::Constrain {
-                    text,
-                    tried,
-                    result,
-                },
-            ] => self.post(
-                &["constraints"],
-                &[],
-                json!({"text": text, "tried": tried, "result": result}),
-            )?,
-            ops => self.post(&["session-end"], &[], handover(ops)?)?,
+    async fn dispatch(&self, op: &'static Operation, input: Value) -> Answer<Value> {
+        let route = op
+            .typed
+            .unwrap_or_else(|| panic!("operation {:?} has no route", op.name))
+            .route;
+        let Value::Object(mut body) = input else {
+            panic!("{}: an input is a JSON object", op.name);
         };
-        recorded.schema = schema;
-        Ok(recorded)
-    }
-
-    async fn note(
-        &self,
-        _actor: &str,
-        text: String,
-        subject: &str,
-        _cwd: &Path,
-    ) -> Answer<Recorded> {
-        let mut recorded: Recorded =
-            self.post(&["notes"], &[], json!({"text": text, "subject": subject}))?;
-        recorded.schema = "baton/note@1";
-        Ok(recorded)
+        // The path's fields are its segments; the rest is the body.
+        let mut segments: Vec<String> = Vec::new();
+        for segment in route.path.split('/').filter(|s| !s.is_empty()) {
+            match segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                Some(field) => match body.remove(field) {
+                    Some(Value::String(value)) => segments.push(value),
+                    other => panic!("{}: path field {field} is {other:?}", op.name),
+                },
+                None => segments.push(segment.to_owned()),
+            }
+        }
+        let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+        match route.method {
+            Method::Post => self.post(&segments, &[], Value::Object(body)),
+            Method::Get => panic!("{}: a typed operation's query is not sent yet", op.name),
+        }
     }
 
     async fn state(&self) -> Answer<State> {
@@ -460,10 +431,6 @@ impl Cases for Remote {
 
     async fn alerts(&self) -> Answer<Alerts> {
         self.get(&["alerts"], &[])
-    }
-
-    async fn ack_alert(&self, _actor: &str, id: &str) -> Answer<AlertAcked> {
-        self.post(&["alerts", id, "ack"], &[], json!({}))
     }
 
     async fn write_receipt(
@@ -609,10 +576,6 @@ impl Cases for Remote {
         self.post(&["needs"], &[], json!({"text": text, "order": order}))
     }
 
-    async fn ack_item(&self, _actor: &str, item: &str) -> Answer<QueueNoted> {
-        self.post(&["queue", item, "ack"], &[], json!({}))
-    }
-
     async fn runs(&self, all: bool, cursor: Option<&str>, limit: u32) -> Answer<Runs> {
         self.get(&["runs"], &list_query(all, cursor, limit))
     }
@@ -692,41 +655,6 @@ impl Cases for Remote {
     async fn revoke_key(&self, _actor: &str, id: &str) -> Answer<KeyRevoked> {
         self.post(&["keys", id, "revoke"], &[], json!({}))
     }
-}
-
-/// Several state changes as the one request that records them together (`session end`).
-fn handover(ops: &[StateOp]) -> CommandResult<Value> {
-    let mut completed = Vec::new();
-    let mut decisions = Vec::new();
-    let mut constraints = Vec::new();
-    let mut dependency_changes = Vec::new();
-    for op in ops {
-        match op {
-            StateOp::StreamDone { name } => completed.push(json!(name)),
-            StateOp::Decide {
-                text,
-                why,
-                supersedes,
-            } => decisions.push(json!({"text": text, "why": why, "supersedes": supersedes})),
-            StateOp::Constrain {
-                text,
-                tried,
-                result,
-            } => constraints.push(json!({"text": text, "tried": tried, "result": result})),
-            StateOp::DependencyChange { text } => dependency_changes.push(json!(text)),
-            _ => {
-                return Err(CommandError::usage(
-                    "these state changes cannot be made together over a server",
-                ));
-            }
-        }
-    }
-    Ok(json!({
-        "completed": completed,
-        "decisions": decisions,
-        "constraints": constraints,
-        "dependency_changes": dependency_changes,
-    }))
 }
 
 /// A list's page as its query parameters.

@@ -225,6 +225,33 @@ impl Context {
         Ok(self.cases.me().await?)
     }
 
+    /// Runs the typed operation `T` on `input`, here or on the server, as the acting
+    /// identity: its document.
+    pub async fn call<T: baton_app::ops::Typed>(
+        &self,
+        input: T::Input,
+    ) -> CommandResult<T::Output> {
+        Ok(crate::cases::call::<T>(self.cases.as_ref(), input).await?)
+    }
+
+    /// `subject` as the project's operations take it: a path from the working directory
+    /// that names a file or directory under the project's root becomes a path from the
+    /// root; anything else (an id, a path on the server's side) is left as it is.
+    pub fn rooted(&self, subject: &str) -> CommandResult<String> {
+        let cwd = std::env::current_dir()?;
+        let root = &self.project.root;
+        let here = cwd.join(subject);
+        if cwd == *root || subject.is_empty() || !here.exists() {
+            return Ok(subject.to_owned());
+        }
+        match (here.canonicalize(), root.canonicalize()) {
+            (Ok(here), Ok(root)) => Ok(here
+                .strip_prefix(&root)
+                .map_or_else(|_| subject.to_owned(), |p| p.to_string_lossy().into_owned())),
+            _ => Ok(subject.to_owned()),
+        }
+    }
+
     /// Who a change is recorded as: the acting identity, or the local operator.
     pub async fn actor(&self) -> CommandResult<String> {
         Ok(self

@@ -57,8 +57,8 @@ pub struct NeedArgs {
 
 pub async fn queue(ctx: &Context, args: QueueArgs) -> CommandResult<Output> {
     if let Some(QueueCommand::Ack(a)) = args.command {
-        let actor = ctx.actor().await?;
-        let doc = ctx.cases.ack_item(&actor, &a.id).await?;
+        let input = baton_app::ops::ItemInput { item: a.id.clone() };
+        let doc = ctx.call::<baton_app::ops::AckItem>(input).await?;
         return Ok(Output::of(&doc, format!("{}: acknowledged", a.id)));
     }
     let lane = match &args.lane {

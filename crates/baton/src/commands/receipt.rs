@@ -134,8 +134,8 @@ pub async fn receipt(ctx: &Context, cmd: ReceiptCommand) -> CommandResult<Output
 pub async fn alerts(ctx: &Context, args: AlertsArgs) -> CommandResult<Output> {
     match args.command {
         Some(AlertsCommand::Ack { id }) => {
-            let actor = ctx.actor().await?;
-            let doc = ctx.cases.ack_alert(&actor, &id).await?;
+            let input = baton_app::ops::IdInput { id: id.clone() };
+            let doc = ctx.call::<baton_app::ops::AckAlert>(input).await?;
             let human = format!("{id} acknowledged");
             Ok(Output::of(&doc, human))
         }

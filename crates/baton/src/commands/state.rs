@@ -4,13 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use baton_app::doc::{self, Checked, StateImport, StateRendered};
+use baton_app::ops;
 use baton_app::recall::note_line;
 use baton_core::Refusal;
 use baton_core::state::StateOp;
 use baton_core::statefile::{self, Snapshot, Verdict};
 use baton_store::StoreError;
 use clap::{Args, Subcommand};
-use serde::Deserialize;
 
 use crate::commands::Context;
 use crate::error::{CommandError, CommandResult, ErrorKind};
@@ -140,110 +140,61 @@ pub struct CheckArgs {
     pub file: PathBuf,
 }
 
-async fn apply(
-    ctx: &Context,
-    schema: &'static str,
-    ops: &[StateOp],
-) -> CommandResult<doc::Recorded> {
-    let actor = ctx.actor().await?;
-    Ok(ctx.cases.record(&actor, schema, ops).await?)
-}
-
 fn one(recorded: &doc::Recorded, human: String) -> Output {
     Output::of(recorded, human)
 }
 
 pub async fn focus(ctx: &Context, cmd: FocusCommand) -> CommandResult<Output> {
     let FocusCommand::Set { text } = cmd;
-    let recorded = apply(ctx, "baton/focus@1", &[StateOp::Focus { text }]).await?;
+    let recorded = ctx.call::<ops::Focus>(ops::FocusInput { text }).await?;
     Ok(one(&recorded, "Focus set.".into()))
 }
 
 pub async fn stream(ctx: &Context, cmd: StreamCommand) -> CommandResult<Output> {
-    let (op, human) = match cmd {
-        StreamCommand::Set { name, status } => (
-            StateOp::Stream {
-                name: name.clone(),
-                status,
-            },
-            format!("Stream {name} updated."),
-        ),
-        StreamCommand::Done { name } => (
-            StateOp::StreamDone { name: name.clone() },
-            format!("Stream {name} done: it left the active view."),
-        ),
+    let (recorded, human) = match cmd {
+        StreamCommand::Set { name, status } => {
+            let human = format!("Stream {name} updated.");
+            let input = ops::StreamInput { name, status };
+            (ctx.call::<ops::Stream>(input).await?, human)
+        }
+        StreamCommand::Done { name } => {
+            let human = format!("Stream {name} done: it left the active view.");
+            let input = ops::StreamDoneInput { name };
+            (ctx.call::<ops::StreamDone>(input).await?, human)
+        }
     };
-    let recorded = apply(ctx, "baton/stream@1", &[op]).await?;
     Ok(one(&recorded, human))
 }
 
 pub async fn decide(ctx: &Context, args: DecideArgs) -> CommandResult<Output> {
-    let recorded = apply(
-        ctx,
-        "baton/decide@1",
-        &[StateOp::Decide {
-            text: args.text,
-            why: args.why,
-            supersedes: args.supersedes,
-        }],
-    )
-    .await?;
+    let input = ops::DecideInput {
+        text: args.text,
+        why: args.why,
+        supersedes: args.supersedes,
+    };
+    let recorded = ctx.call::<ops::Decide>(input).await?;
     Ok(one(&recorded, recorded.recorded.join("")))
 }
 
 pub async fn constrain(ctx: &Context, args: ConstrainArgs) -> CommandResult<Output> {
-    let recorded = apply(
-        ctx,
-        "baton/constrain@1",
-        &[StateOp::Constrain {
-            text: args.text,
-            tried: args.tried,
-            result: args.result,
-        }],
-    )
-    .await?;
+    let input = ops::ConstrainInput {
+        text: args.text,
+        tried: args.tried,
+        result: args.result,
+    };
+    let recorded = ctx.call::<ops::Constrain>(input).await?;
     Ok(one(&recorded, recorded.recorded.join("")))
 }
 
 pub async fn note(ctx: &Context, args: NoteArgs) -> CommandResult<Output> {
-    // A path is taken from the working directory; it is stored relative to the root.
-    let cwd = std::env::current_dir()?;
-    let actor = ctx.actor().await?;
-    let recorded = ctx
-        .cases
-        .note(&actor, args.text, &args.subject, &cwd)
-        .await?;
+    // A path is given from the working directory; the operation takes it from the root.
+    let subject = ctx.rooted(&args.subject)?;
+    let input = ops::NoteInput {
+        text: args.text,
+        subject,
+    };
+    let recorded = ctx.call::<ops::Note>(input).await?;
     Ok(one(&recorded, recorded.recorded.join("")))
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Handover {
-    #[serde(default)]
-    completed: Vec<String>,
-    #[serde(default)]
-    decisions: Vec<HandoverDecision>,
-    #[serde(default)]
-    constraints: Vec<HandoverConstraint>,
-    #[serde(default)]
-    dependency_changes: Vec<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HandoverDecision {
-    text: String,
-    why: String,
-    #[serde(default)]
-    supersedes: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HandoverConstraint {
-    text: String,
-    tried: String,
-    result: String,
 }
 
 fn split_parts<const N: usize>(flag: &str, value: &str) -> CommandResult<[String; N]> {
@@ -258,7 +209,7 @@ fn split_parts<const N: usize>(flag: &str, value: &str) -> CommandResult<[String
 
 pub async fn session(ctx: &Context, cmd: SessionCommand) -> CommandResult<Output> {
     let SessionCommand::End(args) = cmd;
-    let mut handover = match &args.file {
+    let mut handover: ops::Handover = match &args.file {
         Some(path) => {
             let text = crate::files::read_text(path, crate::files::MAX_FILE_BYTES, "--file")?;
             baton_core::json::check_text(&text, baton_core::json::MAX_DEPTH)
@@ -266,12 +217,12 @@ pub async fn session(ctx: &Context, cmd: SessionCommand) -> CommandResult<Output
             serde_json::from_str(&text)
                 .map_err(|e| CommandError::refused(format!("--file {}: {e}", path.display())))?
         }
-        None => Handover::default(),
+        None => ops::Handover::default(),
     };
     handover.completed.extend(args.completed);
     for d in &args.decision {
         let [text, why] = split_parts("--decision", d)?;
-        handover.decisions.push(HandoverDecision {
+        handover.decisions.push(ops::DecideInput {
             text,
             why,
             supersedes: None,
@@ -279,47 +230,23 @@ pub async fn session(ctx: &Context, cmd: SessionCommand) -> CommandResult<Output
     }
     for c in &args.constraint {
         let [text, tried, result] = split_parts("--constraint", c)?;
-        handover.constraints.push(HandoverConstraint {
+        handover.constraints.push(ops::ConstrainInput {
             text,
             tried,
             result,
         });
     }
     handover.dependency_changes.extend(args.dependency_change);
-    let mut ops: Vec<StateOp> = Vec::new();
-    ops.extend(
-        handover
-            .completed
-            .into_iter()
-            .map(|name| StateOp::StreamDone { name }),
-    );
-    ops.extend(handover.decisions.into_iter().map(|d| StateOp::Decide {
-        text: d.text,
-        why: d.why,
-        supersedes: d.supersedes,
-    }));
-    ops.extend(
-        handover
-            .constraints
-            .into_iter()
-            .map(|c| StateOp::Constrain {
-                text: c.text,
-                tried: c.tried,
-                result: c.result,
-            }),
-    );
-    ops.extend(
-        handover
-            .dependency_changes
-            .into_iter()
-            .map(|text| StateOp::DependencyChange { text }),
-    );
-    if ops.is_empty() {
+    if handover.completed.is_empty()
+        && handover.decisions.is_empty()
+        && handover.constraints.is_empty()
+        && handover.dependency_changes.is_empty()
+    {
         return Err(CommandError::usage(
             "nothing to hand over: pass --completed, --decision, --constraint, --dependency-change or --file",
         ));
     }
-    let recorded = apply(ctx, "baton/session-end@1", &ops).await?;
+    let recorded = ctx.call::<ops::SessionEnd>(handover).await?;
     let human = format!(
         "Session handed over in one transaction: {}",
         recorded.recorded.join(", ")

@@ -10,6 +10,7 @@ mod commands;
 mod concurrency;
 mod crash;
 mod demo;
+mod differential;
 mod gateway;
 mod hostile;
 mod ledger;

@@ -375,7 +375,7 @@ fn mcp_takes_note_subjects_and_artifacts_from_the_project_root_wherever_it_runs(
             call("note", json!({"text": "x", "subject": "../lib.rs"})),
         ],
     );
-    assert_eq!(structured(&r[0])["id"], "N-1");
+    assert_eq!(structured(&r[0])["recorded"], json!(["N-1"]));
     assert_eq!(structured(&r[1])["artifact"], "src/lib.rs");
     assert_eq!(structured(&r[1])["size"], 14);
     assert_eq!(r[2]["result"]["isError"], json!(true), "{r:?}");

@@ -672,7 +672,7 @@ fn remote_keys_decide_who_acts_and_what_they_may_do() {
         [
             ("impl-1", "add participants"),
             ("impl-1", "list keys"),
-            ("impl-1", "change the project state"),
+            ("impl-1", "focus"),
             ("impl-1", "send"),
         ],
         "{events}"

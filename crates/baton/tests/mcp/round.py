@@ -395,11 +395,11 @@ async def memory_round(planner: Checked, executor: Checked, cli: Cli) -> None:
     check(small["bytes"] <= 300 and len(small["text"].encode()) == small["bytes"], small)
 
     focus = await planner.ok("focus", text="Ship the CSV export fix")
-    check(focus["id"] == "focus", focus)
+    check(focus["recorded"] == ["focus"], focus)
     first = await planner.ok("decide", text="Keep filters in the query", why="one code path")
     second = await planner.ok(
         "decide", text="Filters live in a view", why="the report reuses them",
-        supersedes=first["id"],
+        supersedes=first["recorded"][0],
     )
     check(second["generation"] > first["generation"], (first, second))
     constraint = await planner.ok(
@@ -417,14 +417,14 @@ async def memory_round(planner: Checked, executor: Checked, cli: Cli) -> None:
     state = await cli.json_async("planner", "state", "show")
     check(state["focus"] == "Ship the CSV export fix", state)
     decisions = {d["id"]: d for d in state["decisions"]}
-    check(decisions[first["id"]]["superseded_by"] == second["id"], decisions)
-    check(decisions[second["id"]]["text"] == "Filters live in a view", decisions)
-    check(decisions[second["id"]]["written"]["actor"] == "planner", decisions)
+    check(decisions[first["recorded"][0]]["superseded_by"] == second["recorded"][0], decisions)
+    check(decisions[second["recorded"][0]]["text"] == "Filters live in a view", decisions)
+    check(decisions[second["recorded"][0]]["written"]["actor"] == "planner", decisions)
     constraints = {c["id"]: c for c in state["constraints"]}
-    check(constraints[constraint["id"]]["tried"] == "downloading fixtures", constraints)
+    check(constraints[constraint["recorded"][0]]["tried"] == "downloading fixtures", constraints)
     notes = {n["id"]: n for n in state["notes"]}
-    check(notes[on_path["id"]]["subject"] == {"kind": "path", "id": "src/export.rs"}, notes)
-    check(notes[on_message["id"]]["subject"] == {"kind": "record", "id": message}, notes)
+    check(notes[on_path["recorded"][0]]["subject"] == {"kind": "path", "id": "src/export.rs"}, notes)
+    check(notes[on_message["recorded"][0]]["subject"] == {"kind": "record", "id": message}, notes)
 
     text = await planner.refused("decide", text="x", why="y", supersedes="D-99")
     check("no decision D-99" in text and "`resume`" in text, text)

@@ -4,9 +4,37 @@
 //! here — which MCP tools a role is offered, which tools change nothing (what a read key
 //! may call) and are idempotent — instead of keeping lists of their own.
 //!
+//! A *typed* operation ([`Typed`]) declares more: its input type (serde and JSON Schema),
+//! its output document, its HTTP route and its summary. The edges are generic over these:
+//! the HTTP routes and their OpenAPI entries, the MCP tools and the command line's remote
+//! client are made from the declaration, and every edge runs it through one dispatcher
+//! ([`App::dispatch`]): the caller's key scope, the input fitted to its type, the use case
+//! (whose write path asks the core's authority rules and records a refusal once).
+//!
 //! The power an operation takes is enforced once, in the store's write path, by the
 //! core's rules (`baton_core::authority`); a declaration names that power so the edges
 //! and the tests can be held to it (every write takes one, memory writes included).
+
+mod memory;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use baton_core::Refusal;
+use baton_core::key::Scope;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::doc::Doc;
+use crate::{App, Result};
+
+pub use memory::{
+    AckAlert, AckItem, Constrain, ConstrainInput, Decide, DecideInput, Focus, FocusInput, Handover,
+    IdInput, ItemInput, Note, NoteInput, SessionEnd, Stream, StreamDone, StreamDoneInput,
+    StreamInput,
+};
 
 use baton_core::authority::{MEMORY, Power};
 
@@ -85,6 +113,236 @@ pub struct Operation {
     pub idempotent: bool,
     /// The roles whose MCP profile holds its tool.
     pub roles: &'static [Role],
+    /// Its input, output and route, when the edges are made from the declaration.
+    pub typed: Option<Declared>,
+}
+
+impl Operation {
+    /// The key scope it takes on a server: a read's, an administrator's, or a writer's.
+    pub fn scope(&self) -> Scope {
+        match self.needs {
+            Read => Scope::Read,
+            Admin => Scope::Admin,
+            Own | Power(_) | OneOf(_) => Scope::Write,
+        }
+    }
+}
+
+/// An HTTP method a route answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+}
+
+/// Where a typed operation is reached over HTTP, under `/v1/projects/{project}`. A
+/// `{name}` segment of the path is the input's field `name`; the rest of the input is the
+/// query (`GET`) or the JSON body (`POST`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    pub method: Method,
+    pub path: &'static str,
+}
+
+impl Route {
+    /// The input fields the path names, in order.
+    pub fn params(&self) -> impl Iterator<Item = &'static str> {
+        self.path
+            .split('/')
+            .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
+    }
+}
+
+/// What a typed operation declares beyond the table's row.
+#[derive(Clone, Copy)]
+pub struct Declared {
+    /// What it does, in a sentence: the MCP tool's description and the route's summary.
+    pub summary: &'static str,
+    pub route: Route,
+    /// The `schema` of the document it answers, as the command line prints it.
+    pub schema: &'static str,
+    pub call: &'static dyn Call,
+}
+
+impl std::fmt::Debug for Declared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Declared")
+            .field("summary", &self.summary)
+            .field("route", &self.route)
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An operation with a typed input and output: one declaration (its table row, [`Typed::OP`])
+/// and one use case ([`Typed::run`]), which every edge reaches through [`App::dispatch`].
+pub trait Typed: Send + Sync + 'static {
+    /// What it takes: the MCP tool's arguments, the HTTP request's path, query and body,
+    /// what the command line builds from its arguments.
+    type Input: DeserializeOwned + Serialize + JsonSchema + Send;
+    /// The document it answers, alike on every edge.
+    type Output: Doc + DeserializeOwned + JsonSchema + Send;
+    /// Its row of [`OPERATIONS`].
+    const OP: Operation;
+    /// Runs it as `actor` (a participant, or the machine's own `@local`).
+    fn run(
+        app: &App,
+        actor: &str,
+        input: Self::Input,
+    ) -> impl Future<Output = Result<Self::Output>> + Send;
+}
+
+/// A future the dispatcher returns.
+pub type Running<'a> = Pin<Box<dyn Future<Output = Result<Value>> + Send + 'a>>;
+
+/// A typed operation seen without its types: what an edge generic over the declarations
+/// holds.
+pub trait Call: Sync {
+    /// Its input's JSON Schema, from `generator`.
+    fn input(&self, generator: &mut SchemaGenerator) -> Schema;
+    /// Its output's JSON Schema, from `generator`.
+    fn output(&self, generator: &mut SchemaGenerator) -> Schema;
+    /// Runs it on a JSON input (fitted to its type here) as `actor`.
+    fn run<'a>(&'a self, app: &'a App, actor: &'a str, input: Value) -> Running<'a>;
+}
+
+/// The one instance of a typed operation: what [`Typed::OP`]'s `call` points at.
+pub struct The<T>(std::marker::PhantomData<fn() -> T>);
+
+impl<T> The<T> {
+    pub const ONE: Self = Self(std::marker::PhantomData);
+}
+
+impl<T: Typed> Call for The<T> {
+    fn input(&self, generator: &mut SchemaGenerator) -> Schema {
+        generator.subschema_for::<T::Input>()
+    }
+
+    fn output(&self, generator: &mut SchemaGenerator) -> Schema {
+        generator.subschema_for::<T::Output>()
+    }
+
+    fn run<'a>(&'a self, app: &'a App, actor: &'a str, input: Value) -> Running<'a> {
+        Box::pin(async move {
+            let input = fit::<T::Input>(T::OP.name, input)?;
+            let output = T::run(app, actor, input).await?;
+            Ok(serde_json::to_value(output).expect("a document serializes"))
+        })
+    }
+}
+
+/// `input` as the operation `name`'s input type, or the refusal naming what does not fit.
+fn fit<I: DeserializeOwned>(name: &'static str, input: Value) -> Result<I> {
+    serde_json::from_value(input).map_err(|e| {
+        Refusal::Input {
+            operation: name,
+            problem: e.to_string(),
+        }
+        .into()
+    })
+}
+
+/// The declaration of a typed operation, as its row of the table: not offered over MCP
+/// and not idempotent until said ([`Operation::offered`], [`Operation::idempotent`]).
+pub const fn typed(
+    name: &'static str,
+    needs: Needs,
+    route: Route,
+    summary: &'static str,
+    schema: &'static str,
+    call: &'static dyn Call,
+) -> Operation {
+    Operation {
+        name,
+        tool: None,
+        needs,
+        reach: Anywhere,
+        idempotent: false,
+        roles: &[],
+        typed: Some(Declared {
+            summary,
+            route,
+            schema,
+            call,
+        }),
+    }
+}
+
+impl Operation {
+    /// Offered over MCP as `tool`, in the profiles of `roles`.
+    pub const fn offered(mut self, tool: &'static str, roles: &'static [Role]) -> Self {
+        self.tool = Some(tool);
+        self.roles = roles;
+        self
+    }
+
+    /// Repeating it with the same input changes nothing more.
+    pub const fn idempotent(mut self) -> Self {
+        self.idempotent = true;
+        self
+    }
+}
+
+/// Who runs an operation: the acting name (a participant, or the machine's own `@local`)
+/// and what its key allows (everything, on the machine holding the store).
+#[derive(Debug, Clone, Copy)]
+pub struct Who<'a> {
+    pub actor: &'a str,
+    pub scope: Scope,
+}
+
+impl<'a> Who<'a> {
+    /// On the machine holding the store: its operator may do anything its policy allows.
+    pub fn here(actor: &'a str) -> Self {
+        Self {
+            actor,
+            scope: Scope::Admin,
+        }
+    }
+}
+
+impl App {
+    /// Runs the typed operation `op` for every edge alike: the caller's key scope first (a
+    /// key that does not allow it is refused, one security event, nothing else changed),
+    /// then the input fitted to the operation's type, then its use case, whose write path
+    /// checks the caller's authority and applies its plan in one transaction.
+    ///
+    /// The input has passed the edge's boundary (`baton_core::json::boundary`) when it came
+    /// as text; an edge that builds it from its own arguments builds it whole.
+    pub async fn dispatch(
+        &self,
+        who: Who<'_>,
+        op: &'static Operation,
+        input: Value,
+    ) -> Result<Value> {
+        let declared = op
+            .typed
+            .unwrap_or_else(|| panic!("operation {:?} has no typed declaration", op.name));
+        let needed = op.scope();
+        if !who.scope.allows(needed) {
+            let refusal = Refusal::Scope {
+                scope: who.scope,
+                action: op.name,
+            };
+            if let Ok(name) = baton_core::Passname::new(who.actor) {
+                self.record_refusal(&name, &refusal).await?;
+            }
+            return Err(refusal.into());
+        }
+        declared.call.run(self, who.actor, input).await
+    }
+}
+
+/// The typed operation named `name`.
+pub fn typed_by_name(name: &str) -> Option<&'static Operation> {
+    OPERATIONS
+        .iter()
+        .find(|o| o.name == name && o.typed.is_some())
+}
+
+/// Every typed operation.
+pub fn every_typed() -> impl Iterator<Item = (&'static Operation, Declared)> {
+    OPERATIONS.iter().filter_map(|o| o.typed.map(|d| (o, d)))
 }
 
 use Needs::*;
@@ -103,6 +361,7 @@ const fn op(name: &'static str, needs: Needs) -> Operation {
         reach: Anywhere,
         idempotent: false,
         roles: &[],
+        typed: None,
     }
 }
 
@@ -120,6 +379,7 @@ const fn tool(
         reach: Anywhere,
         idempotent,
         roles,
+        typed: None,
     }
 }
 
@@ -131,6 +391,7 @@ const fn local(name: &'static str, needs: Needs) -> Operation {
         reach: Local,
         idempotent: false,
         roles: &[],
+        typed: None,
     }
 }
 
@@ -165,17 +426,18 @@ pub const OPERATIONS: &[Operation] = &[
     op("wait", Read),
     // Project memory.
     tool("resume", "resume", Read, true, EVERY_ROLE),
-    tool("focus", "focus", Power(MEMORY), true, &[]),
-    tool("decide", "decide", Power(MEMORY), false, &[Planner, Owner]),
-    tool("constrain", "constrain", Power(MEMORY), false, &[Executor]),
-    tool("note", "note", Power(MEMORY), false, &[Executor, Reviewer]),
-    op("stream", Power(MEMORY)),
-    op("session end", Power(MEMORY)),
+    Focus::OP,
+    Decide::OP,
+    Constrain::OP,
+    Note::OP,
+    Stream::OP,
+    StreamDone::OP,
+    SessionEnd::OP,
     op("state", Read),
     op("state render", Read),
     op("state import", Power(MEMORY)),
     op("alerts", Read),
-    op("alerts ack", Power(MEMORY)),
+    AckAlert::OP,
     tool(
         "receipt write",
         "receipt_write",
@@ -212,7 +474,7 @@ pub const OPERATIONS: &[Operation] = &[
     local("review", Power(Power::Approve)),
     tool("need", "need", Power(MEMORY), false, &[Executor, Reviewer]),
     tool("queue", "queue", Read, true, &[Owner]),
-    op("queue ack", Power(MEMORY)),
+    AckItem::OP,
     // Track records are read from this machine's store only (no route serves them).
     local("record", Read),
     local("negotiate", Power(MEMORY)),
