@@ -11,14 +11,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_app::doc::{Sent, Step};
+use baton_app::doc::Sent;
 use baton_app::ops::{self, Operation, Who};
 use baton_app::{App, Body, Layout, Outgoing};
 use baton_core::key::Scope;
 use baton_core::order::{Order, allowed};
 use baton_core::packet::DEFAULT_MAX_BYTES;
 use baton_core::time::instant;
-use baton_core::{Event, MessageType, Millis, Passname, Verb};
+use baton_core::{Event, MessageType, Millis, Passname};
 use baton_store::{OrderWritten, SearchQuery, StoreError};
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::handler::server::tool::ToolCallContext;
@@ -174,40 +174,44 @@ impl BatonTools {
             attr,
             move |context: ToolCallContext<'_, Self>| {
                 Box::pin(async move {
-                    let tools = context.service;
-                    let input = Value::Object(context.arguments.unwrap_or_default());
-                    let who = Who {
-                        actor: tools.me.as_str(),
-                        scope: tools.scope,
-                    };
-                    let result = match tools.app.dispatch(who, op, input).await {
-                        Ok(answer) => rmcp::model::CallToolResult::structured(answer),
-                        Err(e) => rmcp::model::CallToolResult::error(vec![
-                            rmcp::model::ContentBlock::text(explain("", e)),
-                        ]),
-                    };
-                    Ok(result.into())
+                    let arguments = context.arguments.unwrap_or_default();
+                    Ok(context.service.dispatch(op, arguments).await.into())
                 })
             },
         ))
     }
 
-    fn rows(&self, items: &[baton_core::Envelope]) -> Vec<Row> {
-        items.iter().map(|e| Row::new(e, &self.me)).collect()
+    /// Runs the typed operation `op` as this participant with this key's scope.
+    async fn dispatch(
+        &self,
+        op: &'static Operation,
+        arguments: rmcp::model::JsonObject,
+    ) -> rmcp::model::CallToolResult {
+        // A refusal about a message or an order names it in its hint.
+        let id = arguments
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let who = Who {
+            actor: self.me.as_str(),
+            scope: self.scope,
+        };
+        match self.app.dispatch(who, op, Value::Object(arguments)).await {
+            // What does not apply is left out, never `null`, as every tool answers.
+            Ok(Value::Object(mut answer)) => {
+                answer.retain(|_, v| !v.is_null());
+                rmcp::model::CallToolResult::structured(Value::Object(answer))
+            }
+            Ok(answer) => rmcp::model::CallToolResult::structured(answer),
+            Err(e) => rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+                explain(&id, e),
+            )]),
+        }
     }
 
-    async fn step(
-        &self,
-        id: &str,
-        verb: Verb,
-        note: Option<&str>,
-    ) -> Result<Json<NoNulls<Step>>, String> {
-        let stepped = self
-            .app
-            .step(&self.me, id, verb, note)
-            .await
-            .map_err(|e| explain(id, e))?;
-        Ok(Json(NoNulls(stepped.into())))
+    fn rows(&self, items: &[baton_core::Envelope]) -> Vec<Row> {
+        items.iter().map(|e| Row::new(e, &self.me)).collect()
     }
 
     async fn send_as_me(&self, out: Outgoing) -> Result<Json<NoNulls<Sent>>, String> {
@@ -372,44 +376,6 @@ impl BatonTools {
             idempotency_key: input.idempotency_key,
         })
         .await
-    }
-
-    #[tool(description = "Acknowledge an info or message you read.")]
-    async fn ack(
-        &self,
-        Parameters(input): Parameters<IdInput>,
-    ) -> Result<Json<NoNulls<Step>>, String> {
-        let input = input?;
-        self.step(&input.id, Verb::Ack, None).await
-    }
-
-    #[tool(description = "Complete a request (as recipient or sender).")]
-    async fn complete(
-        &self,
-        Parameters(input): Parameters<CompleteInput>,
-    ) -> Result<Json<NoNulls<Step>>, String> {
-        let input = input?;
-        self.step(&input.id, Verb::Complete, input.note.as_deref())
-            .await
-    }
-
-    #[tool(description = "Hand a request back: you cannot proceed.")]
-    async fn hand_back(
-        &self,
-        Parameters(input): Parameters<HandBackInput>,
-    ) -> Result<Json<NoNulls<Step>>, String> {
-        let input = input?;
-        self.step(&input.id, Verb::HandBack, Some(&input.reason))
-            .await
-    }
-
-    #[tool(description = "Archive a finished message.")]
-    async fn archive(
-        &self,
-        Parameters(input): Parameters<IdInput>,
-    ) -> Result<Json<NoNulls<Step>>, String> {
-        let input = input?;
-        self.step(&input.id, Verb::Archive, None).await
     }
 
     #[tool(description = "Search messages, newest first, by page.")]

@@ -261,20 +261,6 @@ pub struct ShowInput {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CompleteInput {
-    pub id: String,
-    pub note: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HandBackInput {
-    pub id: String,
-    pub reason: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct SendInput {
     pub to: Vec<String>,
     // Defaults (here `message`) and what every argument of this name means are said once,

@@ -13,13 +13,12 @@ use axum::{Json, Router};
 use baton_app::doc::{
     self, AgentAdded, AgentPolicy, Agents, Alerts, Inbox, KeyIssued, KeyRevoked, KeyRow, Keys,
     MessageRow, OrderRow, OrderShown, OrderStepped, Orders, Outbox, ReceiptShown, ReceiptWritten,
-    Resume, RunDoc, Runs, Search, SecurityEvents, Sent, Show, State, Step, Thread, WebhookSet,
-    Webhooks,
+    Resume, RunDoc, Runs, Search, SecurityEvents, Sent, Show, State, Thread, WebhookSet, Webhooks,
 };
 use baton_app::{Body as Payload, LIST_PAGE, Layout, OrderStep, Outgoing, PolicyEdit};
 use baton_core::key::Scope;
 use baton_core::packet::DEFAULT_MAX_BYTES;
-use baton_core::{DeliveryStatus, MessageType, Refusal, Verb};
+use baton_core::{DeliveryStatus, MessageType, Refusal};
 use baton_store::SearchQuery;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -292,15 +291,6 @@ pub struct SendBody {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct StepBody {
-    /// On `complete`: how it was done (posted to the sender).
-    pub note: Option<String>,
-    /// On `hand_back` and `refuse` (required): posted to the sender.
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct SearchParams {
     pub text: Option<String>,
     pub topic: Option<String>,
@@ -527,31 +517,6 @@ async fn show(
 async fn thread(a: Authed, Segments((_, id)): Segments<(String, String)>) -> Answer<Thread> {
     let items = a.app.thread(&id).await?;
     Ok(Json(Thread::new(&id, &items, Some(a.reader()))))
-}
-
-async fn step(
-    a: Authed,
-    Segments((_, id, action)): Segments<(String, String, String)>,
-    Body(b): Body<StepBody>,
-) -> Answer<Step> {
-    let me = a.may(Scope::Write, "change a message's status").await?;
-    let (verb, note) = match action.as_str() {
-        "ack" => (Verb::Ack, None),
-        "complete" => (Verb::Complete, b.note),
-        "hand_back" => (Verb::HandBack, b.reason),
-        "refuse" => (Verb::Refuse, b.reason),
-        "archive" => (Verb::Archive, None),
-        other => {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                format!("no step {other:?}: ack, complete, hand_back, refuse or archive"),
-            ));
-        }
-    };
-    Ok(Json(
-        a.app.step(me, &id, verb, note.as_deref()).await?.into(),
-    ))
 }
 
 async fn search(a: Authed, Params(q): Params<SearchParams>) -> Answer<Search> {
@@ -989,13 +954,6 @@ pub fn router(server: Arc<Server>) -> Router {
             "A message's whole thread",
             r,
             thread,
-        )
-        .route::<Nothing, StepBody, Step, _, _>(
-            Method::POST,
-            &p("/messages/{id}/{action}"),
-            "Take a status step: ack, complete, hand_back, refuse, archive",
-            w,
-            step,
         )
         .route::<SearchParams, Nothing, Search, _, _>(
             Method::GET,

@@ -17,7 +17,7 @@ use baton_app::doc::{
     AgentAdded, AgentPolicy, Agents, Alerts, Approved, Inbox, KeyIssued, KeyRevoked, KeyRow, Keys,
     MessageRow, News, OrderRow, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted,
     ReceiptShown, ReceiptWritten, Resume, RunDoc, Runs, Search, SecurityEvents, Sent, Show, State,
-    Status, Step, Thread, WebhookSet, Webhooks,
+    Status, Thread, WebhookSet, Webhooks,
 };
 use baton_app::ops::{Operation, Typed, Who};
 use baton_app::{App, Layout, OrderStep, Outgoing, PolicyEdit};
@@ -25,7 +25,7 @@ use baton_core::event::LOCAL_OPERATOR;
 use baton_core::gate::NeedSource;
 use baton_core::key::Scope;
 use baton_core::queue::Lane;
-use baton_core::{Passname, Refusal, Verb};
+use baton_core::{Passname, Refusal};
 use baton_store::{SearchQuery, StoreError};
 use serde_json::Value;
 
@@ -97,7 +97,6 @@ pub trait Cases: Send + Sync {
         max_bytes: Option<usize>,
     ) -> Answer<(Show, String)>;
     async fn thread(&self, me: Option<&Passname>, id: &str) -> Answer<Thread>;
-    async fn step(&self, me: &Passname, id: &str, verb: Verb, note: Option<&str>) -> Answer<Step>;
     async fn search(&self, me: Option<&Passname>, query: &SearchQuery) -> Answer<Search>;
     async fn wait_news(&self, me: &Passname, after: i64, timeout: Duration) -> Answer<News>;
 
@@ -280,10 +279,6 @@ impl Cases for Local {
 
     async fn thread(&self, me: Option<&Passname>, id: &str) -> Answer<Thread> {
         Ok(Thread::new(id, &self.app.thread(id).await?, me))
-    }
-
-    async fn step(&self, me: &Passname, id: &str, verb: Verb, note: Option<&str>) -> Answer<Step> {
-        Ok(self.app.step(me, id, verb, note).await?.into())
     }
 
     async fn search(&self, me: Option<&Passname>, query: &SearchQuery) -> Answer<Search> {

@@ -14,14 +14,14 @@ use async_trait::async_trait;
 use baton_app::doc::{
     AgentAdded, AgentPolicy, Agents, Alerts, Approved, Caller, Inbox, KeyIssued, KeyRevoked, Keys,
     News, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted, ReceiptShown,
-    ReceiptWritten, Resume, Runs, Search, SecurityEvents, Sent, Show, State, Status, Step, Thread,
+    ReceiptWritten, Resume, Runs, Search, SecurityEvents, Sent, Show, State, Status, Thread,
     WebhookSet, Webhooks,
 };
 use baton_app::{Body, OrderStep, Outgoing, PolicyEdit, Settings};
 use baton_core::key::Scope;
 use baton_core::queue::Lane;
 use baton_core::time::rfc3339;
-use baton_core::{Passname, Refusal, RefusalKind, Verb};
+use baton_core::{Passname, Refusal, RefusalKind};
 use baton_store::{SearchQuery, StoreError};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -337,21 +337,6 @@ impl Cases for Remote {
 
     async fn thread(&self, _me: Option<&Passname>, id: &str) -> Answer<Thread> {
         self.get(&["messages", id, "thread"], &[])
-    }
-
-    async fn step(&self, _me: &Passname, id: &str, verb: Verb, note: Option<&str>) -> Answer<Step> {
-        let (action, field) = match verb {
-            Verb::Ack => ("ack", None),
-            Verb::Complete => ("complete", Some("note")),
-            Verb::HandBack => ("hand_back", Some("reason")),
-            Verb::Refuse => ("refuse", Some("reason")),
-            Verb::Archive => ("archive", None),
-        };
-        let mut body = Map::new();
-        if let (Some(field), Some(note)) = (field, note) {
-            body.insert(field.into(), json!(note));
-        }
-        self.post(&["messages", id, action], &[], Value::Object(body))
     }
 
     async fn search(&self, _me: Option<&Passname>, q: &SearchQuery) -> Answer<Search> {

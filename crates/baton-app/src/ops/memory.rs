@@ -156,9 +156,7 @@ impl Typed for Decide {
 #[serde(deny_unknown_fields)]
 pub struct ConstrainInput {
     pub text: String,
-    /// What was tried.
     pub tried: String,
-    /// What came of it.
     pub result: String,
 }
 
@@ -180,7 +178,7 @@ impl Typed for Constrain {
     const OP: Operation = memory(
         "constrain",
         "/constraints",
-        "Record a constraint C-N: what was tried and what came of it.",
+        "Record a constraint C-N.",
         "baton/constrain@1",
         &The::<Self>::ONE,
     )
@@ -195,7 +193,7 @@ impl Typed for Constrain {
 #[serde(deny_unknown_fields)]
 pub struct NoteInput {
     pub text: String,
-    /// A message or order id, or a path from the project root.
+    /// An id, or a path from the project root.
     pub subject: String,
 }
 
@@ -207,7 +205,7 @@ impl Typed for Note {
     const OP: Operation = memory(
         "note",
         "/notes",
-        "Write a note N-N on a message, order or path (stale once its subject changes).",
+        "Note N-N on a message, order or path.",
         "baton/note@1",
         &The::<Self>::ONE,
     )

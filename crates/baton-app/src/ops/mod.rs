@@ -16,6 +16,7 @@
 //! and the tests can be held to it (every write takes one, memory writes included).
 
 mod memory;
+mod steps;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -34,6 +35,9 @@ pub use memory::{
     AckAlert, AckItem, Constrain, ConstrainInput, Decide, DecideInput, Focus, FocusInput, Handover,
     IdInput, ItemInput, Note, NoteInput, SessionEnd, Stream, StreamDone, StreamDoneInput,
     StreamInput,
+};
+pub use steps::{
+    Ack, Archive, Complete, CompleteInput, HandBack, MessageInput, ReasonInput, Refuse,
 };
 
 use baton_core::authority::{MEMORY, Power};
@@ -404,23 +408,11 @@ pub const OPERATIONS: &[Operation] = &[
     tool("show", "show", Own, true, EVERY_ROLE),
     tool("send", "send", OneOf(REQUEST_OR_SEND), false, &[Planner]),
     tool("reply", "reply", Power(Power::Send), false, EVERY_ROLE),
-    tool(
-        "ack",
-        "ack",
-        Own,
-        true,
-        &[Executor, Planner, Reviewer, Owner],
-    ),
-    tool(
-        "complete",
-        "complete",
-        OneOf(&[Power::Accept]),
-        true,
-        &[Executor, Planner, Reviewer, Owner],
-    ),
-    tool("hand-back", "hand_back", Own, true, &[Executor, Reviewer]),
-    op("refuse", Own),
-    tool("archive", "archive", Own, true, &[Planner, Owner]),
+    Ack::OP,
+    Complete::OP,
+    HandBack::OP,
+    Refuse::OP,
+    Archive::OP,
     tool("search", "search", Read, true, &[Reviewer]),
     tool("thread", "thread", Read, true, &[Reviewer]),
     op("wait", Read),

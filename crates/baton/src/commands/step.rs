@@ -1,6 +1,7 @@
 //! Status steps: `baton ack`, `complete`, `hand-back`, `refuse` and `archive`.
 
-use baton_core::Verb;
+use baton_app::doc::Step;
+use baton_app::ops;
 use baton_core::delivery::End;
 use clap::Args;
 
@@ -64,28 +65,50 @@ pub struct ArchiveArgs {
 }
 
 pub async fn ack(ctx: &Context, args: AckArgs) -> CommandResult<Output> {
-    take(ctx, &args.id, Verb::Ack, None).await
+    ctx.me().await?;
+    said(
+        ctx.call::<ops::Ack>(ops::MessageInput { id: args.id })
+            .await?,
+    )
 }
 
 pub async fn complete(ctx: &Context, args: CompleteArgs) -> CommandResult<Output> {
-    take(ctx, &args.id, Verb::Complete, args.note.as_deref()).await
+    ctx.me().await?;
+    let input = ops::CompleteInput {
+        id: args.id,
+        note: args.note,
+    };
+    said(ctx.call::<ops::Complete>(input).await?)
 }
 
 pub async fn hand_back(ctx: &Context, args: HandBackArgs) -> CommandResult<Output> {
-    take(ctx, &args.id, Verb::HandBack, Some(&args.reason)).await
+    ctx.me().await?;
+    let input = ops::ReasonInput {
+        id: args.id,
+        reason: args.reason,
+    };
+    said(ctx.call::<ops::HandBack>(input).await?)
 }
 
 pub async fn refuse(ctx: &Context, args: RefuseArgs) -> CommandResult<Output> {
-    take(ctx, &args.id, Verb::Refuse, Some(&args.reason)).await
+    ctx.me().await?;
+    let input = ops::ReasonInput {
+        id: args.id,
+        reason: args.reason,
+    };
+    said(ctx.call::<ops::Refuse>(input).await?)
 }
 
 pub async fn archive(ctx: &Context, args: ArchiveArgs) -> CommandResult<Output> {
-    take(ctx, &args.id, Verb::Archive, None).await
+    ctx.me().await?;
+    said(
+        ctx.call::<ops::Archive>(ops::MessageInput { id: args.id })
+            .await?,
+    )
 }
 
-async fn take(ctx: &Context, id: &str, verb: Verb, note: Option<&str>) -> CommandResult<Output> {
-    let me = ctx.me().await?;
-    let s = ctx.cases.step(&me, id, verb, note).await?;
+/// A step as the command prints it.
+fn said(s: Step) -> CommandResult<Output> {
     let whose = if s.end == End::Sender.as_str() {
         "your own end"
     } else {
