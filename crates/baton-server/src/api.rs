@@ -115,25 +115,18 @@ impl Api {
             ops::Method::Get => Method::GET,
             ops::Method::Post => Method::POST,
         };
-        assert_eq!(
-            method,
-            Method::POST,
-            "{}: a typed operation's query is not read yet",
-            op.name
-        );
         let handler = move |axum::extract::State(server): axum::extract::State<Arc<Server>>,
                             request: axum::extract::Request| {
             crate::routes::dispatch(op, server, request)
         };
+        let filter = MethodFilter::try_from(method.clone()).expect("an HTTP method axum routes");
         self.router = self
             .router
-            .route(&path, bounded(&path, axum::routing::post(handler)));
+            .route(&path, bounded(&path, on(filter, handler)));
+        // The path's fields are not the body's (or the query's).
         let params: Vec<&str> = declared.route.params().collect();
-        let body = if params.is_empty() {
-            declared.call.input(&mut self.generator)
-        } else {
-            // The path's fields are not the body's.
-            let mut input = declared.call.input(&mut self.inline);
+        let inline = |generator: &mut SchemaGenerator| {
+            let mut input = declared.call.input(generator);
             if let Some(Value::Object(properties)) = input.get_mut("properties") {
                 properties.retain(|name, _| !params.contains(&name.as_str()));
             }
@@ -142,14 +135,21 @@ impl Api {
             }
             input
         };
+        let (query, body) = match declared.route.method {
+            ops::Method::Get => (Some(inline(&mut self.inline)), None),
+            ops::Method::Post if params.is_empty() => {
+                (None, Some(declared.call.input(&mut self.generator)))
+            }
+            ops::Method::Post => (None, Some(inline(&mut self.inline))),
+        };
         let answer = declared.call.output(&mut self.generator);
         self.document(
             &method,
             &path,
             declared.summary,
             Some(op.scope()),
-            None,
-            Some(body),
+            query,
+            body,
             answer,
         );
         self

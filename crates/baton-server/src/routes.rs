@@ -11,11 +11,10 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use baton_app::doc::{
-    self, AgentAdded, AgentPolicy, Agents, Alerts, Inbox, KeyIssued, KeyRevoked, KeyRow, Keys,
-    MessageRow, OrderRow, OrderShown, OrderStepped, Orders, Outbox, ReceiptShown, ReceiptWritten,
-    Resume, RunDoc, Runs, Search, SecurityEvents, Sent, Show, State, Thread, WebhookSet, Webhooks,
+    self, Inbox, MessageRow, OrderRow, OrderShown, OrderStepped, Orders, Outbox, ReceiptShown,
+    ReceiptWritten, Resume, Search, Sent, Show, Thread,
 };
-use baton_app::{Body as Payload, LIST_PAGE, Layout, OrderStep, Outgoing, PolicyEdit};
+use baton_app::{Body as Payload, LIST_PAGE, Layout, OrderStep, Outgoing};
 use baton_core::key::Scope;
 use baton_core::packet::DEFAULT_MAX_BYTES;
 use baton_core::{DeliveryStatus, MessageType, Refusal};
@@ -119,33 +118,40 @@ async fn dispatched(
 ) -> Result<Value, ApiError> {
     let (mut parts, body) = request.into_parts();
     let a = Authed::from_request_parts(&mut parts, &server).await?;
-    let Path(params) = Path::<Map<String, Value>>::from_request_parts(&mut parts, &server)
+    let Path(params) = Path::<Vec<(String, String)>>::from_request_parts(&mut parts, &server)
         .await
         .map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let request = Request::from_parts(parts, body);
-    let empty = request
-        .headers()
-        .get(axum::http::header::CONTENT_LENGTH)
-        .is_some_and(|l| l == "0");
-    let mut input = if empty {
-        Value::Object(Map::new())
+    let params: Vec<(String, String)> =
+        params.into_iter().filter(|(n, _)| n != "project").collect();
+    let declared = op.typed.expect("a typed operation");
+    let input = if declared.route.method == baton_app::ops::Method::Get {
+        declared
+            .call
+            .query(parts.uri.query().unwrap_or(""), params)?
     } else {
-        let Body(value) = Body::<Value>::from_request(request, &server).await?;
-        value
-    };
-    let Value::Object(fields) = &mut input else {
-        return Err(ApiError::bad_request("the body is not a JSON object"));
-    };
-    for (name, value) in params {
-        if name == "project" {
-            continue;
+        let request = Request::from_parts(parts, body);
+        let empty = request
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .is_some_and(|l| l == "0");
+        let mut input = if empty {
+            Value::Object(Map::new())
+        } else {
+            let Body(value) = Body::<Value>::from_request(request, &server).await?;
+            value
+        };
+        let Value::Object(fields) = &mut input else {
+            return Err(ApiError::bad_request("the body is not a JSON object"));
+        };
+        for (name, value) in params {
+            if fields.insert(name.clone(), Value::String(value)).is_some() {
+                return Err(ApiError::bad_request(format!(
+                    "`{name}` is named by the path: leave it out of the body"
+                )));
+            }
         }
-        if fields.insert(name.clone(), value).is_some() {
-            return Err(ApiError::bad_request(format!(
-                "`{name}` is named by the path: leave it out of the body"
-            )));
-        }
-    }
+        input
+    };
     let who = baton_app::ops::Who {
         actor: a.caller.participant.as_str(),
         scope: a.caller.scope,
@@ -246,22 +252,6 @@ pub struct ListQuery {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RunsQuery {
-    /// Every run ever recorded, a page at a time; without it, live runs and the newest
-    /// others.
-    #[serde(default)]
-    pub all: bool,
-    /// With `all`: the page after this cursor (the `next` of the previous page).
-    pub cursor: Option<String>,
-    /// With `all`: runs per page (1 to 1000; 100 when absent).
-    pub limit: Option<u32>,
-}
-
-/// The most runs a page of `…/runs?all=true` holds.
-const MAX_RUNS_PAGE: u32 = 1000;
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct ShowQuery {
     /// Cut the payload text at this many bytes.
     pub max_bytes: Option<usize>,
@@ -306,59 +296,6 @@ pub struct SearchParams {
     /// 1 to 100, default 50.
     pub limit: Option<u32>,
     pub cursor: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ParticipantBody {
-    pub name: String,
-    pub role: String,
-    /// Its powers (request, send, accept, approve, effects; `none` for none); absent, its
-    /// role's.
-    #[serde(default)]
-    pub may: Option<Vec<String>>,
-    /// The topics they reach (`billing`, `billing-*`, `*`); absent, every topic.
-    #[serde(default)]
-    pub topics: Option<Vec<String>>,
-}
-
-/// A change to a participant's policy: each field given replaces the current one;
-/// `default` starts from the role's default (alone, it returns to it).
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyBody {
-    #[serde(default)]
-    pub may: Option<Vec<String>>,
-    #[serde(default)]
-    pub topics: Option<Vec<String>>,
-    #[serde(default)]
-    pub default: bool,
-}
-
-/// A participant's webhook: a URL (http or https) to set, with a new secret; `null` to
-/// remove it.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WebhookBody {
-    pub url: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SecurityQuery {
-    /// Events before this seq (the `seq` of the last one of the previous page).
-    pub before: Option<i64>,
-    /// At most this many (1 to 500; 50 unless given).
-    pub limit: Option<u32>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct KeyBody {
-    pub participant: String,
-    pub scope: Scope,
-    /// How long it lives, e.g. `30d`; without it, until revoked.
-    pub expires: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -566,57 +503,6 @@ async fn me(a: Authed) -> Answer<doc::Caller> {
     }))
 }
 
-async fn participants(a: Authed) -> Answer<Agents> {
-    Ok(Json(Agents::new(&a.app.participants().await?)))
-}
-
-async fn add_participant(a: Authed, Body(b): Body<ParticipantBody>) -> Answer<AgentAdded> {
-    let me = a.may(Scope::Admin, "add participants").await?;
-    let edit = PolicyEdit {
-        may: b.may,
-        topics: b.topics,
-        default: false,
-    };
-    let added = a
-        .app
-        .add_participant(me.as_str(), &b.name, &b.role, &edit)
-        .await?;
-    Ok(Json(AgentAdded::new(&added)))
-}
-
-async fn set_policy(
-    a: Authed,
-    Segments((_, name)): Segments<(String, String)>,
-    Body(b): Body<PolicyBody>,
-) -> Answer<AgentPolicy> {
-    let me = a.may(Scope::Admin, "change policies").await?;
-    let edit = PolicyEdit {
-        may: b.may,
-        topics: b.topics,
-        default: b.default,
-    };
-    let participant = a.app.set_policy(me.as_str(), &name, &edit).await?;
-    Ok(Json(AgentPolicy::new(&participant)))
-}
-
-async fn set_webhook(
-    a: Authed,
-    Segments((_, name)): Segments<(String, String)>,
-    Body(b): Body<WebhookBody>,
-) -> Answer<WebhookSet> {
-    let me = a.may(Scope::Admin, "set webhooks").await?;
-    Ok(Json(
-        a.app
-            .set_webhook(me.as_str(), &name, b.url.as_deref())
-            .await?,
-    ))
-}
-
-async fn webhooks(a: Authed) -> Answer<Webhooks> {
-    a.may(Scope::Admin, "list webhooks").await?;
-    Ok(Json(Webhooks::new(&a.app.webhooks().await?)))
-}
-
 /// MCP over Streamable HTTP: the tools of `baton mcp`, as the key's participant (a read
 /// key gets the read-only ones).
 async fn mcp(a: Authed, request: axum::extract::Request) -> axum::response::Response {
@@ -637,81 +523,10 @@ async fn mcp(a: Authed, request: axum::extract::Request) -> axum::response::Resp
         .map(axum::body::Body::new)
 }
 
-async fn security_events(a: Authed, Params(q): Params<SecurityQuery>) -> Answer<SecurityEvents> {
-    a.may(Scope::Admin, "read security events").await?;
-    let events = a
-        .app
-        .security_events(q.before, q.limit.unwrap_or(50))
-        .await?;
-    Ok(Json(SecurityEvents::new(&events)))
-}
-
-async fn keys(a: Authed) -> Answer<Keys> {
-    a.may(Scope::Admin, "list keys").await?;
-    let now = a.app.now();
-    let items = a
-        .app
-        .keys()
-        .await?
-        .iter()
-        .map(|k| KeyRow::new(k, now))
-        .collect();
-    Ok(Json(Keys { items }))
-}
-
-async fn issue_key(a: Authed, Body(b): Body<KeyBody>) -> Answer<KeyIssued> {
-    let me = a.may(Scope::Admin, "issue keys").await?;
-    let expires = b
-        .expires
-        .as_deref()
-        .map(|d| {
-            baton_core::time::duration(d).ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "refused",
-                    format!(
-                        "`expires` {d:?} is not a duration: use {}",
-                        baton_core::time::DURATION_FORMS
-                    ),
-                )
-            })
-        })
-        .transpose()?;
-    let (key, token) = a
-        .app
-        .issue_key(me.as_str(), &b.participant, b.scope, expires)
-        .await?;
-    Ok(Json(KeyIssued {
-        key: KeyRow::new(&key, a.app.now()),
-        token,
-    }))
-}
-
-async fn revoke_key(
-    a: Authed,
-    Segments((_, id)): Segments<(String, String)>,
-) -> Answer<KeyRevoked> {
-    let me = a.may(Scope::Admin, "revoke keys").await?;
-    let key = a.app.revoke_key(me.as_str(), &id).await?;
-    Ok(Json(KeyRevoked {
-        key: KeyRow::new(&key, a.app.now()),
-    }))
-}
-
-async fn state(a: Authed) -> Answer<State> {
-    Ok(Json(a.app.state_shown().await?))
-}
-
 async fn resume(a: Authed, Params(q): Params<ResumeQuery>) -> Answer<Resume> {
     let max = q.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
     let r = a.app.resume(a.reader(), max).await?;
     Ok(Json(Resume::new(a.reader(), max, r)))
-}
-
-async fn alerts(a: Authed) -> Answer<Alerts> {
-    Ok(Json(Alerts {
-        items: a.app.alerts().await?,
-    }))
 }
 
 async fn queue(a: Authed, Params(q): Params<QueueQuery>) -> Answer<doc::Queue> {
@@ -753,15 +568,6 @@ async fn write_receipt(a: Authed, Body(b): Body<ReceiptBody>) -> Answer<ReceiptW
     Ok(Json(ReceiptWritten {
         receipt,
         generation: Some(event.seq),
-    }))
-}
-
-async fn receipt(
-    a: Authed,
-    Segments((_, step)): Segments<(String, String)>,
-) -> Answer<ReceiptShown> {
-    Ok(Json(ReceiptShown {
-        receipt: a.app.receipt(&step).await?,
     }))
 }
 
@@ -857,16 +663,6 @@ async fn news(a: Authed, Params(q): Params<NewsQuery>) -> Answer<doc::News> {
     Ok(Json((&news).into()))
 }
 
-async fn runs(a: Authed, Params(q): Params<RunsQuery>) -> Answer<Runs> {
-    let now = a.app.now();
-    let limit = q.limit.unwrap_or(100).clamp(1, MAX_RUNS_PAGE);
-    let (rows, next) = a.app.runs_view(q.all, q.cursor.as_deref(), limit).await?;
-    Ok(Json(Runs {
-        next,
-        items: rows.iter().map(|r| RunDoc::new(r, now)).collect(),
-    }))
-}
-
 async fn status(v: Viewer) -> Answer<doc::Status> {
     Ok(Json(v.app.status().await?))
 }
@@ -903,7 +699,6 @@ pub fn router(server: Arc<Server>) -> Router {
     const P: &str = "/v1/projects/{project}";
     let r = Some(Scope::Read);
     let w = Some(Scope::Write);
-    let admin = Some(Scope::Admin);
     let p = |path: &str| format!("{P}{path}");
     let api = Api::new()
         .route::<Nothing, Nothing, Health, _, _>(
@@ -962,76 +757,6 @@ pub fn router(server: Arc<Server>) -> Router {
             r,
             search,
         )
-        .route::<Nothing, Nothing, Agents, _, _>(
-            Method::GET,
-            &p("/participants"),
-            "The registered participants",
-            r,
-            participants,
-        )
-        .route::<Nothing, ParticipantBody, AgentAdded, _, _>(
-            Method::POST,
-            &p("/participants"),
-            "Register a participant",
-            admin,
-            add_participant,
-        )
-        .route::<Nothing, PolicyBody, AgentPolicy, _, _>(
-            Method::POST,
-            &p("/participants/{name}/policy"),
-            "Change a participant's authority policy",
-            admin,
-            set_policy,
-        )
-        .route::<Nothing, WebhookBody, WebhookSet, _, _>(
-            Method::POST,
-            &p("/participants/{name}/webhook"),
-            "Set (with a new signing secret, in this answer only) or remove a webhook",
-            admin,
-            set_webhook,
-        )
-        .route::<Nothing, Nothing, Webhooks, _, _>(
-            Method::GET,
-            &p("/webhooks"),
-            "The webhooks and where each one's delivery stands",
-            admin,
-            webhooks,
-        )
-        .route::<SecurityQuery, Nothing, SecurityEvents, _, _>(
-            Method::GET,
-            &p("/security-events"),
-            "Actions refused as beyond authority, newest first",
-            admin,
-            security_events,
-        )
-        .route::<Nothing, Nothing, Keys, _, _>(
-            Method::GET,
-            &p("/keys"),
-            "The project's keys (never their tokens)",
-            admin,
-            keys,
-        )
-        .route::<Nothing, KeyBody, KeyIssued, _, _>(
-            Method::POST,
-            &p("/keys"),
-            "Issue a key: its token is in this answer only",
-            admin,
-            issue_key,
-        )
-        .route::<Nothing, Nothing, KeyRevoked, _, _>(
-            Method::POST,
-            &p("/keys/{id}/revoke"),
-            "Revoke one key",
-            admin,
-            revoke_key,
-        )
-        .route::<Nothing, Nothing, State, _, _>(
-            Method::GET,
-            &p("/state"),
-            "Focus, streams, decisions, constraints, notes",
-            r,
-            state,
-        )
         .route::<ResumeQuery, Nothing, Resume, _, _>(
             Method::GET,
             &p("/resume"),
@@ -1039,26 +764,12 @@ pub fn router(server: Arc<Server>) -> Router {
             r,
             resume,
         )
-        .route::<Nothing, Nothing, Alerts, _, _>(
-            Method::GET,
-            &p("/alerts"),
-            "Open alerts",
-            r,
-            alerts,
-        )
         .route::<Nothing, ReceiptBody, ReceiptWritten, _, _>(
             Method::POST,
             &p("/receipts"),
             "Record where a step's output landed (a URI)",
             w,
             write_receipt,
-        )
-        .route::<Nothing, Nothing, ReceiptShown, _, _>(
-            Method::GET,
-            &p("/receipts/{step}"),
-            "A step's newest receipt",
-            r,
-            receipt,
         )
         .route::<WaitQuery, Nothing, ReceiptShown, _, _>(
             Method::POST,
@@ -1115,13 +826,6 @@ pub fn router(server: Arc<Server>) -> Router {
             "Raise a need for a person (the queue's needs lane)",
             w,
             raise_need,
-        )
-        .route::<RunsQuery, Nothing, Runs, _, _>(
-            Method::GET,
-            &p("/runs"),
-            "Runs with their health",
-            r,
-            runs,
         )
         .route::<Nothing, Nothing, doc::Status, _, _>(
             Method::GET,

@@ -523,7 +523,7 @@ fn actions_beyond_authority_are_refused_and_listed_as_security_events() {
     // The writer's refused read of the list is itself recorded, newest.
     assert_eq!(
         actions,
-        ["read security events", "request", "send"],
+        ["security-events", "request", "send"],
         "{listed}"
     );
 

@@ -14,16 +14,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_app::doc::Doc;
 use baton_app::doc::{
-    AgentAdded, AgentPolicy, Agents, Alerts, Approved, Inbox, KeyIssued, KeyRevoked, KeyRow, Keys,
-    MessageRow, News, OrderRow, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted,
-    ReceiptShown, ReceiptWritten, Resume, RunDoc, Runs, Search, SecurityEvents, Sent, Show, State,
-    Status, Thread, WebhookSet, Webhooks,
+    Approved, Inbox, MessageRow, News, OrderRow, OrderShown, OrderStepped, Orders, Outbox, Queue,
+    QueueNoted, ReceiptShown, ReceiptWritten, Resume, Search, Sent, Show, Status, Thread,
 };
 use baton_app::ops::{Operation, Typed, Who};
-use baton_app::{App, Layout, OrderStep, Outgoing, PolicyEdit};
+use baton_app::{App, Layout, OrderStep, Outgoing};
 use baton_core::event::LOCAL_OPERATOR;
 use baton_core::gate::NeedSource;
-use baton_core::key::Scope;
 use baton_core::queue::Lane;
 use baton_core::{Passname, Refusal};
 use baton_store::{SearchQuery, StoreError};
@@ -104,9 +101,7 @@ pub trait Cases: Send + Sync {
     /// locally through the dispatcher, remotely as the request its route makes. Commands
     /// call it through [`call`], with the operation's types.
     async fn dispatch(&self, op: &'static Operation, input: Value) -> Answer<Value>;
-    async fn state(&self) -> Answer<State>;
     async fn resume(&self, me: &Passname, max_bytes: usize) -> Answer<Resume>;
-    async fn alerts(&self) -> Answer<Alerts>;
     async fn write_receipt(
         &self,
         actor: &str,
@@ -115,7 +110,6 @@ pub trait Cases: Send + Sync {
         artifact: String,
         run: Option<String>,
     ) -> Answer<ReceiptWritten>;
-    async fn receipt(&self, step: &str) -> Answer<ReceiptShown>;
     async fn wait_receipt(
         &self,
         actor: &str,
@@ -153,34 +147,10 @@ pub trait Cases: Send + Sync {
 
     async fn queue(&self, lane: Option<Lane>) -> Answer<Queue>;
     async fn raise_need(&self, actor: &str, text: &str, order: Option<&str>) -> Answer<QueueNoted>;
-    /// Live runs and the newest others; with `all`, every run a page of `limit` at a time.
-    async fn runs(&self, all: bool, cursor: Option<&str>, limit: u32) -> Answer<Runs>;
     /// The project at a glance.
     async fn status(&self) -> Answer<Status>;
     /// The status once the log is past `generation`, or when `timeout` has passed.
     async fn status_after(&self, generation: i64, timeout: Duration) -> Answer<Status>;
-
-    async fn participants(&self) -> Answer<Agents>;
-    async fn add_participant(
-        &self,
-        actor: &str,
-        name: &str,
-        role: &str,
-        edit: &PolicyEdit,
-    ) -> Answer<AgentAdded>;
-    async fn set_policy(&self, actor: &str, name: &str, edit: &PolicyEdit) -> Answer<AgentPolicy>;
-    async fn set_webhook(&self, actor: &str, name: &str, url: Option<&str>) -> Answer<WebhookSet>;
-    async fn webhooks(&self) -> Answer<Webhooks>;
-    async fn security_events(&self, before: Option<i64>, limit: u32) -> Answer<SecurityEvents>;
-    async fn keys(&self) -> Answer<Keys>;
-    async fn issue_key(
-        &self,
-        actor: &str,
-        name: &str,
-        scope: Scope,
-        expires: Option<Duration>,
-    ) -> Answer<KeyIssued>;
-    async fn revoke_key(&self, actor: &str, id: &str) -> Answer<KeyRevoked>;
 }
 
 /// Runs the typed operation `T` on `input` through `cases`: its document, named as its
@@ -194,8 +164,8 @@ pub async fn call<T: Typed>(cases: &dyn Cases, input: T::Input) -> Answer<T::Out
             format!("the answer of `{}` is not its document: {e}", T::OP.name),
         )
     })?;
-    if let Some(declared) = T::OP.typed {
-        output.named(declared.schema);
+    if let Some(schema) = T::OP.typed.and_then(|d| d.schema) {
+        output.named(schema);
     }
     Ok(output)
 }
@@ -297,19 +267,9 @@ impl Cases for Local {
         Ok((&self.app.wait_news(me, after, timeout).await?).into())
     }
 
-    async fn state(&self) -> Answer<State> {
-        Ok(self.app.state_shown().await?)
-    }
-
     async fn resume(&self, me: &Passname, max_bytes: usize) -> Answer<Resume> {
         let r = self.app.resume(me, max_bytes).await?;
         Ok(Resume::new(me, max_bytes, r))
-    }
-
-    async fn alerts(&self) -> Answer<Alerts> {
-        Ok(Alerts {
-            items: self.app.alerts().await?,
-        })
     }
 
     async fn write_receipt(
@@ -327,12 +287,6 @@ impl Cases for Local {
         Ok(ReceiptWritten {
             receipt,
             generation: Some(event.seq),
-        })
-    }
-
-    async fn receipt(&self, step: &str) -> Answer<ReceiptShown> {
-        Ok(ReceiptShown {
-            receipt: self.app.receipt(step).await?,
         })
     }
 
@@ -418,78 +372,5 @@ impl Cases for Local {
 
     async fn status_after(&self, generation: i64, timeout: Duration) -> Answer<Status> {
         Ok(self.app.status_after(generation, timeout).await?)
-    }
-
-    async fn runs(&self, all: bool, cursor: Option<&str>, limit: u32) -> Answer<Runs> {
-        let at = now();
-        let (rows, next) = self.app.runs_view(all, cursor, limit).await?;
-        Ok(Runs {
-            items: rows.iter().map(|r| RunDoc::new(r, at)).collect(),
-            next,
-        })
-    }
-
-    async fn participants(&self) -> Answer<Agents> {
-        Ok(Agents::new(&self.app.participants().await?))
-    }
-
-    async fn add_participant(
-        &self,
-        actor: &str,
-        name: &str,
-        role: &str,
-        edit: &PolicyEdit,
-    ) -> Answer<AgentAdded> {
-        let added = self.app.add_participant(actor, name, role, edit).await?;
-        Ok(AgentAdded::new(&added))
-    }
-
-    async fn set_policy(&self, actor: &str, name: &str, edit: &PolicyEdit) -> Answer<AgentPolicy> {
-        Ok(AgentPolicy::new(
-            &self.app.set_policy(actor, name, edit).await?,
-        ))
-    }
-
-    async fn set_webhook(&self, actor: &str, name: &str, url: Option<&str>) -> Answer<WebhookSet> {
-        Ok(self.app.set_webhook(actor, name, url).await?)
-    }
-
-    async fn webhooks(&self) -> Answer<Webhooks> {
-        Ok(Webhooks::new(&self.app.webhooks().await?))
-    }
-
-    async fn security_events(&self, before: Option<i64>, limit: u32) -> Answer<SecurityEvents> {
-        Ok(SecurityEvents::new(
-            &self.app.security_events(before, limit).await?,
-        ))
-    }
-
-    async fn keys(&self) -> Answer<Keys> {
-        let at = now();
-        let keys = self.app.keys().await?;
-        Ok(Keys {
-            items: keys.iter().map(|k| KeyRow::new(k, at)).collect(),
-        })
-    }
-
-    async fn issue_key(
-        &self,
-        actor: &str,
-        name: &str,
-        scope: Scope,
-        expires: Option<Duration>,
-    ) -> Answer<KeyIssued> {
-        let (key, token) = self.app.issue_key(actor, name, scope, expires).await?;
-        Ok(KeyIssued {
-            key: KeyRow::new(&key, now()),
-            token,
-        })
-    }
-
-    async fn revoke_key(&self, actor: &str, id: &str) -> Answer<KeyRevoked> {
-        let key = self.app.revoke_key(actor, id).await?;
-        Ok(KeyRevoked {
-            key: KeyRow::new(&key, now()),
-        })
     }
 }

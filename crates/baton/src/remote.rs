@@ -12,20 +12,17 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use baton_app::doc::{
-    AgentAdded, AgentPolicy, Agents, Alerts, Approved, Caller, Inbox, KeyIssued, KeyRevoked, Keys,
-    News, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted, ReceiptShown,
-    ReceiptWritten, Resume, Runs, Search, SecurityEvents, Sent, Show, State, Status, Thread,
-    WebhookSet, Webhooks,
+    Approved, Caller, Inbox, News, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted,
+    ReceiptShown, ReceiptWritten, Resume, Search, Sent, Show, Status, Thread,
 };
-use baton_app::{Body, OrderStep, Outgoing, PolicyEdit, Settings};
-use baton_core::key::Scope;
+use baton_app::{Body, OrderStep, Outgoing, Settings};
 use baton_core::queue::Lane;
 use baton_core::time::rfc3339;
 use baton_core::{Passname, Refusal, RefusalKind};
 use baton_store::{SearchQuery, StoreError};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use url::Url;
 
 use crate::cases::{Answer, Cases};
@@ -241,17 +238,6 @@ fn seconds(timeout: Duration) -> CommandResult<String> {
     Ok(timeout.as_secs().max(1).to_string())
 }
 
-fn edit_body(edit: &PolicyEdit) -> Map<String, Value> {
-    let mut body = Map::new();
-    if let Some(may) = &edit.may {
-        body.insert("may".into(), json!(may));
-    }
-    if let Some(topics) = &edit.topics {
-        body.insert("topics".into(), json!(topics));
-    }
-    body
-}
-
 #[async_trait]
 impl Cases for Remote {
     async fn me(&self) -> Answer<Option<Passname>> {
@@ -402,20 +388,23 @@ impl Cases for Remote {
         let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
         match route.method {
             Method::Post => self.post(&segments, &[], Value::Object(body)),
-            Method::Get => panic!("{}: a typed operation's query is not sent yet", op.name),
+            Method::Get => {
+                // A query's input is flat: each field a string, a number or a flag.
+                let query: Vec<(&str, String)> = body
+                    .iter()
+                    .filter_map(|(name, value)| match value {
+                        Value::Null => None,
+                        Value::String(s) => Some((name.as_str(), s.clone())),
+                        other => Some((name.as_str(), other.to_string())),
+                    })
+                    .collect();
+                self.get(&segments, &query)
+            }
         }
-    }
-
-    async fn state(&self) -> Answer<State> {
-        self.get(&["state"], &[])
     }
 
     async fn resume(&self, _me: &Passname, max_bytes: usize) -> Answer<Resume> {
         self.get(&["resume"], &[("max_bytes", max_bytes.to_string())])
-    }
-
-    async fn alerts(&self) -> Answer<Alerts> {
-        self.get(&["alerts"], &[])
     }
 
     async fn write_receipt(
@@ -431,10 +420,6 @@ impl Cases for Remote {
             &[],
             json!({"step": step, "artifact": artifact, "run": run}),
         )
-    }
-
-    async fn receipt(&self, step: &str) -> Answer<ReceiptShown> {
-        self.get(&["receipts", step], &[])
     }
 
     async fn wait_receipt(
@@ -561,10 +546,6 @@ impl Cases for Remote {
         self.post(&["needs"], &[], json!({"text": text, "order": order}))
     }
 
-    async fn runs(&self, all: bool, cursor: Option<&str>, limit: u32) -> Answer<Runs> {
-        self.get(&["runs"], &list_query(all, cursor, limit))
-    }
-
     async fn status(&self) -> Answer<Status> {
         self.get(&["status"], &[])
     }
@@ -577,68 +558,6 @@ impl Cases for Remote {
                 ("timeout_seconds", seconds(timeout.min(MAX_WAIT))?),
             ],
         )
-    }
-
-    async fn participants(&self) -> Answer<Agents> {
-        self.get(&["participants"], &[])
-    }
-
-    async fn add_participant(
-        &self,
-        _actor: &str,
-        name: &str,
-        role: &str,
-        edit: &PolicyEdit,
-    ) -> Answer<AgentAdded> {
-        let mut body = edit_body(edit);
-        body.insert("name".into(), json!(name));
-        body.insert("role".into(), json!(role));
-        self.post(&["participants"], &[], Value::Object(body))
-    }
-
-    async fn set_policy(&self, _actor: &str, name: &str, edit: &PolicyEdit) -> Answer<AgentPolicy> {
-        let mut body = edit_body(edit);
-        body.insert("default".into(), json!(edit.default));
-        self.post(&["participants", name, "policy"], &[], Value::Object(body))
-    }
-
-    async fn set_webhook(&self, _actor: &str, name: &str, url: Option<&str>) -> Answer<WebhookSet> {
-        self.post(&["participants", name, "webhook"], &[], json!({"url": url}))
-    }
-
-    async fn webhooks(&self) -> Answer<Webhooks> {
-        self.get(&["webhooks"], &[])
-    }
-
-    async fn security_events(&self, before: Option<i64>, limit: u32) -> Answer<SecurityEvents> {
-        let mut query = vec![("limit", limit.to_string())];
-        if let Some(before) = before {
-            query.push(("before", before.to_string()));
-        }
-        self.get(&["security-events"], &query)
-    }
-
-    async fn keys(&self) -> Answer<Keys> {
-        self.get(&["keys"], &[])
-    }
-
-    async fn issue_key(
-        &self,
-        _actor: &str,
-        name: &str,
-        scope: Scope,
-        expires: Option<Duration>,
-    ) -> Answer<KeyIssued> {
-        let expires = expires.map(|d| format!("{}s", d.as_secs()));
-        self.post(
-            &["keys"],
-            &[],
-            json!({"participant": name, "scope": scope, "expires": expires}),
-        )
-    }
-
-    async fn revoke_key(&self, _actor: &str, id: &str) -> Answer<KeyRevoked> {
-        self.post(&["keys", id, "revoke"], &[], json!({}))
     }
 }
 

@@ -16,14 +16,13 @@ const fn memory(
     name: &'static str,
     path: &'static str,
     summary: &'static str,
-    schema: &'static str,
     call: &'static dyn super::Call,
 ) -> Operation {
     let route = Route {
         method: Method::Post,
         path,
     };
-    typed(name, Needs::Power(MEMORY), route, summary, schema, call)
+    typed(name, Needs::Power(MEMORY), route, summary, call)
 }
 
 async fn record(app: &App, actor: &str, ops: &[StateOp]) -> Result<Recorded> {
@@ -47,9 +46,9 @@ impl Typed for Focus {
         "focus",
         "/focus",
         "Set the project's focus: what matters now.",
-        "baton/focus@1",
         &The::<Self>::ONE,
     )
+    .naming("baton/focus@1")
     .offered("focus", &[])
     .idempotent();
 
@@ -74,9 +73,9 @@ impl Typed for Stream {
         "stream",
         "/streams",
         "Start or update a stream of work.",
-        "baton/stream@1",
         &The::<Self>::ONE,
     )
+    .naming("baton/stream@1")
     .idempotent();
 
     async fn run(app: &App, actor: &str, input: StreamInput) -> Result<Recorded> {
@@ -103,9 +102,9 @@ impl Typed for StreamDone {
         "stream done",
         "/streams/{name}/done",
         "Finish a stream: it leaves the active view.",
-        "baton/stream@1",
         &The::<Self>::ONE,
     )
+    .naming("baton/stream@1")
     .idempotent();
 
     async fn run(app: &App, actor: &str, input: StreamDoneInput) -> Result<Recorded> {
@@ -142,9 +141,9 @@ impl Typed for Decide {
         "decide",
         "/decisions",
         "Record a decision D-N (it may supersede one).",
-        "baton/decide@1",
         &The::<Self>::ONE,
     )
+    .naming("baton/decide@1")
     .offered("decide", &[Role::Planner, Role::Owner]);
 
     async fn run(app: &App, actor: &str, input: DecideInput) -> Result<Recorded> {
@@ -179,9 +178,9 @@ impl Typed for Constrain {
         "constrain",
         "/constraints",
         "Record a constraint C-N.",
-        "baton/constrain@1",
         &The::<Self>::ONE,
     )
+    .naming("baton/constrain@1")
     .offered("constrain", &[Role::Executor]);
 
     async fn run(app: &App, actor: &str, input: ConstrainInput) -> Result<Recorded> {
@@ -206,9 +205,9 @@ impl Typed for Note {
         "note",
         "/notes",
         "Note N-N on a message, order or path.",
-        "baton/note@1",
         &The::<Self>::ONE,
     )
+    .naming("baton/note@1")
     .offered("note", &[Role::Executor, Role::Reviewer]);
 
     async fn run(app: &App, actor: &str, input: NoteInput) -> Result<Recorded> {
@@ -243,9 +242,9 @@ impl Typed for SessionEnd {
         "session end",
         "/session-end",
         "Hand a session over in one transaction.",
-        "baton/session-end@1",
         &The::<Self>::ONE,
-    );
+    )
+    .naming("baton/session-end@1");
 
     async fn run(app: &App, actor: &str, input: Handover) -> Result<Recorded> {
         let mut ops: Vec<StateOp> = Vec::new();
@@ -291,7 +290,6 @@ impl Typed for AckAlert {
         "alerts ack",
         "/alerts/{id}/ack",
         "Acknowledge an alert.",
-        "baton/alert-ack@1",
         &The::<Self>::ONE,
     )
     .idempotent();
@@ -324,7 +322,6 @@ impl Typed for AckItem {
         "queue ack",
         "/queue/{item}/ack",
         "Acknowledge a queue item until a newer signal.",
-        "baton/queue-noted@1",
         &The::<Self>::ONE,
     )
     .idempotent();

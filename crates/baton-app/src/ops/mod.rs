@@ -15,6 +15,7 @@
 //! core's rules (`baton_core::authority`); a declaration names that power so the edges
 //! and the tests can be held to it (every write takes one, memory writes included).
 
+mod admin;
 mod memory;
 mod steps;
 
@@ -31,6 +32,12 @@ use serde_json::Value;
 use crate::doc::Doc;
 use crate::{App, Result};
 
+pub use admin::{
+    AgentAdd, AgentInput, AgentList, AgentPolicySet, AgentWebhook, AgentWebhooks, AlertList,
+    KeyIdInput, KeyInput, KeyIssue, KeyList, KeyRevoke, MAX_RUNS_PAGE, Nothing, PolicyInput,
+    ReceiptShow, RunList, RunsInput, SecurityEventsList, SecurityInput, StateShow, StepInput,
+    WebhookInput,
+};
 pub use memory::{
     AckAlert, AckItem, Constrain, ConstrainInput, Decide, DecideInput, Focus, FocusInput, Handover,
     IdInput, ItemInput, Note, NoteInput, SessionEnd, Stream, StreamDone, StreamDoneInput,
@@ -163,8 +170,9 @@ pub struct Declared {
     /// What it does, in a sentence: the MCP tool's description and the route's summary.
     pub summary: &'static str,
     pub route: Route,
-    /// The `schema` of the document it answers, as the command line prints it.
-    pub schema: &'static str,
+    /// The `schema` of the document it answers when the document's type has none of its
+    /// own ([`crate::doc::Recorded`]: the operation's, as `baton/decide@1`).
+    pub schema: Option<&'static str>,
     pub call: &'static dyn Call,
 }
 
@@ -208,6 +216,8 @@ pub trait Call: Sync {
     fn output(&self, generator: &mut SchemaGenerator) -> Schema;
     /// Runs it on a JSON input (fitted to its type here) as `actor`.
     fn run<'a>(&'a self, app: &'a App, actor: &'a str, input: Value) -> Running<'a>;
+    /// Its input from a query string and the path's fields (a `GET` route's), as JSON.
+    fn query(&self, query: &str, path: Vec<(String, String)>) -> Result<Value>;
 }
 
 /// The one instance of a typed operation: what [`Typed::OP`]'s `call` points at.
@@ -224,6 +234,25 @@ impl<T: Typed> Call for The<T> {
 
     fn output(&self, generator: &mut SchemaGenerator) -> Schema {
         generator.subschema_for::<T::Output>()
+    }
+
+    fn query(&self, query: &str, path: Vec<(String, String)>) -> Result<Value> {
+        let refused = |problem: String| Refusal::Input {
+            operation: T::OP.name,
+            problem,
+        };
+        let mut pairs: Vec<(String, String)> =
+            serde_urlencoded::from_str(query).map_err(|e| refused(e.to_string()))?;
+        for (name, value) in path {
+            if pairs.iter().any(|(n, _)| *n == name) {
+                return Err(refused(format!("`{name}` is named by the path")).into());
+            }
+            pairs.push((name, value));
+        }
+        let text = serde_urlencoded::to_string(&pairs).map_err(|e| refused(e.to_string()))?;
+        let input: T::Input =
+            serde_urlencoded::from_str(&text).map_err(|e| refused(e.to_string()))?;
+        Ok(serde_json::to_value(input).expect("an input serializes"))
     }
 
     fn run<'a>(&'a self, app: &'a App, actor: &'a str, input: Value) -> Running<'a> {
@@ -253,7 +282,6 @@ pub const fn typed(
     needs: Needs,
     route: Route,
     summary: &'static str,
-    schema: &'static str,
     call: &'static dyn Call,
 ) -> Operation {
     Operation {
@@ -266,7 +294,7 @@ pub const fn typed(
         typed: Some(Declared {
             summary,
             route,
-            schema,
+            schema: None,
             call,
         }),
     }
@@ -277,6 +305,14 @@ impl Operation {
     pub const fn offered(mut self, tool: &'static str, roles: &'static [Role]) -> Self {
         self.tool = Some(tool);
         self.roles = roles;
+        self
+    }
+
+    /// Its answer's `schema` is `schema` (for a document whose type has none of its own).
+    pub const fn naming(mut self, schema: &'static str) -> Self {
+        if let Some(declared) = &mut self.typed {
+            declared.schema = Some(schema);
+        }
         self
     }
 
@@ -425,10 +461,10 @@ pub const OPERATIONS: &[Operation] = &[
     Stream::OP,
     StreamDone::OP,
     SessionEnd::OP,
-    op("state", Read),
+    StateShow::OP,
     op("state render", Read),
     op("state import", Power(MEMORY)),
-    op("alerts", Read),
+    AlertList::OP,
     AckAlert::OP,
     tool(
         "receipt write",
@@ -438,7 +474,7 @@ pub const OPERATIONS: &[Operation] = &[
         &[Executor],
     ),
     tool("receipt wait", "receipt_wait", Power(MEMORY), true, &[]),
-    op("receipt show", Read),
+    ReceiptShow::OP,
     local("receipt verify", Read),
     // Work Orders.
     tool(
@@ -472,7 +508,7 @@ pub const OPERATIONS: &[Operation] = &[
     local("negotiate", Power(MEMORY)),
     // The ledger.
     local("run", Power(MEMORY)),
-    op("runs", Read),
+    RunList::OP,
     // A hook records what an agent did and never fails: it is an observation, recorded as
     // its participant, or as the local operator for a name no one registered.
     local("hook", Read),
@@ -483,15 +519,15 @@ pub const OPERATIONS: &[Operation] = &[
     // Administration.
     local("init", Admin),
     local("project", Admin),
-    op("agent add", Admin),
-    op("agent list", Read),
-    op("agent policy", Admin),
-    op("agent webhook", Admin),
-    op("agent webhooks", Admin),
-    op("key issue", Admin),
-    op("key list", Admin),
-    op("key revoke", Admin),
-    op("security-events", Admin),
+    AgentAdd::OP,
+    AgentList::OP,
+    AgentPolicySet::OP,
+    AgentWebhook::OP,
+    AgentWebhooks::OP,
+    KeyIssue::OP,
+    KeyList::OP,
+    KeyRevoke::OP,
+    SecurityEventsList::OP,
     local("export", Read),
     local("import", Admin),
     local("serve", Admin),

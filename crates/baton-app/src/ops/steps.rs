@@ -22,7 +22,7 @@ const fn step(
         method: Method::Post,
         path,
     };
-    typed(name, needs, route, summary, "baton/step@1", call).idempotent()
+    typed(name, needs, route, summary, call).idempotent()
 }
 
 /// `actor` as the participant a step is taken by: a step is always a participant's.

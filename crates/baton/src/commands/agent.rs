@@ -1,8 +1,8 @@
 //! `baton agent add|list|policy` and `baton security-events`: the project's participants,
 //! their authority, and what was refused as beyond it.
 
-use baton_app::PolicyEdit;
 use baton_app::doc::PolicyView;
+use baton_app::ops;
 use clap::{Args, Subcommand};
 
 use crate::commands::Context;
@@ -112,14 +112,6 @@ pub struct SecurityEventsArgs {
     pub before: Option<i64>,
 }
 
-fn edit(flags: PolicyFlags, default: bool) -> PolicyEdit {
-    PolicyEdit {
-        may: flags.may,
-        topics: flags.topics,
-        default,
-    }
-}
-
 /// `send, accept on billing-*`, for a table cell.
 fn described(p: &PolicyView) -> String {
     let may: Vec<String> = p.may.iter().map(|p| p.to_string()).collect();
@@ -137,11 +129,13 @@ fn described(p: &PolicyView) -> String {
 pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
     match cmd {
         AgentCommand::Add(args) => {
-            let actor = ctx.actor().await?;
-            let doc = ctx
-                .cases
-                .add_participant(&actor, &args.name, &args.role, &edit(args.policy, false))
-                .await?;
+            let input = ops::AgentInput {
+                name: args.name,
+                role: args.role,
+                may: args.policy.may,
+                topics: args.policy.topics,
+            };
+            let doc = ctx.call::<ops::AgentAdd>(input).await?;
             let may = described(&doc.policy);
             let human = match (doc.created, doc.policy_set) {
                 (true, _) => format!("Added {} ({}): may {may}", doc.name, doc.role),
@@ -157,7 +151,7 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
             Ok(Output::of(&doc, human))
         }
         AgentCommand::List(_) => {
-            let doc = ctx.cases.participants().await?;
+            let doc = ctx.call::<ops::AgentList>(ops::Nothing {}).await?;
             let rows: Vec<Vec<String>> = doc
                 .items
                 .iter()
@@ -182,11 +176,13 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
             Ok(Output::of(&doc, human))
         }
         AgentCommand::Policy(args) => {
-            let actor = ctx.actor().await?;
-            let doc = ctx
-                .cases
-                .set_policy(&actor, &args.name, &edit(args.policy, args.default))
-                .await?;
+            let input = ops::PolicyInput {
+                name: args.name,
+                may: args.policy.may,
+                topics: args.policy.topics,
+                default: args.default,
+            };
+            let doc = ctx.call::<ops::AgentPolicySet>(input).await?;
             let human = format!(
                 "{} ({}) may {}{}",
                 doc.name,
@@ -201,9 +197,11 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
             Ok(Output::of(&doc, human))
         }
         AgentCommand::Webhook(args) => {
-            let actor = ctx.actor().await?;
-            let url = if args.off { None } else { args.url.as_deref() };
-            let doc = ctx.cases.set_webhook(&actor, &args.name, url).await?;
+            let input = ops::WebhookInput {
+                name: args.name,
+                url: if args.off { None } else { args.url },
+            };
+            let doc = ctx.call::<ops::AgentWebhook>(input).await?;
             let human = match (&doc.url, &doc.secret) {
                 (Some(url), Some(secret)) => format!(
                     "{} is told at {url}.\nSigning secret (shown once): {secret}",
@@ -214,7 +212,7 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
             Ok(Output::of(&doc, human))
         }
         AgentCommand::Webhooks(_) => {
-            let doc = ctx.cases.webhooks().await?;
+            let doc = ctx.call::<ops::AgentWebhooks>(ops::Nothing {}).await?;
             let rows: Vec<Vec<String>> = doc
                 .items
                 .iter()
@@ -246,7 +244,11 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
 }
 
 pub async fn security_events(ctx: &Context, args: SecurityEventsArgs) -> CommandResult<Output> {
-    let doc = ctx.cases.security_events(args.before, args.limit).await?;
+    let input = ops::SecurityInput {
+        before: args.before,
+        limit: Some(args.limit),
+    };
+    let doc = ctx.call::<ops::SecurityEventsList>(input).await?;
     let rows: Vec<Vec<String>> = doc
         .items
         .iter()

@@ -1,8 +1,7 @@
 //! `baton key issue|list|revoke`: the keys that prove who is asking a server (SPEC §4).
 
-use std::time::Duration;
-
 use baton_app::doc::KeyRow;
+use baton_app::ops;
 use baton_core::key::Scope;
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -66,7 +65,6 @@ fn row_cells(k: &KeyRow) -> Vec<String> {
 }
 
 pub async fn run(ctx: &Context, cmd: KeyCommand) -> CommandResult<Output> {
-    let actor = ctx.actor().await?;
     match cmd {
         KeyCommand::Issue(args) => {
             let scope = match args.scope {
@@ -74,15 +72,16 @@ pub async fn run(ctx: &Context, cmd: KeyCommand) -> CommandResult<Output> {
                 ScopeArg::Write => Scope::Write,
                 ScopeArg::Admin => Scope::Admin,
             };
-            let expires: Option<Duration> = args
-                .expires
-                .as_deref()
-                .map(|d| parse_duration("--expires", d).map_err(CommandError::usage))
-                .transpose()?;
-            let doc = ctx
-                .cases
-                .issue_key(&actor, &args.name, scope, expires)
-                .await?;
+            // Checked here, so a bad duration is worded as the flag's.
+            if let Some(d) = &args.expires {
+                parse_duration("--expires", d).map_err(CommandError::usage)?;
+            }
+            let input = ops::KeyInput {
+                participant: args.name,
+                scope,
+                expires: args.expires,
+            };
+            let doc = ctx.call::<ops::KeyIssue>(input).await?;
             let key = &doc.key;
             let human = format!(
                 "Key {} for {} ({}{}). Its token, shown this once:\n{}",
@@ -98,7 +97,7 @@ pub async fn run(ctx: &Context, cmd: KeyCommand) -> CommandResult<Output> {
             Ok(Output::of(&doc, human))
         }
         KeyCommand::List => {
-            let doc = ctx.cases.keys().await?;
+            let doc = ctx.call::<ops::KeyList>(ops::Nothing {}).await?;
             let items = &doc.items;
             let human = if items.is_empty() {
                 "No keys: baton key issue NAME --scope write".to_owned()
@@ -119,7 +118,7 @@ pub async fn run(ctx: &Context, cmd: KeyCommand) -> CommandResult<Output> {
             Ok(Output::of(&doc, human))
         }
         KeyCommand::Revoke { id } => {
-            let doc = ctx.cases.revoke_key(&actor, &id).await?;
+            let doc = ctx.call::<ops::KeyRevoke>(ops::KeyIdInput { id }).await?;
             let human = format!("Key {} of {} is revoked.", doc.key.id, doc.key.participant);
             Ok(Output::of(&doc, human))
         }

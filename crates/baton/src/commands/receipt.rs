@@ -73,7 +73,8 @@ pub async fn receipt(ctx: &Context, cmd: ReceiptCommand) -> CommandResult<Output
             Ok(Output::of(&doc, human))
         }
         ReceiptCommand::Show { step } => {
-            let doc = ctx.cases.receipt(&step).await?;
+            let input = baton_app::ops::StepInput { step };
+            let doc = ctx.call::<baton_app::ops::ReceiptShow>(input).await?;
             let r = &doc.receipt;
             let human = format!(
                 "step:     {}\nartifact: {}\nblake3:   {}\nsize:     {}\nrun:      {}\nwritten:  {} by {}",
@@ -140,7 +141,9 @@ pub async fn alerts(ctx: &Context, args: AlertsArgs) -> CommandResult<Output> {
             Ok(Output::of(&doc, human))
         }
         None => {
-            let doc = ctx.cases.alerts().await?;
+            let doc = ctx
+                .call::<baton_app::ops::AlertList>(baton_app::ops::Nothing {})
+                .await?;
             let rows: Vec<Vec<String>> = doc
                 .items
                 .iter()

@@ -37,10 +37,12 @@ fn or_dash<T: ToString>(v: Option<T>) -> String {
 
 pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
     let now = now();
-    let doc = ctx
-        .cases
-        .runs(args.all, args.cursor.as_deref(), args.limit)
-        .await?;
+    let input = baton_app::ops::RunsInput {
+        all: args.all,
+        cursor: args.cursor,
+        limit: Some(args.limit),
+    };
+    let doc = ctx.call::<baton_app::ops::RunList>(input).await?;
     let mut rows = Vec::new();
     for run in &doc.items {
         let exit = match (run.exit_code, run.signal) {

@@ -263,7 +263,7 @@ pub async fn state(ctx: &Context, cmd: StateCommand) -> CommandResult<Output> {
 }
 
 async fn show(ctx: &Context) -> CommandResult<Output> {
-    let state = ctx.cases.state().await?;
+    let state = ctx.call::<ops::StateShow>(ops::Nothing {}).await?;
     let mut human = format!("generation {}\n", state.generation);
     human.push_str(&format!(
         "\nFocus: {}\n",

@@ -670,8 +670,8 @@ fn remote_keys_decide_who_acts_and_what_they_may_do() {
     assert_eq!(
         tried,
         [
-            ("impl-1", "add participants"),
-            ("impl-1", "list keys"),
+            ("impl-1", "agent add"),
+            ("impl-1", "key list"),
             ("impl-1", "focus"),
             ("impl-1", "send"),
         ],
