@@ -11,14 +11,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_app::doc::Sent;
 use baton_app::ops::{self, Operation, Who};
-use baton_app::{App, Body, Layout, Outgoing};
+use baton_app::{App, Layout};
 use baton_core::key::Scope;
 use baton_core::order::{Order, allowed};
 use baton_core::packet::DEFAULT_MAX_BYTES;
 use baton_core::time::instant;
-use baton_core::{Event, MessageType, Millis, Passname};
+use baton_core::{Event, Millis, Passname};
 use baton_store::{OrderWritten, SearchQuery, StoreError};
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::handler::server::tool::ToolCallContext;
@@ -31,7 +30,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use schemars::generate::SchemaSettings;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::explain::explain;
 use crate::profile::Profile;
@@ -214,16 +213,6 @@ impl BatonTools {
         items.iter().map(|e| Row::new(e, &self.me)).collect()
     }
 
-    async fn send_as_me(&self, out: Outgoing) -> Result<Json<NoNulls<Sent>>, String> {
-        let id = out.reply_to.clone().unwrap_or_default();
-        let sent = self
-            .app
-            .send(&self.me, out)
-            .await
-            .map_err(|e| explain(&id, e))?;
-        Ok(Json(NoNulls(sent.into())))
-    }
-
     /// An order as a step leaves it.
     fn stepped(&self, order: &Order) -> OrderStepped {
         let status = order.status_at(self.app.now());
@@ -247,16 +236,6 @@ impl BatonTools {
                 _ => None,
             }),
         }
-    }
-}
-
-/// The payload a tool call carries: `body` text or a `payload` object, one of them.
-fn body(text: Option<String>, object: Option<Map<String, Value>>) -> Result<Body, String> {
-    match (text, object) {
-        (Some(text), None) => Ok(Body::Text(text)),
-        (None, Some(object)) => Ok(Body::Object(object)),
-        (Some(_), Some(_)) => Err("pass `body` or `payload`, not both".into()),
-        (None, None) => Err("pass `body` (text) or `payload` (a JSON object)".into()),
     }
 }
 
@@ -339,43 +318,6 @@ impl BatonTools {
             .await
             .map_err(|e| explain(&input.id, e))?;
         Ok(Json(Shown::new(shown, &self.me)))
-    }
-
-    #[tool(description = "Send a request (moves work), info or message.")]
-    async fn send(
-        &self,
-        Parameters(input): Parameters<SendInput>,
-    ) -> Result<Json<NoNulls<Sent>>, String> {
-        let input = input?;
-        if input.to.is_empty() {
-            return Err("`to`: name at least one recipient".into());
-        }
-        self.send_as_me(Outgoing {
-            to: input.to,
-            kind: input.kind.unwrap_or(MessageType::Message),
-            topic: Some(input.topic),
-            reply_to: None,
-            body: body(input.body, input.payload)?,
-            idempotency_key: input.idempotency_key,
-        })
-        .await
-    }
-
-    #[tool(description = "Reply in a message's thread.")]
-    async fn reply(
-        &self,
-        Parameters(input): Parameters<ReplyInput>,
-    ) -> Result<Json<NoNulls<Sent>>, String> {
-        let input = input?;
-        self.send_as_me(Outgoing {
-            to: input.to.unwrap_or_default(),
-            kind: input.kind.unwrap_or(MessageType::Message),
-            topic: input.topic,
-            reply_to: Some(input.id),
-            body: body(input.body, input.payload)?,
-            idempotency_key: input.idempotency_key,
-        })
-        .await
     }
 
     #[tool(description = "Search messages, newest first, by page.")]

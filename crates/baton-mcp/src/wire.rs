@@ -176,10 +176,6 @@ fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> Vec<Value> {
 // An optional field says so by being absent from `required` (and, for an output, by being
 // skipped when `None`), so these spell the values only.
 
-fn kind(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "enum": names(&MessageType::ALL, MessageType::as_str) })
-}
-
 fn status(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "enum": names(&DeliveryStatus::ALL, DeliveryStatus::as_str) })
 }
@@ -261,43 +257,11 @@ pub struct ShowInput {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SendInput {
-    pub to: Vec<String>,
-    // Defaults (here `message`) and what every argument of this name means are said once,
-    // in the server's instructions, rather than in each schema that has it.
-    #[serde(rename = "type", default)]
-    #[schemars(schema_with = "kind")]
-    pub kind: Option<MessageType>,
-    pub topic: String,
-    /// Or payload.
-    pub body: Option<String>,
-    pub payload: Option<Map<String, Value>>,
-    pub idempotency_key: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ReplyInput {
-    pub id: String,
-    /// Default: the other side.
-    pub to: Option<Vec<String>>,
-    #[serde(rename = "type", default)]
-    #[schemars(schema_with = "kind")]
-    pub kind: Option<MessageType>,
-    /// Default: the parent's.
-    pub topic: Option<String>,
-    pub body: Option<String>,
-    pub payload: Option<Map<String, Value>>,
-    pub idempotency_key: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct SearchInput {
     pub text: Option<String>,
     pub topic: Option<String>,
     #[serde(rename = "type", default)]
-    #[schemars(schema_with = "kind")]
+    #[schemars(schema_with = "baton_app::ops::message_kinds")]
     pub kind: Option<MessageType>,
     pub from: Option<String>,
     pub to: Option<String>,

@@ -12,9 +12,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use baton_app::doc::{
     self, Inbox, MessageRow, OrderRow, OrderShown, OrderStepped, Orders, Outbox, ReceiptShown,
-    ReceiptWritten, Resume, Search, Sent, Show, Thread,
+    ReceiptWritten, Resume, Search, Show, Thread,
 };
-use baton_app::{Body as Payload, LIST_PAGE, Layout, OrderStep, Outgoing};
+use baton_app::{LIST_PAGE, Layout, OrderStep};
 use baton_core::key::Scope;
 use baton_core::packet::DEFAULT_MAX_BYTES;
 use baton_core::{DeliveryStatus, MessageType, Refusal};
@@ -156,7 +156,12 @@ async fn dispatched(
         actor: a.caller.participant.as_str(),
         scope: a.caller.scope,
     };
-    Ok(a.app.dispatch(who, op, input).await?)
+    let answer = a.app.dispatch(who, op, input).await?;
+    // A send that found an earlier identical one: counted for `/metrics`.
+    if answer.get("duplicate") == Some(&Value::Bool(true)) {
+        a.server.duplicate(&a.project);
+    }
+    Ok(answer)
 }
 
 /// A query string that must fit its type; a mismatch is a JSON error naming it.
@@ -259,24 +264,6 @@ pub struct ShowQuery {
     /// bytes); compact unless given.
     #[serde(default)]
     pub pretty: bool,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SendBody {
-    /// Recipients; a reply defaults to the other side of its parent.
-    #[serde(default)]
-    pub to: Vec<String>,
-    /// `request`, `info` or `message` (default).
-    #[serde(rename = "type", default)]
-    pub kind: Option<MessageType>,
-    /// A lowercase slug; a reply defaults to its parent's.
-    pub topic: Option<String>,
-    pub reply_to: Option<String>,
-    /// Text, sent as `{"body": TEXT}`; or `payload`.
-    pub body: Option<String>,
-    pub payload: Option<Map<String, Value>>,
-    pub idempotency_key: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -405,34 +392,6 @@ async fn outbox(a: Authed, Params(q): Params<ListQuery>) -> Answer<Outbox> {
         .outbox(a.reader(), q.all, q.cursor.as_deref(), limit)
         .await?;
     Ok(Json(Outbox::new(a.reader(), &items, next)))
-}
-
-async fn send(a: Authed, Body(b): Body<SendBody>) -> Answer<Sent> {
-    let me = a.may(Scope::Write, "send").await?;
-    let body = match (b.body, b.payload) {
-        (Some(text), None) => Payload::Text(text),
-        (None, Some(object)) => Payload::Object(object),
-        _ => {
-            return Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "refused",
-                "send `body` (text) or `payload` (an object), one of them",
-            ));
-        }
-    };
-    let out = Outgoing {
-        to: b.to,
-        kind: b.kind.unwrap_or(MessageType::Message),
-        topic: b.topic,
-        reply_to: b.reply_to,
-        body,
-        idempotency_key: b.idempotency_key,
-    };
-    let sent = a.app.send(me, out).await?;
-    if sent.duplicate {
-        a.server.duplicate(&a.project);
-    }
-    Ok(Json(sent.into()))
 }
 
 async fn show(
@@ -728,13 +687,6 @@ pub fn router(server: Arc<Server>) -> Router {
             "The requests you wait on",
             r,
             outbox,
-        )
-        .route::<Nothing, SendBody, Sent, _, _>(
-            Method::POST,
-            &p("/messages"),
-            "Send a message or a reply",
-            w,
-            send,
         )
         .route::<ShowQuery, Nothing, Show, _, _>(
             Method::GET,

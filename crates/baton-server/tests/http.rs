@@ -521,11 +521,7 @@ fn actions_beyond_authority_are_refused_and_listed_as_security_events() {
         .map(|e| e["action"].as_str().unwrap())
         .collect();
     // The writer's refused read of the list is itself recorded, newest.
-    assert_eq!(
-        actions,
-        ["security-events", "request", "send"],
-        "{listed}"
-    );
+    assert_eq!(actions, ["security-events", "request", "send"], "{listed}");
 
     // An admin key widens the policy; then the request goes through.
     let (status, set) = call(

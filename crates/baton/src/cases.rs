@@ -15,10 +15,10 @@ use async_trait::async_trait;
 use baton_app::doc::Doc;
 use baton_app::doc::{
     Approved, Inbox, MessageRow, News, OrderRow, OrderShown, OrderStepped, Orders, Outbox, Queue,
-    QueueNoted, ReceiptShown, ReceiptWritten, Resume, Search, Sent, Show, Status, Thread,
+    QueueNoted, ReceiptShown, ReceiptWritten, Resume, Search, Show, Status, Thread,
 };
 use baton_app::ops::{Operation, Typed, Who};
-use baton_app::{App, Layout, OrderStep, Outgoing};
+use baton_app::{App, Layout, OrderStep};
 use baton_core::event::LOCAL_OPERATOR;
 use baton_core::gate::NeedSource;
 use baton_core::queue::Lane;
@@ -86,7 +86,6 @@ pub trait Cases: Send + Sync {
         cursor: Option<&str>,
         limit: u32,
     ) -> Answer<Outbox>;
-    async fn send(&self, me: &Passname, out: Outgoing) -> Answer<Sent>;
     async fn show(
         &self,
         me: Option<&Passname>,
@@ -231,10 +230,6 @@ impl Cases for Local {
     ) -> Answer<Outbox> {
         let (items, next) = self.app.outbox(me, all, cursor, limit).await?;
         Ok(Outbox::new(me, &items, next))
-    }
-
-    async fn send(&self, me: &Passname, out: Outgoing) -> Answer<Sent> {
-        Ok(self.app.send(me, out).await?.into())
     }
 
     async fn show(

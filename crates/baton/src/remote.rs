@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use baton_app::doc::{
     Approved, Caller, Inbox, News, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted,
-    ReceiptShown, ReceiptWritten, Resume, Search, Sent, Show, Status, Thread,
+    ReceiptShown, ReceiptWritten, Resume, Search, Show, Status, Thread,
 };
-use baton_app::{Body, OrderStep, Outgoing, Settings};
+use baton_app::{OrderStep, Settings};
 use baton_core::queue::Lane;
 use baton_core::time::rfc3339;
 use baton_core::{Passname, Refusal, RefusalKind};
@@ -267,38 +267,6 @@ impl Cases for Remote {
         limit: u32,
     ) -> Answer<Outbox> {
         self.get(&["outbox"], &list_query(all, cursor, limit))
-    }
-
-    async fn send(&self, _me: &Passname, out: Outgoing) -> Answer<Sent> {
-        let mut body = json!({
-            "to": out.to,
-            "type": out.kind,
-            "topic": out.topic,
-            "reply_to": out.reply_to,
-            "idempotency_key": out.idempotency_key,
-        });
-        match out.body {
-            Body::Text(text) => body["body"] = json!(text),
-            Body::Object(object) => body["payload"] = Value::Object(object),
-            Body::Json(text) => {
-                // The boundary every edge checks, before the text is parsed.
-                baton_core::json::check_text(&text, baton_core::json::MAX_DEPTH)
-                    .map_err(|e| CommandError::refused(format!("payload is not valid: {e}")))?;
-                match serde_json::from_str(&text) {
-                    Ok(Value::Object(object)) => body["payload"] = Value::Object(object),
-                    Ok(_) => {
-                        return Err(CommandError::refused("payload must be a JSON object").into());
-                    }
-                    Err(e) => {
-                        return Err(CommandError::refused(format!(
-                            "payload is not valid JSON: {e}"
-                        ))
-                        .into());
-                    }
-                }
-            }
-        }
-        self.post(&["messages"], &[], body)
     }
 
     async fn show(

@@ -17,6 +17,7 @@
 
 mod admin;
 mod memory;
+mod messages;
 mod steps;
 
 use std::future::Future;
@@ -43,6 +44,7 @@ pub use memory::{
     IdInput, ItemInput, Note, NoteInput, SessionEnd, Stream, StreamDone, StreamDoneInput,
     StreamInput,
 };
+pub use messages::{Reply, ReplyInput, SendInput, SendMessage, message_kinds};
 pub use steps::{
     Ack, Archive, Complete, CompleteInput, HandBack, MessageInput, ReasonInput, Refuse,
 };
@@ -373,6 +375,17 @@ impl App {
     }
 }
 
+/// `actor` as the participant an operation is taken by, for an operation that is always
+/// a participant's (a send, a step on a message): the machine's own actors are refused.
+fn participant(actor: &str) -> Result<baton_core::Passname> {
+    baton_core::Passname::new(actor).map_err(|_| {
+        Refusal::UnknownParticipant {
+            name: actor.to_owned(),
+        }
+        .into()
+    })
+}
+
 /// The typed operation named `name`.
 pub fn typed_by_name(name: &str) -> Option<&'static Operation> {
     OPERATIONS
@@ -390,7 +403,6 @@ use Reach::*;
 use Role::*;
 
 const EVERY_ROLE: &[Role] = &Role::ALL;
-const REQUEST_OR_SEND: &[Power] = &[Power::Request, Power::Send];
 const ACCEPT_OR_APPROVE: &[Power] = &[Power::Accept, Power::Approve, Power::Request];
 
 const fn op(name: &'static str, needs: Needs) -> Operation {
@@ -442,8 +454,8 @@ pub const OPERATIONS: &[Operation] = &[
     tool("outbox", "outbox", Read, true, &[Planner, Owner]),
     // Showing marks a pending delivery delivered: a write of one's own, done once.
     tool("show", "show", Own, true, EVERY_ROLE),
-    tool("send", "send", OneOf(REQUEST_OR_SEND), false, &[Planner]),
-    tool("reply", "reply", Power(Power::Send), false, EVERY_ROLE),
+    SendMessage::OP,
+    Reply::OP,
     Ack::OP,
     Complete::OP,
     HandBack::OP,

@@ -2,12 +2,12 @@
 //! and archive. Each is a step of the acting participant on what it was sent (or, for a
 //! request's sender, on its own end); the core's lifecycle decides what is allowed.
 
+use baton_core::Verb;
 use baton_core::authority::Power;
-use baton_core::{Passname, Refusal, Verb};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Method, Needs, Operation, Role, Route, The, Typed, typed};
+use super::{Method, Needs, Operation, Role, Route, The, Typed, participant, typed};
 use crate::doc::Step;
 use crate::{App, Result};
 
@@ -23,16 +23,6 @@ const fn step(
         path,
     };
     typed(name, needs, route, summary, call).idempotent()
-}
-
-/// `actor` as the participant a step is taken by: a step is always a participant's.
-fn participant(actor: &str) -> Result<Passname> {
-    Passname::new(actor).map_err(|_| {
-        Refusal::UnknownParticipant {
-            name: actor.to_owned(),
-        }
-        .into()
-    })
 }
 
 async fn take(app: &App, actor: &str, id: &str, verb: Verb, note: Option<&str>) -> Result<Step> {

@@ -2,8 +2,9 @@
 
 use std::path::PathBuf;
 
-use baton_app::{Body, Outgoing};
-use baton_core::MessageType;
+use baton_app::ops;
+use baton_core::refusal::Field;
+use baton_core::{MessageType, Payload, Refusal};
 use clap::{ArgGroup, Args};
 
 use crate::commands::Context;
@@ -51,7 +52,7 @@ pub struct SendArgs {
 }
 
 pub async fn run(ctx: &Context, args: SendArgs) -> CommandResult<Output> {
-    let me = ctx.me().await?;
+    ctx.me().await?;
     if args.reply_to.is_none() {
         if args.to.is_empty() {
             return Err(CommandError::usage(
@@ -64,25 +65,31 @@ pub async fn run(ctx: &Context, args: SendArgs) -> CommandResult<Output> {
             ));
         }
     }
-    let body = match (args.body, &args.payload) {
-        (Some(text), _) => Body::Text(text),
-        (None, Some(path)) => Body::Json(read_payload(path, ctx.cases.payload_cap())?),
+    // A payload file passes the payload's own checks here, so its refusal names the file's
+    // content as it does everywhere; the operation checks it again as any input.
+    let payload = match (&args.body, &args.payload) {
+        (Some(_), _) => None,
+        (None, Some(path)) => {
+            let cap = ctx.cases.payload_cap();
+            let text = read_payload(path, cap)?;
+            let payload = Payload::parse(&text, cap).map_err(|error| Refusal::Payload {
+                field: Field::Payload,
+                error,
+            });
+            Some(payload.map_err(CommandError::from)?.object().clone())
+        }
         (None, None) => unreachable!("clap requires --payload or --body"),
     };
-    let sent = ctx
-        .cases
-        .send(
-            &me,
-            Outgoing {
-                to: args.to,
-                kind: args.kind,
-                topic: args.topic,
-                reply_to: args.reply_to,
-                body,
-                idempotency_key: args.idempotency_key,
-            },
-        )
-        .await?;
+    let input = ops::SendInput {
+        to: args.to,
+        kind: Some(args.kind),
+        topic: args.topic,
+        reply_to: args.reply_to,
+        body: args.body,
+        payload,
+        idempotency_key: args.idempotency_key,
+    };
+    let sent = ctx.call::<ops::SendMessage>(input).await?;
     let human = if sent.duplicate {
         format!("{} (duplicate: already sent)", sent.id)
     } else {
