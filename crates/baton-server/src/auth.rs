@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts, Path};
+use axum::http::header;
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
 use baton_app::{App, Caller};
 use baton_core::key::Scope;
 use baton_core::{Passname, ProjectName, Refusal};
@@ -106,36 +106,27 @@ impl FromRequestParts<Arc<Server>> for Authed {
         parts: &mut Parts,
         server: &Arc<Server>,
     ) -> Result<Self, Self::Rejection> {
-        let unauthenticated = || ApiError::from(Refusal::Unauthenticated);
         let source = parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0.ip());
-        if server.throttled(source) {
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_failures",
-                "too many failed authentications from this address; wait a minute",
-            ));
-        }
         let params: Path<HashMap<String, String>> =
             Path::from_request_parts(parts, server)
                 .await
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let Some(token) = bearer(parts) else {
-            server.failed_authentication(source);
-            return Err(unauthenticated());
+        // Every failure is counted and answered alike (401, or 429 once its address or
+        // its key has failed too often); a valid key is never refused.
+        let token = bearer(parts).map(str::to_owned);
+        let failed = || server.failed_authentication(source, token.as_deref());
+        let Some(token) = token.as_deref() else {
+            return Err(failed());
         };
-        let name = params
-            .get("project")
-            .and_then(|p| ProjectName::new(p).ok())
-            .ok_or_else(unauthenticated)?;
+        let Some(name) = params.get("project").and_then(|p| ProjectName::new(p).ok()) else {
+            return Err(failed());
+        };
         let app = match server.app(&name).await {
             Ok(app) => app,
-            Err(StoreError::Refused(Refusal::NotFound { .. })) => {
-                server.failed_authentication(source);
-                return Err(unauthenticated());
-            }
+            Err(StoreError::Refused(Refusal::NotFound { .. })) => return Err(failed()),
             Err(e) => return Err(e.into()),
         };
         match app.authenticate(token).await {
@@ -151,10 +142,7 @@ impl FromRequestParts<Arc<Server>> for Authed {
                     server: Arc::clone(server),
                 })
             }
-            Err(StoreError::Refused(Refusal::Unauthenticated)) => {
-                server.failed_authentication(source);
-                Err(unauthenticated())
-            }
+            Err(StoreError::Refused(Refusal::Unauthenticated)) => Err(failed()),
             Err(e) => Err(e.into()),
         }
     }

@@ -42,14 +42,16 @@ pub use webhooks::{HttpPoster, POST_TIMEOUT};
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for requests in flight (each is bounded in time anyway).
 pub const DRAIN: Duration = Duration::from_secs(30);
-/// Failed authentications one source may make in [`FAILURE_WINDOW`] before it is refused
-/// outright (429) until the window ends (the default of [`Options::failure_limit`]).
+/// Failed authentications one source — an address, or a key named by the tokens it is
+/// tried with — may make in [`FAILURE_WINDOW`] before its failures are answered 429 rather
+/// than 401 until the window ends (the default of [`Options::failure_limit`]). A valid key
+/// is never refused for failures, its own address's included.
 pub const FAILURE_LIMIT: u32 = 20;
 
 /// How a server behaves beyond its projects' settings.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
-    /// Failed authentications per source and minute before it is refused outright.
+    /// Failed authentications per source and minute before its failures are answered 429.
     pub failure_limit: u32,
     /// How often webhook delivery looks for due webhooks.
     pub webhook_tick: Duration,
@@ -65,6 +67,14 @@ impl Default for Options {
 }
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 
+/// Where failed authentications are counted: the address they came from, and the key id
+/// the token named (so a key guessed at from many addresses is throttled too).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Source {
+    Address(IpAddr),
+    Key(String),
+}
+
 /// The server's state: the database of projects, their settings, and each project's use
 /// cases once opened.
 pub struct Server {
@@ -72,8 +82,9 @@ pub struct Server {
     settings: Settings,
     apps: RwLock<HashMap<ProjectName, App>>,
     failed_authentications: AtomicU64,
-    /// Per source address: when its current window began, and its failures in it.
-    failures: std::sync::Mutex<HashMap<IpAddr, (Instant, u32)>>,
+    /// Per source (an address, or the key a token names): when its current window began,
+    /// and its failures in it.
+    failures: std::sync::Mutex<HashMap<Source, (Instant, u32)>>,
     traffic: std::sync::Mutex<metrics::Traffic>,
     options: Options,
     /// The one project whose project-wide views are served without a key (`baton
@@ -154,30 +165,48 @@ impl Server {
         Ok(app)
     }
 
-    /// Counts a failed authentication from `source`.
-    fn failed_authentication(&self, source: Option<IpAddr>) {
+    /// Counts a failed authentication from `address` with `token` (when one was sent), and
+    /// answers it: 401, or 429 once the address or the key the token names has failed
+    /// [`Options::failure_limit`] times in the window. Only failures are ever throttled.
+    pub(crate) fn failed_authentication(
+        &self,
+        address: Option<IpAddr>,
+        token: Option<&str>,
+    ) -> error::ApiError {
         self.failed_authentications.fetch_add(1, Ordering::Relaxed);
-        let Some(ip) = source else { return };
+        let sources: Vec<Source> = address
+            .map(Source::Address)
+            .into_iter()
+            .chain(
+                token
+                    .and_then(baton_core::key::token_key_id)
+                    .map(|id| Source::Key(id.chars().take(64).collect())),
+            )
+            .collect();
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let entry = failures.entry(ip).or_insert((now, 0));
-        if now.duration_since(entry.0) >= FAILURE_WINDOW {
-            *entry = (now, 0);
+        let mut over = false;
+        for source in sources {
+            let entry = failures.entry(source).or_insert((now, 0));
+            if now.duration_since(entry.0) >= FAILURE_WINDOW {
+                *entry = (now, 0);
+            }
+            entry.1 = entry.1.saturating_add(1);
+            over |= entry.1 > self.options.failure_limit;
         }
-        entry.1 = entry.1.saturating_add(1);
         // Forget sources whose window ended, so the table stays small.
         if failures.len() > 10_000 {
             failures.retain(|_, (began, _)| now.duration_since(*began) < FAILURE_WINDOW);
         }
-    }
-
-    /// Whether `source` failed too often lately to be heard now.
-    fn throttled(&self, source: Option<IpAddr>) -> bool {
-        let Some(ip) = source else { return false };
-        let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        failures.get(&ip).is_some_and(|(began, count)| {
-            *count >= self.options.failure_limit && began.elapsed() < FAILURE_WINDOW
-        })
+        if over {
+            error::ApiError::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                "too_many_failures",
+                "too many failed authentications from this address or for this key; wait a minute",
+            )
+        } else {
+            baton_core::Refusal::Unauthenticated.into()
+        }
     }
 
     /// Counts a send answered with an earlier message's id.

@@ -666,7 +666,7 @@ fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
 }
 
 #[test]
-fn a_source_that_keeps_failing_to_authenticate_is_refused_for_a_while() {
+fn failures_to_authenticate_are_throttled_and_a_valid_key_never_is() {
     let s = served();
     let good = s.key("shop", "planner", Scope::Read);
     let bad = "baton_x_0000000000000000000000000000000000000000000000000000000000000000";
@@ -676,8 +676,13 @@ fn a_source_that_keeps_failing_to_authenticate_is_refused_for_a_while() {
     let limit = baton_server::FAILURE_LIMIT as usize;
     assert!(statuses[..limit].iter().all(|s| *s == 401), "{statuses:?}");
     assert!(statuses[limit..].iter().all(|s| *s == 429), "{statuses:?}");
-    // The source is refused, whatever key it sends now.
+    // A valid key from the same address (behind one proxy, say) is not refused for
+    // someone else's failures.
     let (status, body) = call("GET", &s.url("shop", "/inbox"), Some(&good), None);
+    assert_eq!(status, 200, "{body}");
+    // The address's failures stay throttled, whatever token they try next.
+    let other = "baton_y_1111111111111111111111111111111111111111111111111111111111111111";
+    let (status, body) = call("GET", &s.url("shop", "/inbox"), Some(other), None);
     assert_eq!(
         (status, body["error"]["code"].as_str()),
         (429, Some("too_many_failures"))
