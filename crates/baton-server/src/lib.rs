@@ -233,6 +233,45 @@ pub fn router(server: Arc<Server>) -> axum::Router {
     routes::router(server)
 }
 
+/// How often a failing accept is reported on stderr.
+const ACCEPT_REPORT: Duration = Duration::from_secs(5);
+/// The longest pause between accepts that keep failing.
+const ACCEPT_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+/// Accepts that fail in a row (the process out of descriptors, say): the pause before the
+/// next, doubling from 10 ms to [`ACCEPT_PAUSE_MAX`], and the reports made of them.
+#[derive(Default)]
+struct AcceptFailures {
+    pause: Duration,
+    reported: Option<Instant>,
+    unreported: u64,
+}
+
+impl AcceptFailures {
+    /// Counts a failure; reports it when the last report is older than [`ACCEPT_REPORT`];
+    /// returns how long to wait before accepting again.
+    fn failed(&mut self, e: &std::io::Error) -> Duration {
+        self.pause = (self.pause * 2).clamp(Duration::from_millis(10), ACCEPT_PAUSE_MAX);
+        self.unreported += 1;
+        if self.reported.is_none_or(|at| at.elapsed() >= ACCEPT_REPORT) {
+            eprintln!(
+                "baton serve: accept failed {} time(s) since the last report: {e}; retrying \
+                 every {} ms",
+                self.unreported,
+                self.pause.as_millis()
+            );
+            self.reported = Some(Instant::now());
+            self.unreported = 0;
+        }
+        self.pause
+    }
+
+    /// An accept succeeded: the next failure starts from the shortest pause.
+    fn recovered(&mut self) {
+        self.pause = Duration::ZERO;
+    }
+}
+
 /// Serves `server` on `listener` until `shutdown` resolves, then stops accepting and lets
 /// the requests in flight finish (at most [`DRAIN`]): a write that began is committed and
 /// answered, and a long poll answers at once that the server is stopping (503, retryable)
@@ -251,15 +290,23 @@ pub async fn serve(
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT);
     tokio::pin!(shutdown);
+    let mut failing = AcceptFailures::default();
     loop {
         let (stream, peer): (_, SocketAddr) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                // A failed accept (too many open files, a reset) is one lost connection,
-                // not the server's end.
+                Ok(pair) => {
+                    failing.recovered();
+                    pair
+                }
+                // A failed accept (out of descriptors, a reset) is not the server's end:
+                // it waits a little longer each time, so a lack of descriptors does not
+                // spin, and says so once per interval.
                 Err(e) => {
-                    eprintln!("baton serve: accept failed: {e}");
-                    continue;
+                    let pause = failing.failed(&e);
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => continue,
+                        () = &mut shutdown => break,
+                    }
                 }
             },
             () = &mut shutdown => break,

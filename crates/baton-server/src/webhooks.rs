@@ -63,9 +63,32 @@ impl Poster for HttpPoster {
 /// Runs delivery rounds over every project every `tick` until dropped (the caller aborts
 /// it at shutdown; a delivery cut short is retried when its lease ends).
 pub async fn deliver(server: Arc<Server>, poster: Arc<dyn Poster>, tick: Duration) {
+    // A round that keeps failing the same way is reported once a minute, with how many
+    // rounds failed since the last report.
+    let mut reported: Option<(String, std::time::Instant, u64)> = None;
     loop {
-        if let Err(e) = round(&server, poster.as_ref()).await {
-            eprintln!("baton serve: webhook delivery: {e}");
+        match round(&server, poster.as_ref()).await {
+            Ok(()) => reported = None,
+            Err(e) => {
+                let said = e.to_string();
+                match &mut reported {
+                    Some((last, at, since))
+                        if *last == said && at.elapsed() < Duration::from_secs(60) =>
+                    {
+                        *since += 1;
+                    }
+                    _ => {
+                        let since = reported.as_ref().map_or(0, |r| r.2);
+                        let more = if since > 0 {
+                            format!(" (and {since} failed rounds since the last report)")
+                        } else {
+                            String::new()
+                        };
+                        eprintln!("baton serve: webhook delivery: {said}{more}");
+                        reported = Some((said, std::time::Instant::now(), 0));
+                    }
+                }
+            }
         }
         tokio::time::sleep(tick).await;
     }

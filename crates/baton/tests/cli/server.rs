@@ -231,3 +231,124 @@ fn wait_returns_what_concerns_the_caller_and_not_its_own_doing() {
     assert_eq!(own["events"], json!([]), "{own}");
     assert!(own["after"].as_i64().unwrap() >= news["events"][0]["log_seq"].as_i64().unwrap());
 }
+
+/// User and system CPU time of process `pid` so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which is parenthesised and may hold spaces).
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 here.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn serve_out_of_descriptors_waits_quietly_and_answers_again_once_they_free() {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("projects").display());
+    admin(&url, None, &["project", "add", "shop"]);
+    admin(
+        &url,
+        Some("shop"),
+        &["agent", "add", "planner", "--role", "planner"],
+    );
+    let token = admin(
+        &url,
+        Some("shop"),
+        &["key", "issue", "planner", "--scope", "read"],
+    )["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A server with few descriptors, as under a low `ulimit -n`.
+    let script = format!(
+        "ulimit -n 64 && exec '{}' --db '{url}' serve --bind 127.0.0.1:0",
+        baton_exe().display()
+    );
+    let mut child = Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().expect("a first line").unwrap();
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split("/v1").next())
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_owned();
+    let said: Arc<Mutex<Vec<String>>> = Arc::default();
+    let kept = Arc::clone(&said);
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            kept.lock().unwrap().push(line);
+        }
+    });
+    // Far more connections than descriptors, each with half a request (a connection the
+    // listen queue has no room for is not waited for).
+    let target: std::net::SocketAddr = addr.parse().unwrap();
+    let held: Vec<std::net::TcpStream> = (0..150)
+        .filter_map(|_| {
+            let mut s =
+                std::net::TcpStream::connect_timeout(&target, Duration::from_millis(200)).ok()?;
+            s.write_all(b"GET /v1/health HTTP/1.1\r\n").ok()?;
+            Some(s)
+        })
+        .collect();
+    assert!(held.len() > 80, "only {} connections opened", held.len());
+    let reports = || {
+        said.lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("accept failed"))
+            .count()
+    };
+    let (before, reported) = (cpu_ticks(child.id()), reports());
+    let window = Duration::from_secs(3);
+    std::thread::sleep(window);
+    let spent = cpu_ticks(child.id()) - before;
+    // Clock ticks are 1/100 s: a server spinning on its accept loop spends about 300 of
+    // them in these 3 s; one that waits, a handful.
+    assert!(
+        spent < 100,
+        "the server spent {spent} ticks of CPU in {window:?} while out of descriptors"
+    );
+    // Reported once per 5 s at most: in 3 s, once or not at all (besides the first).
+    let reports = reports() - reported;
+    assert!(
+        reported >= 1 && reports <= 1,
+        "{reported} reports before and {reports} in {window:?}: {:?}",
+        said.lock().unwrap()
+    );
+    // Once the descriptors free, it answers again.
+    drop(held);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let started = Instant::now();
+    let status = loop {
+        let answer = agent
+            .get(&format!("http://{addr}/v1/projects/shop/inbox"))
+            .header("Authorization", &format!("Bearer {token}"))
+            .call();
+        match answer {
+            Ok(r) if r.status().as_u16() == 200 => break 200,
+            _ if started.elapsed() > Duration::from_secs(20) => break 0,
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        status,
+        200,
+        "the server did not answer again: {:?}",
+        said.lock().unwrap()
+    );
+}
