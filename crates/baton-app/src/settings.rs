@@ -38,6 +38,12 @@ slots = 2
 # Whether every Work Order must carry the `x-baton` handoff contract (base revision, test
 # command, acceptance owner, stop conditions...): "required", or "optional" for plain AWL.
 contract = "required"
+
+[webhooks]
+# Whether a webhook may be set to a loopback, private or link-local address (a local test
+# setup); otherwise only public addresses are taken. `baton serve` delivers to them only
+# with --allow-private-webhooks.
+allow_private = false
 "#;
 
 /// A project's settings.
@@ -57,6 +63,9 @@ pub struct Settings {
     /// How long a request on a topic may stay open before it reaches the human queue
     /// (`[queue.targets]`, e.g. `review = "4h"`).
     pub service_targets: std::collections::BTreeMap<String, Duration>,
+    /// Whether webhooks may go to loopback, private and link-local addresses
+    /// (`[webhooks] allow_private = true`; `baton serve --allow-private-webhooks`).
+    pub private_webhooks: bool,
 }
 
 impl Default for Settings {
@@ -71,6 +80,7 @@ impl Default for Settings {
             slots: 2,
             contract: ContractMode::Required,
             service_targets: std::collections::BTreeMap::new(),
+            private_webhooks: false,
         }
     }
 }
@@ -88,6 +98,14 @@ struct RawConfig {
     orders: RawOrders,
     #[serde(default)]
     queue: RawQueue,
+    #[serde(default)]
+    webhooks: RawWebhooks,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawWebhooks {
+    allow_private: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -165,6 +183,9 @@ impl Settings {
             settings.contract = ContractMode::parse(&c).ok_or_else(|| {
                 format!("orders.contract: {c:?} must be \"required\" or \"optional\"")
             })?;
+        }
+        if let Some(private) = raw.webhooks.allow_private {
+            settings.private_webhooks = private;
         }
         for (topic, d) in raw.queue.targets {
             let target = parse_duration(&format!("queue.targets.{topic}"), &d)?;

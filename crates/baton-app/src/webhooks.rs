@@ -64,6 +64,9 @@ impl App {
             field: Field::Name,
             error,
         })?;
+        if let Some(url) = url {
+            baton_core::webhook::check_destination(url, self.settings.private_webhooks)?;
+        }
         let secret = match url {
             Some(_) => {
                 let mut bytes = [0u8; 32];

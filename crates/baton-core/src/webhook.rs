@@ -7,6 +7,8 @@
 //! module holds the rules: which URLs are accepted, how a body is signed, how long to
 //! wait after a failure, and what a notification may carry.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
 use serde::{Deserialize, Serialize};
 
 use crate::names::Passname;
@@ -95,6 +97,111 @@ pub fn check_url(url: &str) -> Result<String, Refusal> {
     Ok(url.to_owned())
 }
 
+/// The host a webhook URL names (as written: `[v6]` keeps its brackets), lowercased.
+fn host_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6
+            .split(']')
+            .next()
+            .map(|h| format!("[{h}]"))
+            .unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or("").to_owned(),
+    };
+    host.to_ascii_lowercase()
+}
+
+/// Why `ip` is not a public destination, when it is not: loopback, private, link-local
+/// (the cloud metadata address among them), unspecified, shared, broadcast or multicast.
+pub fn private_address(ip: IpAddr) -> Option<&'static str> {
+    let v4 = |v4: Ipv4Addr| {
+        let [a, b, ..] = v4.octets();
+        if v4.is_loopback() {
+            Some("loopback")
+        } else if v4.is_private() {
+            Some("private")
+        } else if v4.is_link_local() {
+            Some("link-local")
+        } else if a == 0 {
+            Some("unspecified")
+        } else if a == 100 && (64..128).contains(&b) {
+            Some("shared (carrier-grade NAT)")
+        } else if v4.is_broadcast() {
+            Some("broadcast")
+        } else if v4.is_multicast() {
+            Some("multicast")
+        } else {
+            None
+        }
+    };
+    match ip {
+        IpAddr::V4(a) => v4(a),
+        IpAddr::V6(a) => {
+            if let Some(mapped) = a.to_ipv4_mapped() {
+                return v4(mapped);
+            }
+            let first = a.segments()[0];
+            if a.is_loopback() {
+                Some("loopback")
+            } else if a.is_unspecified() {
+                Some("unspecified")
+            } else if first & 0xfe00 == 0xfc00 {
+                Some("private (unique local)")
+            } else if first & 0xffc0 == 0xfe80 {
+                Some("link-local")
+            } else if a.is_multicast() {
+                Some("multicast")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// Refuses a webhook URL (already well formed, [`check_url`]) whose host is an address
+/// that is not public, a loopback name, or a numeric address written other than as a
+/// dotted quad (`2130706433`, `0x7f.1`, `127.1`: each may name any address) — unless
+/// `private` allows every destination (a server run for local testing). A DNS name is
+/// taken here and its addresses are checked when it is told.
+pub fn check_destination(url: &str, private: bool) -> Result<(), Refusal> {
+    if private {
+        return Ok(());
+    }
+    let host = host_of(url.trim());
+    let refuse = |why: String| Refusal::WebhookUrl {
+        url: url.trim().chars().take(200).collect(),
+        why,
+    };
+    let public = " (webhooks go to public addresses; `baton serve --allow-private-webhooks` \
+                  lets a server for local testing reach others)";
+    if host == "localhost" || host.ends_with(".localhost") {
+        return Err(refuse(format!("{host} is a loopback name{public}")));
+    }
+    let literal = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .and_then(|h| h.parse::<Ipv6Addr>().ok().map(IpAddr::V6))
+        .or_else(|| host.parse::<Ipv4Addr>().ok().map(IpAddr::V4));
+    if let Some(ip) = literal {
+        return match private_address(ip) {
+            Some(kind) => Err(refuse(format!("{ip} is a {kind} address{public}"))),
+            None => Ok(()),
+        };
+    }
+    let numeric = host.starts_with(|c: char| c.is_ascii_digit())
+        && host
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == '.' || c == 'x');
+    if numeric || host.starts_with('[') {
+        return Err(refuse(format!(
+            "{host} is a numeric address not written as a dotted quad or an IPv6 address, \
+             which may name any address{public}"
+        )));
+    }
+    Ok(())
+}
+
 /// Setting `url` (with a new `secret`) or removing (`None`) `participant`'s webhook, given
 /// its current URL: the change to append, or `None` when there is nothing to change.
 pub fn plan(
@@ -175,6 +282,51 @@ mod tests {
     fn backoff_doubles_from_a_second_to_ten_minutes() {
         let waits: Vec<Millis> = [0, 1, 2, 9, 10, 40].into_iter().map(backoff).collect();
         assert_eq!(waits, [1000, 2000, 4000, 512_000, 600_000, 600_000]);
+    }
+
+    #[test]
+    fn a_webhook_goes_to_a_public_address_unless_private_ones_are_allowed() {
+        for bad in [
+            "http://127.0.0.1:5432/",
+            "http://169.254.169.254/latest/meta-data",
+            "http://10.0.0.1/",
+            "http://192.168.1.2/",
+            "http://172.16.0.1/",
+            "http://[::1]/",
+            "http://[::ffff:127.0.0.1]/",
+            "http://[fd00::1]/",
+            "http://[fe80::1]/",
+            "http://0.0.0.0/",
+            "http://100.64.0.1/",
+            "http://2130706433/",
+            "http://0x7f000001/",
+            "http://0x7f.1/",
+            "http://127.1/",
+            "http://017700000001/",
+            "http://localhost:9000/",
+            "http://api.localhost/",
+            "https://LOCALHOST/",
+        ] {
+            let refused = check_destination(bad, false);
+            assert!(
+                matches!(refused, Err(Refusal::WebhookUrl { .. })),
+                "{bad}: {refused:?}"
+            );
+            assert_eq!(check_destination(bad, true), Ok(()), "{bad}");
+        }
+        for good in [
+            "https://hooks.example.com/x",
+            "http://93.184.216.34/hook",
+            "https://[2606:2800:220:1::248]/h",
+            "https://1password.com/",
+            "https://123.example.com:8443/a",
+        ] {
+            assert_eq!(check_destination(good, false), Ok(()), "{good}");
+        }
+        assert_eq!(
+            private_address("169.254.169.254".parse().unwrap()),
+            Some("link-local")
+        );
     }
 
     #[test]

@@ -20,10 +20,20 @@ const PER_ROUND: usize = 16;
 /// followed, at most [`POST_TIMEOUT`].
 pub struct HttpPoster {
     agent: ureq::Agent,
+    /// Whether a webhook may reach an address that is not public.
+    private: bool,
 }
 
 impl Default for HttpPoster {
+    /// A poster to public addresses only.
     fn default() -> Self {
+        Self::new(false)
+    }
+}
+
+impl HttpPoster {
+    /// A poster; with `private`, to any address (a server for local testing).
+    pub fn new(private: bool) -> Self {
         let agent = ureq::Agent::config_builder()
             .timeout_global(Some(POST_TIMEOUT))
             .http_status_as_error(false)
@@ -31,8 +41,35 @@ impl Default for HttpPoster {
             .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        Self { agent }
+        Self { agent, private }
     }
+}
+
+/// Refuses to tell `url` when its host resolves to an address that is not public: checked
+/// when it is told, so a name that once pointed outside cannot be turned inward later.
+fn public_only(url: &str) -> Result<(), String> {
+    let uri: axum::http::Uri = url.parse().map_err(|e| format!("not a URL: {e}"))?;
+    let host = uri.host().ok_or("no host")?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
+    let addresses = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+        .map_err(|e| format!("{host} does not resolve: {e}"))?;
+    for address in addresses {
+        if let Some(kind) = baton_core::webhook::private_address(address.ip()) {
+            return Err(format!(
+                "refused: {host} resolves to {}, a {kind} address (webhooks go to public \
+                 addresses; `baton serve --allow-private-webhooks` allows others)",
+                address.ip()
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -45,7 +82,11 @@ impl Poster for HttpPoster {
     ) -> Result<u16, String> {
         let agent = self.agent.clone();
         let url = url.to_owned();
+        let private = self.private;
         let posted = tokio::task::spawn_blocking(move || {
+            if !private {
+                public_only(&url)?;
+            }
             let mut request = agent.post(&url);
             for (name, value) in headers {
                 request = request.header(name, value);
@@ -100,4 +141,19 @@ async fn round(server: &Server, poster: &dyn Poster) -> baton_store::Result<()> 
         app.deliver_webhooks(&project, poster, PER_ROUND).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::public_only;
+
+    #[test]
+    fn a_webhook_is_told_only_at_a_public_address_unless_allowed() {
+        // `localhost` resolves to loopback from /etc/hosts on any machine.
+        let refused = public_only("http://localhost:9/hook").unwrap_err();
+        assert!(refused.contains("loopback"), "{refused}");
+        let refused = public_only("http://[::1]:9/hook").unwrap_err();
+        assert!(refused.contains("loopback"), "{refused}");
+        assert_eq!(public_only("http://93.184.216.34/hook"), Ok(()));
+    }
 }

@@ -79,6 +79,8 @@ fn served() -> Served {
         Arc::clone(&db),
         Settings {
             payload_cap: 4096,
+            // The webhook endpoints here listen on loopback.
+            private_webhooks: true,
             ..Settings::default()
         },
         baton_server::Options {
@@ -92,7 +94,7 @@ fn served() -> Served {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            let poster = Arc::new(baton_server::HttpPoster::default());
+            let poster = Arc::new(baton_server::HttpPoster::new(true));
             let webhooks = tokio::spawn(Arc::clone(&server).deliver_webhooks(poster));
             baton_server::serve(listener, server, shutdown)
                 .await

@@ -23,10 +23,14 @@ pub struct ServeArgs {
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:7878", value_name = "HOST:PORT")]
     pub bind: SocketAddr,
-    /// Failed authentications one address may make in a minute before it is refused
-    /// outright (429) for the rest of that minute.
+    /// Failed authentications one address (or one key) may make in a minute before its
+    /// failures are answered 429 for the rest of that minute; a valid key is always heard.
     #[arg(long, default_value_t = baton_server::FAILURE_LIMIT, value_name = "N")]
     pub max_auth_failures: u32,
+    /// Let webhooks reach loopback, private and link-local addresses (a server for local
+    /// testing); without it they go to public addresses only.
+    #[arg(long)]
+    pub allow_private_webhooks: bool,
 }
 
 pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
@@ -35,7 +39,10 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
             "`baton serve` serves a shared store: pass --db URL (sqlite:DIR or postgres://…), or set BATON_DB",
         ));
     };
-    let settings = Settings::default();
+    let settings = Settings {
+        private_webhooks: args.allow_private_webhooks,
+        ..Settings::default()
+    };
     let database = baton_store::database(url, settings.busy_timeout).await?;
     let (listener, bound, shutdown) = listen(args.bind).await?;
     let options = baton_server::Options {
@@ -43,7 +50,7 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
         ..baton_server::Options::default()
     };
     let server = baton_server::Server::with_options(database, settings, options);
-    let poster = std::sync::Arc::new(baton_server::HttpPoster::default());
+    let poster = std::sync::Arc::new(baton_server::HttpPoster::new(args.allow_private_webhooks));
     let webhooks = tokio::spawn(std::sync::Arc::clone(&server).deliver_webhooks(poster));
     // The address goes to stderr: stdout stays empty until the server has stopped.
     eprintln!("baton serve: listening on http://{bound}/v1 (API: http://{bound}/v1/openapi.json)");

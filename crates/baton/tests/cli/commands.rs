@@ -309,10 +309,43 @@ fn a_webhook_is_set_with_a_secret_shown_once_and_removed() {
             "webhook",
             "impl-1",
             "--url",
-            "http://127.0.0.1:9/x",
+            "http://93.184.216.34:8080/x",
         ],
     );
     assert_ne!(again["secret"], set["secret"]);
+    // Only public addresses: no loopback, private, link-local or numeric-trick hosts.
+    for inward in [
+        "http://127.0.0.1:5432/",
+        "http://169.254.169.254/latest/meta-data",
+        "http://10.0.0.1/",
+        "http://[::1]/",
+        "http://0.0.0.0/",
+        "http://2130706433/",
+        "http://localhost:9/",
+    ] {
+        let out = p.run(None, &["agent", "webhook", "impl-1", "--url", inward]);
+        assert_eq!(code(&out), 3, "{inward}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("--allow-private-webhooks"),
+            "{inward}: {}",
+            stderr(&out)
+        );
+    }
+    // A project that allows them (a local test setup) takes them.
+    let config = p.path().join(".baton/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap_or_default();
+    text.push_str("\n[webhooks]\nallow_private = true\n");
+    std::fs::write(&config, text).unwrap();
+    p.json(
+        None,
+        &[
+            "agent",
+            "webhook",
+            "impl-1",
+            "--url",
+            "http://127.0.0.1:9/x",
+        ],
+    );
     for (args, want) in [
         (
             vec!["agent", "webhook", "impl-1", "--url", "file:///etc/passwd"],

@@ -503,7 +503,7 @@ fn remote_commands_print_what_local_ones_print_with_the_same_exit_codes() {
                 "webhook",
                 "impl-1",
                 "--url",
-                "http://127.0.0.1:9/hook",
+                "https://hooks.example.com/hook",
             ],
         ),
         ok("owner", Human, &["agent", "webhook", "impl-1", "--off"]),
