@@ -20,8 +20,6 @@ const PER_ROUND: usize = 16;
 /// followed, at most [`POST_TIMEOUT`].
 pub struct HttpPoster {
     agent: ureq::Agent,
-    /// Whether a webhook may reach an address that is not public.
-    private: bool,
 }
 
 impl Default for HttpPoster {
@@ -32,44 +30,62 @@ impl Default for HttpPoster {
 }
 
 impl HttpPoster {
-    /// A poster; with `private`, to any address (a server for local testing).
+    /// A poster; with `private`, to any address (a server for local testing). Without it,
+    /// the addresses a URL's host resolves to are checked by the resolver the connection
+    /// itself uses, so a name cannot resolve outward for a check and inward for the post.
     pub fn new(private: bool) -> Self {
-        let agent = ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .timeout_global(Some(POST_TIMEOUT))
             .http_status_as_error(false)
             .max_redirects(0)
             .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
-        Self { agent, private }
+            .build();
+        let connector = ureq::unversioned::transport::DefaultConnector::new();
+        let agent = if private {
+            ureq::Agent::with_parts(
+                config,
+                connector,
+                ureq::unversioned::resolver::DefaultResolver::default(),
+            )
+        } else {
+            ureq::Agent::with_parts(config, connector, PublicOnly::default())
+        };
+        Self { agent }
     }
 }
 
-/// Refuses to tell `url` when its host resolves to an address that is not public: checked
-/// when it is told, so a name that once pointed outside cannot be turned inward later.
-fn public_only(url: &str) -> Result<(), String> {
-    let uri: axum::http::Uri = url.parse().map_err(|e| format!("not a URL: {e}"))?;
-    let host = uri.host().ok_or("no host")?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let port = uri
-        .port_u16()
-        .unwrap_or(if uri.scheme_str() == Some("https") {
-            443
-        } else {
-            80
-        });
-    let addresses = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
-        .map_err(|e| format!("{host} does not resolve: {e}"))?;
-    for address in addresses {
-        if let Some(kind) = baton_core::webhook::private_address(address.ip()) {
-            return Err(format!(
-                "refused: {host} resolves to {}, a {kind} address (webhooks go to public \
-                 addresses; `baton serve --allow-private-webhooks` allows others)",
-                address.ip()
-            ));
+/// A resolver that refuses a host any of whose addresses is not public
+/// (`webhook::private_address`): the refusal says "refused by policy" and the address,
+/// never what the target would have answered.
+#[derive(Debug, Default)]
+struct PublicOnly {
+    inner: ureq::unversioned::resolver::DefaultResolver,
+}
+
+impl ureq::unversioned::resolver::Resolver for PublicOnly {
+    fn resolve(
+        &self,
+        uri: &axum::http::Uri,
+        config: &ureq::config::Config,
+        timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        let resolved = self.inner.resolve(uri, config, timeout)?;
+        if let Some((address, kind)) = resolved
+            .iter()
+            .find_map(|a| baton_core::webhook::private_address(a.ip()).map(|k| (a.ip(), k)))
+        {
+            return Err(ureq::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "refused by policy: {} resolves to {address}, a {kind} address (webhooks \
+                     go to public addresses; `baton serve --allow-private-webhooks` allows \
+                     others)",
+                    uri.host().unwrap_or("the host")
+                ),
+            )));
         }
+        Ok(resolved)
     }
-    Ok(())
 }
 
 #[async_trait]
@@ -82,11 +98,7 @@ impl Poster for HttpPoster {
     ) -> Result<u16, String> {
         let agent = self.agent.clone();
         let url = url.to_owned();
-        let private = self.private;
         let posted = tokio::task::spawn_blocking(move || {
-            if !private {
-                public_only(&url)?;
-            }
             let mut request = agent.post(&url);
             for (name, value) in headers {
                 request = request.header(name, value);
@@ -145,15 +157,27 @@ async fn round(server: &Server, poster: &dyn Poster) -> baton_store::Result<()> 
 
 #[cfg(test)]
 mod tests {
-    use super::public_only;
+    use super::HttpPoster;
+    use baton_app::Poster;
 
-    #[test]
-    fn a_webhook_is_told_only_at_a_public_address_unless_allowed() {
-        // `localhost` resolves to loopback from /etc/hosts on any machine.
-        let refused = public_only("http://localhost:9/hook").unwrap_err();
-        assert!(refused.contains("loopback"), "{refused}");
-        let refused = public_only("http://[::1]:9/hook").unwrap_err();
-        assert!(refused.contains("loopback"), "{refused}");
-        assert_eq!(public_only("http://93.184.216.34/hook"), Ok(()));
+    #[tokio::test]
+    async fn a_webhook_is_told_only_at_a_public_address_unless_allowed() {
+        // `localhost` resolves to loopback from /etc/hosts on any machine; nothing listens
+        // on port 9, so an allowed post fails to connect rather than being refused.
+        let public = HttpPoster::default();
+        for url in [
+            "http://localhost:9/hook",
+            "http://[::1]:9/hook",
+            "http://127.0.0.1:9/",
+        ] {
+            let refused = public.post(url, vec![], vec![]).await.unwrap_err();
+            assert!(refused.contains("refused by policy"), "{url}: {refused}");
+        }
+        let any = HttpPoster::new(true);
+        let failed = any
+            .post("http://127.0.0.1:9/hook", vec![], vec![])
+            .await
+            .unwrap_err();
+        assert!(!failed.contains("refused by policy"), "{failed}");
     }
 }
