@@ -55,6 +55,9 @@ pub struct Options {
     pub failure_limit: u32,
     /// How often webhook delivery looks for due webhooks.
     pub webhook_tick: Duration,
+    /// The token `/metrics` takes as `Authorization: Bearer TOKEN` from beyond this
+    /// machine; without one, `/metrics` answers loopback only.
+    pub metrics_token: Option<&'static str>,
 }
 
 impl Default for Options {
@@ -62,6 +65,7 @@ impl Default for Options {
         Self {
             failure_limit: FAILURE_LIMIT,
             webhook_tick: Duration::from_millis(500),
+            metrics_token: None,
         }
     }
 }

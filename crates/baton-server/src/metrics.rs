@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -232,12 +232,57 @@ pub async fn render(server: &Server) -> Result<String, baton_store::StoreError> 
 }
 
 /// `GET /metrics`.
-pub async fn endpoint(State(server): State<Arc<Server>>) -> Response {
+/// Whether `/metrics` answers: the server's token when one is presented (and the server
+/// has one), otherwise a peer on this machine.
+fn allowed(token: Option<&str>, presented: Option<&str>, peer: std::net::IpAddr) -> bool {
+    match (token, presented) {
+        // Compared as hashes: equal length, so the time says nothing of the token.
+        (Some(token), Some(presented)) => {
+            baton_core::key::hash(token) == baton_core::key::hash(presented)
+        }
+        _ => peer.is_loopback(),
+    }
+}
+
+pub async fn endpoint(
+    State(server): State<Arc<Server>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    // Every project's name and counts: for this machine, or for the operator's token.
+    let presented = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if !allowed(server.options.metrics_token, presented, peer.ip()) {
+        return crate::error::ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "/metrics names every project: it answers this machine, or the token of `baton serve --metrics-token-env`",
+        )
+        .into_response();
+    }
     match render(&server).await {
         Ok(text) => ([("content-type", "text/plain; version=0.0.4")], text).into_response(),
         Err(e) => {
             eprintln!("baton serve: metrics failed: {e}");
             StatusCode::INTERNAL_SERVER_ERROR.into_response()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn metrics_answer_this_machine_or_the_operator_s_token() {
+        let here = "127.0.0.1".parse().unwrap();
+        let away: std::net::IpAddr = "192.0.2.7".parse().unwrap();
+        assert!(super::allowed(None, None, here));
+        assert!(!super::allowed(None, None, away));
+        assert!(!super::allowed(None, Some("guess"), away));
+        assert!(super::allowed(Some("t0k"), Some("t0k"), away));
+        assert!(!super::allowed(Some("t0k"), Some("guess"), away));
+        assert!(!super::allowed(Some("t0k"), Some("guess"), here));
+        assert!(!super::allowed(Some("t0k"), None, away));
     }
 }

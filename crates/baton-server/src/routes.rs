@@ -164,6 +164,36 @@ async fn dispatched(
     Ok(answer)
 }
 
+/// On a keyless server (`baton board`, bound to loopback), a request must name a loopback
+/// host: a page whose name was made to point here (DNS rebinding) names its own host, and
+/// is refused before it reads anything.
+async fn loopback_host(
+    axum::extract::State(server): axum::extract::State<Arc<Server>>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if server.keyless.is_some() {
+        let host = request
+            .headers()
+            .get(axum::http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        let name = match host.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => host.split(':').next().unwrap_or(""),
+        };
+        if !matches!(name, "localhost" | "127.0.0.1" | "::1") {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "the board answers requests for localhost or 127.0.0.1 only",
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
 /// A query string that must fit its type; a mismatch is a JSON error naming it.
 pub struct Params<T>(pub T);
 
@@ -465,6 +495,27 @@ async fn me(a: Authed) -> Answer<doc::Caller> {
 /// MCP over Streamable HTTP: the tools of `baton mcp`, as the key's participant (a read
 /// key gets the read-only ones).
 async fn mcp(a: Authed, request: axum::extract::Request) -> axum::response::Response {
+    // A browser page of another origin must not reach MCP (DNS rebinding): an `Origin`
+    // that is not this server's is refused, as MCP's transport asks.
+    if let Some(origin) = request.headers().get(axum::http::header::ORIGIN) {
+        let host = request
+            .headers()
+            .get(axum::http::header::HOST)
+            .and_then(|h| h.to_str().ok());
+        let authority = origin
+            .to_str()
+            .ok()
+            .and_then(|o| o.split_once("://"))
+            .map(|(_, rest)| rest.trim_end_matches('/'));
+        if authority.is_none() || authority != host {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "a request from another origin may not reach MCP",
+            )
+            .into_response();
+        }
+    }
     let scope = a.caller.scope;
     let me = a.caller.participant.clone();
     // The key's participant gets its role's profile, as `baton mcp` gives it on stdio.
@@ -841,6 +892,10 @@ pub fn router(server: Arc<Server>) -> Router {
                 .hinted("GET /v1/openapi.json lists every endpoint")
         })
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&server),
+            loopback_host,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&server),
             crate::metrics::count,

@@ -1096,6 +1096,31 @@ fn mcp_over_http_holds_a_call_to_the_same_boundary_as_stdio_and_rest() {
 }
 
 #[test]
+fn mcp_over_http_refuses_a_request_from_another_origin() {
+    let s = served();
+    let planner = s.key("shop", "planner", Scope::Write);
+    let url = s.url("shop", "/mcp");
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let post = |origin: &str| {
+        agent()
+            .post(&url)
+            .header("Authorization", &format!("Bearer {planner}"))
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("Origin", origin)
+            .send(list.as_bytes())
+            .expect("the server answers")
+            .status()
+            .as_u16()
+    };
+    assert_eq!(post("http://evil.example"), 403);
+    assert_eq!(post("null"), 403);
+    // Its own origin, and no origin at all (a program, not a page), are heard.
+    assert_eq!(post(&s.base), 200);
+    assert_eq!(mcp_post(&url, &planner, list).0, 200);
+}
+
+#[test]
 fn mcp_over_http_offers_the_keys_role_profile() {
     let s = served();
     let url = s.url("shop", "/mcp");

@@ -31,6 +31,11 @@ pub struct ServeArgs {
     /// testing); without it they go to public addresses only.
     #[arg(long)]
     pub allow_private_webhooks: bool,
+    /// The environment variable holding the token `/metrics` takes from beyond this
+    /// machine (`Authorization: Bearer TOKEN`); without it, `/metrics` answers loopback
+    /// only, since it names every project.
+    #[arg(long, value_name = "VAR")]
+    pub metrics_token_env: Option<String>,
 }
 
 pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
@@ -45,8 +50,23 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
     };
     let database = baton_store::database(url, settings.busy_timeout).await?;
     let (listener, bound, shutdown) = listen(args.bind).await?;
+    let metrics_token = match &args.metrics_token_env {
+        Some(var) => match std::env::var(var) {
+            Ok(token) if !token.trim().is_empty() => {
+                // Kept for the server's life.
+                Some(&*Box::leak(token.trim().to_owned().into_boxed_str()))
+            }
+            _ => {
+                return Err(CommandError::usage(format!(
+                    "--metrics-token-env {var}: the variable is not set, or empty"
+                )));
+            }
+        },
+        None => None,
+    };
     let options = baton_server::Options {
         failure_limit: args.max_auth_failures,
+        metrics_token,
         ..baton_server::Options::default()
     };
     let server = baton_server::Server::with_options(database, settings, options);

@@ -450,6 +450,24 @@ fn the_board_serves_its_status_without_a_key_and_serve_asks_for_one() {
             .remove("oldest_open_request");
     }
     assert_eq!(served, cli);
+    // A request naming another host (a page whose name was pointed here: DNS rebinding)
+    // reads nothing.
+    let address = shown
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let mut raw = std::net::TcpStream::connect(&address).unwrap();
+    use std::io::{Read, Write};
+    write!(
+        raw,
+        "GET /v1/projects/{project}/status HTTP/1.1\r\nHost: rebound.example\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    raw.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(!answer.contains("generation"), "{answer}");
     // Another project's name gets nothing without a key.
     let other = ureq::get(&format!("{}v1/projects/elsewhere/status", shown.url)).call();
     assert!(

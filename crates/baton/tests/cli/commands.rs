@@ -333,9 +333,13 @@ fn a_webhook_is_set_with_a_secret_shown_once_and_removed() {
     }
     // A project that allows them (a local test setup) takes them.
     let config = p.path().join(".baton/config.toml");
-    let mut text = std::fs::read_to_string(&config).unwrap_or_default();
-    text.push_str("\n[webhooks]\nallow_private = true\n");
-    std::fs::write(&config, text).unwrap();
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("allow_private = false"), "{text}");
+    std::fs::write(
+        &config,
+        text.replace("allow_private = false", "allow_private = true"),
+    )
+    .unwrap();
     p.json(
         None,
         &[
