@@ -93,26 +93,43 @@ impl App {
         self.store().webhooks().await
     }
 
-    /// One delivery round for `project`: claims due webhooks one at a time, at most
-    /// `max`, and tells each what concerns its participant since its cursor. A failing or
-    /// slow endpoint delays only its own webhook; writes never wait for any of it.
+    /// One delivery round for `project`: claims the due webhooks, at most `max`, and tells
+    /// each what concerns its participant since its cursor. Different endpoints are told
+    /// at once; webhooks sharing an endpoint (its scheme, host and port) one after the
+    /// other. A failing or slow endpoint delays only its own webhooks; writes never wait
+    /// for any of it.
     pub async fn deliver_webhooks(
         &self,
         project: &ProjectName,
         poster: &dyn Poster,
         max: usize,
     ) -> Result<Vec<Attempt>> {
-        let mut attempts = Vec::new();
-        while attempts.len() < max {
+        let mut claimed: Vec<Webhook> = Vec::new();
+        while claimed.len() < max {
             let now = self.now();
             let Some(hook) = self.store().claim_webhook(now, now + LEASE_MS).await? else {
                 break;
             };
-            let attempt = self.deliver(project, &hook, poster).await?;
-            self.store()
-                .settle_webhook(&hook, attempt.settled.clone())
-                .await?;
-            attempts.push(attempt);
+            claimed.push(hook);
+        }
+        let mut endpoints: std::collections::BTreeMap<String, Vec<Webhook>> = Default::default();
+        for hook in claimed {
+            endpoints.entry(endpoint(&hook.url)).or_default().push(hook);
+        }
+        let rounds = endpoints.into_values().map(|hooks| async move {
+            let mut attempts = Vec::new();
+            for hook in hooks {
+                let attempt = self.deliver(project, &hook, poster).await?;
+                self.store()
+                    .settle_webhook(&hook, attempt.settled.clone())
+                    .await?;
+                attempts.push(attempt);
+            }
+            Ok::<_, StoreError>(attempts)
+        });
+        let mut attempts = Vec::new();
+        for told in futures::future::join_all(rounds).await {
+            attempts.extend(told?);
         }
         Ok(attempts)
     }
@@ -232,4 +249,11 @@ impl App {
         }
         Ok(notice)
     }
+}
+
+/// The endpoint a webhook URL reaches: its scheme and authority (`https://h:8443`).
+fn endpoint(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    format!("{scheme}://{}", authority.to_ascii_lowercase())
 }

@@ -76,14 +76,32 @@ fn summary(out: &mut String, name: &str, text: &str, rows: &[(&ProjectName, Summ
 /// Renders the metrics of every project and of the server.
 pub async fn render(server: &Server) -> Result<String, baton_store::StoreError> {
     let mut projects: Vec<(ProjectName, Metrics)> = Vec::new();
+    // A project that cannot be read (a damaged or foreign file in the store's directory)
+    // is listed as unavailable; the others are counted as ever.
+    let mut unavailable: Vec<ProjectName> = Vec::new();
     for name in server.database.projects().await? {
-        let metrics = server.app(&name).await?.metrics().await?;
-        projects.push((name, metrics));
+        let metrics = match server.app(&name).await {
+            Ok(app) => app.metrics().await,
+            Err(e) => Err(e),
+        };
+        match metrics {
+            Ok(metrics) => projects.push((name, metrics)),
+            Err(_) => unavailable.push(name),
+        }
     }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
     let mut out = String::new();
+    help(
+        &mut out,
+        "baton_project_unavailable",
+        "gauge",
+        "1 for a project whose store could not be read at this scrape.",
+    );
+    for project in &unavailable {
+        let _ = writeln!(out, "baton_project_unavailable{{project=\"{project}\"}} 1");
+    }
     let gauge = |out: &mut String, name: &str, text: &str, value: &dyn Fn(&Metrics) -> f64| {
         help(out, name, "gauge", text);
         for (project, m) in &projects {

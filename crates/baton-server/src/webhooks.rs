@@ -147,12 +147,29 @@ pub async fn deliver(server: Arc<Server>, poster: Arc<dyn Poster>, tick: Duratio
     }
 }
 
-async fn round(server: &Server, poster: &dyn Poster) -> baton_store::Result<()> {
-    for project in server.database.projects().await? {
-        let app = server.app(&project).await?;
-        app.deliver_webhooks(&project, poster, PER_ROUND).await?;
+async fn round(server: &Server, poster: &dyn Poster) -> Result<(), String> {
+    let projects = server
+        .database
+        .projects()
+        .await
+        .map_err(|e| e.to_string())?;
+    // Every project at once: one that cannot be opened (a damaged or foreign file in the
+    // store's directory) or whose endpoints are slow holds up no other.
+    let rounds = projects.iter().map(|project| async move {
+        let app = server.app(project).await?;
+        app.deliver_webhooks(project, poster, PER_ROUND).await
+    });
+    let failed: Vec<String> = futures::future::join_all(rounds)
+        .await
+        .into_iter()
+        .zip(&projects)
+        .filter_map(|(done, project)| done.err().map(|e| format!("project {project}: {e}")))
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("skipped {}", failed.join("; ")))
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -129,6 +129,11 @@ impl Served {
         })
     }
 
+    /// The directory holding the projects' files.
+    fn projects(&self) -> std::path::PathBuf {
+        self._dir.path().join("db")
+    }
+
     fn url(&self, project: &str, path: &str) -> String {
         format!("{}/v1/projects/{project}{path}", self.base)
     }
@@ -876,6 +881,81 @@ fn endpoint(statuses: Vec<u16>) -> (String, Arc<std::sync::Mutex<Vec<Received>>>
         }
     });
     (url, received)
+}
+
+/// An endpoint that takes connections and never answers; each connection is held open.
+fn silent_endpoint() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+        }
+    });
+    url
+}
+
+#[test]
+fn a_silent_endpoint_or_a_damaged_project_holds_up_no_other_delivery() {
+    let s = served();
+    // A damaged file among the projects' files.
+    std::fs::write(s.projects().join("broken.db"), b"not a database at all").unwrap();
+    let admin = s.key("shop", "owner", Scope::Admin);
+    let planner = s.key("shop", "planner", Scope::Write);
+    // Two participants told at endpoints that never answer, set first so that they are
+    // claimed first, and one told at an endpoint that does.
+    for name in ["quiet-1", "quiet-2"] {
+        let (status, added) = call(
+            "POST",
+            &s.url("shop", "/participants"),
+            Some(&admin),
+            Some(json!({"name": name, "role": "executor"})),
+        );
+        assert_eq!(status, 200, "{added}");
+        let (status, set) = call(
+            "POST",
+            &s.url("shop", &format!("/participants/{name}/webhook")),
+            Some(&admin),
+            Some(json!({"url": silent_endpoint()})),
+        );
+        assert_eq!(status, 200, "{set}");
+    }
+    let (url, received) = endpoint(vec![200]);
+    let (status, set) = call(
+        "POST",
+        &s.url("shop", "/participants/impl-1/webhook"),
+        Some(&admin),
+        Some(json!({"url": url})),
+    );
+    assert_eq!(status, 200, "{set}");
+    let started = std::time::Instant::now();
+    let (status, sent) = call(
+        "POST",
+        &s.url("shop", "/messages"),
+        Some(&planner),
+        Some(json!({"to": ["quiet-1", "quiet-2", "impl-1"], "topic": "t", "body": "x"})),
+    );
+    assert_eq!(status, 200, "{sent}");
+    // Told while the silent endpoints still hold their posts (each may take up to
+    // POST_TIMEOUT): one after the other, it would wait for both.
+    let bound = baton_server::POST_TIMEOUT;
+    while received.lock().unwrap().is_empty() {
+        assert!(
+            started.elapsed() < bound,
+            "the answering endpoint was not told within {bound:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The damaged project is listed as unavailable; the others are counted.
+    let mut response = agent().get(&format!("{}/metrics", s.base)).call().unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.body_mut().read_to_string().unwrap();
+    assert!(
+        text.contains("baton_project_unavailable{project=\"broken\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("baton_events{project=\"shop\"}"), "{text}");
 }
 
 #[test]
