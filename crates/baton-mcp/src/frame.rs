@@ -173,6 +173,25 @@ pub fn judge_text(text: &str) -> Verdict {
             "invalid request: a line must be one JSON-RPC message object".to_owned(),
         );
     }
+    // Not JSON-RPC 2.0, or an id that is not a string, a number or null: answered here,
+    // with the id as it came, rather than by a server that would leave it out.
+    let version = value.get("jsonrpc").and_then(Value::as_str);
+    let id = value.get("id");
+    if version != Some("2.0")
+        || id.is_some_and(|id| !(id.is_string() || id.is_number() || id.is_null()))
+    {
+        return match id {
+            Some(id) => error(
+                Some(id.clone()),
+                INVALID_REQUEST,
+                "invalid request: a message is JSON-RPC 2.0 (`\"jsonrpc\": \"2.0\"`) with a \
+                 string or number `id`"
+                    .to_owned(),
+            ),
+            // A notification is never answered.
+            None => Verdict::Ignore,
+        };
+    }
     let arguments = value.pointer("/params/arguments");
     if value.get("method").and_then(Value::as_str) == Some("tools/call")
         && arguments.is_some_and(|a| !a.is_object() && !a.is_null())
@@ -275,6 +294,23 @@ mod tests {
 
     #[test]
     fn broken_requests_are_answered_with_their_id() {
+        // Not JSON-RPC 2.0, or an id of another type: answered here, the id kept.
+        for (text, id) in [
+            (r#"{"jsonrpc":"1.0","id":9,"method":"ping"}"#, json!(9)),
+            (r#"{"id":"n","method":"ping"}"#, json!("n")),
+            (
+                r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+                json!({"a": 1}),
+            ),
+            (r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#, json!([1])),
+        ] {
+            let a = answer(judge(line(text), 1 << 20));
+            assert_eq!(
+                (a["id"].clone(), a["error"]["code"].clone()),
+                (id, json!(-32600)),
+                "{text}"
+            );
+        }
         let deep = format!(
             r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"send","arguments":{}}}}}"#,
             "[".repeat(130) + &"]".repeat(130)

@@ -27,12 +27,21 @@ pub struct Bounded {
 }
 
 /// Reads at most `cap + 1` bytes of `path` (`-`: standard input). A directory is refused
-/// here rather than by the read.
+/// here rather than by the read. A FIFO is opened without waiting for a writer: one that
+/// no process writes reads as empty at once, rather than holding the command forever.
 pub fn read_bounded(path: &Path, cap: usize) -> std::io::Result<Bounded> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    use std::os::unix::fs::OpenOptionsExt;
     let reader: Box<dyn Read> = if path.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
     } else {
-        let file = std::fs::File::open(path)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(OFlag::O_NONBLOCK.bits())
+            .open(path)?;
+        // Opened; reads block again (until data, or the end when no writer is left).
+        let flags = OFlag::from_bits_truncate(fcntl(&file, FcntlArg::F_GETFL)?);
+        fcntl(&file, FcntlArg::F_SETFL(flags - OFlag::O_NONBLOCK))?;
         if file.metadata()?.is_dir() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::IsADirectory,
@@ -83,6 +92,36 @@ pub fn read_text(path: &Path, cap: usize, what: &str) -> CommandResult<String> {
     String::from_utf8(bytes).map_err(|_| CommandError::refused(format!("{shown}: not UTF-8 text")))
 }
 
+/// How old a temporary file left beside a target must be before a later write removes
+/// it: far longer than any write takes, so another process's write in flight is never
+/// touched.
+const STALE_TMP: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Removes the temporary files (`.NAME.*.tmp`) that writes of `name` killed before their
+/// rename left in `dir`, once they are older than [`STALE_TMP`].
+fn sweep(dir: &Path, name: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{name}.");
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let file = file.to_string_lossy();
+        if !(file.starts_with(&prefix) && file.ends_with(".tmp")) {
+            continue;
+        }
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|at| at.elapsed().ok())
+            .is_some_and(|age| age > STALE_TMP);
+        if stale {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Writes `contents` to `path` so that a crash leaves the old file or the new one: a
 /// temporary file beside it, fsync'd, renamed over it, and the directory fsync'd. The
 /// mode is the old file's, or 0666 less the umask for a new one.
@@ -95,6 +134,7 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         .file_name()
         .map_or_else(|| ".baton".into(), |n| n.to_string_lossy());
     let existing = std::fs::metadata(path).ok().map(|m| m.permissions());
+    sweep(&dir, &name);
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".tmp")

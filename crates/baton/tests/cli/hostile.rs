@@ -321,6 +321,39 @@ fn hostile_input_files_are_read_within_a_cap_whatever_they_are() {
 }
 
 #[test]
+fn hostile_a_fifo_nobody_writes_is_read_as_empty_at_once() {
+    let p = Project::new(TEAM);
+    let fifo = p.path().join("handoff.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut child = Command::new(baton_exe())
+        .current_dir(p.path())
+        .env_remove("BATON_AS")
+        .args(["handoff", "check", fifo.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    let status = status.expect("`handoff check FIFO` still waiting after 20 s");
+    assert!(
+        !status.success(),
+        "an empty handoff passed: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn hostile_receipt_artifacts_resolve_inside_the_project_or_are_uris() {
     let p = Project::new(TEAM);
     std::os::unix::fs::symlink("/etc/passwd", p.path().join("out-link")).unwrap();

@@ -546,6 +546,29 @@ fn a_wait_returns_as_soon_as_the_receipt_lands() {
 }
 
 #[test]
+fn a_render_clears_the_temporary_files_killed_renders_left_long_ago() {
+    let p = Project::new(TEAM);
+    p.ok(None, &["state", "render"]);
+    let stale = p.path().join(".STATE.md.k1ll3d.tmp");
+    let fresh = p.path().join(".STATE.md.n0w.tmp");
+    for tmp in [&stale, &fresh] {
+        std::fs::write(tmp, "half a render").unwrap();
+    }
+    // An hour old: long past any render in flight.
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(hour_ago)
+        .unwrap();
+    p.ok(None, &["state", "render"]);
+    assert!(!stale.exists(), "the stale temporary file is still there");
+    // A recent one may be another render's in flight: left alone.
+    assert!(fresh.exists(), "a recent temporary file was removed");
+}
+
+#[test]
 fn a_killed_render_leaves_the_old_file_or_the_new_one() {
     let p = Project::new(TEAM);
     // A large state, so a render takes long enough to be killed in the middle.
