@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use baton_core::effect::{self, Call, Decision, Effect, Effects, Gate, Next};
 use baton_core::order::{self, Order, OrderStatus};
-use baton_core::{Passname, Refusal};
+use baton_core::{Passname, Payload, Refusal};
 use baton_store::OrderWritten;
 use serde_json::{Map, Value, json};
 
@@ -149,9 +149,20 @@ impl App {
         let (ok, result) = match effect::resolve(&e.arguments, &effects) {
             Err(why) => (false, json!({ "error": why })),
             Ok(arguments) => match runner.call(&e.upstream, tool, arguments).await {
+                // An upstream's answer is untrusted input like any other: held to a
+                // payload's rules (size, depth, no U+0000) before it is stored.
                 Ok(result) => {
-                    let failed = result.get("isError").and_then(Value::as_bool) == Some(true);
-                    (!failed, result)
+                    match Payload::from_value(result.clone(), self.settings.payload_cap) {
+                        Ok(_) => {
+                            let failed =
+                                result.get("isError").and_then(Value::as_bool) == Some(true);
+                            (!failed, result)
+                        }
+                        Err(refused) => (
+                            false,
+                            json!({ "error": format!("the upstream's answer is refused: {refused}") }),
+                        ),
+                    }
                 }
                 Err(why) => (false, json!({ "error": why })),
             },

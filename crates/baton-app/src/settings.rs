@@ -38,6 +38,9 @@ slots = 2
 # Whether every Work Order must carry the `x-baton` handoff contract (base revision, test
 # command, acceptance owner, stop conditions...): "required", or "optional" for plain AWL.
 contract = "required"
+# How long `baton order approve` waits for an upstream MCP server to start and answer one
+# held effect; one that does not is recorded as a failed effect, with this setting named.
+effect_timeout = "60s"
 
 [webhooks]
 # Whether a webhook may be set to a loopback, private or link-local address (a local test
@@ -63,6 +66,9 @@ pub struct Settings {
     /// How long a request on a topic may stay open before it reaches the human queue
     /// (`[queue.targets]`, e.g. `review = "4h"`).
     pub service_targets: std::collections::BTreeMap<String, Duration>,
+    /// How long an approval waits for an upstream to start and answer one effect
+    /// (`[orders] effect_timeout`).
+    pub effect_timeout: Duration,
     /// Whether webhooks may go to loopback, private and link-local addresses
     /// (`[webhooks] allow_private = true`; `baton serve --allow-private-webhooks`).
     pub private_webhooks: bool,
@@ -81,6 +87,7 @@ impl Default for Settings {
             contract: ContractMode::Required,
             service_targets: std::collections::BTreeMap::new(),
             private_webhooks: false,
+            effect_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -134,6 +141,7 @@ struct RawRuns {
 #[serde(deny_unknown_fields)]
 struct RawOrders {
     contract: Option<String>,
+    effect_timeout: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -183,6 +191,12 @@ impl Settings {
             settings.contract = ContractMode::parse(&c).ok_or_else(|| {
                 format!("orders.contract: {c:?} must be \"required\" or \"optional\"")
             })?;
+        }
+        if let Some(d) = raw.orders.effect_timeout {
+            settings.effect_timeout = parse_duration("orders.effect_timeout", &d)?;
+            if settings.effect_timeout.is_zero() {
+                return Err("orders.effect_timeout must be longer than 0s".into());
+            }
         }
         if let Some(private) = raw.webhooks.allow_private {
             settings.private_webhooks = private;

@@ -35,7 +35,8 @@ pub(crate) async fn connect(command: &[String]) -> Result<Client, String> {
         .split_first()
         .ok_or_else(|| "no upstream command was given".to_owned())?;
     let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args);
+    // An upstream given up on (past its time) or left behind is not left running.
+    cmd.args(args).kill_on_drop(true);
     let (transport, _) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::inherit())
         .spawn()
@@ -47,9 +48,20 @@ pub(crate) async fn connect(command: &[String]) -> Result<Client, String> {
 
 /// Runs held effects through upstream servers, one session per command line for as long
 /// as it lives.
-#[derive(Default)]
 pub struct Upstream {
     sessions: Mutex<HashMap<Vec<String>, Arc<Client>>>,
+    /// How long one effect may take, its upstream's start included.
+    timeout: std::time::Duration,
+}
+
+impl Upstream {
+    /// Upstreams that get `timeout` to start and answer each call.
+    pub fn new(timeout: std::time::Duration) -> Self {
+        Self {
+            sessions: Mutex::default(),
+            timeout,
+        }
+    }
 }
 
 #[async_trait]
@@ -60,23 +72,37 @@ impl ToolRunner for Upstream {
         tool: &str,
         arguments: Map<String, Value>,
     ) -> Result<Value, String> {
-        let client = {
-            let mut sessions = self.sessions.lock().await;
-            match sessions.get(upstream) {
-                Some(client) => client.clone(),
-                None => {
-                    let client = Arc::new(connect(upstream).await?);
-                    sessions.insert(upstream.to_vec(), client.clone());
-                    client
+        let called = async {
+            let client = {
+                let mut sessions = self.sessions.lock().await;
+                match sessions.get(upstream) {
+                    Some(client) => client.clone(),
+                    None => {
+                        let client = Arc::new(connect(upstream).await?);
+                        sessions.insert(upstream.to_vec(), client.clone());
+                        client
+                    }
                 }
-            }
+            };
+            let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+            let result = client
+                .call_tool(params)
+                .await
+                .map_err(|e| format!("the upstream server did not answer `{tool}`: {e}"))?;
+            serde_json::to_value(result).map_err(|e| e.to_string())
         };
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        let result = client
-            .call_tool(params)
-            .await
-            .map_err(|e| format!("the upstream server did not answer `{tool}`: {e}"))?;
-        serde_json::to_value(result).map_err(|e| e.to_string())
+        match tokio::time::timeout(self.timeout, called).await {
+            Ok(answered) => answered,
+            Err(_) => {
+                // A session that did not answer is not reused.
+                self.sessions.lock().await.remove(upstream);
+                Err(format!(
+                    "the upstream server did not answer `{tool}` within {} s \
+                     (orders.effect_timeout in .baton/config.toml)",
+                    self.timeout.as_secs()
+                ))
+            }
+        }
     }
 }
 

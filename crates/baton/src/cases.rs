@@ -336,7 +336,7 @@ impl Cases for Local {
         expect_seq: Option<i64>,
         chosen: Option<&[String]>,
     ) -> Answer<Approved> {
-        let upstream = baton_mcp::Upstream::default();
+        let upstream = baton_mcp::Upstream::new(self.app.settings().effect_timeout);
         let approval = self
             .app
             .approve(me, id, expect_seq, chosen, Some(&upstream))

@@ -413,6 +413,74 @@ fn only_the_worker_of_an_accepted_order_can_start_a_gateway() {
 }
 
 #[test]
+fn an_upstream_that_does_not_answer_in_time_is_a_failed_effect_and_nothing_hangs() {
+    let b = Bench::new(
+        "owner",
+        json!(["files/*"]),
+        json!(["files/append"]),
+        json!({"usd": 5}),
+    );
+    let config = b.project.path().join(".baton/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("effect_timeout = \"60s\""), "{text}");
+    std::fs::write(
+        &config,
+        text.replace("effect_timeout = \"60s\"", "effect_timeout = \"2s\""),
+    )
+    .unwrap();
+    // Held during the session; at approval the upstream takes 30 s to answer.
+    let slow = json!({"line": "slow", "hold_seconds": 30});
+    b.session(json!([{"tool": "append", "arguments": slow}]));
+    b.report(json!([effect("files/append#1", "files/append", slow)]));
+    let started = std::time::Instant::now();
+    let out = b.approve("owner", &[]);
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(20),
+        "approval waited {took:?} on an upstream past its 2 s"
+    );
+    let shown = b.show();
+    assert_eq!(
+        statuses(&shown),
+        [("files/append#1".into(), "failed".into())],
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        shown.to_string().contains("orders.effect_timeout"),
+        "the failure names the setting: {shown}"
+    );
+}
+
+#[test]
+fn an_upstream_answer_over_the_payload_cap_is_a_failed_effect_not_a_stored_one() {
+    let b = Bench::new(
+        "owner",
+        json!(["files/*"]),
+        json!(["files/swell"]),
+        json!({"usd": 5}),
+    );
+    // 300 KiB of answer, over the 256 KiB payload cap.
+    let swell = json!({"text": "x".repeat(1024), "times": 300});
+    b.session(json!([{"tool": "swell", "arguments": swell}]));
+    b.report(json!([effect("files/swell#1", "files/swell", swell)]));
+    b.approve("owner", &[]);
+    assert_eq!(b.lines(), ["swell"], "the upstream ran once");
+    let shown = b.show();
+    assert_eq!(
+        statuses(&shown),
+        [("files/swell#1".into(), "failed".into())]
+    );
+    let text = shown.to_string();
+    assert!(text.contains("the upstream's answer is refused"), "{text}");
+    assert!(
+        text.len() < 64 * 1024,
+        "the answer was stored: {} bytes",
+        text.len()
+    );
+}
+
+#[test]
 fn approval_runs_the_held_effects_once_in_order_with_a_ref_filled_in() {
     let b = Bench::new(
         "owner",

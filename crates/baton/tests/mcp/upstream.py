@@ -6,6 +6,8 @@ and two write tools, each write appending one line to the file named by $UPSTREA
 - `append(line, hold_seconds=0)`: appends `line`, then waits `hold_seconds` before it
   answers (a test kills its caller inside that window); answers {"n": lines now}.
 - `stamp(text)`: appends `stamp: TEXT`; answers {"n": lines now}.
+- `swell(text, times)`: appends `swell`; answers {"text": TEXT repeated TIMES times}, an
+  answer as large as a test needs.
 
 Usage: python upstream.py   (stdio)
 """
@@ -64,6 +66,17 @@ def append(line: str, hold_seconds: float = 0) -> Count:
 def stamp(text: str | int) -> Count:
     """Appends `stamp: TEXT`."""
     return {"n": write(f"stamp: {text}")}
+
+
+class Swollen(TypedDict):
+    text: str
+
+
+@server.tool()
+def swell(text: str, times: int) -> Swollen:
+    """Appends `swell`; answers the text repeated."""
+    write("swell")
+    return {"text": text * times}
 
 
 if __name__ == "__main__":
