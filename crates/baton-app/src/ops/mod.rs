@@ -286,20 +286,14 @@ pub const fn typed(
     summary: &'static str,
     call: &'static dyn Call,
 ) -> Operation {
-    Operation {
-        name,
-        tool: None,
-        needs,
-        reach: Anywhere,
-        idempotent: false,
-        roles: &[],
-        typed: Some(Declared {
-            summary,
-            route,
-            schema: None,
-            call,
-        }),
-    }
+    let mut row = op(name, needs);
+    row.typed = Some(Declared {
+        summary,
+        route,
+        schema: None,
+        call,
+    });
+    row
 }
 
 impl Operation {

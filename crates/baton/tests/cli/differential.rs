@@ -5,12 +5,10 @@
 //! step is taken or refused alike and that the stores end with the same documents and the
 //! same exported log, ids, times and key hashes aside.
 
-use std::process::Command;
-
 use serde_json::json;
 
 use crate::common::baton_exe;
-use crate::mcp::{python, scripts};
+use crate::mcp::script;
 use crate::server::{Serving, admin, serve};
 
 const EDGES: &[&str] = &["cli", "cli-over-server", "rest", "mcp-stdio", "mcp-http"];
@@ -51,21 +49,7 @@ fn one_script_through_the_five_edges_ends_with_the_same_documents_and_log() {
         edges.push(json!({"edge": edge, "db": url, "base": base, "tokens": tokens}));
     }
     let config = json!({"baton": baton_exe(), "edges": edges});
-    let out = Command::new(python())
-        .arg("-B")
-        .arg(scripts().join("differential.py"))
-        .arg(config.to_string())
-        .current_dir(scripts())
-        .output()
-        .expect("run python");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "differential.py failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    print!("{stdout}");
+    let stdout = script("differential.py", &[config.to_string()]);
     assert!(
         stdout.contains("through 5 edges end with the same documents and the same"),
         "{stdout}"

@@ -112,14 +112,13 @@ pub(crate) fn python() -> &'static Path {
     }
 }
 
-/// Runs one client script against a fresh project; panics with its output on failure.
-fn client(script: &str) -> String {
-    let project = Project::new(TEAM);
+/// Runs the script `script` of `tests/mcp/` with `args`; panics with its output on
+/// failure, returns (and prints) its stdout.
+pub(crate) fn script<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S]) -> String {
     let out = Command::new(python())
         .arg("-B") // no __pycache__ in the source tree
         .arg(scripts().join(script))
-        .arg(baton_exe())
-        .arg(project.path())
+        .args(args)
         .current_dir(scripts())
         .output()
         .expect("run python");
@@ -132,6 +131,12 @@ fn client(script: &str) -> String {
     );
     print!("{stdout}");
     stdout
+}
+
+/// Runs one client script against a fresh project.
+fn client(name: &str) -> String {
+    let project = Project::new(TEAM);
+    script(name, &[baton_exe().as_os_str(), project.path().as_os_str()])
 }
 
 #[test]
@@ -172,20 +177,14 @@ fn mcp_over_streamable_http_serves_the_same_tools_as_the_keys_participant() {
         token("impl-1", "read"),
     );
     let serving = serve(&url);
-    let out = Command::new(python())
-        .arg("-B")
-        .arg(scripts().join("http_client.py"))
-        .arg(format!("{}/v1/projects/shop/mcp", serving.base))
-        .args([&planner, &executor, &reader])
-        .current_dir(scripts())
-        .output()
-        .expect("run python");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "http_client.py failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = script(
+        "http_client.py",
+        &[
+            format!("{}/v1/projects/shop/mcp", serving.base),
+            planner,
+            executor,
+            reader,
+        ],
     );
     for line in [
         "http: each write key lists its role's profile (22 and 13 tools)",

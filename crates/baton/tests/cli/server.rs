@@ -102,6 +102,26 @@ fn keys_are_issued_listed_and_revoked_one_at_a_time_in_an_embedded_project() {
     assert_eq!(code(&out), 4, "{}", stderr(&out));
 }
 
+/// A shared store holding project `shop` with a planner, and a key of `scope` for it:
+/// the directory (kept while it lives), the store's URL and the key's token.
+fn shop(scope: &str) -> (tempfile::TempDir, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("projects").display());
+    admin(&url, None, &["project", "add", "shop"]);
+    admin(
+        &url,
+        Some("shop"),
+        &["agent", "add", "planner", "--role", "planner"],
+    );
+    let issued = admin(
+        &url,
+        Some("shop"),
+        &["key", "issue", "planner", "--scope", scope],
+    );
+    let token = issued["token"].as_str().unwrap().to_owned();
+    (dir, url, token)
+}
+
 /// A `baton serve` process on an ephemeral port, killed on drop if still running.
 pub struct Serving {
     pub child: Child,
@@ -115,6 +135,20 @@ impl Drop for Serving {
     }
 }
 
+/// The address a `baton serve` just started says it listens on (its first line on
+/// stderr), and the rest of its stderr's lines.
+fn announced(child: &mut Child) -> (String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().expect("a first line").unwrap();
+    let address = first
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split("/v1").next())
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_owned();
+    (address, lines)
+}
+
 pub fn serve(url: &str) -> Serving {
     let mut child = Command::new(baton_exe())
         .args(["--db", url, "serve", "--bind", "127.0.0.1:0"])
@@ -123,14 +157,7 @@ pub fn serve(url: &str) -> Serving {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let first = lines.next().expect("a first line").unwrap();
-    let base = first
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split("/v1").next())
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .to_owned();
+    let (base, lines) = announced(&mut child);
     // Keep draining stderr so the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
     Serving {
@@ -141,22 +168,7 @@ pub fn serve(url: &str) -> Serving {
 
 #[test]
 fn serve_answers_http_and_finishes_the_write_in_flight_before_it_stops() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite:{}", dir.path().join("projects").display());
-    admin(&url, None, &["project", "add", "shop"]);
-    admin(
-        &url,
-        Some("shop"),
-        &["agent", "add", "planner", "--role", "planner"],
-    );
-    let token = admin(
-        &url,
-        Some("shop"),
-        &["key", "issue", "planner", "--scope", "write"],
-    )["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_dir, url, token) = shop("write");
     let mut server = serve(&url);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -246,22 +258,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 fn serve_out_of_descriptors_waits_quietly_and_answers_again_once_they_free() {
     use std::io::Write;
     use std::sync::{Arc, Mutex};
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite:{}", dir.path().join("projects").display());
-    admin(&url, None, &["project", "add", "shop"]);
-    admin(
-        &url,
-        Some("shop"),
-        &["agent", "add", "planner", "--role", "planner"],
-    );
-    let token = admin(
-        &url,
-        Some("shop"),
-        &["key", "issue", "planner", "--scope", "read"],
-    )["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_dir, url, token) = shop("read");
     // A server with few descriptors, as under a low `ulimit -n`.
     let script = format!(
         "ulimit -n 64 && exec '{}' --db '{url}' serve --bind 127.0.0.1:0",
@@ -274,14 +271,7 @@ fn serve_out_of_descriptors_waits_quietly_and_answers_again_once_they_free() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let first = lines.next().expect("a first line").unwrap();
-    let addr = first
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split("/v1").next())
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .to_owned();
+    let (addr, lines) = announced(&mut child);
     let said: Arc<Mutex<Vec<String>>> = Arc::default();
     let kept = Arc::clone(&said);
     std::thread::spawn(move || {
