@@ -31,7 +31,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::RwLock;
 use tower::ServiceExt;
 
 pub use error::{ApiError, ErrorBody};
@@ -58,6 +57,9 @@ pub struct Options {
     /// The token `/metrics` takes as `Authorization: Bearer TOKEN` from beyond this
     /// machine; without one, `/metrics` answers loopback only.
     pub metrics_token: Option<&'static str>,
+    /// How many projects are kept open at once (each open SQLite project holds a few
+    /// descriptors and a thread).
+    pub open_projects: usize,
 }
 
 impl Default for Options {
@@ -66,10 +68,17 @@ impl Default for Options {
             failure_limit: FAILURE_LIMIT,
             webhook_tick: Duration::from_millis(500),
             metrics_token: None,
+            open_projects: OPEN_PROJECTS,
         }
     }
 }
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+
+/// How many projects a server keeps open at once by default
+/// ([`Options::open_projects`]).
+pub const OPEN_PROJECTS: usize = 64;
+/// How long a project stays open without a request.
+pub const IDLE_PROJECT: Duration = Duration::from_secs(300);
 
 /// Where failed authentications are counted: the address they came from, and the key id
 /// the token named (so a key guessed at from many addresses is throttled too).
@@ -84,7 +93,9 @@ enum Source {
 pub struct Server {
     database: Arc<dyn Database>,
     settings: Settings,
-    apps: RwLock<HashMap<ProjectName, App>>,
+    /// The projects open now, each with when it was last used: at most
+    /// [`Options::open_projects`], and none idle longer than [`IDLE_PROJECT`].
+    apps: tokio::sync::Mutex<HashMap<ProjectName, (App, Instant)>>,
     failed_authentications: AtomicU64,
     /// Per source (an address, or the key a token names): when its current window began,
     /// and its failures in it.
@@ -94,6 +105,8 @@ pub struct Server {
     /// The one project whose project-wide views are served without a key (`baton
     /// board`, on loopback); `None` on `baton serve`.
     keyless: Option<ProjectName>,
+    /// Where the next webhook round starts among the projects (rounds take turns).
+    webhook_turn: std::sync::atomic::AtomicUsize,
     /// Set once [`serve`] stops accepting: long polls answer at once instead of holding
     /// the shutdown until their timeouts.
     stopping: tokio::sync::watch::Sender<bool>,
@@ -141,12 +154,13 @@ impl Server {
         Self {
             database,
             settings,
-            apps: RwLock::new(HashMap::new()),
+            apps: tokio::sync::Mutex::new(HashMap::new()),
             failed_authentications: AtomicU64::new(0),
             failures: std::sync::Mutex::new(HashMap::new()),
             traffic: std::sync::Mutex::new(metrics::Traffic::default()),
             options,
             keyless,
+            webhook_turn: std::sync::atomic::AtomicUsize::new(0),
             stopping: tokio::sync::watch::Sender::new(false),
         }
     }
@@ -158,15 +172,37 @@ impl Server {
         let _ = stopping.wait_for(|stopping| *stopping).await;
     }
 
-    /// Project `name`'s use cases; not found when there is no such project.
+    /// Project `name`'s use cases; not found when there is no such project. A project is
+    /// opened on first use and closed when it has been idle [`IDLE_PROJECT`] or when
+    /// [`Options::open_projects`] others were used since (the least recently used goes
+    /// first); a request still holding it keeps it open until it ends.
     async fn app(&self, name: &ProjectName) -> baton_store::Result<App> {
-        if let Some(app) = self.apps.read().await.get(name) {
+        let now = Instant::now();
+        let mut apps = self.apps.lock().await;
+        apps.retain(|_, (_, used)| now.duration_since(*used) < IDLE_PROJECT);
+        if let Some((app, used)) = apps.get_mut(name) {
+            *used = now;
             return Ok(app.clone());
         }
         let store = self.database.project(name).await?;
         let app = App::new(store, self.settings.clone(), host::server());
-        self.apps.write().await.insert(name.clone(), app.clone());
+        while apps.len() >= self.options.open_projects.max(1) {
+            let oldest = apps
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(n, _)| n.clone());
+            match oldest {
+                Some(oldest) => apps.remove(&oldest),
+                None => break,
+            };
+        }
+        apps.insert(name.clone(), (app.clone(), now));
         Ok(app)
+    }
+
+    /// How many projects are open now.
+    pub async fn open_projects(&self) -> usize {
+        self.apps.lock().await.len()
     }
 
     /// Counts a failed authentication from `address` with `token` (when one was sent), and

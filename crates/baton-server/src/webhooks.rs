@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_app::Poster;
+use baton_core::ProjectName;
 
 use crate::Server;
 
@@ -148,12 +149,24 @@ pub async fn deliver(server: Arc<Server>, poster: Arc<dyn Poster>, tick: Duratio
 }
 
 async fn round(server: &Server, poster: &dyn Poster) -> Result<(), String> {
-    let projects = server
+    let all = server
         .database
         .projects()
         .await
         .map_err(|e| e.to_string())?;
-    // Every project at once: one that cannot be opened (a damaged or foreign file in the
+    // A round takes the next projects in turn, no more than half of those a server keeps
+    // open, so rounds over many projects do not keep reopening them all.
+    let turn = (server.options.open_projects / 2).max(1);
+    let projects: Vec<ProjectName> = if all.len() <= turn {
+        all
+    } else {
+        let start = server
+            .webhook_turn
+            .fetch_add(turn, std::sync::atomic::Ordering::Relaxed)
+            % all.len();
+        all.iter().cycle().skip(start).take(turn).cloned().collect()
+    };
+    // Those projects at once: one that cannot be opened (a damaged or foreign file in the
     // store's directory) or whose endpoints are slow holds up no other.
     let rounds = projects.iter().map(|project| async move {
         let app = server.app(project).await?;

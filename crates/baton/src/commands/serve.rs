@@ -36,6 +36,11 @@ pub struct ServeArgs {
     /// only, since it names every project.
     #[arg(long, value_name = "VAR")]
     pub metrics_token_env: Option<String>,
+    /// How many projects are kept open at once; the least recently used closes first, and
+    /// a project idle for 5 minutes closes anyway (each open project holds a few
+    /// descriptors and a thread on SQLite).
+    #[arg(long, default_value_t = baton_server::OPEN_PROJECTS, value_name = "N")]
+    pub open_projects: usize,
 }
 
 pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
@@ -67,6 +72,7 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
     let options = baton_server::Options {
         failure_limit: args.max_auth_failures,
         metrics_token,
+        open_projects: args.open_projects.max(1),
         ..baton_server::Options::default()
     };
     let server = baton_server::Server::with_options(database, settings, options);

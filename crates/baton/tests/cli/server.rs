@@ -342,3 +342,62 @@ fn serve_out_of_descriptors_waits_quietly_and_answers_again_once_they_free() {
         said.lock().unwrap()
     );
 }
+
+#[test]
+fn serve_keeps_a_bounded_set_of_projects_open_and_answers_every_one() {
+    // One project with a key, copied: 120 projects under a limit of 128 descriptors,
+    // far fewer than 120 open projects would hold.
+    let (dir, url, token) = shop("read");
+    let projects = dir.path().join("projects");
+    for n in 0..120 {
+        for suffix in ["db", "db-wal"] {
+            let from = projects.join(format!("shop.{suffix}"));
+            if from.exists() {
+                std::fs::copy(&from, projects.join(format!("p{n}.{suffix}"))).unwrap();
+            }
+        }
+    }
+    let script = format!(
+        "ulimit -n 128 && exec '{}' --db '{url}' serve --bind 127.0.0.1:0 --open-projects 8",
+        baton_exe().display()
+    );
+    let mut child = Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (addr, lines) = announced(&mut child);
+    std::thread::spawn(move || for _ in lines {});
+    let serving = Serving {
+        child,
+        base: format!("http://{addr}"),
+    };
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let status = |path: &str| {
+        agent
+            .get(&format!("{}{path}", serving.base))
+            .header("Authorization", &format!("Bearer {token}"))
+            .call()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    let failed: Vec<(String, u16)> = (0..120)
+        .map(|n| format!("p{n}"))
+        .map(|p| {
+            let got = status(&format!("/v1/projects/{p}/inbox"));
+            (p, got)
+        })
+        .filter(|(_, got)| *got != 200)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "projects that did not answer: {failed:?}"
+    );
+    assert_eq!(status("/metrics"), 200, "/metrics over 121 projects");
+}
