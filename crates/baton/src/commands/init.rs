@@ -48,7 +48,10 @@ pub async fn run(g: &GlobalArgs, args: InitArgs) -> CommandResult<Output> {
         None => std::env::current_dir()?,
     };
     let dir = root.join(DIR);
-    let existed = dir.join(DB_FILE).exists();
+    // An empty file holds nothing to keep: the store is made in it, and said so.
+    let found = std::fs::metadata(dir.join(DB_FILE)).ok().map(|m| m.len());
+    let existed = found.is_some_and(|len| len > 0);
+    let was_empty = found == Some(0);
     std::fs::create_dir_all(&dir)?;
     let config_path = dir.join(CONFIG_FILE);
     if !config_path.exists() {
@@ -65,6 +68,11 @@ pub async fn run(g: &GlobalArgs, args: InitArgs) -> CommandResult<Output> {
     let root_text = root.display().to_string();
     let mut human = if existed {
         format!("Baton project already initialized at {root_text}/{DIR}; nothing was overwritten.")
+    } else if was_empty {
+        format!(
+            "Initialized Baton project at {root_text}/{DIR}: its {DB_FILE} was an empty file, \
+             and the store was made in it"
+        )
     } else {
         format!("Initialized Baton project at {root_text}/{DIR}")
     };

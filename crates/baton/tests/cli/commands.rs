@@ -84,6 +84,30 @@ fn init_twice_is_harmless_and_keeps_gitignore_lines() {
 }
 
 #[test]
+fn init_over_an_empty_store_file_says_it_made_the_store_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".baton")).unwrap();
+    std::fs::write(dir.path().join(".baton/baton.db"), b"").unwrap();
+    let out = std::process::Command::new(crate::common::baton_exe())
+        .current_dir(dir.path())
+        .env_remove("BATON_PROJECT")
+        .args(["--json", "init"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["created"], true, "{doc}");
+    let out = std::process::Command::new(crate::common::baton_exe())
+        .current_dir(dir.path())
+        .env_remove("BATON_PROJECT")
+        .args(["init"])
+        .output()
+        .unwrap();
+    let human = String::from_utf8_lossy(&out.stdout);
+    assert!(human.contains("already initialized"), "{human}");
+}
+
+#[test]
 fn outside_a_project_the_error_names_init_and_exits_2() {
     let dir = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(crate::common::baton_exe())
