@@ -360,9 +360,9 @@ pub enum GateChange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NeedSource {
-    /// `baton need`.
+    /// Raised by a call to `need`, on any edge: the command, REST or the MCP tool.
     Hand,
-    /// A live agent session: its hook or its MCP `need` tool.
+    /// Raised by an agent session's hook (a permission prompt, a stop with questions).
     Session,
 }
 

@@ -507,29 +507,6 @@ impl BatonTools {
         Ok(Json(self.stepped(&written.order)))
     }
 
-    #[tool(description = "Raise a need for a person (the human queue), optionally on an order.")]
-    async fn need(
-        &self,
-        Parameters(input): Parameters<NeedInput>,
-    ) -> Result<Json<NoNulls<baton_app::doc::QueueNoted>>, String> {
-        let input = input?;
-        let item = self
-            .app
-            .raise_need(
-                self.me.as_str(),
-                &input.text,
-                input.order.as_deref(),
-                baton_core::gate::NeedSource::Session,
-                None,
-            )
-            .await
-            .map_err(|e| explain(input.order.as_deref().unwrap_or(""), e))?;
-        Ok(Json(NoNulls(baton_app::doc::QueueNoted {
-            item,
-            seq: None,
-        })))
-    }
-
     #[tool(description = "What needs a person: four lanes, five items each, newest first.")]
     async fn queue(
         &self,

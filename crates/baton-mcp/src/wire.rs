@@ -44,7 +44,7 @@ pub enum Side {
 ///   `null`);
 /// - outputs lose every `description` (what their fields mean is said once, in the
 ///   server's instructions), and no output property is `null` (a field that does not
-///   apply is left out, [`NoNulls`]);
+///   apply is left out);
 /// - outputs also lose `required` and `minimum: 0` (counts and sizes), and a nested
 ///   object with `properties` loses its `type: object` (the root keeps it, as MCP asks):
 ///   a client reads what is there, and a validator accepts the same documents less
@@ -115,7 +115,7 @@ fn trim(schema: &mut JsonObject, defs: &JsonObject, side: Side) {
             ("properties", Value::Object(named)) => {
                 for (name, sub) in named.iter_mut() {
                     if let Value::Object(sub) = sub {
-                        // Outputs leave out what does not apply (`NoNulls`), so no output
+                        // Outputs leave out what does not apply, so no output
                         // property is ever `null`.
                         if side == Side::Output || !required.contains(&Value::String(name.clone()))
                         {
@@ -361,32 +361,6 @@ pub struct OrderShowInput {
 
 // ---- outputs ----
 
-/// A document shared with the other edges, returned without its `null` fields: a tool's
-/// output leaves out what does not apply (the CLI prints it as `null`). Its schema is
-/// `T`'s; compaction drops `null` from every output property to match.
-#[derive(Debug)]
-pub struct NoNulls<T>(pub T);
-
-impl<T: Serialize> Serialize for NoNulls<T> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut value = serde_json::to_value(&self.0).map_err(serde::ser::Error::custom)?;
-        if let Value::Object(fields) = &mut value {
-            fields.retain(|_, v| !v.is_null());
-        }
-        value.serialize(serializer)
-    }
-}
-
-impl<T: JsonSchema> JsonSchema for NoNulls<T> {
-    fn schema_name() -> Cow<'static, str> {
-        T::schema_name()
-    }
-
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        T::json_schema(generator)
-    }
-}
-
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Row {
     pub id: String,
@@ -598,15 +572,6 @@ impl OrderStep {
             note,
         })
     }
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NeedInput {
-    /// What you need from a person, in a sentence.
-    pub text: String,
-    /// The order it is about.
-    pub order: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

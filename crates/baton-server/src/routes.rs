@@ -384,15 +384,6 @@ pub struct QueueQuery {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NeedBody {
-    /// What is needed, in a sentence.
-    pub text: String,
-    /// The order it is about.
-    pub order: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct OrderStepBody {
     /// On `decline`, `cancel` (optional) and `rework` (required).
     pub reason: Option<String>,
@@ -552,21 +543,6 @@ async fn queue(a: Authed, Params(q): Params<QueueQuery>) -> Answer<doc::Queue> {
     };
     let lanes = a.app.queue(lane).await?;
     Ok(Json(doc::Queue::new(&lanes)))
-}
-
-async fn raise_need(a: Authed, Body(b): Body<NeedBody>) -> Answer<doc::QueueNoted> {
-    let me = a.may(Scope::Write, "raise needs").await?;
-    let item = a
-        .app
-        .raise_need(
-            me.as_str(),
-            &b.text,
-            b.order.as_deref(),
-            baton_core::gate::NeedSource::Session,
-            None,
-        )
-        .await?;
-    Ok(Json(doc::QueueNoted { item, seq: None }))
 }
 
 async fn write_receipt(a: Authed, Body(b): Body<ReceiptBody>) -> Answer<ReceiptWritten> {
@@ -822,13 +798,6 @@ pub fn router(server: Arc<Server>) -> Router {
             "What needs a person: four lanes computed from the log",
             r,
             queue,
-        )
-        .route::<Nothing, NeedBody, doc::QueueNoted, _, _>(
-            Method::POST,
-            &p("/needs"),
-            "Raise a need for a person (the queue's needs lane)",
-            w,
-            raise_need,
         )
         .route::<Nothing, Nothing, doc::Status, _, _>(
             Method::GET,

@@ -1084,7 +1084,7 @@ fn the_human_queue_over_http_raises_lists_and_acknowledges_needs() {
     );
     assert_eq!(status, 200, "{queue}");
     assert_eq!(queue["lanes"][0]["items"][0]["id"], item.as_str());
-    assert_eq!(queue["lanes"][0]["items"][0]["source"], "need_by_session");
+    assert_eq!(queue["lanes"][0]["items"][0]["source"], "need_by_hand");
     // A read key may look, not acknowledge.
     let ack = s.url("shop", &format!("/queue/{item}/ack"));
     let (status, _) = call("POST", &ack, Some(&reader), None);

@@ -15,12 +15,11 @@ use async_trait::async_trait;
 use baton_app::doc::Doc;
 use baton_app::doc::{
     Approved, Inbox, MessageRow, News, OrderRow, OrderShown, OrderStepped, Orders, Outbox, Queue,
-    QueueNoted, ReceiptShown, ReceiptWritten, Resume, Search, Show, Status, Thread,
+    ReceiptShown, ReceiptWritten, Resume, Search, Show, Status, Thread,
 };
 use baton_app::ops::{Operation, Typed, Who};
 use baton_app::{App, Layout, OrderStep};
 use baton_core::event::LOCAL_OPERATOR;
-use baton_core::gate::NeedSource;
 use baton_core::queue::Lane;
 use baton_core::{Passname, Refusal};
 use baton_store::{SearchQuery, StoreError};
@@ -145,7 +144,6 @@ pub trait Cases: Send + Sync {
     ) -> Answer<Approved>;
 
     async fn queue(&self, lane: Option<Lane>) -> Answer<Queue>;
-    async fn raise_need(&self, actor: &str, text: &str, order: Option<&str>) -> Answer<QueueNoted>;
     /// The project at a glance.
     async fn status(&self) -> Answer<Status>;
     /// The status once the log is past `generation`, or when `timeout` has passed.
@@ -351,14 +349,6 @@ impl Cases for Local {
 
     async fn queue(&self, lane: Option<Lane>) -> Answer<Queue> {
         Ok(Queue::new(&self.app.queue(lane).await?))
-    }
-
-    async fn raise_need(&self, actor: &str, text: &str, order: Option<&str>) -> Answer<QueueNoted> {
-        let item = self
-            .app
-            .raise_need(actor, text, order, NeedSource::Hand, None)
-            .await?;
-        Ok(QueueNoted { item, seq: None })
     }
 
     async fn status(&self) -> Answer<Status> {

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use baton_app::doc::{
-    Approved, Caller, Inbox, News, OrderShown, OrderStepped, Orders, Outbox, Queue, QueueNoted,
-    ReceiptShown, ReceiptWritten, Resume, Search, Show, Status, Thread,
+    Approved, Caller, Inbox, News, OrderShown, OrderStepped, Orders, Outbox, Queue, ReceiptShown,
+    ReceiptWritten, Resume, Search, Show, Status, Thread,
 };
 use baton_app::{OrderStep, Settings};
 use baton_core::queue::Lane;
@@ -503,15 +503,6 @@ impl Cases for Remote {
             .into_iter()
             .collect();
         self.get(&["queue"], &query)
-    }
-
-    async fn raise_need(
-        &self,
-        _actor: &str,
-        text: &str,
-        order: Option<&str>,
-    ) -> Answer<QueueNoted> {
-        self.post(&["needs"], &[], json!({"text": text, "order": order}))
     }
 
     async fn status(&self) -> Answer<Status> {

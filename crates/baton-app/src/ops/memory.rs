@@ -3,6 +3,7 @@
 //! is one declaration and one use case; the edges are made from them.
 
 use baton_core::authority::MEMORY;
+use baton_core::gate::NeedSource;
 use baton_core::state::StateOp;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -332,5 +333,42 @@ impl Typed for AckItem {
             item: input.item,
             seq: Some(event.seq),
         })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NeedInput {
+    /// What is needed, in a sentence.
+    pub text: String,
+    /// The order it is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
+}
+
+pub struct Need;
+
+impl Typed for Need {
+    type Input = NeedInput;
+    type Output = QueueNoted;
+    const OP: Operation = memory(
+        "need",
+        "/needs",
+        "Raise a need for a person (the human queue), optionally on an order.",
+        &The::<Self>::ONE,
+    )
+    .offered("need", &[Role::Executor, Role::Reviewer]);
+
+    async fn run(app: &App, actor: &str, input: NeedInput) -> Result<QueueNoted> {
+        let item = app
+            .raise_need(
+                actor,
+                &input.text,
+                input.order.as_deref(),
+                NeedSource::Hand,
+                None,
+            )
+            .await?;
+        Ok(QueueNoted { item, seq: None })
     }
 }

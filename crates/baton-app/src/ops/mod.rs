@@ -41,8 +41,8 @@ pub use admin::{
 };
 pub use memory::{
     AckAlert, AckItem, Constrain, ConstrainInput, Decide, DecideInput, Focus, FocusInput, Handover,
-    IdInput, ItemInput, Note, NoteInput, SessionEnd, Stream, StreamDone, StreamDoneInput,
-    StreamInput,
+    IdInput, ItemInput, Need, NeedInput, Note, NoteInput, SessionEnd, Stream, StreamDone,
+    StreamDoneInput, StreamInput,
 };
 pub use messages::{Reply, ReplyInput, SendInput, SendMessage, message_kinds};
 pub use steps::{
@@ -506,7 +506,7 @@ pub const OPERATIONS: &[Operation] = &[
     local("evidence run", Power(MEMORY)),
     // The gate.
     local("review", Power(Power::Approve)),
-    tool("need", "need", Power(MEMORY), false, &[Executor, Reviewer]),
+    Need::OP,
     tool("queue", "queue", Read, true, &[Owner]),
     AckItem::OP,
     // Track records are read from this machine's store only (no route serves them).

@@ -93,11 +93,11 @@ pub async fn queue(ctx: &Context, args: QueueArgs) -> CommandResult<Output> {
 }
 
 pub async fn need(ctx: &Context, args: NeedArgs) -> CommandResult<Output> {
-    let actor = ctx.actor().await?;
-    let doc = ctx
-        .cases
-        .raise_need(&actor, &args.text, args.order.as_deref())
-        .await?;
+    let input = baton_app::ops::NeedInput {
+        text: args.text,
+        order: args.order,
+    };
+    let doc = ctx.call::<baton_app::ops::Need>(input).await?;
     let human = format!("{}: raised (see `baton queue --lane needs`)", doc.item);
     Ok(Output::of(&doc, human))
 }

@@ -84,6 +84,8 @@ SCRIPT: list[tuple[str, str, dict, bool]] = [
                          "payload": {"n": BIG, "note": "kept exactly"}, "as": "m5"}, True),
     ("impl-1", "show", {"id": "$m5"}, True),
     ("obs", "constrain", {"text": "x", "tried": "y", "result": "z"}, False),
+    ("impl-1", "need", {"text": "Which fixture is canonical?", "order": ORDER}, True),
+    ("impl-1", "need", {"text": " "}, False),
 ]
 
 
@@ -132,6 +134,8 @@ def cli_args(op: str, a: dict) -> tuple[list[str], str | None]:
         return ["order", a["action"], a["id"]], None
     if op == "order_show":
         return ["order", "show", a["id"]], None
+    if op == "need":
+        return ["need", a["text"]] + (["--order", a["order"]] if "order" in a else []), None
     raise AssertionError(op)
 
 
@@ -139,7 +143,8 @@ def rest_request(op: str, a: dict) -> tuple[str, str, dict | None]:
     """The method, the path under the project and the body of `op`."""
     body = {k: v for k, v in a.items()}
     simple = {"decide": "/decisions", "constrain": "/constraints", "focus": "/focus",
-              "note": "/notes", "send": "/messages", "receipt_write": "/receipts"}
+              "note": "/notes", "send": "/messages", "receipt_write": "/receipts",
+              "need": "/needs"}
     if op in simple:
         return "POST", simple[op], body
     if op == "reply":
@@ -303,6 +308,7 @@ def documents(baton: str, db: str) -> dict[str, object]:
         "planner inbox": normalize(cli_json(baton, db, "inbox", "--all", who="planner")),
         "planner outbox": normalize(cli_json(baton, db, "outbox", "--all", who="planner")),
         "order": normalize(cli_json(baton, db, "order", "show", ORDER)),
+        "queue": normalize(cli_json(baton, db, "queue")),
         "security events": normalize(cli_json(baton, db, "security-events")),
         "log": normalize(cli_json(baton, db, "export")),
     }

@@ -341,7 +341,7 @@ async def order_round(planner: Checked, executor: Checked, cli: Cli) -> None:
     queue = await planner.ok("queue")
     lanes = {lane["lane"]: lane for lane in queue["lanes"]}
     check([i["id"] for i in lanes["needs"]["items"]] == [need["item"]], queue)
-    check(lanes["needs"]["items"][0]["source"] == "need_by_session", queue)
+    check(lanes["needs"]["items"][0]["source"] == "need_by_hand", queue)
     text = await planner.refused("queue", lane="everything")
     check("`lane`" in text, text)
     text = await planner.refused("order", action="approve", id=wo, expect_seq=3)
