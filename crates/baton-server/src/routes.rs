@@ -11,8 +11,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use baton_app::doc::{
-    self, Inbox, MessageRow, OrderRow, OrderShown, OrderStepped, Orders, Outbox, ReceiptShown,
-    ReceiptWritten, Resume, Search, Show, Thread,
+    self, Inbox, MessageRow, OrderShown, OrderStepped, Outbox, ReceiptShown, ReceiptWritten,
+    Resume, Search, Show, Thread,
 };
 use baton_app::{LIST_PAGE, Layout, OrderStep};
 use baton_core::key::Scope;
@@ -263,14 +263,6 @@ async fn unless_stopping<T, E: Into<ApiError>>(
 }
 
 // ---- inputs ---------------------------------------------------------------------------------
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AllQuery {
-    /// Closed or finished ones too.
-    #[serde(default)]
-    pub all: bool,
-}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -578,14 +570,6 @@ async fn offer(a: Authed, Body(b): Body<OrderBody>) -> Answer<OrderStepped> {
     Ok(Json(OrderStepped::new(&written, a.app.now())))
 }
 
-async fn orders(a: Authed, Params(q): Params<AllQuery>) -> Answer<Orders> {
-    let orders = a.app.orders(Some(a.reader()), q.all).await?;
-    let now = a.app.now();
-    Ok(Json(Orders {
-        items: orders.iter().map(|o| OrderRow::new(o, now)).collect(),
-    }))
-}
-
 async fn order(a: Authed, Segments((_, id)): Segments<(String, String)>) -> Answer<OrderShown> {
     let view = a.app.order_view(&id).await?;
     Ok(Json(OrderShown::new(&view, a.app.now())))
@@ -763,13 +747,6 @@ pub fn router(server: Arc<Server>) -> Router {
             "Offer a Work Order",
             w,
             offer,
-        )
-        .route::<AllQuery, Nothing, Orders, _, _>(
-            Method::GET,
-            &p("/orders"),
-            "The orders you are party to",
-            r,
-            orders,
         )
         .route::<Nothing, Nothing, OrderShown, _, _>(
             Method::GET,

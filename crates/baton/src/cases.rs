@@ -14,8 +14,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_app::doc::Doc;
 use baton_app::doc::{
-    Approved, Inbox, MessageRow, News, OrderRow, OrderShown, OrderStepped, Orders, Outbox, Queue,
-    ReceiptShown, ReceiptWritten, Resume, Search, Show, Status, Thread,
+    Approved, Inbox, MessageRow, News, OrderShown, OrderStepped, Outbox, Queue, ReceiptShown,
+    ReceiptWritten, Resume, Search, Show, Status, Thread,
 };
 use baton_app::ops::{Operation, Typed, Who};
 use baton_app::{App, Layout, OrderStep};
@@ -121,7 +121,6 @@ pub trait Cases: Send + Sync {
         document: Value,
         topic: Option<&str>,
     ) -> Answer<OrderStepped>;
-    async fn orders(&self, me: Option<&Passname>, all: bool) -> Answer<Orders>;
     async fn order(&self, id: &str) -> Answer<OrderShown>;
     async fn take_step(
         &self,
@@ -302,14 +301,6 @@ impl Cases for Local {
     ) -> Answer<OrderStepped> {
         let written = self.app.offer(me, document, topic).await?;
         Ok(OrderStepped::new(&written, now()))
-    }
-
-    async fn orders(&self, me: Option<&Passname>, all: bool) -> Answer<Orders> {
-        let at = now();
-        let orders = self.app.orders(me, all).await?;
-        Ok(Orders {
-            items: orders.iter().map(|o| OrderRow::new(o, at)).collect(),
-        })
     }
 
     async fn order(&self, id: &str) -> Answer<OrderShown> {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use baton_app::doc::{
-    Approved, Caller, Inbox, News, OrderShown, OrderStepped, Orders, Outbox, Queue, ReceiptShown,
+    Approved, Caller, Inbox, News, OrderShown, OrderStepped, Outbox, Queue, ReceiptShown,
     ReceiptWritten, Resume, Search, Show, Status, Thread,
 };
 use baton_app::{OrderStep, Settings};
@@ -414,10 +414,6 @@ impl Cases for Remote {
             &[],
             json!({"document": document, "topic": topic}),
         )
-    }
-
-    async fn orders(&self, _me: Option<&Passname>, all: bool) -> Answer<Orders> {
-        self.get(&["orders"], &[("all", all.to_string())])
     }
 
     async fn order(&self, id: &str) -> Answer<OrderShown> {

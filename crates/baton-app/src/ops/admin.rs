@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{Method, Needs, Operation, Route, The, Typed, typed};
 use crate::doc::{
-    AgentAdded, AgentPolicy, Agents, Alerts, KeyIssued, KeyRevoked, KeyRow, Keys, ReceiptShown,
-    RunDoc, Runs, SecurityEvents, State, WebhookSet, Webhooks,
+    AgentAdded, AgentPolicy, Agents, Alerts, KeyIssued, KeyRevoked, KeyRow, Keys, OrderRow, Orders,
+    ReceiptShown, RunDoc, Runs, SecurityEvents, State, WebhookSet, Webhooks,
 };
 use crate::{App, PolicyEdit, Result};
 
@@ -414,6 +414,39 @@ impl Typed for RunList {
         Ok(Runs {
             next,
             items: rows.iter().map(|r| RunDoc::new(r, now)).collect(),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OrdersInput {
+    /// Closed or finished ones too.
+    #[serde(default)]
+    pub all: bool,
+}
+
+pub struct OrderList;
+
+impl Typed for OrderList {
+    type Input = OrdersInput;
+    type Output = Orders;
+    const OP: Operation = typed(
+        "order list",
+        Needs::Read,
+        route(GET, "/orders"),
+        "The orders you are party to (every order, on this machine without --as)",
+        &The::<Self>::ONE,
+    )
+    .idempotent();
+
+    async fn run(app: &App, actor: &str, input: OrdersInput) -> Result<Orders> {
+        // A participant sees the orders it is party to; the machine's operator, all.
+        let party = baton_core::Passname::new(actor).ok();
+        let orders = app.orders(party.as_ref(), input.all).await?;
+        let now = app.now();
+        Ok(Orders {
+            items: orders.iter().map(|o| OrderRow::new(o, now)).collect(),
         })
     }
 }

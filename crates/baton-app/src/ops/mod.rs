@@ -35,9 +35,9 @@ use crate::{App, Result};
 
 pub use admin::{
     AgentAdd, AgentInput, AgentList, AgentPolicySet, AgentWebhook, AgentWebhooks, AlertList,
-    KeyIdInput, KeyInput, KeyIssue, KeyList, KeyRevoke, MAX_RUNS_PAGE, Nothing, PolicyInput,
-    ReceiptShow, RunList, RunsInput, SecurityEventsList, SecurityInput, StateShow, StepInput,
-    WebhookInput,
+    KeyIdInput, KeyInput, KeyIssue, KeyList, KeyRevoke, MAX_RUNS_PAGE, Nothing, OrderList,
+    OrdersInput, PolicyInput, ReceiptShow, RunList, RunsInput, SecurityEventsList, SecurityInput,
+    StateShow, StepInput, WebhookInput,
 };
 pub use memory::{
     AckAlert, AckItem, Constrain, ConstrainInput, Decide, DecideInput, Focus, FocusInput, Handover,
@@ -497,7 +497,7 @@ pub const OPERATIONS: &[Operation] = &[
         true,
         &[Executor, Planner, Reviewer, Owner],
     ),
-    op("order list", Read),
+    OrderList::OP,
     // Approving an order that holds effects runs them: where the upstream can be started.
     op("order approve", Power(Power::Approve)),
     local("gateway", Power(Power::Accept)),

@@ -275,8 +275,8 @@ async fn create(ctx: &Context, args: CreateArgs) -> CommandResult<Output> {
 }
 
 async fn list(ctx: &Context, args: ListArgs) -> CommandResult<Output> {
-    let me = ctx.maybe_me().await?;
-    let doc = ctx.cases.orders(me.as_ref(), args.all).await?;
+    let input = baton_app::ops::OrdersInput { all: args.all };
+    let doc = ctx.call::<baton_app::ops::OrderList>(input).await?;
     let rows: Vec<Vec<String>> = doc
         .items
         .iter()
