@@ -114,7 +114,10 @@ impl App {
         }
         let mut endpoints: std::collections::BTreeMap<String, Vec<Webhook>> = Default::default();
         for hook in claimed {
-            endpoints.entry(endpoint(&hook.url)).or_default().push(hook);
+            endpoints
+                .entry(webhook::endpoint(&hook.url))
+                .or_default()
+                .push(hook);
         }
         let rounds = endpoints.into_values().map(|hooks| async move {
             let mut attempts = Vec::new();
@@ -249,11 +252,4 @@ impl App {
         }
         Ok(notice)
     }
-}
-
-/// The endpoint a webhook URL reaches: its scheme and authority (`https://h:8443`).
-fn endpoint(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    format!("{scheme}://{}", authority.to_ascii_lowercase())
 }

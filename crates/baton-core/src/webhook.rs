@@ -84,7 +84,7 @@ pub fn check_url(url: &str) -> Result<String, Refusal> {
     if !matches!(scheme, "http" | "https") {
         return Err(refuse("use http:// or https://"));
     }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority(rest);
     if authority.contains('@') {
         return Err(refuse("credentials in the URL would be stored and shown"));
     }
@@ -97,10 +97,21 @@ pub fn check_url(url: &str) -> Result<String, Refusal> {
     Ok(url.to_owned())
 }
 
+/// The authority of what follows a URL's `scheme://`: up to its path, query or fragment.
+fn authority(rest: &str) -> &str {
+    rest.split(['/', '?', '#']).next().unwrap_or("")
+}
+
+/// The endpoint a webhook URL reaches: its scheme and authority, lowercased
+/// (`https://h:8443`). Webhooks sharing one are told one after the other.
+pub fn endpoint(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    format!("{scheme}://{}", authority(rest).to_ascii_lowercase())
+}
+
 /// The host a webhook URL names (as written: `[v6]` keeps its brackets), lowercased.
 fn host_of(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority(url.split_once("://").map_or(url, |(_, rest)| rest));
     let host = match authority.strip_prefix('[') {
         Some(v6) => v6
             .split(']')

@@ -128,7 +128,7 @@ impl BatonTools {
     /// and none reaches outside the project.
     pub fn router() -> ToolRouter<Self> {
         let mut router = Self::tool_router();
-        for (op, _) in ops::every_typed() {
+        for op in ops::every_typed() {
             if let Some(route) = Self::typed(op) {
                 router.add_route(route);
             }

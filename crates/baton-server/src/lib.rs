@@ -200,11 +200,6 @@ impl Server {
         Ok(app)
     }
 
-    /// How many projects are open now.
-    pub async fn open_projects(&self) -> usize {
-        self.apps.lock().await.len()
-    }
-
     /// Counts a failed authentication from `address` with `token` (when one was sent), and
     /// answers it: 401, or 429 once the address or the key the token names has failed
     /// [`Options::failure_limit`] times in the window. Only failures are ever throttled.

@@ -805,7 +805,7 @@ pub fn router(server: Arc<Server>) -> Router {
             news,
         );
     // Every typed operation, its route and its document from its declaration.
-    let api = baton_app::ops::every_typed().fold(api, |api, (op, _)| api.operation(P, op));
+    let api = baton_app::ops::every_typed().fold(api, |api, op| api.operation(P, op));
     let (routes, document) = api.finish();
     let document = Arc::new(document);
     // A body may carry a payload at the cap, wrapped in a little JSON.

@@ -224,17 +224,7 @@ impl Fixture {
             (Edge::Rest | Edge::Mcp, _) => {
                 let route = op.typed.unwrap().route;
                 let mut body = input.as_object().unwrap().clone();
-                let path: String = route
-                    .path
-                    .split('/')
-                    .map(
-                        |s| match s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-                            Some(field) => body.remove(field).unwrap().as_str().unwrap().to_owned(),
-                            None => s.to_owned(),
-                        },
-                    )
-                    .collect::<Vec<_>>()
-                    .join("/");
+                let path = format!("/{}", route.fill(&mut body).unwrap().join("/"));
                 self.rest(self.post(who, &path, &Value::Object(body)))
             }
         }

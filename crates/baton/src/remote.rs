@@ -342,17 +342,10 @@ impl Cases for Remote {
         let Value::Object(mut body) = input else {
             panic!("{}: an input is a JSON object", op.name);
         };
-        // The path's fields are its segments; the rest is the body.
-        let mut segments: Vec<String> = Vec::new();
-        for segment in route.path.split('/').filter(|s| !s.is_empty()) {
-            match segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-                Some(field) => match body.remove(field) {
-                    Some(Value::String(value)) => segments.push(value),
-                    other => panic!("{}: path field {field} is {other:?}", op.name),
-                },
-                None => segments.push(segment.to_owned()),
-            }
-        }
+        // The path's fields are its segments; the rest is the body (or the query).
+        let segments = route
+            .fill(&mut body)
+            .unwrap_or_else(|| panic!("{}: a path field is missing from the input", op.name));
         let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
         match route.method {
             Method::Post => self.post(&segments, &[], Value::Object(body)),

@@ -164,6 +164,25 @@ impl Route {
             .split('/')
             .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
     }
+
+    /// The path's segments with `input`'s fields in place of their names, those fields
+    /// taken out of `input` (what is left is the query or the body); `None` when a field
+    /// the path names is missing or is not a string.
+    pub fn fill(&self, input: &mut serde_json::Map<String, Value>) -> Option<Vec<String>> {
+        self.path
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(
+                |segment| match segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                    Some(field) => match input.remove(field) {
+                        Some(Value::String(value)) => Some(value),
+                        _ => None,
+                    },
+                    None => Some(segment.to_owned()),
+                },
+            )
+            .collect()
+    }
 }
 
 /// What a typed operation declares beyond the table's row.
@@ -380,16 +399,9 @@ fn participant(actor: &str) -> Result<baton_core::Passname> {
     })
 }
 
-/// The typed operation named `name`.
-pub fn typed_by_name(name: &str) -> Option<&'static Operation> {
-    OPERATIONS
-        .iter()
-        .find(|o| o.name == name && o.typed.is_some())
-}
-
 /// Every typed operation.
-pub fn every_typed() -> impl Iterator<Item = (&'static Operation, Declared)> {
-    OPERATIONS.iter().filter_map(|o| o.typed.map(|d| (o, d)))
+pub fn every_typed() -> impl Iterator<Item = &'static Operation> {
+    OPERATIONS.iter().filter(|o| o.typed.is_some())
 }
 
 use Needs::*;

@@ -149,6 +149,32 @@ fn announced(child: &mut Child) -> (String, std::io::Lines<BufReader<std::proces
     (address, lines)
 }
 
+/// `baton serve` on `url` with at most `descriptors` open files (`ulimit -n`) and the
+/// flags `extra`: the process, the address it announced, and the rest of its stderr.
+fn serve_under(
+    url: &str,
+    descriptors: u32,
+    extra: &str,
+) -> (
+    Child,
+    String,
+    std::io::Lines<BufReader<std::process::ChildStderr>>,
+) {
+    let script = format!(
+        "ulimit -n {descriptors} && exec '{}' --db '{url}' serve --bind 127.0.0.1:0 {extra}",
+        baton_exe().display()
+    );
+    let mut child = Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (address, lines) = announced(&mut child);
+    (child, address, lines)
+}
+
 pub fn serve(url: &str) -> Serving {
     let mut child = Command::new(baton_exe())
         .args(["--db", url, "serve", "--bind", "127.0.0.1:0"])
@@ -260,18 +286,7 @@ fn serve_out_of_descriptors_waits_quietly_and_answers_again_once_they_free() {
     use std::sync::{Arc, Mutex};
     let (_dir, url, token) = shop("read");
     // A server with few descriptors, as under a low `ulimit -n`.
-    let script = format!(
-        "ulimit -n 64 && exec '{}' --db '{url}' serve --bind 127.0.0.1:0",
-        baton_exe().display()
-    );
-    let mut child = Command::new("sh")
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (addr, lines) = announced(&mut child);
+    let (mut child, addr, lines) = serve_under(&url, 64, "");
     let started = Instant::now();
     let said: Arc<Mutex<Vec<String>>> = Arc::default();
     let kept = Arc::clone(&said);
@@ -361,18 +376,7 @@ fn serve_keeps_a_bounded_set_of_projects_open_and_answers_every_one() {
             }
         }
     }
-    let script = format!(
-        "ulimit -n 128 && exec '{}' --db '{url}' serve --bind 127.0.0.1:0 --open-projects 8",
-        baton_exe().display()
-    );
-    let mut child = Command::new("sh")
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (addr, lines) = announced(&mut child);
+    let (child, addr, lines) = serve_under(&url, 128, "--open-projects 8");
     std::thread::spawn(move || for _ in lines {});
     let serving = Serving {
         child,
