@@ -3,7 +3,7 @@
 //! it at start.
 //!
 //! This is the only crate that knows MCP (rmcp changes fast, so it stays thin): the tool
-//! server in `tools`, their wire types in `wire`, and refusals in the tools' own words in
+//! server in `tools`, their schemas compacted in `schema`, and refusals in the tools' own words in
 //! `explain`. Each tool parses its arguments, calls one use case and renders the result:
 //! no flow lives here. It never reads configuration or the environment and never writes to
 //! stdout itself: on stdio, stdout carries the protocol and nothing else.
@@ -13,8 +13,8 @@ mod explain;
 mod frame;
 mod gateway;
 mod profile;
+mod schema;
 mod tools;
-mod wire;
 
 use baton_app::App;
 use baton_core::Passname;

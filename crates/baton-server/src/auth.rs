@@ -11,7 +11,6 @@ use axum::extract::{ConnectInfo, FromRequestParts, Path};
 use axum::http::header;
 use axum::http::request::Parts;
 use baton_app::{App, Caller};
-use baton_core::key::Scope;
 use baton_core::{Passname, ProjectName, Refusal};
 use baton_store::StoreError;
 
@@ -35,22 +34,6 @@ pub struct Authed {
 }
 
 impl Authed {
-    /// The acting participant, provided the key's scope allows `needed`.
-    pub async fn may(&self, needed: Scope, action: &'static str) -> Result<&Passname, ApiError> {
-        if self.caller.scope.allows(needed) {
-            return Ok(&self.caller.participant);
-        }
-        let refusal = Refusal::Scope {
-            scope: self.caller.scope,
-            action,
-        };
-        // Beyond the key's authority: a security event, like an action beyond a policy.
-        self.app
-            .record_refusal(&self.caller.participant, &refusal)
-            .await?;
-        Err(refusal.into())
-    }
-
     /// The acting participant, for a read.
     pub fn reader(&self) -> &Passname {
         &self.caller.participant

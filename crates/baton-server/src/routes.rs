@@ -10,15 +10,9 @@ use axum::http::{Method, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
-use baton_app::doc::{
-    self, Inbox, MessageRow, OrderShown, OrderStepped, Outbox, ReceiptShown, ReceiptWritten,
-    Resume, Search, Show, Thread,
-};
-use baton_app::{LIST_PAGE, Layout, OrderStep};
+use baton_app::doc;
+use baton_core::Refusal;
 use baton_core::key::Scope;
-use baton_core::packet::DEFAULT_MAX_BYTES;
-use baton_core::{DeliveryStatus, MessageType, Refusal};
-use baton_store::SearchQuery;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -31,10 +25,6 @@ use crate::board::{self, BoardConfig};
 use crate::error::ApiError;
 
 type Answer<T> = Result<Json<T>, ApiError>;
-
-/// The longest a wait may be asked to last, and what it lasts when not asked.
-const MAX_WAIT_SECONDS: u32 = 300;
-const DEFAULT_WAIT_SECONDS: u32 = 30;
 
 /// A JSON body, bounded by the body limit, refused whole when it names an actor (the key
 /// says who acts; the attempt is a security event) or does not fit its type (the error
@@ -129,6 +119,11 @@ async fn dispatched(
             .call
             .query(parts.uri.query().unwrap_or(""), params)?
     } else {
+        if parts.uri.query().is_some_and(|q| !q.is_empty()) {
+            return Err(ApiError::bad_request(
+                "a POST takes its input in the JSON body, not the query string",
+            ));
+        }
         let request = Request::from_parts(parts, body);
         let empty = request
             .headers()
@@ -156,7 +151,13 @@ async fn dispatched(
         actor: a.caller.participant.as_str(),
         scope: a.caller.scope,
     };
-    let answer = a.app.dispatch(who, op, input).await?;
+    // A read may be cut when the server begins to stop (a long poll must not hold the
+    // stop up); a write that began finishes.
+    let answer = if op.needs.writes() {
+        a.app.dispatch(who, op, input).await?
+    } else {
+        unless_stopping(&a.server, a.app.dispatch(who, op, input)).await?
+    };
     // A send that found an earlier identical one: counted for `/metrics`.
     if answer.get("duplicate") == Some(&Value::Bool(true)) {
         a.server.duplicate(&a.project);
@@ -211,35 +212,8 @@ impl<T: DeserializeOwned, S: Send + Sync> axum::extract::FromRequestParts<S> for
     }
 }
 
-/// Path parameters; a mismatch is a JSON error.
-pub struct Segments<T>(pub T);
-
-impl<T: DeserializeOwned + Send, S: Send + Sync> axum::extract::FromRequestParts<S>
-    for Segments<T>
-{
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        Path::<T>::from_request_parts(parts, state)
-            .await
-            .map(|Path(value)| Self(value))
-            .map_err(|e| ApiError::bad_request(e.body_text()))
-    }
-}
-
-fn wait_for(seconds: Option<u32>) -> Result<Duration, ApiError> {
-    let seconds = seconds.unwrap_or(DEFAULT_WAIT_SECONDS);
-    if !(1..=MAX_WAIT_SECONDS).contains(&seconds) {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "refused",
-            format!("`timeout_seconds` {seconds} is out of range: use 1 to {MAX_WAIT_SECONDS}"),
-        ));
-    }
-    Ok(Duration::from_secs(seconds.into()))
+fn wait_for(seconds: Option<f64>) -> Result<Duration, ApiError> {
+    Ok(baton_app::ops::wait_for("wait", seconds)?)
 }
 
 /// Runs a long poll that only reads unless the server begins to stop first; then it
@@ -266,87 +240,12 @@ async fn unless_stopping<T, E: Into<ApiError>>(
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    /// Closed or finished ones too.
-    #[serde(default)]
-    pub all: bool,
-    /// The page after this cursor (the `next` of the previous page).
-    pub cursor: Option<String>,
-    /// Entries per page (1 to 1000; 100 when absent).
-    #[schemars(range(min = 1, max = 1000))]
-    pub limit: Option<u32>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ShowQuery {
-    /// Cut the payload text at this many bytes.
-    pub max_bytes: Option<usize>,
-    /// Lay the payload text out indented, as `baton show` prints it (the cut counts those
-    /// bytes); compact unless given.
-    #[serde(default)]
-    pub pretty: bool,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SearchParams {
-    pub text: Option<String>,
-    pub topic: Option<String>,
-    #[serde(rename = "type")]
-    pub kind: Option<MessageType>,
-    pub from: Option<String>,
-    pub to: Option<String>,
-    /// RFC 3339, or an age such as `2h`.
-    pub since: Option<String>,
-    pub until: Option<String>,
-    /// Your own delivery status.
-    pub status: Option<DeliveryStatus>,
-    /// 1 to 100, default 50.
-    pub limit: Option<u32>,
-    pub cursor: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ResumeQuery {
-    /// Default 6000.
-    pub max_bytes: Option<usize>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ReceiptBody {
-    pub step: String,
-    /// A URI: a server cannot hash the client's files.
-    pub artifact: String,
-    pub run: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WaitQuery {
-    /// 1 to 300, default 30.
-    pub timeout_seconds: Option<u32>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct OrderWaitQuery {
-    /// The newest step's seq the caller has seen.
-    pub since: i64,
-    /// 1 to 300, default 30.
-    pub timeout_seconds: Option<u32>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct NewsQuery {
     /// The `after` of the previous answer (0 at first).
     #[serde(default)]
     pub after: i64,
-    /// 1 to 300, default 30.
-    pub timeout_seconds: Option<u32>,
+    /// More than 0, at most 300; default 30.
+    pub timeout_seconds: Option<f64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -354,119 +253,11 @@ pub struct NewsQuery {
 pub struct StatusWaitQuery {
     /// The `generation` of the status the caller holds.
     pub after: i64,
-    /// 1 to 300, default 30.
-    pub timeout_seconds: Option<u32>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct OrderBody {
-    /// The Work Order; its `from` must be the key's participant.
-    pub document: Map<String, Value>,
-    /// Default `work-order`.
-    pub topic: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct QueueQuery {
-    /// Only this lane: failures, reviews, needs or approvals.
-    pub lane: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct OrderStepBody {
-    /// On `decline`, `cancel` (optional) and `rework` (required).
-    pub reason: Option<String>,
-    /// On `answer`: the answer.
-    pub text: Option<String>,
-    /// On `report`: the Work Report.
-    pub document: Option<Map<String, Value>>,
-    /// Refuse unless the order is still at this seq.
-    pub expect_seq: Option<i64>,
+    /// More than 0, at most 300; default 30.
+    pub timeout_seconds: Option<f64>,
 }
 
 // ---- handlers -------------------------------------------------------------------------------
-
-async fn inbox(a: Authed, Params(q): Params<ListQuery>) -> Answer<Inbox> {
-    let limit = q.limit.unwrap_or(LIST_PAGE);
-    let (items, next) = a
-        .app
-        .inbox(a.reader(), q.all, q.cursor.as_deref(), limit)
-        .await?;
-    Ok(Json(Inbox::new(a.reader(), &items, next)))
-}
-
-async fn outbox(a: Authed, Params(q): Params<ListQuery>) -> Answer<Outbox> {
-    let limit = q.limit.unwrap_or(LIST_PAGE);
-    let (items, next) = a
-        .app
-        .outbox(a.reader(), q.all, q.cursor.as_deref(), limit)
-        .await?;
-    Ok(Json(Outbox::new(a.reader(), &items, next)))
-}
-
-async fn show(
-    a: Authed,
-    Segments((_, id)): Segments<(String, String)>,
-    Params(q): Params<ShowQuery>,
-) -> Answer<Show> {
-    // Reading delivers: a read key may look, but only a write key changes a status.
-    let reader = a.caller.scope.allows(Scope::Write).then_some(a.reader());
-    let layout = if q.pretty {
-        Layout::Pretty
-    } else {
-        Layout::Compact
-    };
-    let shown = a.app.show(reader, &id, q.max_bytes, layout).await?;
-    Ok(Json(Show::new(&shown, Some(a.reader()))))
-}
-
-async fn thread(a: Authed, Segments((_, id)): Segments<(String, String)>) -> Answer<Thread> {
-    let items = a.app.thread(&id).await?;
-    Ok(Json(Thread::new(&id, &items, Some(a.reader()))))
-}
-
-async fn search(a: Authed, Params(q): Params<SearchParams>) -> Answer<Search> {
-    let now = a.app.now();
-    let time = |field: &str, text: Option<String>| -> Result<Option<i64>, ApiError> {
-        text.map(|t| {
-            baton_core::time::instant(&t, now).ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "refused",
-                    format!(
-                        "`{field}` {t:?} is not a time: use {}",
-                        baton_core::time::INSTANT_FORMS
-                    ),
-                )
-            })
-        })
-        .transpose()
-    };
-    let query = SearchQuery {
-        since: time("since", q.since)?,
-        until: time("until", q.until)?,
-        topic: q.topic,
-        kind: q.kind,
-        from: q.from,
-        to: q.to,
-        status: q.status,
-        text: q.text,
-        limit: q.limit.unwrap_or(50).clamp(1, 100),
-        cursor: q.cursor.filter(|c| !c.is_empty()),
-    };
-    let page = a.app.search(Some(a.reader()), &query).await?;
-    Ok(Json(Search {
-        items: page
-            .items
-            .iter()
-            .map(|e| MessageRow::for_caller(e, Some(a.reader())))
-            .collect(),
-        next: page.next,
-    }))
-}
 
 async fn me(a: Authed) -> Answer<doc::Caller> {
     Ok(Json(doc::Caller {
@@ -516,117 +307,6 @@ async fn mcp(a: Authed, request: axum::extract::Request) -> axum::response::Resp
         .map(axum::body::Body::new)
 }
 
-async fn resume(a: Authed, Params(q): Params<ResumeQuery>) -> Answer<Resume> {
-    let max = q.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
-    let r = a.app.resume(a.reader(), max).await?;
-    Ok(Json(Resume::new(a.reader(), max, r)))
-}
-
-async fn queue(a: Authed, Params(q): Params<QueueQuery>) -> Answer<doc::Queue> {
-    let lane = match q.lane.as_deref() {
-        Some(l) => Some(baton_core::queue::Lane::parse(l).ok_or_else(|| {
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "refused",
-                format!("lane {l:?}: use failures, reviews, needs or approvals"),
-            )
-        })?),
-        None => None,
-    };
-    let lanes = a.app.queue(lane).await?;
-    Ok(Json(doc::Queue::new(&lanes)))
-}
-
-async fn write_receipt(a: Authed, Body(b): Body<ReceiptBody>) -> Answer<ReceiptWritten> {
-    let me = a.may(Scope::Write, "write receipts").await?;
-    let (receipt, event) = a
-        .app
-        .write_receipt(me.as_str(), a.app.root(), b.step, b.artifact, b.run)
-        .await?;
-    Ok(Json(ReceiptWritten {
-        receipt,
-        generation: Some(event.seq),
-    }))
-}
-
-async fn wait_receipt(
-    a: Authed,
-    Segments((_, step)): Segments<(String, String)>,
-    Params(q): Params<WaitQuery>,
-) -> Answer<ReceiptShown> {
-    // A missed wait raises an alert: that is a write.
-    let me = a.may(Scope::Write, "wait for a receipt").await?;
-    let timeout = wait_for(q.timeout_seconds)?;
-    let receipt = a.app.wait_receipt(me.as_str(), &step, timeout).await?;
-    Ok(Json(ReceiptShown { receipt }))
-}
-
-async fn offer(a: Authed, Body(b): Body<OrderBody>) -> Answer<OrderStepped> {
-    let me = a.may(Scope::Write, "offer orders").await?;
-    let written = a
-        .app
-        .offer(me, Value::Object(b.document), b.topic.as_deref())
-        .await?;
-    Ok(Json(OrderStepped::new(&written, a.app.now())))
-}
-
-async fn order(a: Authed, Segments((_, id)): Segments<(String, String)>) -> Answer<OrderShown> {
-    let view = a.app.order_view(&id).await?;
-    Ok(Json(OrderShown::new(&view, a.app.now())))
-}
-
-async fn order_step(
-    a: Authed,
-    Segments((_, id, action)): Segments<(String, String, String)>,
-    Body(b): Body<OrderStepBody>,
-) -> Answer<OrderStepped> {
-    let me = a.may(Scope::Write, "take order steps").await?;
-    let missing = |what: &str| {
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "refused",
-            format!("`{action}` needs `{what}`"),
-        )
-    };
-    let step = match action.as_str() {
-        "accept" => OrderStep::Accept,
-        "decline" => OrderStep::Decline { reason: b.reason },
-        "start" => OrderStep::Start,
-        "report" => OrderStep::Report {
-            document: Value::Object(b.document.ok_or_else(|| missing("document"))?),
-        },
-        "answer" => OrderStep::Answer {
-            text: b.text.ok_or_else(|| missing("text"))?,
-        },
-        "approve" => OrderStep::Approve,
-        "rework" => OrderStep::Rework {
-            reason: b.reason.ok_or_else(|| missing("reason"))?,
-        },
-        "cancel" => OrderStep::Cancel { reason: b.reason },
-        other => {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                format!(
-                    "no step {other:?}: accept, decline, start, report, answer, approve, rework or cancel"
-                ),
-            ));
-        }
-    };
-    let written = a.app.take_step(me, &id, b.expect_seq, step).await?;
-    Ok(Json(OrderStepped::new(&written, a.app.now())))
-}
-
-async fn wait_order(
-    a: Authed,
-    Segments((_, id)): Segments<(String, String)>,
-    Params(q): Params<OrderWaitQuery>,
-) -> Answer<OrderStepped> {
-    let timeout = wait_for(q.timeout_seconds)?;
-    let written = unless_stopping(&a.server, a.app.wait_order(&id, q.since, timeout)).await?;
-    Ok(Json(OrderStepped::new(&written, a.app.now())))
-}
-
 async fn news(a: Authed, Params(q): Params<NewsQuery>) -> Answer<doc::News> {
     let timeout = wait_for(q.timeout_seconds)?;
     let news = unless_stopping(&a.server, a.app.wait_news(a.reader(), q.after, timeout)).await?;
@@ -668,7 +348,6 @@ async fn health() -> Json<Health> {
 pub fn router(server: Arc<Server>) -> Router {
     const P: &str = "/v1/projects/{project}";
     let r = Some(Scope::Read);
-    let w = Some(Scope::Write);
     let p = |path: &str| format!("{P}{path}");
     let api = Api::new()
         .route::<Nothing, Nothing, Health, _, _>(
@@ -684,97 +363,6 @@ pub fn router(server: Arc<Server>) -> Router {
             "Who the key acts as, and its scope",
             r,
             me,
-        )
-        .route::<ListQuery, Nothing, Inbox, _, _>(
-            Method::GET,
-            &p("/inbox"),
-            "What you owe",
-            r,
-            inbox,
-        )
-        .route::<ListQuery, Nothing, Outbox, _, _>(
-            Method::GET,
-            &p("/outbox"),
-            "The requests you wait on",
-            r,
-            outbox,
-        )
-        .route::<ShowQuery, Nothing, Show, _, _>(
-            Method::GET,
-            &p("/messages/{id}"),
-            "Read a message (a write key marks it delivered)",
-            r,
-            show,
-        )
-        .route::<Nothing, Nothing, Thread, _, _>(
-            Method::GET,
-            &p("/messages/{id}/thread"),
-            "A message's whole thread",
-            r,
-            thread,
-        )
-        .route::<SearchParams, Nothing, Search, _, _>(
-            Method::GET,
-            &p("/search"),
-            "Search messages, newest first",
-            r,
-            search,
-        )
-        .route::<ResumeQuery, Nothing, Resume, _, _>(
-            Method::GET,
-            &p("/resume"),
-            "Your resume packet",
-            r,
-            resume,
-        )
-        .route::<Nothing, ReceiptBody, ReceiptWritten, _, _>(
-            Method::POST,
-            &p("/receipts"),
-            "Record where a step's output landed (a URI)",
-            w,
-            write_receipt,
-        )
-        .route::<WaitQuery, Nothing, ReceiptShown, _, _>(
-            Method::POST,
-            &p("/receipts/{step}/wait"),
-            "Wait for a step's receipt; a miss raises one alert",
-            w,
-            wait_receipt,
-        )
-        .route::<Nothing, OrderBody, OrderStepped, _, _>(
-            Method::POST,
-            &p("/orders"),
-            "Offer a Work Order",
-            w,
-            offer,
-        )
-        .route::<Nothing, Nothing, OrderShown, _, _>(
-            Method::GET,
-            &p("/orders/{id}"),
-            "An order, its document and every step",
-            r,
-            order,
-        )
-        .route::<OrderWaitQuery, Nothing, OrderStepped, _, _>(
-            Method::GET,
-            &p("/orders/{id}/wait"),
-            "Wait for an order's next step",
-            r,
-            wait_order,
-        )
-        .route::<Nothing, OrderStepBody, OrderStepped, _, _>(
-            Method::POST,
-            &p("/orders/{id}/{action}"),
-            "Take an order step: accept, decline, start, report, answer, approve, rework, cancel",
-            w,
-            order_step,
-        )
-        .route::<QueueQuery, Nothing, doc::Queue, _, _>(
-            Method::GET,
-            &p("/queue"),
-            "What needs a person: four lanes computed from the log",
-            r,
-            queue,
         )
         .route::<Nothing, Nothing, doc::Status, _, _>(
             Method::GET,

@@ -8,21 +8,16 @@
 //! What must never be here: a rule or a flow of its own. `Local` calls one use case and
 //! builds its document (as the server's handler does); `Remote` makes one request.
 
-use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use baton_app::App;
 use baton_app::doc::Doc;
-use baton_app::doc::{
-    Approved, Inbox, MessageRow, News, OrderShown, OrderStepped, Outbox, Queue, ReceiptShown,
-    ReceiptWritten, Resume, Search, Show, Status, Thread,
-};
+use baton_app::doc::{Approved, News, Status};
 use baton_app::ops::{Operation, Typed, Who};
-use baton_app::{App, Layout, OrderStep};
 use baton_core::event::LOCAL_OPERATOR;
-use baton_core::queue::Lane;
 use baton_core::{Passname, Refusal};
-use baton_store::{SearchQuery, StoreError};
+use baton_store::StoreError;
 use serde_json::Value;
 
 use crate::error::{CommandError, ErrorKind};
@@ -69,67 +64,13 @@ pub trait Cases: Send + Sync {
     /// The largest payload a send may carry.
     fn payload_cap(&self) -> usize;
 
-    /// A page of the inbox: at most `limit` after `cursor` (`next` names the page after).
-    async fn inbox(
-        &self,
-        me: &Passname,
-        all: bool,
-        cursor: Option<&str>,
-        limit: u32,
-    ) -> Answer<Inbox>;
-    /// A page of the outbox, as [`Cases::inbox`] pages.
-    async fn outbox(
-        &self,
-        me: &Passname,
-        all: bool,
-        cursor: Option<&str>,
-        limit: u32,
-    ) -> Answer<Outbox>;
-    async fn show(
-        &self,
-        me: Option<&Passname>,
-        id: &str,
-        max_bytes: Option<usize>,
-    ) -> Answer<(Show, String)>;
-    async fn thread(&self, me: Option<&Passname>, id: &str) -> Answer<Thread>;
-    async fn search(&self, me: Option<&Passname>, query: &SearchQuery) -> Answer<Search>;
     async fn wait_news(&self, me: &Passname, after: i64, timeout: Duration) -> Answer<News>;
 
     /// Runs the typed operation `op` (`baton_app::ops`) on `input` as the acting identity:
     /// locally through the dispatcher, remotely as the request its route makes. Commands
     /// call it through [`call`], with the operation's types.
     async fn dispatch(&self, op: &'static Operation, input: Value) -> Answer<Value>;
-    async fn resume(&self, me: &Passname, max_bytes: usize) -> Answer<Resume>;
-    async fn write_receipt(
-        &self,
-        actor: &str,
-        cwd: &Path,
-        step: String,
-        artifact: String,
-        run: Option<String>,
-    ) -> Answer<ReceiptWritten>;
-    async fn wait_receipt(
-        &self,
-        actor: &str,
-        step: &str,
-        timeout: Duration,
-    ) -> Answer<ReceiptShown>;
 
-    async fn offer(
-        &self,
-        me: &Passname,
-        document: Value,
-        topic: Option<&str>,
-    ) -> Answer<OrderStepped>;
-    async fn order(&self, id: &str) -> Answer<OrderShown>;
-    async fn take_step(
-        &self,
-        me: &Passname,
-        id: &str,
-        expect_seq: Option<i64>,
-        step: OrderStep,
-    ) -> Answer<OrderStepped>;
-    async fn wait_order(&self, id: &str, since: i64, timeout: Duration) -> Answer<OrderStepped>;
     /// Approves order `id` and runs what it holds (with `chosen`, only those), once and in
     /// order, where the upstream servers can be started: locally. Over a server an order
     /// holding effects is refused (it says where to approve it) and `chosen` is a usage
@@ -142,7 +83,6 @@ pub trait Cases: Send + Sync {
         chosen: Option<&[String]>,
     ) -> Answer<Approved>;
 
-    async fn queue(&self, lane: Option<Lane>) -> Answer<Queue>;
     /// The project at a glance.
     async fn status(&self) -> Answer<Status>;
     /// The status once the log is past `generation`, or when `timeout` has passed.
@@ -207,115 +147,8 @@ impl Cases for Local {
         self.app.settings().payload_cap
     }
 
-    async fn inbox(
-        &self,
-        me: &Passname,
-        all: bool,
-        cursor: Option<&str>,
-        limit: u32,
-    ) -> Answer<Inbox> {
-        let (items, next) = self.app.inbox(me, all, cursor, limit).await?;
-        Ok(Inbox::new(me, &items, next))
-    }
-
-    async fn outbox(
-        &self,
-        me: &Passname,
-        all: bool,
-        cursor: Option<&str>,
-        limit: u32,
-    ) -> Answer<Outbox> {
-        let (items, next) = self.app.outbox(me, all, cursor, limit).await?;
-        Ok(Outbox::new(me, &items, next))
-    }
-
-    async fn show(
-        &self,
-        me: Option<&Passname>,
-        id: &str,
-        max_bytes: Option<usize>,
-    ) -> Answer<(Show, String)> {
-        let shown = self.app.show(me, id, max_bytes, Layout::Pretty).await?;
-        Ok((Show::new(&shown, me), shown.text))
-    }
-
-    async fn thread(&self, me: Option<&Passname>, id: &str) -> Answer<Thread> {
-        Ok(Thread::new(id, &self.app.thread(id).await?, me))
-    }
-
-    async fn search(&self, me: Option<&Passname>, query: &SearchQuery) -> Answer<Search> {
-        let page = self.app.search(me, query).await?;
-        Ok(Search {
-            items: page
-                .items
-                .iter()
-                .map(|e| MessageRow::for_caller(e, me))
-                .collect(),
-            next: page.next,
-        })
-    }
-
     async fn wait_news(&self, me: &Passname, after: i64, timeout: Duration) -> Answer<News> {
         Ok((&self.app.wait_news(me, after, timeout).await?).into())
-    }
-
-    async fn resume(&self, me: &Passname, max_bytes: usize) -> Answer<Resume> {
-        let r = self.app.resume(me, max_bytes).await?;
-        Ok(Resume::new(me, max_bytes, r))
-    }
-
-    async fn write_receipt(
-        &self,
-        actor: &str,
-        cwd: &Path,
-        step: String,
-        artifact: String,
-        run: Option<String>,
-    ) -> Answer<ReceiptWritten> {
-        let (receipt, event) = self
-            .app
-            .write_receipt(actor, cwd, step, artifact, run)
-            .await?;
-        Ok(ReceiptWritten {
-            receipt,
-            generation: Some(event.seq),
-        })
-    }
-
-    async fn wait_receipt(
-        &self,
-        actor: &str,
-        step: &str,
-        timeout: Duration,
-    ) -> Answer<ReceiptShown> {
-        Ok(ReceiptShown {
-            receipt: self.app.wait_receipt(actor, step, timeout).await?,
-        })
-    }
-
-    async fn offer(
-        &self,
-        me: &Passname,
-        document: Value,
-        topic: Option<&str>,
-    ) -> Answer<OrderStepped> {
-        let written = self.app.offer(me, document, topic).await?;
-        Ok(OrderStepped::new(&written, now()))
-    }
-
-    async fn order(&self, id: &str) -> Answer<OrderShown> {
-        Ok(OrderShown::new(&self.app.order_view(id).await?, now()))
-    }
-
-    async fn take_step(
-        &self,
-        me: &Passname,
-        id: &str,
-        expect_seq: Option<i64>,
-        step: OrderStep,
-    ) -> Answer<OrderStepped> {
-        let written = self.app.take_step(me, id, expect_seq, step).await?;
-        Ok(OrderStepped::new(&written, now()))
     }
 
     async fn approve(
@@ -331,15 +164,6 @@ impl Cases for Local {
             .approve(me, id, expect_seq, chosen, Some(&upstream))
             .await?;
         Ok(Approved::new(&approval, now()))
-    }
-
-    async fn wait_order(&self, id: &str, since: i64, timeout: Duration) -> Answer<OrderStepped> {
-        let written = self.app.wait_order(id, since, timeout).await?;
-        Ok(OrderStepped::new(&written, now()))
-    }
-
-    async fn queue(&self, lane: Option<Lane>) -> Answer<Queue> {
-        Ok(Queue::new(&self.app.queue(lane).await?))
     }
 
     async fn status(&self) -> Answer<Status> {

@@ -6,23 +6,17 @@
 //! The token goes in the `Authorization` header and nowhere else: never in a URL, an
 //! error, a document or a `Debug` rendering.
 
-use std::path::Path;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use baton_app::doc::{
-    Approved, Caller, Inbox, News, OrderShown, OrderStepped, Outbox, Queue, ReceiptShown,
-    ReceiptWritten, Resume, Search, Show, Status, Thread,
-};
-use baton_app::{OrderStep, Settings};
-use baton_core::queue::Lane;
-use baton_core::time::rfc3339;
+use baton_app::Settings;
+use baton_app::doc::{Approved, Caller, News, Status};
 use baton_core::{Passname, Refusal, RefusalKind};
-use baton_store::{SearchQuery, StoreError};
+use baton_store::StoreError;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 use url::Url;
 
 use crate::cases::{Answer, Cases};
@@ -249,71 +243,6 @@ impl Cases for Remote {
         Settings::default().payload_cap
     }
 
-    async fn inbox(
-        &self,
-        _me: &Passname,
-        all: bool,
-        cursor: Option<&str>,
-        limit: u32,
-    ) -> Answer<Inbox> {
-        self.get(&["inbox"], &list_query(all, cursor, limit))
-    }
-
-    async fn outbox(
-        &self,
-        _me: &Passname,
-        all: bool,
-        cursor: Option<&str>,
-        limit: u32,
-    ) -> Answer<Outbox> {
-        self.get(&["outbox"], &list_query(all, cursor, limit))
-    }
-
-    async fn show(
-        &self,
-        _me: Option<&Passname>,
-        id: &str,
-        max_bytes: Option<usize>,
-    ) -> Answer<(Show, String)> {
-        let mut query = vec![("pretty", "true".to_owned())];
-        if let Some(max) = max_bytes {
-            query.push(("max_bytes", max.to_string()));
-        }
-        let shown: Show = self.get(&["messages", id], &query)?;
-        let text = match (&shown.payload_text, &shown.payload) {
-            (Some(text), _) => text.clone(),
-            (None, Some(payload)) => serde_json::to_string_pretty(payload)
-                .map_err(|e| CommandError::failed(e.to_string()))?,
-            (None, None) => String::new(),
-        };
-        Ok((shown, text))
-    }
-
-    async fn thread(&self, _me: Option<&Passname>, id: &str) -> Answer<Thread> {
-        self.get(&["messages", id, "thread"], &[])
-    }
-
-    async fn search(&self, _me: Option<&Passname>, q: &SearchQuery) -> Answer<Search> {
-        let mut query = vec![("limit", q.limit.to_string())];
-        let text = |v: &Option<String>| v.clone();
-        for (name, value) in [
-            ("text", text(&q.text)),
-            ("topic", text(&q.topic)),
-            ("type", q.kind.map(|k| k.to_string())),
-            ("from", text(&q.from)),
-            ("to", text(&q.to)),
-            ("since", q.since.map(rfc3339)),
-            ("until", q.until.map(rfc3339)),
-            ("status", q.status.map(|s| s.as_str().to_owned())),
-            ("cursor", text(&q.cursor)),
-        ] {
-            if let Some(value) = value {
-                query.push((name, value));
-            }
-        }
-        self.get(&["search"], &query)
-    }
-
     async fn wait_news(&self, _me: &Passname, after: i64, timeout: Duration) -> Answer<News> {
         // The server waits at most MAX_WAIT a request; a longer wait asks again.
         let deadline = Instant::now() + timeout;
@@ -364,91 +293,6 @@ impl Cases for Remote {
         }
     }
 
-    async fn resume(&self, _me: &Passname, max_bytes: usize) -> Answer<Resume> {
-        self.get(&["resume"], &[("max_bytes", max_bytes.to_string())])
-    }
-
-    async fn write_receipt(
-        &self,
-        _actor: &str,
-        _cwd: &Path,
-        step: String,
-        artifact: String,
-        run: Option<String>,
-    ) -> Answer<ReceiptWritten> {
-        self.post(
-            &["receipts"],
-            &[],
-            json!({"step": step, "artifact": artifact, "run": run}),
-        )
-    }
-
-    async fn wait_receipt(
-        &self,
-        _actor: &str,
-        step: &str,
-        timeout: Duration,
-    ) -> Answer<ReceiptShown> {
-        self.post(
-            &["receipts", step, "wait"],
-            &[("timeout_seconds", seconds(timeout)?)],
-            json!({}),
-        )
-    }
-
-    async fn offer(
-        &self,
-        _me: &Passname,
-        document: Value,
-        topic: Option<&str>,
-    ) -> Answer<OrderStepped> {
-        self.post(
-            &["orders"],
-            &[],
-            json!({"document": document, "topic": topic}),
-        )
-    }
-
-    async fn order(&self, id: &str) -> Answer<OrderShown> {
-        self.get(&["orders", id], &[])
-    }
-
-    async fn take_step(
-        &self,
-        _me: &Passname,
-        id: &str,
-        expect_seq: Option<i64>,
-        step: OrderStep,
-    ) -> Answer<OrderStepped> {
-        let mut body = json!({"expect_seq": expect_seq});
-        let action = match step {
-            OrderStep::Accept => "accept",
-            OrderStep::Start => "start",
-            OrderStep::Approve => "approve",
-            OrderStep::Decline { reason } => {
-                body["reason"] = json!(reason);
-                "decline"
-            }
-            OrderStep::Cancel { reason } => {
-                body["reason"] = json!(reason);
-                "cancel"
-            }
-            OrderStep::Rework { reason } => {
-                body["reason"] = json!(reason);
-                "rework"
-            }
-            OrderStep::Answer { text } => {
-                body["text"] = json!(text);
-                "answer"
-            }
-            OrderStep::Report { document } => {
-                body["document"] = document;
-                "report"
-            }
-        };
-        self.post(&["orders", id, action], &[], body)
-    }
-
     async fn approve(
         &self,
         me: &Passname,
@@ -465,33 +309,23 @@ impl Cases for Remote {
         }
         // The server starts no upstream: it refuses an order holding effects, so what it
         // approved ran none.
-        let stepped = self
-            .take_step(me, id, expect_seq, OrderStep::Approve)
-            .await?;
+        let _ = me;
+        let input = baton_app::ops::OrderInput {
+            action: baton_app::ops::OrderVerb::Approve,
+            id: Some(id.to_owned()),
+            document: None,
+            topic: None,
+            text: None,
+            reason: None,
+            expect_seq,
+        };
+        let stepped = crate::cases::call::<baton_app::ops::OrderTake>(self, input).await?;
         Ok(Approved {
             order: stepped.order,
             events: stepped.events,
             effects: Vec::new(),
             stopped_at: None,
         })
-    }
-
-    async fn wait_order(&self, id: &str, since: i64, timeout: Duration) -> Answer<OrderStepped> {
-        self.get(
-            &["orders", id, "wait"],
-            &[
-                ("since", since.to_string()),
-                ("timeout_seconds", seconds(timeout)?),
-            ],
-        )
-    }
-
-    async fn queue(&self, lane: Option<Lane>) -> Answer<Queue> {
-        let query: Vec<(&str, String)> = lane
-            .map(|l| ("lane", l.as_str().to_owned()))
-            .into_iter()
-            .collect();
-        self.get(&["queue"], &query)
     }
 
     async fn status(&self) -> Answer<Status> {
@@ -507,13 +341,4 @@ impl Cases for Remote {
             ],
         )
     }
-}
-
-/// A list's page as its query parameters.
-fn list_query(all: bool, cursor: Option<&str>, limit: u32) -> Vec<(&'static str, String)> {
-    let mut query = vec![("all", all.to_string()), ("limit", limit.to_string())];
-    if let Some(cursor) = cursor {
-        query.push(("cursor", cursor.to_owned()));
-    }
-    query
 }

@@ -6,19 +6,12 @@ use baton_core::{Refusal, time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Method, Needs, Operation, Route, The, Typed, typed};
+use super::{GET, Needs, Operation, POST, The, Typed, Who, route, typed};
 use crate::doc::{
     AgentAdded, AgentPolicy, Agents, Alerts, KeyIssued, KeyRevoked, KeyRow, Keys, OrderRow, Orders,
     ReceiptShown, RunDoc, Runs, SecurityEvents, State, WebhookSet, Webhooks,
 };
 use crate::{App, PolicyEdit, Result};
-
-const fn route(method: Method, path: &'static str) -> Route {
-    Route { method, path }
-}
-
-const GET: Method = Method::Get;
-const POST: Method = Method::Post;
 
 /// No input.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
@@ -53,7 +46,7 @@ impl Typed for AgentAdd {
     )
     .idempotent();
 
-    async fn run(app: &App, actor: &str, input: AgentInput) -> Result<AgentAdded> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: AgentInput) -> Result<AgentAdded> {
         let edit = PolicyEdit {
             may: input.may,
             topics: input.topics,
@@ -80,7 +73,7 @@ impl Typed for AgentList {
     )
     .idempotent();
 
-    async fn run(app: &App, _actor: &str, _: Nothing) -> Result<Agents> {
+    async fn run(app: &App, _: Who<'_>, _: Nothing) -> Result<Agents> {
         Ok(Agents::new(&app.participants().await?))
     }
 }
@@ -113,7 +106,7 @@ impl Typed for AgentPolicySet {
     )
     .idempotent();
 
-    async fn run(app: &App, actor: &str, input: PolicyInput) -> Result<AgentPolicy> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: PolicyInput) -> Result<AgentPolicy> {
         let edit = PolicyEdit {
             may: input.may,
             topics: input.topics,
@@ -147,7 +140,7 @@ impl Typed for AgentWebhook {
         &The::<Self>::ONE,
     );
 
-    async fn run(app: &App, actor: &str, input: WebhookInput) -> Result<WebhookSet> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: WebhookInput) -> Result<WebhookSet> {
         app.set_webhook(actor, &input.name, input.url.as_deref())
             .await
     }
@@ -167,7 +160,7 @@ impl Typed for AgentWebhooks {
     )
     .idempotent();
 
-    async fn run(app: &App, _actor: &str, _: Nothing) -> Result<Webhooks> {
+    async fn run(app: &App, _: Who<'_>, _: Nothing) -> Result<Webhooks> {
         Ok(Webhooks::new(&app.webhooks().await?))
     }
 }
@@ -197,7 +190,7 @@ impl Typed for SecurityEventsList {
     )
     .idempotent();
 
-    async fn run(app: &App, _actor: &str, input: SecurityInput) -> Result<SecurityEvents> {
+    async fn run(app: &App, _: Who<'_>, input: SecurityInput) -> Result<SecurityEvents> {
         let events = app
             .security_events(input.before, input.limit.unwrap_or(50))
             .await?;
@@ -228,7 +221,7 @@ impl Typed for KeyIssue {
         &The::<Self>::ONE,
     );
 
-    async fn run(app: &App, actor: &str, input: KeyInput) -> Result<KeyIssued> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: KeyInput) -> Result<KeyIssued> {
         let expires = input
             .expires
             .as_deref()
@@ -266,7 +259,7 @@ impl Typed for KeyList {
     )
     .idempotent();
 
-    async fn run(app: &App, _actor: &str, _: Nothing) -> Result<Keys> {
+    async fn run(app: &App, _: Who<'_>, _: Nothing) -> Result<Keys> {
         let now = app.now();
         let items = app
             .keys()
@@ -298,7 +291,7 @@ impl Typed for KeyRevoke {
     )
     .idempotent();
 
-    async fn run(app: &App, actor: &str, input: KeyIdInput) -> Result<KeyRevoked> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: KeyIdInput) -> Result<KeyRevoked> {
         let key = app.revoke_key(actor, &input.id).await?;
         Ok(KeyRevoked {
             key: KeyRow::new(&key, app.now()),
@@ -320,7 +313,7 @@ impl Typed for StateShow {
     )
     .idempotent();
 
-    async fn run(app: &App, _actor: &str, _: Nothing) -> Result<State> {
+    async fn run(app: &App, _: Who<'_>, _: Nothing) -> Result<State> {
         app.state_shown().await
     }
 }
@@ -339,7 +332,7 @@ impl Typed for AlertList {
     )
     .idempotent();
 
-    async fn run(app: &App, _actor: &str, _: Nothing) -> Result<Alerts> {
+    async fn run(app: &App, _: Who<'_>, _: Nothing) -> Result<Alerts> {
         Ok(Alerts {
             items: app.alerts().await?,
         })
@@ -366,7 +359,7 @@ impl Typed for ReceiptShow {
     )
     .idempotent();
 
-    async fn run(app: &App, _actor: &str, input: StepInput) -> Result<ReceiptShown> {
+    async fn run(app: &App, _: Who<'_>, input: StepInput) -> Result<ReceiptShown> {
         Ok(ReceiptShown {
             receipt: app.receipt(&input.step).await?,
         })
@@ -405,7 +398,7 @@ impl Typed for RunList {
     )
     .idempotent();
 
-    async fn run(app: &App, _actor: &str, input: RunsInput) -> Result<Runs> {
+    async fn run(app: &App, _: Who<'_>, input: RunsInput) -> Result<Runs> {
         let now = app.now();
         let limit = input.limit.unwrap_or(100).clamp(1, MAX_RUNS_PAGE);
         let (rows, next) = app
@@ -440,7 +433,7 @@ impl Typed for OrderList {
     )
     .idempotent();
 
-    async fn run(app: &App, actor: &str, input: OrdersInput) -> Result<Orders> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: OrdersInput) -> Result<Orders> {
         // A participant sees the orders it is party to; the machine's operator, all.
         let party = baton_core::Passname::new(actor).ok();
         let orders = app.orders(party.as_ref(), input.all).await?;

@@ -8,7 +8,7 @@ use baton_core::state::StateOp;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Method, Needs, Operation, Role, Route, The, Typed, typed};
+use super::{Method, Needs, Operation, Role, Route, The, Typed, Who, typed};
 use crate::doc::{AlertAcked, QueueNoted, Recorded};
 use crate::{App, Result};
 
@@ -53,7 +53,7 @@ impl Typed for Focus {
     .offered("focus", &[])
     .idempotent();
 
-    async fn run(app: &App, actor: &str, input: FocusInput) -> Result<Recorded> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: FocusInput) -> Result<Recorded> {
         record(app, actor, &[StateOp::Focus { text: input.text }]).await
     }
 }
@@ -79,7 +79,7 @@ impl Typed for Stream {
     .naming("baton/stream@1")
     .idempotent();
 
-    async fn run(app: &App, actor: &str, input: StreamInput) -> Result<Recorded> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: StreamInput) -> Result<Recorded> {
         let op = StateOp::Stream {
             name: input.name,
             status: input.status,
@@ -108,7 +108,11 @@ impl Typed for StreamDone {
     .naming("baton/stream@1")
     .idempotent();
 
-    async fn run(app: &App, actor: &str, input: StreamDoneInput) -> Result<Recorded> {
+    async fn run(
+        app: &App,
+        Who { actor, .. }: Who<'_>,
+        input: StreamDoneInput,
+    ) -> Result<Recorded> {
         record(app, actor, &[StateOp::StreamDone { name: input.name }]).await
     }
 }
@@ -147,7 +151,7 @@ impl Typed for Decide {
     .naming("baton/decide@1")
     .offered("decide", &[Role::Planner, Role::Owner]);
 
-    async fn run(app: &App, actor: &str, input: DecideInput) -> Result<Recorded> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: DecideInput) -> Result<Recorded> {
         record(app, actor, &[input.op()]).await
     }
 }
@@ -184,7 +188,7 @@ impl Typed for Constrain {
     .naming("baton/constrain@1")
     .offered("constrain", &[Role::Executor]);
 
-    async fn run(app: &App, actor: &str, input: ConstrainInput) -> Result<Recorded> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: ConstrainInput) -> Result<Recorded> {
         record(app, actor, &[input.op()]).await
     }
 }
@@ -211,7 +215,7 @@ impl Typed for Note {
     .naming("baton/note@1")
     .offered("note", &[Role::Executor, Role::Reviewer]);
 
-    async fn run(app: &App, actor: &str, input: NoteInput) -> Result<Recorded> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: NoteInput) -> Result<Recorded> {
         let recorded = app
             .note(actor, input.text, &input.subject, app.root())
             .await?;
@@ -247,7 +251,7 @@ impl Typed for SessionEnd {
     )
     .naming("baton/session-end@1");
 
-    async fn run(app: &App, actor: &str, input: Handover) -> Result<Recorded> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: Handover) -> Result<Recorded> {
         let mut ops: Vec<StateOp> = Vec::new();
         ops.extend(
             input
@@ -295,7 +299,7 @@ impl Typed for AckAlert {
     )
     .idempotent();
 
-    async fn run(app: &App, actor: &str, input: IdInput) -> Result<AlertAcked> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: IdInput) -> Result<AlertAcked> {
         app.record(
             actor,
             &[StateOp::AlertAck {
@@ -327,7 +331,7 @@ impl Typed for AckItem {
     )
     .idempotent();
 
-    async fn run(app: &App, actor: &str, input: ItemInput) -> Result<QueueNoted> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: ItemInput) -> Result<QueueNoted> {
         let event = app.ack_item(actor, &input.item).await?;
         Ok(QueueNoted {
             item: input.item,
@@ -359,7 +363,7 @@ impl Typed for Need {
     )
     .offered("need", &[Role::Executor, Role::Reviewer]);
 
-    async fn run(app: &App, actor: &str, input: NeedInput) -> Result<QueueNoted> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: NeedInput) -> Result<QueueNoted> {
         let item = app
             .raise_need(
                 actor,

@@ -7,7 +7,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Method, Needs, Operation, Role, Route, The, Typed, participant, typed};
+use super::{Method, Needs, Operation, Role, Route, The, Typed, Who, participant, typed};
 use crate::doc::Sent;
 use crate::{App, Body, Outgoing, Result};
 
@@ -78,7 +78,7 @@ impl Typed for SendMessage {
     )
     .offered("send", &[Role::Planner]);
 
-    async fn run(app: &App, actor: &str, input: SendInput) -> Result<Sent> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: SendInput) -> Result<Sent> {
         let out = Outgoing {
             to: input.to,
             kind: input.kind.unwrap_or(MessageType::Message),
@@ -132,7 +132,7 @@ impl Typed for Reply {
         &[Role::Executor, Role::Planner, Role::Reviewer, Role::Owner],
     );
 
-    async fn run(app: &App, actor: &str, input: ReplyInput) -> Result<Sent> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: ReplyInput) -> Result<Sent> {
         let out = Outgoing {
             to: input.to.unwrap_or_default(),
             kind: input.kind.unwrap_or(MessageType::Message),

@@ -18,6 +18,8 @@
 mod admin;
 mod memory;
 mod messages;
+mod orders;
+mod reads;
 mod steps;
 
 use std::future::Future;
@@ -45,6 +47,14 @@ pub use memory::{
     StreamDoneInput, StreamInput,
 };
 pub use messages::{Reply, ReplyInput, SendInput, SendMessage, message_kinds};
+pub use orders::{
+    DEFAULT_WAIT, MAX_WAIT, OrderInput, OrderShow, OrderShowInput, OrderTake, OrderVerb,
+    ReceiptInput, ReceiptWait, ReceiptWaitInput, ReceiptWrite, wait_for,
+};
+pub use reads::{
+    IdOnly, InboxList, ListInput, OutboxList, QueueInput, QueueShow, ResumeInput, ResumePacket,
+    SHOW_BYTES, SearchInput, SearchMessages, ShowInput, ShowMessage, ThreadOf,
+};
 pub use steps::{
     Ack, Archive, Complete, CompleteInput, HandBack, MessageInput, ReasonInput, Refuse,
 };
@@ -124,6 +134,9 @@ pub struct Operation {
     pub reach: Reach,
     /// Repeating it with the same input changes nothing more.
     pub idempotent: bool,
+    /// Reading it marks what was pending for its reader delivered, when the reader's key
+    /// may write: a change of one's own, never refused (a read key reads without it).
+    pub delivers: bool,
     /// The roles whose MCP profile holds its tool.
     pub roles: &'static [Role],
     /// Its input, output and route, when the edges are made from the declaration.
@@ -185,6 +198,14 @@ impl Route {
     }
 }
 
+/// The route `method path`.
+pub(crate) const fn route(method: Method, path: &'static str) -> Route {
+    Route { method, path }
+}
+
+pub(crate) const GET: Method = Method::Get;
+pub(crate) const POST: Method = Method::Post;
+
 /// What a typed operation declares beyond the table's row.
 #[derive(Clone, Copy)]
 pub struct Declared {
@@ -217,10 +238,11 @@ pub trait Typed: Send + Sync + 'static {
     type Output: Doc + DeserializeOwned + JsonSchema + Send;
     /// Its row of [`OPERATIONS`].
     const OP: Operation;
-    /// Runs it as `actor` (a participant, or the machine's own `@local`).
+    /// Runs it as `who` (a participant, or the machine's own `@local`, with what its key
+    /// allows).
     fn run(
         app: &App,
-        actor: &str,
+        who: Who<'_>,
         input: Self::Input,
     ) -> impl Future<Output = Result<Self::Output>> + Send;
 }
@@ -235,8 +257,8 @@ pub trait Call: Sync {
     fn input(&self, generator: &mut SchemaGenerator) -> Schema;
     /// Its output's JSON Schema, from `generator`.
     fn output(&self, generator: &mut SchemaGenerator) -> Schema;
-    /// Runs it on a JSON input (fitted to its type here) as `actor`.
-    fn run<'a>(&'a self, app: &'a App, actor: &'a str, input: Value) -> Running<'a>;
+    /// Runs it on a JSON input (fitted to its type here) as `who`.
+    fn run<'a>(&'a self, app: &'a App, who: Who<'a>, input: Value) -> Running<'a>;
     /// Its input from a query string and the path's fields (a `GET` route's), as JSON.
     fn query(&self, query: &str, path: Vec<(String, String)>) -> Result<Value>;
 }
@@ -276,21 +298,26 @@ impl<T: Typed> Call for The<T> {
         Ok(serde_json::to_value(input).expect("an input serializes"))
     }
 
-    fn run<'a>(&'a self, app: &'a App, actor: &'a str, input: Value) -> Running<'a> {
+    fn run<'a>(&'a self, app: &'a App, who: Who<'a>, input: Value) -> Running<'a> {
         Box::pin(async move {
             let input = fit::<T::Input>(T::OP.name, input)?;
-            let output = T::run(app, actor, input).await?;
+            let output = T::run(app, who, input).await?;
             Ok(serde_json::to_value(output).expect("a document serializes"))
         })
     }
 }
 
 /// `input` as the operation `name`'s input type, or the refusal naming what does not fit.
+/// The problem names the field (`` `lane`: unknown variant … ``).
 fn fit<I: DeserializeOwned>(name: &'static str, input: Value) -> Result<I> {
-    serde_json::from_value(input).map_err(|e| {
+    serde_path_to_error::deserialize(input).map_err(|e| {
+        let problem = match e.path().to_string().as_str() {
+            "." => e.inner().to_string(),
+            path => format!("`{path}`: {}", e.inner()),
+        };
         Refusal::Input {
             operation: name,
-            problem: e.to_string(),
+            problem,
         }
         .into()
     })
@@ -336,6 +363,17 @@ impl Operation {
         self.idempotent = true;
         self
     }
+
+    /// Reading it marks what was pending for its reader delivered ([`Operation::delivers`]).
+    pub const fn delivers(mut self) -> Self {
+        self.delivers = true;
+        self
+    }
+
+    /// Whether it may change anything: a write, or a read that delivers.
+    pub fn changes(&self) -> bool {
+        self.needs.writes() || self.delivers
+    }
 }
 
 /// Who runs an operation: the acting name (a participant, or the machine's own `@local`)
@@ -364,9 +402,9 @@ impl App {
     ///
     /// The input has passed the edge's boundary (`baton_core::json::boundary`) when it came
     /// as text; an edge that builds it from its own arguments builds it whole.
-    pub async fn dispatch(
-        &self,
-        who: Who<'_>,
+    pub async fn dispatch<'a>(
+        &'a self,
+        who: Who<'a>,
         op: &'static Operation,
         input: Value,
     ) -> Result<Value> {
@@ -384,7 +422,7 @@ impl App {
             }
             return Err(refusal.into());
         }
-        declared.call.run(self, who.actor, input).await
+        declared.call.run(self, who, input).await
     }
 }
 
@@ -406,10 +444,6 @@ pub fn every_typed() -> impl Iterator<Item = &'static Operation> {
 
 use Needs::*;
 use Reach::*;
-use Role::*;
-
-const EVERY_ROLE: &[Role] = &Role::ALL;
-const ACCEPT_OR_APPROVE: &[Power] = &[Power::Accept, Power::Approve, Power::Request];
 
 const fn op(name: &'static str, needs: Needs) -> Operation {
     Operation {
@@ -418,25 +452,8 @@ const fn op(name: &'static str, needs: Needs) -> Operation {
         needs,
         reach: Anywhere,
         idempotent: false,
+        delivers: false,
         roles: &[],
-        typed: None,
-    }
-}
-
-const fn tool(
-    name: &'static str,
-    tool: &'static str,
-    needs: Needs,
-    idempotent: bool,
-    roles: &'static [Role],
-) -> Operation {
-    Operation {
-        name,
-        tool: Some(tool),
-        needs,
-        reach: Anywhere,
-        idempotent,
-        roles,
         typed: None,
     }
 }
@@ -448,6 +465,7 @@ const fn local(name: &'static str, needs: Needs) -> Operation {
         needs,
         reach: Local,
         idempotent: false,
+        delivers: false,
         roles: &[],
         typed: None,
     }
@@ -456,10 +474,9 @@ const fn local(name: &'static str, needs: Needs) -> Operation {
 /// Every operation.
 pub const OPERATIONS: &[Operation] = &[
     // The inbox: messages and their lifecycle.
-    tool("inbox", "inbox", Read, true, EVERY_ROLE),
-    tool("outbox", "outbox", Read, true, &[Planner, Owner]),
-    // Showing marks a pending delivery delivered: a write of one's own, done once.
-    tool("show", "show", Own, true, EVERY_ROLE),
+    InboxList::OP,
+    OutboxList::OP,
+    ShowMessage::OP,
     SendMessage::OP,
     Reply::OP,
     Ack::OP,
@@ -467,11 +484,11 @@ pub const OPERATIONS: &[Operation] = &[
     HandBack::OP,
     Refuse::OP,
     Archive::OP,
-    tool("search", "search", Read, true, &[Reviewer]),
-    tool("thread", "thread", Read, true, &[Reviewer]),
+    SearchMessages::OP,
+    ThreadOf::OP,
     op("wait", Read),
     // Project memory.
-    tool("resume", "resume", Read, true, EVERY_ROLE),
+    ResumePacket::OP,
     Focus::OP,
     Decide::OP,
     Constrain::OP,
@@ -484,31 +501,13 @@ pub const OPERATIONS: &[Operation] = &[
     op("state import", Power(MEMORY)),
     AlertList::OP,
     AckAlert::OP,
-    tool(
-        "receipt write",
-        "receipt_write",
-        Power(MEMORY),
-        true,
-        &[Executor],
-    ),
-    tool("receipt wait", "receipt_wait", Power(MEMORY), true, &[]),
+    ReceiptWrite::OP,
+    ReceiptWait::OP,
     ReceiptShow::OP,
     local("receipt verify", Read),
     // Work Orders.
-    tool(
-        "order",
-        "order",
-        OneOf(ACCEPT_OR_APPROVE),
-        false,
-        &[Executor, Planner, Owner],
-    ),
-    tool(
-        "order show",
-        "order_show",
-        Read,
-        true,
-        &[Executor, Planner, Reviewer, Owner],
-    ),
+    OrderTake::OP,
+    OrderShow::OP,
     OrderList::OP,
     // Approving an order that holds effects runs them: where the upstream can be started.
     op("order approve", Power(Power::Approve)),
@@ -519,7 +518,7 @@ pub const OPERATIONS: &[Operation] = &[
     // The gate.
     local("review", Power(Power::Approve)),
     Need::OP,
-    tool("queue", "queue", Read, true, &[Owner]),
+    QueueShow::OP,
     AckItem::OP,
     // Track records are read from this machine's store only (no route serves them).
     local("record", Read),
@@ -592,6 +591,7 @@ pub fn profile(role: Role) -> impl Iterator<Item = &'static str> {
 
 #[cfg(test)]
 mod tests {
+    use super::Role::*;
     use super::*;
 
     #[test]
@@ -650,6 +650,19 @@ mod tests {
         holds(
             Owner,
             &["inbox", "show", "ack", "complete", "archive", "order"],
+        );
+    }
+}
+#[cfg(test)]
+mod fit_tests {
+    #[test]
+    fn a_misfit_input_is_refused_naming_its_field() {
+        let refused =
+            super::fit::<super::QueueInput>("queue", serde_json::json!({"lane": "everything"}))
+                .unwrap_err();
+        assert!(
+            refused.to_string().contains("`lane`: unknown variant"),
+            "{refused}"
         );
     }
 }

@@ -7,7 +7,7 @@ use baton_core::authority::Power;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Method, Needs, Operation, Role, Route, The, Typed, participant, typed};
+use super::{Method, Needs, Operation, Role, Route, The, Typed, Who, participant, typed};
 use crate::doc::Step;
 use crate::{App, Result};
 
@@ -69,7 +69,7 @@ impl Typed for Ack {
         &[Role::Executor, Role::Planner, Role::Reviewer, Role::Owner],
     );
 
-    async fn run(app: &App, actor: &str, input: MessageInput) -> Result<Step> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: MessageInput) -> Result<Step> {
         take(app, actor, &input.id, Verb::Ack, None).await
     }
 }
@@ -91,7 +91,7 @@ impl Typed for Complete {
         &[Role::Executor, Role::Planner, Role::Reviewer, Role::Owner],
     );
 
-    async fn run(app: &App, actor: &str, input: CompleteInput) -> Result<Step> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: CompleteInput) -> Result<Step> {
         take(app, actor, &input.id, Verb::Complete, input.note.as_deref()).await
     }
 }
@@ -110,7 +110,7 @@ impl Typed for HandBack {
     )
     .offered("hand_back", &[Role::Executor, Role::Reviewer]);
 
-    async fn run(app: &App, actor: &str, input: ReasonInput) -> Result<Step> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: ReasonInput) -> Result<Step> {
         take(app, actor, &input.id, Verb::HandBack, Some(&input.reason)).await
     }
 }
@@ -128,7 +128,7 @@ impl Typed for Refuse {
         &The::<Self>::ONE,
     );
 
-    async fn run(app: &App, actor: &str, input: ReasonInput) -> Result<Step> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: ReasonInput) -> Result<Step> {
         take(app, actor, &input.id, Verb::Refuse, Some(&input.reason)).await
     }
 }
@@ -147,7 +147,7 @@ impl Typed for Archive {
     )
     .offered("archive", &[Role::Planner, Role::Owner]);
 
-    async fn run(app: &App, actor: &str, input: MessageInput) -> Result<Step> {
+    async fn run(app: &App, Who { actor, .. }: Who<'_>, input: MessageInput) -> Result<Step> {
         take(app, actor, &input.id, Verb::Archive, None).await
     }
 }

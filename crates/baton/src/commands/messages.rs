@@ -1,6 +1,7 @@
 //! The read side: `baton inbox`, `outbox`, `show` and `thread`.
 
 use baton_app::doc::RowStatus;
+use baton_app::ops::{IdOnly, InboxList, ListInput, OutboxList, ShowInput, ShowMessage, ThreadOf};
 use baton_app::{LIST_PAGE, MAX_LIST_PAGE};
 use clap::Args;
 
@@ -70,12 +71,9 @@ pub struct ThreadArgs {
 }
 
 pub async fn inbox(ctx: &Context, args: InboxArgs) -> CommandResult<Output> {
-    let me = ctx.me().await?;
+    ctx.me().await?;
     let page = &args.page;
-    let doc = ctx
-        .cases
-        .inbox(&me, args.all, page.cursor.as_deref(), page.limit)
-        .await?;
+    let doc = ctx.call::<InboxList>(page.input(args.all)).await?;
     let human = if doc.items.is_empty() {
         format!("{} owes nothing: the inbox is empty.", doc.participant)
     } else {
@@ -85,12 +83,9 @@ pub async fn inbox(ctx: &Context, args: InboxArgs) -> CommandResult<Output> {
 }
 
 pub async fn outbox(ctx: &Context, args: OutboxArgs) -> CommandResult<Output> {
-    let me = ctx.me().await?;
+    ctx.me().await?;
     let page = &args.page;
-    let doc = ctx
-        .cases
-        .outbox(&me, args.all, page.cursor.as_deref(), page.limit)
-        .await?;
+    let doc = ctx.call::<OutboxList>(page.input(args.all)).await?;
     let now = now();
     let human = if doc.items.is_empty() {
         format!(
@@ -134,6 +129,17 @@ pub async fn outbox(ctx: &Context, args: OutboxArgs) -> CommandResult<Output> {
     Ok(Output::of(&doc, human))
 }
 
+impl PageArgs {
+    /// The list operations' input for this page.
+    fn input(&self, all: bool) -> ListInput {
+        ListInput {
+            all,
+            cursor: self.cursor.clone(),
+            limit: Some(self.limit),
+        }
+    }
+}
+
 /// The line under a page that another follows: the command that prints it.
 fn more(command: &str, all: bool, page: &PageArgs, next: &str) -> String {
     if next.is_empty() {
@@ -149,11 +155,21 @@ fn more(command: &str, all: bool, page: &PageArgs, next: &str) -> String {
 }
 
 pub async fn show(ctx: &Context, args: ShowArgs) -> CommandResult<Output> {
-    let me = ctx.maybe_me().await?;
-    let (doc, text) = ctx
-        .cases
-        .show(me.as_ref(), &args.id, args.max_bytes)
-        .await?;
+    ctx.maybe_me().await?;
+    // A person at a terminal sees the whole payload unless they cap it.
+    let input = ShowInput {
+        id: args.id,
+        max_bytes: Some(args.max_bytes.unwrap_or(usize::MAX)),
+        pretty: true,
+    };
+    let doc = ctx.call::<ShowMessage>(input).await?;
+    let text = match (&doc.payload, &doc.payload_text) {
+        (_, Some(cut)) => cut.clone(),
+        (Some(payload), None) => {
+            serde_json::to_string_pretty(payload).expect("a JSON object serializes")
+        }
+        (None, None) => String::new(),
+    };
     let m = &doc.message;
     let mut human = format!(
         "id:       {}\nfrom:     {}\nto:       {}\ntype:     {}\ntopic:    {}\n",
@@ -190,8 +206,11 @@ pub async fn show(ctx: &Context, args: ShowArgs) -> CommandResult<Output> {
 }
 
 pub async fn thread(ctx: &Context, args: ThreadArgs) -> CommandResult<Output> {
-    let me = ctx.maybe_me().await?;
-    let doc = ctx.cases.thread(me.as_ref(), &args.id).await?;
+    ctx.maybe_me().await?;
+    let input = IdOnly {
+        id: args.id.clone(),
+    };
+    let doc = ctx.call::<ThreadOf>(input).await?;
     let now = now();
     let mut human = String::new();
     for row in &doc.items {

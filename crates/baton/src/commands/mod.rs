@@ -271,3 +271,17 @@ pub const KEY_VAR: &str = "BATON_KEY";
 fn local_only(name: &str) -> bool {
     baton_app::ops::command_reach(name) == Some(baton_app::ops::Reach::Local)
 }
+
+/// A wait's `--timeout` as the seconds the operation takes, within what a wait may last
+/// (`baton_app::ops::MAX_WAIT`, on every edge alike).
+pub fn wait_seconds(text: &str) -> CommandResult<f64> {
+    let wait = crate::project::parse_duration("--timeout", text).map_err(CommandError::usage)?;
+    let most = baton_app::ops::MAX_WAIT;
+    if wait > most {
+        return Err(CommandError::usage(format!(
+            "--timeout {text}: a wait lasts at most {}s; wait again to wait longer",
+            most.as_secs()
+        )));
+    }
+    Ok(wait.as_secs_f64())
+}

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use baton_app::OrderStep;
-use baton_app::doc::{EffectRow, EventRow, OrderStepped};
+use baton_app::doc::{EffectRow, EventRow};
+use baton_app::ops::{OrderInput, OrderShow, OrderShowInput, OrderTake, OrderVerb};
 use baton_core::awl::{Finding, FindingKind};
 use baton_core::order::OrderChange;
 use baton_core::order::allowed;
@@ -14,14 +14,13 @@ use baton_core::refusal::Document;
 use baton_core::{Change, Field, Refusal};
 use baton_store::StoreError;
 use clap::{Args, Subcommand};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::cases::Failure;
 use crate::commands::Context;
 use crate::commands::handoff::read_document;
 use crate::error::{CommandError, CommandResult, ErrorKind, refusal as explain};
 use crate::output::{Output, table};
-use crate::project::parse_duration;
 
 /// Offer, take, report on and review Work Orders (the handoff contract's lifecycle).
 ///
@@ -192,16 +191,25 @@ pub async fn run(ctx: &Context, cmd: OrderCommand) -> CommandResult<Output> {
         OrderCommand::Create(args) => create(ctx, args).await,
         OrderCommand::List(args) => list(ctx, args).await,
         OrderCommand::Show(args) => show(ctx, &args.id).await,
-        OrderCommand::Accept(a) => step(ctx, a, OrderStep::Accept).await,
+        OrderCommand::Accept(a) => step(ctx, a, OrderVerb::Accept, |_| {}).await,
         OrderCommand::Decline(a) => {
-            step(ctx, a.step, OrderStep::Decline { reason: a.reason }).await
+            step(ctx, a.step, OrderVerb::Decline, |i| i.reason = a.reason).await
         }
-        OrderCommand::Start(a) => step(ctx, a, OrderStep::Start).await,
+        OrderCommand::Start(a) => step(ctx, a, OrderVerb::Start, |_| {}).await,
         OrderCommand::Report(a) => report(ctx, a).await,
-        OrderCommand::Answer(a) => step(ctx, a.step, OrderStep::Answer { text: a.text }).await,
+        OrderCommand::Answer(a) => {
+            step(ctx, a.step, OrderVerb::Answer, |i| i.text = Some(a.text)).await
+        }
         OrderCommand::Approve(a) => approve(ctx, a).await,
-        OrderCommand::Rework(a) => step(ctx, a.step, OrderStep::Rework { reason: a.reason }).await,
-        OrderCommand::Cancel(a) => step(ctx, a.step, OrderStep::Cancel { reason: a.reason }).await,
+        OrderCommand::Rework(a) => {
+            step(ctx, a.step, OrderVerb::Rework, |i| {
+                i.reason = Some(a.reason)
+            })
+            .await
+        }
+        OrderCommand::Cancel(a) => {
+            step(ctx, a.step, OrderVerb::Cancel, |i| i.reason = a.reason).await
+        }
         OrderCommand::Wait(args) => wait(ctx, args).await,
     }
 }
@@ -258,12 +266,36 @@ fn about_file(path: &Path, e: Failure) -> CommandError {
 
 // ---- create, list, show -------------------------------------------------------------------
 
+/// The input of the `order` operation for `action`, nothing else set.
+fn order_input(action: OrderVerb, id: Option<String>) -> OrderInput {
+    OrderInput {
+        action,
+        id,
+        document: None,
+        topic: None,
+        text: None,
+        reason: None,
+        expect_seq: None,
+    }
+}
+
+/// The document in `path` as the object an order takes, or exit 3 naming the file.
+fn object(path: &Path, what: &str) -> CommandResult<Map<String, Value>> {
+    match read(path, what)? {
+        Value::Object(object) => Ok(object),
+        _ => Err(CommandError::refused(format!(
+            "{} is refused as {what}: it is not a JSON object; nothing was stored",
+            path.display()
+        ))),
+    }
+}
+
 async fn create(ctx: &Context, args: CreateArgs) -> CommandResult<Output> {
-    let me = ctx.me().await?;
-    let doc = read(&args.file, "a Work Order")?;
-    let written = ctx
-        .cases
-        .offer(&me, doc, Some(&args.topic))
+    ctx.me().await?;
+    let mut input = order_input(OrderVerb::Create, None);
+    input.document = Some(object(&args.file, "a Work Order")?);
+    input.topic = Some(args.topic);
+    let written = crate::cases::call::<OrderTake>(ctx.cases.as_ref(), input)
         .await
         .map_err(|e| about_file(&args.file, e))?;
     let o = &written.order;
@@ -307,7 +339,12 @@ async fn list(ctx: &Context, args: ListArgs) -> CommandResult<Output> {
 }
 
 async fn show(ctx: &Context, id: &str) -> CommandResult<Output> {
-    let shown = ctx.cases.order(id).await?;
+    let input = OrderShowInput {
+        id: id.to_owned(),
+        since: None,
+        timeout_seconds: None,
+    };
+    let shown = ctx.call::<OrderShow>(input).await?;
     let order = &shown.order;
     let status = order.status;
     let mut human = format!(
@@ -362,34 +399,34 @@ async fn show(ctx: &Context, id: &str) -> CommandResult<Output> {
 
 // ---- steps --------------------------------------------------------------------------------
 
-async fn step(ctx: &Context, args: StepArgs, request: OrderStep) -> CommandResult<Output> {
-    let me = ctx.me().await?;
-    let written = ctx
-        .cases
-        .take_step(&me, &args.id, args.expect_seq, request)
-        .await?;
-    Ok(stepped(&written))
+async fn step(
+    ctx: &Context,
+    args: StepArgs,
+    action: OrderVerb,
+    with: impl FnOnce(&mut OrderInput),
+) -> CommandResult<Output> {
+    ctx.me().await?;
+    let mut input = order_input(action, Some(args.id));
+    input.expect_seq = args.expect_seq;
+    with(&mut input);
+    let written = ctx.call::<OrderTake>(input).await?;
+    Ok(stepped(&written, &written.events))
 }
 
 async fn report(ctx: &Context, args: ReportArgs) -> CommandResult<Output> {
-    let me = ctx.me().await?;
-    let document = read(&args.file, "a Work Report")?;
-    let written = ctx
-        .cases
-        .take_step(
-            &me,
-            &args.step.id,
-            args.step.expect_seq,
-            OrderStep::Report { document },
-        )
+    ctx.me().await?;
+    let mut input = order_input(OrderVerb::Report, Some(args.step.id));
+    input.expect_seq = args.step.expect_seq;
+    input.document = Some(object(&args.file, "a Work Report")?);
+    let written = crate::cases::call::<OrderTake>(ctx.cases.as_ref(), input)
         .await
         .map_err(|e| about_file(&args.file, e))?;
-    Ok(stepped(&written))
+    Ok(stepped(&written, &written.events))
 }
 
-fn stepped(written: &OrderStepped) -> Output {
-    let lines: Vec<String> = written
-        .events
+/// `doc` printed as the steps among `events`, one line each.
+fn stepped(doc: &impl baton_app::doc::Doc, events: &[EventRow]) -> Output {
+    let lines: Vec<String> = events
         .iter()
         .filter_map(change_of)
         .filter_map(|change| match change {
@@ -407,7 +444,7 @@ fn stepped(written: &OrderStepped) -> Output {
             line
         })
         .collect();
-    Output::of(written, lines.join("\n"))
+    Output::of(doc, lines.join("\n"))
 }
 
 async fn approve(ctx: &Context, args: ApproveArgs) -> CommandResult<Output> {
@@ -427,11 +464,7 @@ async fn approve(ctx: &Context, args: ApproveArgs) -> CommandResult<Output> {
             doc.order.id
         )]
     } else {
-        let step = OrderStepped {
-            order: doc.order.clone(),
-            events: doc.events.clone(),
-        };
-        vec![stepped(&step).human]
+        vec![stepped(&doc, &doc.events).human]
     };
     for e in &doc.effects {
         lines.push(format!("  {} {} {}", e.reference, e.status, effect_note(e)));
@@ -464,9 +497,13 @@ fn effect_note(e: &EffectRow) -> String {
 // ---- wait ---------------------------------------------------------------------------------
 
 async fn wait(ctx: &Context, args: WaitArgs) -> CommandResult<Output> {
-    let timeout = parse_duration("--timeout", &args.timeout).map_err(CommandError::usage)?;
-    let written = ctx.cases.wait_order(&args.id, args.since, timeout).await?;
-    Ok(stepped(&written))
+    let input = OrderShowInput {
+        id: args.id,
+        since: Some(args.since),
+        timeout_seconds: Some(super::wait_seconds(&args.timeout)?),
+    };
+    let shown = ctx.call::<OrderShow>(input).await?;
+    Ok(stepped(&shown, &shown.events))
 }
 
 // ---- rendering ----------------------------------------------------------------------------

@@ -69,7 +69,8 @@ pub async fn queue(ctx: &Context, args: QueueArgs) -> CommandResult<Output> {
         })?),
         None => None,
     };
-    let doc = ctx.cases.queue(lane).await?;
+    let input = baton_app::ops::QueueInput { lane };
+    let doc = ctx.call::<baton_app::ops::QueueShow>(input).await?;
     let mut human = String::new();
     for l in &doc.lanes {
         human.push_str(&format!("{} ({})\n", l.lane.as_str(), l.items.len()));

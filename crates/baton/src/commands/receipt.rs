@@ -8,7 +8,6 @@ use clap::{Args, Subcommand};
 use crate::commands::Context;
 use crate::error::{CommandError, CommandResult};
 use crate::output::{Output, table, timestamp};
-use crate::project::parse_duration;
 
 /// Record, show, verify and wait for step receipts.
 #[derive(Subcommand, Debug)]
@@ -63,12 +62,12 @@ pub async fn receipt(ctx: &Context, cmd: ReceiptCommand) -> CommandResult<Output
             run,
         } => {
             // A path is taken from the working directory; it is stored relative to the root.
-            let cwd = std::env::current_dir()?;
-            let actor = ctx.actor().await?;
-            let doc = ctx
-                .cases
-                .write_receipt(&actor, &cwd, step, artifact, run)
-                .await?;
+            let input = baton_app::ops::ReceiptInput {
+                step,
+                artifact: ctx.rooted(&artifact)?,
+                run,
+            };
+            let doc = ctx.call::<baton_app::ops::ReceiptWrite>(input).await?;
             let human = format!("Receipt for {}: {}", doc.receipt.step, doc.receipt.artifact);
             Ok(Output::of(&doc, human))
         }
@@ -123,9 +122,11 @@ pub async fn receipt(ctx: &Context, cmd: ReceiptCommand) -> CommandResult<Output
             ))
         }
         ReceiptCommand::Wait { step, timeout } => {
-            let timeout = parse_duration("--timeout", &timeout).map_err(CommandError::usage)?;
-            let actor = ctx.actor().await?;
-            let doc = ctx.cases.wait_receipt(&actor, &step, timeout).await?;
+            let input = baton_app::ops::ReceiptWaitInput {
+                step: step.clone(),
+                timeout_seconds: Some(super::wait_seconds(&timeout)?),
+            };
+            let doc = ctx.call::<baton_app::ops::ReceiptWait>(input).await?;
             let human = format!("Receipt for {step}: {}", doc.receipt.record.artifact);
             Ok(Output::of(&doc, human))
         }

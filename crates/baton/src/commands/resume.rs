@@ -1,5 +1,6 @@
 //! `baton resume`: the bounded packet a fresh agent reads first (SPEC §5.4).
 
+use baton_app::ops::{ResumeInput, ResumePacket};
 use baton_core::packet::DEFAULT_MAX_BYTES;
 use clap::Args;
 
@@ -21,8 +22,11 @@ pub struct ResumeArgs {
 }
 
 pub async fn run(ctx: &Context, args: ResumeArgs) -> CommandResult<Output> {
-    let me = ctx.me().await?;
-    let doc = ctx.cases.resume(&me, args.max_bytes).await?;
+    ctx.me().await?;
+    let input = ResumeInput {
+        max_bytes: Some(args.max_bytes),
+    };
+    let doc = ctx.call::<ResumePacket>(input).await?;
     let human = doc.text.clone();
     Ok(Output::of(&doc, human))
 }

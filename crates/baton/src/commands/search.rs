@@ -1,8 +1,8 @@
 //! `baton search`: find messages by lane, party, time, status or text, a page at a time.
 
+use baton_app::ops::{SearchInput, SearchMessages};
 use baton_core::time::instant;
 use baton_core::{DeliveryStatus, MessageType, Millis};
-use baton_store::SearchQuery;
 use clap::Args;
 
 use crate::commands::Context;
@@ -55,8 +55,7 @@ fn parse_time(flag: &str, text: &str, now: Millis) -> CommandResult<Millis> {
 }
 
 pub async fn run(ctx: &Context, args: SearchArgs) -> CommandResult<Output> {
-    let me = ctx.maybe_me().await?;
-    let now = now();
+    ctx.maybe_me().await?;
     let status = args
         .status
         .as_deref()
@@ -68,25 +67,26 @@ pub async fn run(ctx: &Context, args: SearchArgs) -> CommandResult<Output> {
             })
         })
         .transpose()?;
-    let query = SearchQuery {
+    let now = now();
+    // Times are checked here so a mistake names the flag; the operation takes the text.
+    for (flag, time) in [("--since", &args.since), ("--until", &args.until)] {
+        if let Some(t) = time {
+            parse_time(flag, t, now)?;
+        }
+    }
+    let input = SearchInput {
         topic: args.topic,
         kind: args.kind,
         from: args.from,
         to: args.to,
-        since: args
-            .since
-            .map(|t| parse_time("--since", &t, now))
-            .transpose()?,
-        until: args
-            .until
-            .map(|t| parse_time("--until", &t, now))
-            .transpose()?,
+        since: args.since,
+        until: args.until,
         status,
         text: args.text,
-        limit: args.limit,
+        limit: Some(args.limit),
         cursor: args.cursor,
     };
-    let doc = ctx.cases.search(me.as_ref(), &query).await?;
+    let doc = ctx.call::<SearchMessages>(input).await?;
     let mut human = if doc.items.is_empty() {
         "No messages match.".to_owned()
     } else {

@@ -375,8 +375,8 @@ fn mcp_takes_note_subjects_and_artifacts_from_the_project_root_wherever_it_runs(
         ],
     );
     assert_eq!(structured(&r[0])["recorded"], json!(["N-1"]));
-    assert_eq!(structured(&r[1])["artifact"], "src/lib.rs");
-    assert_eq!(structured(&r[1])["size"], 14);
+    assert_eq!(structured(&r[1])["receipt"]["artifact"], "src/lib.rs");
+    assert_eq!(structured(&r[1])["receipt"]["size"], 14);
     assert_eq!(r[2]["result"]["isError"], json!(true), "{r:?}");
     let state = p.json(Some("impl-1"), &["state", "show"]);
     assert_eq!(
@@ -385,7 +385,10 @@ fn mcp_takes_note_subjects_and_artifacts_from_the_project_root_wherever_it_runs(
     );
     assert_eq!(state["notes"][0]["freshness"], "current", "{state}");
     let receipt = p.json(None, &["receipt", "show", "lib"]);
-    assert_eq!(receipt["receipt"]["hash"], structured(&r[1])["hash"]);
+    assert_eq!(
+        receipt["receipt"]["hash"],
+        structured(&r[1])["receipt"]["hash"]
+    );
     p.ok(None, &["receipt", "verify", "lib"]);
 }
 

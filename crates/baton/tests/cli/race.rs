@@ -113,7 +113,7 @@ fn two_servers_on_one_postgresql_take_each_step_exactly_once() {
             &agent,
             &format!("{}/orders", bases[i % 2]),
             &planner,
-            json!({"document": order(&id)}),
+            json!({"action": "create", "document": order(&id)}),
         );
         assert_eq!(status, 200, "offer {id}: {body}");
     }
@@ -138,11 +138,11 @@ fn two_servers_on_one_postgresql_take_each_step_exactly_once() {
                         // Each client walks the orders from its own starting point.
                         let i = (k + c * ORDERS / CLIENTS) % ORDERS;
                         let id = format!("wo_{i}");
-                        let payload = match body {
-                            Some(()) => json!({"document": report(&id)}),
-                            None => json!({}),
-                        };
-                        let url = format!("{}/orders/{id}/{step}", bases[(c + k) % 2]);
+                        let mut payload = json!({"action": step, "id": id});
+                        if body.is_some() {
+                            payload["document"] = report(&id);
+                        }
+                        let url = format!("{}/orders", bases[(c + k) % 2]);
                         let (status, answer) = post(&agent, &url, &token, payload);
                         match status {
                             200 => {

@@ -210,17 +210,14 @@ fn serve_answers_http_and_finishes_the_write_in_flight_before_it_stops() {
     // A wait that misses raises an alert at its deadline: a write, in flight when the
     // server is told to stop.
     let waiting = {
-        let url = format!(
-            "{}/v1/projects/shop/receipts/deploy/wait?timeout_seconds=2",
-            server.base
-        );
+        let url = format!("{}/v1/projects/shop/receipts/deploy/wait", server.base);
         let token = token.clone();
         let agent = agent.clone();
         std::thread::spawn(move || {
             let mut response = agent
                 .post(&url)
                 .header("Authorization", &format!("Bearer {token}"))
-                .send_json(json!({}))
+                .send_json(json!({"timeout_seconds": 2}))
                 .unwrap();
             let status = response.status().as_u16();
             let body: Value = response.body_mut().read_json().unwrap();

@@ -156,10 +156,9 @@ def rest_request(op: str, a: dict) -> tuple[str, str, dict | None]:
     if op in ("ack", "complete", "hand_back", "archive"):
         return "POST", f"/messages/{a['id']}/{op}", {k: v for k, v in a.items() if k != "id"}
     if op == "order_create":
-        return "POST", "/orders", {"document": a["document"]}
+        return "POST", "/orders", {"action": "create", "document": a["document"]}
     if op == "order":
-        rest = {k: v for k, v in a.items() if k not in ("id", "action")}
-        return "POST", f"/orders/{a['id']}/{a['action']}", rest
+        return "POST", "/orders", body
     if op == "order_show":
         return "GET", f"/orders/{a['id']}", None
     raise AssertionError(op)
