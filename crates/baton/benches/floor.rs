@@ -660,7 +660,7 @@ fn layout_found(exe: &Path) -> String {
         .collect();
     let found = listed.iter().filter(|n| symbols.contains(*n)).count();
     // A list the build has mostly lost costs every command faults in scattered code
-    // (DECISIONS.md, "The layout list is kept current").
+    // (docs/PERFORMANCE.md, "Code layout").
     let stale = if found * 10 < listed.len() * 9 {
         " (stale: `cargo bench -p baton --bench layout` writes it again)"
     } else {

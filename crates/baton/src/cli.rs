@@ -25,10 +25,11 @@ use crate::commands::{
                   Over a server: BATON_URL=http://HOST:PORT/v1/projects/NAME BATON_KEY=TOKEN baton inbox\n\
                   The key says who acts (--as is refused). Works there: inbox, outbox, send, show, thread, ack, \
                   complete, hand-back, refuse, archive, search, wait, focus, stream, decide, constrain, note, \
-                  session end, state show, resume, alerts, receipt write|show|wait, order (all but approve), \
-                  queue, need, runs, agent, key, security-events. Needs the project here: \
+                  session end, state show, resume, alerts, receipt write|show|wait, queue, need, runs, agent, \
+                  key, security-events, order (approve only an order holding no staged effects). \
+                  Needs the project here: \
                   init, project, mcp, gateway, serve, export, import, run, hook, reap, handoff, evidence, review, \
-                  negotiate, record, check, demo, state render|import, receipt verify, order approve"
+                  negotiate, record, check, demo, board, state render|import, receipt verify"
 )]
 pub struct Cli {
     #[command(flatten)]

@@ -12,9 +12,10 @@ use crate::output::{Output, now, preview_table};
 /// Search the project's messages, newest first.
 ///
 /// Times are RFC 3339 (`2026-11-29T10:00:00Z`) or an age such as `2h` (that long ago).
-/// `--status` is your own delivery status and needs --as. Text matches anywhere in the
-/// payload, topic or names, ignoring ASCII case. Pages hold `--limit` items (default 50,
-/// max 100); pass the printed `next` token as `--cursor` for the next page.
+/// `--status` is your own delivery status and needs --as. Each word of the text must
+/// begin a word of the payload (its keys or values), ignoring case: `expo` finds "Export".
+/// Pages hold `--limit` items (default 50, max 100); pass the printed `next` token as
+/// `--cursor` for the next page.
 #[derive(Args, Debug)]
 #[command(
     after_help = "Examples:\n  baton search --topic csv-export --type request\n  \

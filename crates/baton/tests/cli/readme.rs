@@ -1,8 +1,11 @@
 //! README.md runs as written: every fenced `sh` block, in order, as one `bash -eu` script,
-//! in a throwaway directory holding a fresh git repository `my-repo`, with `baton` on PATH
-//! and stubs for the programs the tour names but a test cannot run for real (`claude`,
-//! `cargo`). A block the README marks `<!-- not run: REASON -->` (on the line just before
-//! it) is skipped, and must say why. A README change that breaks the tour fails here.
+//! in a throwaway directory holding a fresh git repository `my-repo` (a Cargo package, so
+//! the tour's `cargo test` and the test command `handoff new` finds make sense), with
+//! `baton` on PATH and stubs for the programs the tour names but a test cannot run for
+//! real (`claude`, `cargo`). A block the README marks `<!-- not run: REASON -->` (on the
+//! line just before it) is skipped, and must say why. After each step whose comment claims
+//! something a test can see, the script checks it ([`CLAIMS`]). A README change that breaks
+//! the tour, or a step that no longer does what its comment says, fails here.
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -14,6 +17,166 @@ use std::time::{Duration, Instant};
 use crate::common::baton_exe;
 
 const MARK: &str = "<!-- not run: ";
+
+/// What the tour's comments claim, each checked right after the README line that contains
+/// its first part (every such line: `baton init --claude` runs twice). The check is bash
+/// over the helpers of [`PRELUDE`] and the tour's own variables; it runs in `my-repo`, or
+/// wherever the tour is at that point. A claim no line of a run block contains fails the
+/// test: editing a step means editing what is checked after it.
+const CLAIMS: &[(&str, &str)] = &[
+    (
+        r#"cd my-repo && baton init"#,
+        r#"test -f .baton/baton.db && test -f .baton/config.toml"#,
+    ),
+    (
+        r#"baton agent policy impl-1 --topics 'csv-*'"#,
+        r#"exits 5 baton --as planner send --to impl-1 --type request --topic billing --body 'not a csv topic'"#,
+    ),
+    (
+        r#"baton security-events"#,
+        r#"baton --json security-events | json 'any(i["participant"] == "planner" and i["topic"] == "billing" for i in d["items"])'"#,
+    ),
+    (
+        r#"ID=$(baton send --to impl-1"#,
+        r#"export ID && baton --json thread "$ID" | json 'd["items"][0]["id"] == e["ID"] and d["items"][0]["type"] == "request"'"#,
+    ),
+    (
+        r#"BATON_AS=impl-1 baton inbox"#,
+        r#"baton --as impl-1 --json inbox | json '[(i["id"], i["status"]) for i in d["items"]] == [(e["ID"], "pending")] and "payload" not in d["items"][0]'"#,
+    ),
+    (
+        r#"BATON_AS=impl-1 baton show "$ID""#,
+        r#"baton --as impl-1 --json inbox | json 'd["items"][0]["status"] == "delivered"'"#,
+    ),
+    (
+        r#"BATON_AS=impl-1 baton send --reply-to"#,
+        r#"baton --json thread "$ID" | json 'any(i["reply_to"] == e["ID"] and i["from"] == "impl-1" and i["excerpt"] == "Date range too?" for i in d["items"])'"#,
+    ),
+    (
+        r#"BATON_AS=impl-1 baton complete"#,
+        r#"baton --json inbox | json 'any(i["reply_to"] == e["ID"] and i["type"] == "info" and i["excerpt"] == "Fixed in 4f2a91c" for i in d["items"])'"#,
+    ),
+    (
+        r#"baton outbox"#,
+        r#"baton --json outbox | json '[(i["id"], i["status"], i["replies"]) for i in d["items"]] == [(e["ID"], {"impl-1": "completed"}, 2)]'"#,
+    ),
+    (
+        r#"baton thread "$ID""#,
+        r#"baton --json thread "$ID" | json '[i["depth"] for i in d["items"]] == [0, 1, 1]'"#,
+    ),
+    (
+        r#"baton complete "$ID" && baton archive "$ID""#,
+        r#"baton --json outbox | json 'd["items"] == []' && baton --json outbox --all | json 'd["items"][0]["request_status"] == "archived"'"#,
+    ),
+    (
+        r#"baton focus set"#,
+        r#"baton --json state show | json 'd["focus"] == "Ship the CSV export fix"'"#,
+    ),
+    (
+        r#"baton stream set export"#,
+        r#"baton --json state show | json '[(s["name"], s["status"]) for s in d["streams"]] == [("export", "fixing filters")]'"#,
+    ),
+    (
+        r#"baton decide"#,
+        r#"baton --json state show | json '[(x["id"], x["text"]) for x in d["decisions"]] == [("D-1", "Filter in the query")]'"#,
+    ),
+    (
+        r#"baton constrain"#,
+        r#"baton --json state show | json '[(x["id"], x["tried"], x["result"]) for x in d["constraints"]] == [("C-1", "regenerating", "permission denied")]'"#,
+    ),
+    (
+        r#"baton note"#,
+        r#"baton --json state show | json '[n["freshness"] for n in d["notes"]] == ["current"]' && echo '// edited' >> src/parse.rs && baton --json state show | json '[n["freshness"] for n in d["notes"]] == ["stale"]' && git checkout -q src/parse.rs"#,
+    ),
+    (
+        r#"BATON_AS=impl-1 baton resume"#,
+        r#"test "$(baton --as impl-1 resume | wc -c)" -le 6000 && baton --as impl-1 resume | grep -q 'Fixtures are read-only'"#,
+    ),
+    (
+        r#"baton state render && baton check STATE.md"#,
+        r#"head -c 300 STATE.md > ../truncated.md && exits 3 baton check ../truncated.md"#,
+    ),
+    (
+        r#"baton receipt write"#,
+        r#"baton --json receipt show tests | json 'd["receipt"]["artifact"] == "test.log" and len(d["receipt"]["hash"]) == 64'"#,
+    ),
+    (
+        r#"baton receipt wait"#,
+        r#"exits 4 baton receipt wait --step lint --timeout 1s && exits 4 baton receipt wait --step lint --timeout 1s && baton --json alerts | json '[a["key"] for a in d["items"]] == ["receipt-missing:lint"]'"#,
+    ),
+    (
+        r#"baton session end"#,
+        r#"baton --json state show | json 'd["streams"] == [] and d["decisions"][-1]["why"] == "fixes quoting"'"#,
+    ),
+    (
+        r#"baton init --claude"#,
+        r#"test -f .claude/settings.json && test -f .mcp.json && grep -q 'baton hook claude' .claude/settings.json && test "$(grep -c 'baton:begin' CLAUDE.md)" = 1 && test "$(grep -c 'baton:begin' AGENTS.md)" = 1"#,
+    ),
+    (
+        r#"baton runs"#,
+        r#"baton --json runs | json '[(r["status"], r["exit_code"], r["tokens"]["total"], r["participant"]) for r in d["items"]] == [("done", 0, 17, "impl-1")]'"#,
+    ),
+    (
+        r#"baton evidence run -- cargo test"#,
+        r#"baton --json receipt show "$(ls .baton/evidence | sed -n 's/\.json$//p' | sed 's/^/evidence-/' | tail -n 1)" | json 'd["receipt"]["hash"] is not None'"#,
+    ),
+    (
+        r#"--criterion 'Filtered rows only'"#,
+        r#"json 'd["from"] == "planner" and d["to"] == "impl-1" and d["x-baton"]["execution"]["test_command"] == "cargo test"' < order.json && grep -q '<fill in:' order.json"#,
+    ),
+    (
+        r#"baton init --codex"#,
+        r#"grep -q 'baton hook codex' .codex/hooks.json && grep -q 'env_vars = \["BATON_AS", "BATON_PROJECT", "BATON_RUN"\]' .codex/config.toml && test "$(grep -c 'baton:begin' AGENTS.md)" = 1"#,
+    ),
+    (
+        r#"baton --as impl-1 need"#,
+        r#"baton --json queue | json 'any(i["text"].endswith("which fixture is canonical?") for l in d["lanes"] if l["lane"] == "needs" for i in l["items"])'"#,
+    ),
+    (
+        r#"baton record impl-1"#,
+        r#"baton --json record impl-1 >/dev/null"#,
+    ),
+];
+
+/// Helpers the checks use: `exits N CMD…` (CMD exits N), `json EXPR` (a Python expression
+/// over the JSON document on stdin, `d`, and the environment, `e`, holds) and `fail LINE`.
+const PRELUDE: &str = r#"set -eu
+fail() { echo "README claim not kept after: $1" >&2; exit 1; }
+exits() { local want=$1 got; shift; "$@" >/dev/null 2>&1 && got=0 || got=$?; [ "$got" = "$want" ] || { echo "exit $got, not $want: $*" >&2; return 1; }; }
+json() { python3 -c 'import json, os, sys; d = json.load(sys.stdin); e = os.environ; sys.exit(0 if eval(sys.argv[1]) else 1)' "$1"; }
+"#;
+
+/// The script: the prelude, then each run block's lines, each claim's check after the line
+/// that makes it (after the last line of a command continued with `\`).
+fn script(run: &[String]) -> String {
+    let mut out = String::from(PRELUDE);
+    let mut used = vec![0; CLAIMS.len()];
+    let mut pending: Vec<usize> = Vec::new();
+    for line in run.iter().flat_map(|block| block.lines()) {
+        out.push_str(line);
+        out.push('\n');
+        for (i, (made_by, _)) in CLAIMS.iter().enumerate() {
+            if line.contains(made_by) {
+                used[i] += 1;
+                pending.push(i);
+            }
+        }
+        if !line.trim_end().ends_with('\\') {
+            for i in pending.drain(..) {
+                let (made_by, check) = CLAIMS[i];
+                let quoted = made_by.replace('\'', r"'\''");
+                out.push_str(&format!("{{ {check}; }} || fail '{quoted}'\n"));
+            }
+        }
+    }
+    for ((made_by, _), n) in CLAIMS.iter().zip(used) {
+        assert!(
+            n > 0,
+            "no line of the README's tour contains {made_by:?}: update CLAIMS"
+        );
+    }
+    out
+}
 
 /// The `sh` blocks to run, and the reasons given for those skipped.
 fn blocks(readme: &str) -> (Vec<String>, Vec<String>) {
@@ -68,6 +231,11 @@ fn the_readme_tour_runs_as_written() {
     let repo = dir.path().join("my-repo");
     std::fs::create_dir_all(repo.join("src")).unwrap();
     std::fs::write(repo.join("src/parse.rs"), "pub fn parse() {}\n").unwrap();
+    std::fs::write(
+        repo.join("Cargo.toml"),
+        "[package]\nname = \"my-repo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
     git(&repo, &["init", "-q"]);
     git(&repo, &["add", "."]);
     git(&repo, &["commit", "-qm", "start"]);
@@ -81,7 +249,7 @@ fn the_readme_tour_runs_as_written() {
         r#"echo '{"type":"result","subtype":"success","is_error":false,"result":"done","usage":{"input_tokens":12,"output_tokens":5}}'"#,
     );
     stub(&bin, "cargo", "echo 'test result: ok. 1 passed; 0 failed'");
-    let script = format!("set -eu\n{}\n", run.join("\n"));
+    let script = script(&run);
     std::fs::write(dir.path().join("tour.sh"), &script).unwrap();
     let path = format!(
         "{}:{}",
