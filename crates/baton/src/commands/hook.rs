@@ -121,6 +121,8 @@ struct Found {
     tool: Option<String>,
     /// A `Notification`'s text, clipped to what a need holds.
     message: Option<String>,
+    /// A `Notification`'s kind (`permission_prompt`, `idle_prompt`, `auth_success`, …).
+    notification_type: Option<String>,
 }
 
 impl Found {
@@ -153,7 +155,12 @@ impl<'de> Visitor<'de> for Fields<'_> {
         while let Some(key) = map.next_key::<String>()? {
             let wanted = matches!(
                 key.as_str(),
-                "session_id" | "thread-id" | "thread_id" | "tool_name" | "message"
+                "session_id"
+                    | "thread-id"
+                    | "thread_id"
+                    | "tool_name"
+                    | "message"
+                    | "notification_type"
             );
             if !wanted {
                 map.next_value::<IgnoredAny>()?;
@@ -173,6 +180,7 @@ impl<'de> Visitor<'de> for Fields<'_> {
             let slot = match key.as_str() {
                 "session_id" => &mut found.session_id,
                 "tool_name" => &mut found.tool,
+                "notification_type" => &mut found.notification_type,
                 _ => &mut found.thread_id,
             };
             if slot.is_none() {
@@ -226,8 +234,16 @@ async fn record(g: &GlobalArgs, args: &HookArgs) -> CommandResult<String> {
         .ok()
         .filter(|r| !r.is_empty() && r.len() <= MAX_FIELD);
     // A session that asks for a person (Claude Code's `Notification`: a permission
-    // prompt, or idle waiting for input) raises a need in the human queue.
-    let need = (event == "Notification")
+    // prompt, idle waiting for input, a question for the user) raises a need in the human
+    // queue; a notice that asks nothing (`auth_success`) does not. A payload without a
+    // kind is from a version that notified only when it waited for a person.
+    let asks = found.notification_type.as_deref().is_none_or(|kind| {
+        matches!(
+            kind,
+            "permission_prompt" | "idle_prompt" | "elicitation_dialog"
+        )
+    });
+    let need = (event == "Notification" && asks)
         .then_some(found.message.clone())
         .flatten()
         .filter(|m| !m.is_empty());
@@ -252,7 +268,22 @@ async fn record(g: &GlobalArgs, args: &HookArgs) -> CommandResult<String> {
         session: found.session(),
         tool: found.tool,
     };
+    let injects = args.inject && baton_core::run::hook_injects(&call.event);
     let packet = app.hook(g.as_name.as_deref(), call, args.inject).await?;
+    if injects && packet.is_none() {
+        // The agent's context gets nothing: say why, where a person looking finds it.
+        match g.as_name.as_deref() {
+            None => eprintln!(
+                "baton hook: no resume packet: who is acting? start the agent with \
+                 BATON_AS=NAME (see `baton agent list`)"
+            ),
+            Some(name) => eprintln!(
+                "baton hook: no resume packet: {name} is not a participant of this project \
+                 (`baton agent add {name} --role ROLE`)",
+                name = crate::output::visible(name)
+            ),
+        }
+    }
     Ok(packet.unwrap_or_default())
 }
 
@@ -457,6 +488,9 @@ fn mcp_server() -> Value {
 /// short whitelist of the environment (HOME, PATH, USER, …) plus what its entry names.
 pub const CODEX_FORWARDED: [&str; 3] = ["BATON_AS", "BATON_PROJECT", "BATON_RUN"];
 
+/// How long Codex lets one of Baton's tools run: the longest wait, and a little more.
+pub const CODEX_TOOL_TIMEOUT_SECS: i64 = baton_app::ops::MAX_WAIT.as_secs() as i64 + 10;
+
 /// `.codex/config.toml`: Baton's keys of `[mcp_servers.baton]` (other keys of that table
 /// are kept), and `[features] hooks = true` only when neither `hooks` nor the deprecated
 /// `codex_hooks` is set: a user's choice either way stands.
@@ -491,8 +525,17 @@ fn edit_codex_config(path: &Path) -> CommandResult<Written> {
         .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()))
         .as_table_mut()
         .ok_or_else(|| not_a_table("mcp_servers.baton"))?;
-    if baton.get("command").and_then(toml_edit::Item::as_str) != Some("baton") {
+    // A command the user set (a path to their own `baton`) stands.
+    if baton
+        .get("command")
+        .and_then(toml_edit::Item::as_str)
+        .is_none()
+    {
         baton["command"] = toml_edit::value("baton");
+    }
+    // `receipt_wait` and `order_show` may wait 300 s; Codex's default tool timeout is 60.
+    if !baton.contains_key("tool_timeout_sec") {
+        baton["tool_timeout_sec"] = toml_edit::value(CODEX_TOOL_TIMEOUT_SECS);
     }
     let args_ok = baton
         .get("args")

@@ -13,12 +13,13 @@ use crate::project::parse_duration;
 /// Issue, list and revoke keys. A key names one participant; only its hash is stored.
 #[derive(Subcommand, Debug)]
 pub enum KeyCommand {
-    /// Issue a key for a participant and print its token — once: it is not stored.
+    /// Issue a key for a participant and print its token, alone on stdout — once: it is not
+    /// stored.
     ///
     /// `read` keys change nothing; `write` keys act as the participant; `admin` keys also
     /// add participants and issue and revoke keys.
     #[command(
-        after_help = "Examples:\n  baton key issue impl-1 --scope write --expires 30d\n  \
+        after_help = "Examples:\n  TOKEN=$(baton key issue impl-1 --scope write --expires 30d)\n  \
                       baton --db postgres://db.internal/baton --project shop key issue owner --scope admin"
     )]
     Issue(IssueArgs),
@@ -83,8 +84,10 @@ pub async fn run(ctx: &Context, cmd: KeyCommand) -> CommandResult<Output> {
             };
             let doc = ctx.call::<ops::KeyIssue>(input).await?;
             let key = &doc.key;
-            let human = format!(
-                "Key {} for {} ({}{}). Its token, shown this once:\n{}",
+            // The token alone on stdout, so `TOKEN=$(baton key issue …)` keeps it; what it
+            // is goes to stderr.
+            let note = format!(
+                "Key {} for {} ({}{}): its token is on stdout, shown this once",
                 key.id,
                 key.participant,
                 key.scope,
@@ -92,9 +95,8 @@ pub async fn run(ctx: &Context, cmd: KeyCommand) -> CommandResult<Output> {
                     .as_ref()
                     .map(|t| format!(", expires {t}"))
                     .unwrap_or_default(),
-                doc.token
             );
-            Ok(Output::of(&doc, human))
+            Ok(Output::of(&doc, doc.token.clone()).with_note(note))
         }
         KeyCommand::List => {
             let doc = ctx.call::<ops::KeyList>(ops::Nothing {}).await?;

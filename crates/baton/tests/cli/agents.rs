@@ -327,7 +327,7 @@ fn agents_init_codex_forwards_the_identity_and_respects_the_hooks_setting() {
     let project = Project::new(&[]);
     let config = project.path().join(".codex/config.toml");
     std::fs::create_dir_all(config.parent().unwrap()).unwrap();
-    let mine = "model = \"o4\"\n\n[features]\nhooks = false\n\n[mcp_servers.baton]\nstartup_timeout_sec = 20\nenv_vars = [\"MY_TOKEN\"]\n";
+    let mine = "model = \"o4\"\n\n[features]\nhooks = false\n\n[mcp_servers.baton]\ncommand = \"/opt/tools/baton\"\nstartup_timeout_sec = 20\nenv_vars = [\"MY_TOKEN\"]\n";
     std::fs::write(&config, mine).unwrap();
     let first = project.json(None, &["init", "--codex"]);
     let text = read(&config);
@@ -336,7 +336,13 @@ fn agents_init_codex_forwards_the_identity_and_respects_the_hooks_setting() {
     assert!(!text.contains("hooks = true"), "{text}");
     let doc: toml_edit::DocumentMut = text.parse().unwrap();
     let baton = &doc["mcp_servers"]["baton"];
-    assert_eq!(baton["command"].as_str(), Some("baton"), "{text}");
+    // The user's own path to baton stands; the tool timeout covers the longest wait.
+    assert_eq!(
+        baton["command"].as_str(),
+        Some("/opt/tools/baton"),
+        "{text}"
+    );
+    assert_eq!(baton["tool_timeout_sec"].as_integer(), Some(310), "{text}");
     assert_eq!(
         baton["startup_timeout_sec"].as_integer(),
         Some(20),

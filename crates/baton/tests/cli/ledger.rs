@@ -717,6 +717,21 @@ fn hooks_exit_0_print_nothing_and_tie_the_session_to_the_run() {
         b"{}",
     );
     assert!(anonymous.stdout.is_empty(), "no identity, no packet");
+    let said = String::from_utf8_lossy(&anonymous.stderr);
+    assert!(
+        said.contains("BATON_AS=NAME"),
+        "says who it could not find: {said}"
+    );
+    let stranger = hook(
+        &project,
+        Some("ghost"),
+        &["claude", "SessionStart", "--inject"],
+        b"{}",
+    );
+    assert_eq!(code(stranger.status), 0);
+    assert!(stranger.stdout.is_empty(), "no participant, no packet");
+    let said = String::from_utf8_lossy(&stranger.stderr);
+    assert!(said.contains("ghost is not a participant"), "{said}");
 }
 
 #[test]

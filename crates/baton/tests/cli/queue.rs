@@ -239,7 +239,13 @@ fn a_need_raised_by_an_agent_session_through_its_hook_is_in_the_needs_lane() {
             .contains("Claude needs your permission to use Bash"),
         "{q}"
     );
-    // Other hook events raise nothing.
+    // Other hook events raise nothing, nor does a notice that asks nothing of a person.
     p.ok(Some("impl-1"), &["hook", "claude", "Stop", "{}"]);
+    let notice = r#"{"session_id": "s1", "message": "Authentication successful", "notification_type": "auth_success"}"#;
+    p.ok(Some("impl-1"), &["hook", "claude", "Notification", notice]);
     assert_eq!(lane(&p, "needs").0.len(), 1);
+    // One that asks for a person by its kind does.
+    let idle = r#"{"session_id": "s1", "message": "Claude is waiting for your input", "notification_type": "idle_prompt"}"#;
+    p.ok(Some("impl-1"), &["hook", "claude", "Notification", idle]);
+    assert_eq!(lane(&p, "needs").0.len(), 2);
 }

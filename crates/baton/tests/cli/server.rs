@@ -102,6 +102,31 @@ fn keys_are_issued_listed_and_revoked_one_at_a_time_in_an_embedded_project() {
     assert_eq!(code(&out), 4, "{}", stderr(&out));
 }
 
+#[test]
+fn a_key_issued_prints_its_token_alone_on_stdout_so_a_shell_can_keep_it() {
+    let p = Project::new(&[("impl-1", "executor")]);
+    let out = p.run(None, &["key", "issue", "impl-1", "--scope", "write"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let printed = String::from_utf8(out.stdout.clone()).unwrap();
+    let token = printed.strip_suffix('\n').expect("one line");
+    assert!(
+        token.starts_with("baton_") && !token.contains(char::is_whitespace),
+        "stdout is the token alone: {printed:?}"
+    );
+    // What it is goes to stderr, naming the key the token belongs to.
+    let listed = p.json(None, &["key", "list"]);
+    let id = listed["items"][0]["id"].as_str().unwrap();
+    assert!(
+        token.starts_with(&format!("baton_{id}_")),
+        "{token} is key {id}'s"
+    );
+    let said = stderr(&out);
+    assert!(
+        said.contains(id) && said.contains("shown this once"),
+        "{said}"
+    );
+}
+
 /// A shared store holding project `shop` with a planner, and a key of `scope` for it:
 /// the directory (kept while it lives), the store's URL and the key's token.
 fn shop(scope: &str) -> (tempfile::TempDir, String, String) {
