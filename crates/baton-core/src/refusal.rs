@@ -472,8 +472,9 @@ pub enum Refusal {
     WrongDocument { expected: Document },
     #[error("an exit records done, failed or stopped, not {0}")]
     NotAnExit(RunStatus),
-    /// A line of a portable log that is not an event.
-    #[error("line {line} is not an event: {problem}")]
+    /// A line of a portable log that is not an event, or does not hold with the rest of
+    /// the log: the whole log is refused.
+    #[error("line {line} is refused ({problem}); nothing was imported")]
     LogLine { line: usize, problem: String },
     /// A negotiation spec or position that does not hold: the JSON path of the first
     /// problem, and what it is (never the value: a position is private).

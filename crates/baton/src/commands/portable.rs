@@ -76,11 +76,9 @@ pub async fn import(ctx: &Context, args: ImportArgs) -> CommandResult<Output> {
     };
     let limit = max_line(ctx.app()?.settings().payload_cap);
     let mut lines = BufReader::new(reader);
-    let mut done = ImportDone {
-        imported: 0,
-        skipped: 0,
-    };
-    let mut batch = Vec::new();
+    // The whole log is read and checked first, then applied in one transaction: a bad
+    // line anywhere imports nothing.
+    let mut events = Vec::new();
     let mut number = 0;
     let mut text = String::new();
     loop {
@@ -93,27 +91,22 @@ pub async fn import(ctx: &Context, args: ImportArgs) -> CommandResult<Output> {
         number += 1;
         if text.len() > limit {
             return Err(CommandError::refused(format!(
-                "{} line {number} is over {limit} bytes: not an event this store would have written; nothing after line {} was imported",
+                "{} line {number} is over {limit} bytes: not an event this store would have \
+                 written; nothing was imported",
                 args.file.display(),
-                number - 1 - batch.len()
             )));
         }
         let trimmed = text.trim();
         if trimmed.is_empty() {
             continue;
         }
-        batch.push(parse_line(number, trimmed)?);
-        if batch.len() == PAGE as usize {
-            let n = ctx.app()?.import(std::mem::take(&mut batch)).await?;
-            done.imported += n.imported;
-            done.skipped += n.skipped;
-        }
+        events.push((number, parse_line(number, trimmed)?));
     }
-    if !batch.is_empty() {
-        let n = ctx.app()?.import(batch).await?;
-        done.imported += n.imported;
-        done.skipped += n.skipped;
-    }
+    let n = ctx.app()?.import(events).await?;
+    let done = ImportDone {
+        imported: n.imported,
+        skipped: n.skipped,
+    };
     let human = format!(
         "Imported {} event(s); {} already in the log were skipped.",
         done.imported, done.skipped

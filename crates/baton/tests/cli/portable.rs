@@ -101,3 +101,80 @@ fn a_line_that_is_not_an_event_is_refused_with_its_number() {
         stderr(&out)
     );
 }
+
+/// The events of `p`'s exported log, one JSON value a line.
+fn exported(p: &Project) -> Vec<serde_json::Value> {
+    let out = p.run(None, &["export"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    out.stdout
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect()
+}
+
+fn jsonl(events: &[serde_json::Value]) -> Vec<u8> {
+    events
+        .iter()
+        .flat_map(|e| format!("{e}\n").into_bytes())
+        .collect()
+}
+
+#[test]
+fn an_import_is_checked_whole_and_a_refused_log_imports_nothing() {
+    let a = Project::new(TEAM);
+    for i in 0..40 {
+        a.ok(
+            Some("planner"),
+            &[
+                "send",
+                "--to",
+                "impl-1",
+                "--topic",
+                "t",
+                "--body",
+                &format!("m{i}"),
+            ],
+        );
+    }
+    let events = exported(&a);
+    assert!(events.len() > 40, "{}", events.len());
+    let b = Project::new(&[]);
+    let before = exported(&b).len();
+    let refused = |log: Vec<u8>, why: &str| {
+        let out = import(&b, &log);
+        assert_eq!(code(&out), 3, "{}", stderr(&out));
+        assert!(stderr(&out).contains(why), "{why}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("nothing was imported"),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(
+            exported(&b).len(),
+            before,
+            "a refused log imported something"
+        );
+    };
+    // A bad line near the end: nothing of what came before it is kept.
+    let mut log = jsonl(&events);
+    log.extend_from_slice(b"{\"kind\": \"message.sent\", \"data\": {}}\n");
+    refused(log, &format!("line {}", events.len() + 1));
+    // One id for two different events.
+    let mut twice = events.clone();
+    let mut other = events[events.len() - 1].clone();
+    other["actor"] = serde_json::json!("someone-else");
+    twice.push(other);
+    refused(jsonl(&twice), "appears twice with different contents");
+    // A time no clock gives.
+    let mut late = events.clone();
+    let last = late.len() - 1;
+    late[last]["at"] = serde_json::json!(253_402_300_800_000_i64);
+    refused(jsonl(&late), "outside 1970 to 9999");
+    // The same log whole imports, and the same event twice in it is one event.
+    let mut again = events.clone();
+    again.push(events[events.len() - 1].clone());
+    let out = import(&b, &jsonl(&again));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(exported(&b).len(), before + events.len());
+}
