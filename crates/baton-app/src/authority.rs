@@ -90,11 +90,19 @@ impl App {
     }
 
     /// The newest security events, newest first: at most `limit` (capped at
-    /// [`MAX_PAGE`]), before `before_seq` when given.
-    pub async fn security_events(&self, before_seq: Option<i64>, limit: u32) -> Result<Vec<Event>> {
-        self.store()
+    /// [`MAX_PAGE`]), before `before_seq` when given; and the repeats counted on them.
+    pub async fn security_events(
+        &self,
+        before_seq: Option<i64>,
+        limit: u32,
+    ) -> Result<(Vec<Event>, Vec<baton_store::Repeats>)> {
+        let events = self
+            .store()
             .events_of_kind("security.refused", before_seq, limit.clamp(1, MAX_PAGE))
-            .await
+            .await?;
+        let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+        let repeats = self.store().repeats(&seqs).await?;
+        Ok((events, repeats))
     }
 
     /// Records `refusal` of `who` as a security event when it is one (an edge's own

@@ -397,6 +397,11 @@ pub struct SecurityEventRow {
     pub topic: Option<String>,
     pub code: String,
     pub reason: String,
+    /// How many times it was refused: this event and the repeats counted on it (the same
+    /// refusal again within a minute of it).
+    pub count: i64,
+    /// When it was last refused.
+    pub last_at: String,
 }
 
 /// The newest security events, newest first.
@@ -407,20 +412,25 @@ pub struct SecurityEvents {
 doc!(SecurityEvents, "baton/security-events@1");
 
 impl SecurityEvents {
-    pub fn new(events: &[Event]) -> Self {
+    pub fn new(events: &[Event], repeats: &[baton_store::Repeats]) -> Self {
         Self {
             items: events
                 .iter()
                 .filter_map(|e| match &e.change {
-                    Change::Denied(d) => Some(SecurityEventRow {
-                        seq: e.seq,
-                        at: rfc3339(e.at),
-                        participant: d.participant.clone(),
-                        action: d.action.clone(),
-                        topic: d.topic.as_ref().map(|t| t.to_string()),
-                        code: d.code.clone(),
-                        reason: d.reason.clone(),
-                    }),
+                    Change::Denied(d) => {
+                        let repeated = repeats.iter().find(|r| r.seq == e.seq);
+                        Some(SecurityEventRow {
+                            seq: e.seq,
+                            at: rfc3339(e.at),
+                            participant: d.participant.clone(),
+                            action: d.action.clone(),
+                            topic: d.topic.as_ref().map(|t| t.to_string()),
+                            code: d.code.clone(),
+                            reason: d.reason.clone(),
+                            count: 1 + repeated.map_or(0, |r| r.count),
+                            last_at: rfc3339(repeated.map_or(e.at, |r| r.last_at.max(e.at))),
+                        })
+                    }
                     _ => None,
                 })
                 .collect(),

@@ -336,6 +336,22 @@ pub fn plan_policy(
     }))
 }
 
+/// How long a recorded refusal takes the same refusal again as a repeat: counted on it
+/// (`baton security-events` shows the count) rather than appended as another event, so a
+/// participant refused over and over cannot grow the log without bound.
+pub const REPEAT_WINDOW_MS: crate::Millis = 60_000;
+
+/// The security event among `recent` (newest first) that `denied` repeats: the same
+/// participant refused the same action, topic and reason, recorded within
+/// [`REPEAT_WINDOW_MS`] of `now`.
+pub fn repeat_of(denied: &Denied, recent: &[crate::Event], now: crate::Millis) -> Option<i64> {
+    recent
+        .iter()
+        .take_while(|e| e.at >= now - REPEAT_WINDOW_MS)
+        .find(|e| matches!(&e.change, crate::Change::Denied(d) if d == denied))
+        .map(|e| e.seq)
+}
+
 /// A refusal recorded as a security event (`security.refused`): who tried what, where,
 /// and why it was refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -582,6 +598,43 @@ mod tests {
         assert_eq!(
             denied(&who, &not_a_party).unwrap().action,
             "step on message 01M"
+        );
+    }
+
+    #[test]
+    fn a_refusal_repeats_the_same_one_recorded_within_the_window_only() {
+        let denied = |reason: &str| Denied {
+            participant: Passname::new("exec-1").unwrap(),
+            action: "request".into(),
+            topic: None,
+            code: "forbidden".into(),
+            reason: reason.into(),
+        };
+        let event = |seq: i64, at: crate::Millis, d: Denied| crate::Event {
+            seq,
+            id: format!("e{seq}"),
+            at,
+            actor: "exec-1".into(),
+            change: crate::Change::Denied(d),
+        };
+        let now = 1_000_000;
+        // Newest first, as the store lists them.
+        let recent = [
+            event(3, now - 10, denied("b")),
+            event(2, now - 20, denied("a")),
+            event(1, now - REPEAT_WINDOW_MS - 1, denied("c")),
+        ];
+        assert_eq!(repeat_of(&denied("a"), &recent, now), Some(2));
+        assert_eq!(repeat_of(&denied("b"), &recent, now), Some(3));
+        assert_eq!(
+            repeat_of(&denied("c"), &recent, now),
+            None,
+            "past the window"
+        );
+        assert_eq!(
+            repeat_of(&denied("d"), &recent, now),
+            None,
+            "another refusal"
         );
     }
 }

@@ -261,6 +261,11 @@ pub trait Backend: Send + Sync {
     /// Records that key `id` proved its participant at `at`. Bookkeeping beside the log,
     /// not in it: no event, no generation; a rebuild keeps it.
     async fn key_used(&self, id: &str, at: Millis) -> Result<()>;
+    /// Counts a repeat, at `at`, of the security event at `seq` (bookkeeping beside the
+    /// log, as a key's use is: a rebuild keeps it).
+    async fn count_repeat(&self, seq: i64, at: Millis) -> Result<()>;
+    /// The repeats counted on the security events at `seqs` (those with none are absent).
+    async fn repeats(&self, seqs: &[i64]) -> Result<Vec<Repeats>>;
     async fn webhook(&self, participant: &str) -> Result<Option<Webhook>>;
     /// Every webhook, by participant.
     async fn webhooks(&self) -> Result<Vec<Webhook>>;
@@ -320,8 +325,10 @@ pub trait Store: Backend {
         policy: Option<Policy>,
     ) -> Result<Participant>;
     /// Records a security event: an action refused as beyond authority. The writes below
-    /// record their own; an edge records those it refuses itself (a key's scope).
-    async fn record_denied(&self, denied: Denied) -> Result<Event>;
+    /// record their own; an edge records those it refuses itself (a key's scope). A
+    /// repeat of one recorded within the window is counted on it instead
+    /// (`authority::repeat_of`): `None`.
+    async fn record_denied(&self, denied: Denied) -> Result<Option<Event>>;
     /// Stores a message from `from`, or returns the original when it is a duplicate: same
     /// idempotency key (forever), or same type, topic, payload, parent and recipients
     /// within `window_ms` milliseconds.
@@ -487,7 +494,7 @@ impl<B: Backend + ?Sized> Store for B {
         write::set_policy(self, actor, name, policy).await
     }
 
-    async fn record_denied(&self, denied: Denied) -> Result<Event> {
+    async fn record_denied(&self, denied: Denied) -> Result<Option<Event>> {
         write::record_denied(self, denied).await
     }
 

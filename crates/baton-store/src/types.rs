@@ -245,3 +245,11 @@ mod tests {
         }
     }
 }
+
+/// The repeats counted on one security event: how many, and when the newest was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repeats {
+    pub seq: i64,
+    pub count: i64,
+    pub last_at: Millis,
+}

@@ -81,14 +81,28 @@ pub async fn recorded<B: Backend + ?Sized, T: Send>(
     result
 }
 
-pub async fn record_denied<B: Backend + ?Sized>(backend: &B, denied: Denied) -> Result<Event> {
+/// The kind of a security event.
+const DENIED: &str = "security.refused";
+
+pub async fn record_denied<B: Backend + ?Sized>(
+    backend: &B,
+    denied: Denied,
+) -> Result<Option<Event>> {
+    // The newest security events are enough to find what this one repeats: a repeat is
+    // of one recorded within the last minute.
+    let recent = backend.events_of_kind(DENIED, None, 64).await?;
+    let at = now();
+    if let Some(seq) = authority::repeat_of(&denied, &recent, at) {
+        backend.count_repeat(seq, at).await?;
+        return Ok(None);
+    }
     let mut tx = backend.begin().await?;
     let actor = denied.participant.to_string();
     let event = tx
         .append(NewEvent::new(&actor, Change::Denied(denied), now()))
         .await?;
     tx.commit().await?;
-    Ok(event)
+    Ok(Some(event))
 }
 
 pub async fn add_participant<B: Backend + ?Sized>(

@@ -383,26 +383,45 @@ async fn generation(store: &dyn Store) -> i64 {
     store.generation().await.expect("the generation")
 }
 
+/// The refusals on record: each security event and the repeats counted on it.
+async fn refusals(store: &dyn Store) -> i64 {
+    let events = store
+        .events_of_kind("security.refused", None, 1000)
+        .await
+        .expect("the security events");
+    let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+    let repeats = store.repeats(&seqs).await.expect("the repeats");
+    events.len() as i64 + repeats.iter().map(|r| r.count).sum::<i64>()
+}
+
 /// Runs an attempt the store must refuse, checks that it wrote nothing but, for a
-/// forbidden one, its one security event, and returns why.
+/// forbidden one, its one security event (or a repeat counted on the one it repeats), and
+/// returns why.
 async fn refused<T: Debug>(
     store: &dyn Store,
     attempt: impl Future<Output = baton_store::Result<T>>,
 ) -> StoreError {
     let before = generation(store).await;
+    let on_record = refusals(store).await;
     let err = attempt.await.expect_err("the store should refuse this");
     let forbidden = matches!(&err, StoreError::Refused(r) if r.kind() == RefusalKind::Forbidden);
-    assert_eq!(
-        generation(store).await,
-        before + i64::from(forbidden),
-        "a refused command wrote events ({err})"
+    let after = generation(store).await;
+    assert!(
+        after == before || (forbidden && after == before + 1),
+        "a refused command wrote {} events ({err})",
+        after - before
     );
-    if forbidden {
+    assert_eq!(
+        refusals(store).await,
+        on_record + i64::from(forbidden),
+        "the refusals on record ({err})"
+    );
+    if after > before {
         let newest = store
             .events_of_kind("security.refused", None, 1)
             .await
             .expect("the security events");
-        assert_eq!(newest.first().map(|e| e.seq), Some(before + 1), "{err}");
+        assert_eq!(newest.first().map(|e| e.seq), Some(after), "{err}");
     }
     err
 }
@@ -2314,6 +2333,7 @@ fn follows_the_delivery_model<B: Backend>(
         for (n, &turn) in turns.iter().enumerate() {
             let who = turn.actor.passname();
             let before = generation(store).await;
+            let on_record = refusals(store).await;
             let outcome = match turn.act {
                 Act::Fetch => store.fetch(Some(&who), &id).await.map(|f| f.status),
                 Act::Step(verb) => store
@@ -2322,12 +2342,21 @@ fn follows_the_delivery_model<B: Backend>(
                     .map(|_| None),
             };
             let written = generation(store).await - before;
+            let recorded = refusals(store).await - on_record;
             // Either both take the turn and the store wrote what the model expects, or both
             // refuse it for the same reason and the store wrote nothing but, for a forbidden
-            // turn, its security event.
+            // turn, its refusal on record (an event, or a repeat counted on one).
             let observed = match &outcome {
                 Ok(_) => Ok(written),
-                Err(err) => Err((refusal(err), written)),
+                Err(err) => {
+                    prop_assert!(
+                        written <= recorded,
+                        "turn {}: {} events written",
+                        n,
+                        written
+                    );
+                    Err((refusal(err), recorded))
+                }
             };
             let expected = model
                 .play(turn)
@@ -2872,6 +2901,7 @@ async fn random_operations_keep_authority_s_promises<B: Backend>() {
                 .await
                 .unwrap()
                 .len();
+            let on_record = refusals(store).await;
             let what = dice.below(8);
             let result: baton_store::Result<()> = match what {
                 0 | 1 => {
@@ -2943,8 +2973,14 @@ async fn random_operations_keep_authority_s_promises<B: Backend>() {
             match &result {
                 Err(StoreError::Refused(r)) if r.kind() == RefusalKind::Forbidden => {
                     forbidden += 1;
-                    assert_eq!(after, before + 1, "{context}");
-                    assert_eq!(security_after, security + 1, "{context}");
+                    // Its refusal on record: an event of its own, or a repeat counted on
+                    // the one it repeats; nothing else.
+                    assert_eq!(refusals(store).await, on_record + 1, "{context}");
+                    assert!(
+                        (after, security_after) == (before + 1, security + 1)
+                            || (after, security_after) == (before, security),
+                        "{context}"
+                    );
                 }
                 Err(StoreError::Refused(_)) => {
                     other_refusals += 1;
@@ -3687,6 +3723,48 @@ async fn postgres_two_openers_migrate_one_schema_once() {
 
 /// Runs every story against `$backend`: `stores` take `&dyn Store`, `backends` take the
 /// backend itself; the delivery model is checked as a property test.
+/// A participant refused over and over grows the log by one event: the same refusal within
+/// the window is counted on it, and a different one is an event of its own.
+async fn a_refusal_repeated_is_counted_on_its_event_not_appended(store: &dyn Store) {
+    cast(store).await;
+    let before = generation(store).await;
+    for _ in 0..1000 {
+        store
+            .send(
+                &name("exec-1"),
+                draft(&["planner"], Request, "lane", "ask again"),
+                WINDOW,
+            )
+            .await
+            .expect_err("an executor's request");
+    }
+    assert_eq!(generation(store).await, before + 1, "one event for 1,000");
+    let events = store
+        .events_of_kind("security.refused", None, 10)
+        .await
+        .unwrap();
+    assert_eq!(events.len(), 1);
+    let repeats = store.repeats(&[events[0].seq]).await.unwrap();
+    assert_eq!(repeats.len(), 1);
+    assert_eq!(repeats[0].count, 999, "the count says how many");
+    assert!(repeats[0].last_at >= events[0].at);
+    // Another refusal (another topic) is an event of its own, with no repeats yet.
+    store
+        .send(
+            &name("exec-1"),
+            draft(&["planner"], Request, "other-lane", "ask"),
+            WINDOW,
+        )
+        .await
+        .expect_err("an executor's request");
+    let events = store
+        .events_of_kind("security.refused", None, 10)
+        .await
+        .unwrap();
+    assert_eq!(events.len(), 2);
+    assert!(store.repeats(&[events[0].seq]).await.unwrap().is_empty());
+}
+
 /// Authority: what a role's default or a set policy does not allow is refused before
 /// anything is written, and the refusal alone is recorded, as a security event.
 async fn an_action_beyond_authority_is_refused_and_recorded(store: &dyn Store) {
@@ -4365,6 +4443,7 @@ macro_rules! every_backend {
                     gate_events_are_appended_together_and_read_back_by_kind,
                     a_subjects_events_and_last_change_are_found_whatever_their_kind,
                     an_action_beyond_authority_is_refused_and_recorded,
+                    a_refusal_repeated_is_counted_on_its_event_not_appended,
                     a_webhook_is_claimed_by_one_server_and_settled,
                     a_wait_wakes_when_another_writer_commits,
                     racing_writers_queue_and_the_log_has_no_gaps,

@@ -191,10 +191,10 @@ impl Typed for SecurityEventsList {
     .idempotent();
 
     async fn run(app: &App, _: Who<'_>, input: SecurityInput) -> Result<SecurityEvents> {
-        let events = app
+        let (events, repeats) = app
             .security_events(input.before, input.limit.unwrap_or(50))
             .await?;
-        Ok(SecurityEvents::new(&events))
+        Ok(SecurityEvents::new(&events, &repeats))
     }
 }
 

@@ -42,8 +42,8 @@ mod webhooks;
 
 use crate::rows::{self, decode_cursor, depth_first};
 use crate::{
-    Attention, Backend, Database, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery,
-    Settled, Store, StoreError, Tx, Window,
+    Attention, Backend, Database, NewEvent, OrderQuery, Page, Repeats, Result, RunQuery,
+    SearchQuery, Settled, Store, StoreError, Tx, Window,
 };
 use baton_core::metrics::Tally;
 use baton_core::negotiation::Negotiation;
@@ -73,6 +73,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/010_metrics.sql"),
     include_str!("migrations/011_attention.sql"),
     include_str!("migrations/012_failures.sql"),
+    include_str!("migrations/013_refusal_repeats.sql"),
 ];
 
 /// Connections one database keeps open, shared by all its projects.
@@ -1344,6 +1345,41 @@ impl Backend for PostgresStore {
         keys::record_use(&self.pool, self.project, id, at)
             .await
             .map_err(|e| self.err(e))
+    }
+
+    async fn count_repeat(&self, seq: i64, at: Millis) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO refusal_repeats (project, seq, count, last_at) VALUES ($1, $2, 1, $3) \
+             ON CONFLICT (project, seq) DO UPDATE SET count = refusal_repeats.count + 1, \
+             last_at = greatest(refusal_repeats.last_at, excluded.last_at)",
+        )
+        .bind(self.project)
+        .bind(seq)
+        .bind(at)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    async fn repeats(&self, seqs: &[i64]) -> Result<Vec<Repeats>> {
+        let found: Vec<(i64, i64, i64)> = sqlx::query_as(
+            "SELECT seq, count, last_at FROM refusal_repeats \
+             WHERE project = $1 AND seq = ANY($2)",
+        )
+        .bind(self.project)
+        .bind(seqs)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        Ok(found
+            .into_iter()
+            .map(|(seq, count, last_at)| Repeats {
+                seq,
+                count,
+                last_at,
+            })
+            .collect())
     }
 
     async fn keys(&self) -> Result<Vec<Key>> {

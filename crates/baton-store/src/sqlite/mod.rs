@@ -44,8 +44,8 @@ mod webhooks;
 use self::sql::{Builder, Fault, Sql, blocking, classify, column, exec, row, rows, scalar};
 use crate::rows::{self as decode, decode_cursor, depth_first};
 use crate::{
-    Attention, Backend, NewEvent, OrderQuery, Page, Result, RunQuery, SearchQuery, Settled,
-    StoreError, Tx, Window,
+    Attention, Backend, NewEvent, OrderQuery, Page, Repeats, Result, RunQuery, SearchQuery,
+    Settled, StoreError, Tx, Window,
 };
 use baton_core::webhook::Webhook;
 
@@ -75,6 +75,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/016_metrics.sql"),
     include_str!("migrations/017_attention.sql"),
     include_str!("migrations/018_failures.sql"),
+    include_str!("migrations/019_refusal_repeats.sql"),
 ];
 /// How many migrations ran before the one that added `message_text` and `state`: a store
 /// older than that has them filled from its log when it is brought up to date.
@@ -1518,6 +1519,43 @@ impl Backend for SqliteStore {
 
     async fn key_used(&self, id: &str, at: Millis) -> Result<()> {
         self.bookkeep(|conn| keys::record_use(conn, id, at)).await
+    }
+
+    async fn count_repeat(&self, seq: i64, at: Millis) -> Result<()> {
+        self.bookkeep(|conn| {
+            exec(
+                conn,
+                "INSERT INTO refusal_repeats (seq, count, last_at) VALUES (?, 1, ?) \
+                 ON CONFLICT (seq) DO UPDATE \
+                 SET count = count + 1, last_at = max(last_at, excluded.last_at)",
+                params![seq, at],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn repeats(&self, seqs: &[i64]) -> Result<Vec<Repeats>> {
+        self.read(|conn| {
+            let mut found = Vec::new();
+            for &seq in seqs {
+                let counted = row(
+                    conn,
+                    "SELECT count, last_at FROM refusal_repeats WHERE seq = ?",
+                    params![seq],
+                )?;
+                if let Some(r) = counted {
+                    use crate::rows::Columns;
+                    found.push(Repeats {
+                        seq,
+                        count: r.int("count")?,
+                        last_at: r.int("last_at")?,
+                    });
+                }
+            }
+            Ok(found)
+        })
+        .await
     }
 
     async fn keys(&self) -> Result<Vec<Key>> {

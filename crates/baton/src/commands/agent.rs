@@ -259,6 +259,7 @@ pub async fn security_events(ctx: &Context, args: SecurityEventsArgs) -> Command
                 e.participant.to_string(),
                 e.action.clone(),
                 e.topic.clone().unwrap_or_else(|| "-".into()),
+                e.count.to_string(),
                 e.reason.clone(),
             ]
         })
@@ -266,7 +267,10 @@ pub async fn security_events(ctx: &Context, args: SecurityEventsArgs) -> Command
     let human = if rows.is_empty() {
         "No security events: nothing was refused as beyond authority".to_owned()
     } else {
-        table(&["SEQ", "AT", "WHO", "TRIED", "TOPIC", "WHY"], &rows)
+        table(
+            &["SEQ", "AT", "WHO", "TRIED", "TOPIC", "TIMES", "WHY"],
+            &rows,
+        )
     };
     Ok(Output::of(&doc, human))
 }
