@@ -2,8 +2,9 @@
 //! random way in — the dispatcher as the command line calls it on this machine, REST, and
 //! MCP over HTTP (raw JSON-RPC to a real `baton serve`) — on SQLite and on PostgreSQL.
 //! After every operation: one that was taken adds no security event; one that was refused
-//! adds nothing but, when it was forbidden, exactly one security event (over MCP, whose
-//! refusals are text, at most one and nothing else). At the end every request delivered
+//! adds nothing but, when it was forbidden, exactly one more refusal on record — its own
+//! security event, or a repeat counted on the one it repeats (over MCP, whose refusals
+//! are text, at most one and nothing else). At the end every request delivered
 //! to a participant can be closed by it, through any edge.
 
 use std::collections::HashMap;
@@ -408,7 +409,7 @@ fn cases(fresh: impl Fn(u64) -> String) -> (usize, usize, usize, usize) {
 fn report(backend: &str, (operations, forbidden, refused, closed): (usize, usize, usize, usize)) {
     println!(
         "{backend}: {CASES} cases, {operations} operations through random edges: {forbidden} \
-         forbidden (one security event each), {refused} other refusals (nothing written), \
+         forbidden (each one more refusal on record), {refused} other refusals (nothing written), \
          {closed} requests closed by their recipients at the end"
     );
     assert!(
