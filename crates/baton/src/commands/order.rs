@@ -449,6 +449,20 @@ fn stepped(doc: &impl baton_app::doc::Doc, events: &[EventRow]) -> Output {
 
 async fn approve(ctx: &Context, args: ApproveArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
+    // What had run before this approval, so the lines say what ran now.
+    let input = OrderShowInput {
+        id: args.step.id.clone(),
+        since: None,
+        timeout_seconds: None,
+    };
+    let ran_before: Vec<String> = ctx
+        .call::<OrderShow>(input)
+        .await?
+        .effects
+        .into_iter()
+        .filter(|e| e.status == baton_core::effect::EffectStatus::Ran)
+        .map(|e| e.reference)
+        .collect();
     let doc = ctx
         .cases
         .approve(
@@ -467,7 +481,11 @@ async fn approve(ctx: &Context, args: ApproveArgs) -> CommandResult<Output> {
         vec![stepped(&doc, &doc.events).human]
     };
     for e in &doc.effects {
-        lines.push(format!("  {} {} {}", e.reference, e.status, effect_note(e)));
+        if ran_before.contains(&e.reference) {
+            lines.push(format!("  {} ran before; nothing ran now", e.reference));
+        } else {
+            lines.push(format!("  {} {} {}", e.reference, e.status, effect_note(e)));
+        }
     }
     let out = Output::of(&doc, lines.join("\n"));
     let stopped = doc

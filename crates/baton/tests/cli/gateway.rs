@@ -511,9 +511,23 @@ fn approval_runs_the_held_effects_once_in_order_with_a_ref_filled_in() {
             ("files/stamp#1".into(), "ran".into())
         ]
     );
-    // Approving again runs nothing twice.
+    // Approving again runs nothing twice, and says so.
     let again = b.approve("owner", &[]);
     assert_eq!(code(&again), 0, "{}", stderr(&again));
+    assert_eq!(b.lines(), ["first", "stamp: 1"]);
+    let said = b
+        .project
+        .cmd(Some("owner"), &["order", "approve", "wo_1"])
+        .env("UPSTREAM_FILE", &b.file)
+        .output()
+        .unwrap();
+    assert_eq!(code(&said), 0, "{}", stderr(&said));
+    let text = String::from_utf8(said.stdout).unwrap();
+    assert!(
+        text.contains("files/append#1 ran before; nothing ran now")
+            && text.contains("files/stamp#1 ran before; nothing ran now"),
+        "{text}"
+    );
     assert_eq!(b.lines(), ["first", "stamp: 1"]);
 }
 
