@@ -98,7 +98,7 @@ impl App {
     ) -> Result<(Vec<Event>, Vec<baton_store::Repeats>)> {
         let events = self
             .store()
-            .events_of_kind("security.refused", before_seq, limit.clamp(1, MAX_PAGE))
+            .events_of_kind(authority::DENIED_KIND, before_seq, limit.clamp(1, MAX_PAGE))
             .await?;
         let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
         let repeats = self.store().repeats(&seqs).await?;

@@ -336,6 +336,9 @@ pub fn plan_policy(
     }))
 }
 
+/// The kind of a security event in the log (`Change::Denied`).
+pub const DENIED_KIND: &str = "security.refused";
+
 /// How long a recorded refusal takes the same refusal again as a repeat: counted on it
 /// (`baton security-events` shows the count) rather than appended as another event, so a
 /// participant refused over and over cannot grow the log without bound.

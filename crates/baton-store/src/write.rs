@@ -81,16 +81,15 @@ pub async fn recorded<B: Backend + ?Sized, T: Send>(
     result
 }
 
-/// The kind of a security event.
-const DENIED: &str = "security.refused";
-
 pub async fn record_denied<B: Backend + ?Sized>(
     backend: &B,
     denied: Denied,
 ) -> Result<Option<Event>> {
     // The newest security events are enough to find what this one repeats: a repeat is
     // of one recorded within the last minute.
-    let recent = backend.events_of_kind(DENIED, None, 64).await?;
+    let recent = backend
+        .events_of_kind(authority::DENIED_KIND, None, 64)
+        .await?;
     let at = now();
     if let Some(seq) = authority::repeat_of(&denied, &recent, at) {
         backend.count_repeat(seq, at).await?;

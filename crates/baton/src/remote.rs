@@ -21,10 +21,7 @@ use url::Url;
 
 use crate::cases::{Answer, Cases};
 use crate::error::{CommandError, CommandResult, ErrorKind};
-use baton_app::ops::{Method, Operation};
-
-/// The longest one request to the server may wait (its limit for `…/wait`).
-const MAX_WAIT: Duration = Duration::from_secs(300);
+use baton_app::ops::{MAX_WAIT, Method, Operation};
 
 /// A key's token: shown to no one.
 struct Token(String);
@@ -220,16 +217,10 @@ pub fn server_error(status: u16, text: &str) -> CommandError {
     }
 }
 
-/// A wait's `timeout_seconds`: whole seconds, at least 1; at most what one request may
-/// wait.
-fn seconds(timeout: Duration) -> CommandResult<String> {
-    if timeout > MAX_WAIT {
-        return Err(CommandError::usage(format!(
-            "over a server a wait lasts at most {}s: pass a shorter --timeout",
-            MAX_WAIT.as_secs()
-        )));
-    }
-    Ok(timeout.as_secs().max(1).to_string())
+/// A wait's `timeout_seconds`: whole seconds, at least 1, at most what one request may
+/// wait (`MAX_WAIT`, every edge's bound; a longer wait asks again).
+fn seconds(timeout: Duration) -> String {
+    timeout.min(MAX_WAIT).as_secs().max(1).to_string()
 }
 
 #[async_trait]
@@ -253,7 +244,7 @@ impl Cases for Remote {
                 &["wait"],
                 &[
                     ("after", after.to_string()),
-                    ("timeout_seconds", seconds(left.min(MAX_WAIT))?),
+                    ("timeout_seconds", seconds(left)),
                 ],
             )?;
             if !news.events.is_empty() || Instant::now() >= deadline {
@@ -310,15 +301,11 @@ impl Cases for Remote {
         // The server starts no upstream: it refuses an order holding effects, so what it
         // approved ran none.
         let _ = me;
-        let input = baton_app::ops::OrderInput {
-            action: baton_app::ops::OrderVerb::Approve,
-            id: Some(id.to_owned()),
-            document: None,
-            topic: None,
-            text: None,
-            reason: None,
-            expect_seq,
-        };
+        let mut input = baton_app::ops::OrderInput::new(
+            baton_app::ops::OrderVerb::Approve,
+            Some(id.to_owned()),
+        );
+        input.expect_seq = expect_seq;
         let stepped = crate::cases::call::<baton_app::ops::OrderTake>(self, input).await?;
         Ok(Approved {
             order: stepped.order,
@@ -337,7 +324,7 @@ impl Cases for Remote {
             &["status", "wait"],
             &[
                 ("after", generation.to_string()),
-                ("timeout_seconds", seconds(timeout.min(MAX_WAIT))?),
+                ("timeout_seconds", seconds(timeout)),
             ],
         )
     }

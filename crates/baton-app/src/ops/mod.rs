@@ -52,8 +52,8 @@ pub use orders::{
     ReceiptInput, ReceiptWait, ReceiptWaitInput, ReceiptWrite, wait_for,
 };
 pub use reads::{
-    IdOnly, InboxList, ListInput, OutboxList, QueueInput, QueueShow, ResumeInput, ResumePacket,
-    SHOW_BYTES, SearchInput, SearchMessages, ShowInput, ShowMessage, ThreadOf,
+    InboxList, ListInput, OutboxList, QueueInput, QueueShow, ResumeInput, ResumePacket, SHOW_BYTES,
+    SearchInput, SearchMessages, ShowInput, ShowMessage, ThreadOf,
 };
 pub use steps::{
     Ack, Archive, Complete, CompleteInput, HandBack, MessageInput, ReasonInput, Refuse,
@@ -280,21 +280,20 @@ impl<T: Typed> Call for The<T> {
     }
 
     fn query(&self, query: &str, path: Vec<(String, String)>) -> Result<Value> {
-        let refused = |problem: String| Refusal::Input {
-            operation: T::OP.name,
-            problem,
-        };
+        let misfit = |e: &dyn std::fmt::Display| refused(T::OP.name, e.to_string());
         let mut pairs: Vec<(String, String)> =
-            serde_urlencoded::from_str(query).map_err(|e| refused(e.to_string()))?;
+            serde_urlencoded::from_str(query).map_err(|e| misfit(&e))?;
         for (name, value) in path {
             if pairs.iter().any(|(n, _)| *n == name) {
-                return Err(refused(format!("`{name}` is named by the path")).into());
+                return Err(refused(
+                    T::OP.name,
+                    format!("`{name}` is named by the path"),
+                ));
             }
             pairs.push((name, value));
         }
-        let text = serde_urlencoded::to_string(&pairs).map_err(|e| refused(e.to_string()))?;
-        let input: T::Input =
-            serde_urlencoded::from_str(&text).map_err(|e| refused(e.to_string()))?;
+        let text = serde_urlencoded::to_string(&pairs).map_err(|e| misfit(&e))?;
+        let input: T::Input = serde_urlencoded::from_str(&text).map_err(|e| misfit(&e))?;
         Ok(serde_json::to_value(input).expect("an input serializes"))
     }
 
@@ -307,6 +306,18 @@ impl<T: Typed> Call for The<T> {
     }
 }
 
+/// The refusal of an input of `operation` that does not fit, saying what is wrong.
+pub(crate) fn refused(
+    operation: &'static str,
+    problem: impl Into<String>,
+) -> baton_store::StoreError {
+    Refusal::Input {
+        operation,
+        problem: problem.into(),
+    }
+    .into()
+}
+
 /// `input` as the operation `name`'s input type, or the refusal naming what does not fit.
 /// The problem names the field (`` `lane`: unknown variant … ``).
 fn fit<I: DeserializeOwned>(name: &'static str, input: Value) -> Result<I> {
@@ -315,11 +326,7 @@ fn fit<I: DeserializeOwned>(name: &'static str, input: Value) -> Result<I> {
             "." => e.inner().to_string(),
             path => format!("`{path}`: {}", e.inner()),
         };
-        Refusal::Input {
-            operation: name,
-            problem,
-        }
-        .into()
+        refused(name, problem)
     })
 }
 
@@ -652,9 +659,7 @@ mod tests {
             &["inbox", "show", "ack", "complete", "archive", "order"],
         );
     }
-}
-#[cfg(test)]
-mod fit_tests {
+
     #[test]
     fn a_misfit_input_is_refused_naming_its_field() {
         let refused =

@@ -4,13 +4,14 @@
 
 use std::time::Duration;
 
-use baton_core::Refusal;
 use baton_core::authority::{MEMORY, Power};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{GET, Needs, Operation, POST, Role, The, Typed, Who, participant, route, typed};
+use super::{
+    GET, Needs, Operation, POST, Role, The, Typed, Who, participant, refused, route, typed,
+};
 use crate::doc::{OrderShown, OrderStepped, ReceiptShown, ReceiptWritten};
 use crate::{App, OrderStep, Result};
 
@@ -25,14 +26,13 @@ pub fn wait_for(operation: &'static str, seconds: Option<f64>) -> Result<Duratio
         return Ok(DEFAULT_WAIT);
     };
     if !(seconds >= 0.0 && seconds <= MAX_WAIT.as_secs_f64()) {
-        return Err(Refusal::Input {
+        return Err(refused(
             operation,
-            problem: format!(
+            format!(
                 "`timeout_seconds` {seconds} is out of range: use 0 (look once) to {}",
                 MAX_WAIT.as_secs()
             ),
-        }
-        .into());
+        ));
     }
     Ok(Duration::from_secs_f64(seconds))
 }
@@ -94,6 +94,19 @@ pub struct OrderInput {
 }
 
 impl OrderInput {
+    /// `action` on the order `id` (none for `create`), nothing else set.
+    pub fn new(action: OrderVerb, id: Option<String>) -> Self {
+        Self {
+            action,
+            id,
+            document: None,
+            topic: None,
+            text: None,
+            reason: None,
+            expect_seq: None,
+        }
+    }
+
     /// The step it asks for, or what is missing or does not belong.
     fn step(self) -> std::result::Result<(Option<String>, Step), String> {
         use OrderVerb as V;
@@ -189,10 +202,9 @@ impl Typed for OrderTake {
     async fn run(app: &App, who: Who<'_>, input: OrderInput) -> Result<OrderStepped> {
         let me = participant(who.actor)?;
         let expect_seq = input.expect_seq;
-        let (id, step) = input.step().map_err(|problem| Refusal::Input {
-            operation: Self::OP.name,
-            problem,
-        })?;
+        let (id, step) = input
+            .step()
+            .map_err(|problem| refused(Self::OP.name, problem))?;
         let written = match (id, step) {
             (_, Step::Create { document, topic }) => {
                 app.offer(&me, document, topic.as_deref()).await?
@@ -238,11 +250,10 @@ impl Typed for OrderShow {
     async fn run(app: &App, _: Who<'_>, input: OrderShowInput) -> Result<OrderShown> {
         let Some(since) = input.since else {
             if input.timeout_seconds.is_some() {
-                return Err(Refusal::Input {
-                    operation: Self::OP.name,
-                    problem: "`timeout_seconds` is for waiting: give `since` too".into(),
-                }
-                .into());
+                return Err(refused(
+                    Self::OP.name,
+                    "`timeout_seconds` is for waiting: give `since` too",
+                ));
             }
             return Ok(OrderShown::new(
                 &app.order_view(&input.id).await?,
@@ -322,11 +333,7 @@ impl Typed for ReceiptWait {
     async fn run(app: &App, who: Who<'_>, input: ReceiptWaitInput) -> Result<ReceiptShown> {
         let step = input.step.trim();
         if step.is_empty() {
-            return Err(Refusal::Input {
-                operation: Self::OP.name,
-                problem: "`step` must not be empty".into(),
-            }
-            .into());
+            return Err(refused(Self::OP.name, "`step` must not be empty"));
         }
         let timeout = wait_for(Self::OP.name, input.timeout_seconds)?;
         Ok(ReceiptShown {

@@ -4,12 +4,14 @@
 
 use baton_core::key::Scope;
 use baton_core::queue::Lane;
-use baton_core::{DeliveryStatus, MessageType, Refusal};
+use baton_core::{DeliveryStatus, MessageType};
 use baton_store::SearchQuery;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{GET, Needs, Operation, Role, The, Typed, Who, participant, route, typed};
+use super::{
+    GET, MessageInput, Needs, Operation, Role, The, Typed, Who, participant, refused, route, typed,
+};
 use crate::doc::{Inbox, Outbox, Queue, Resume, Search, Show, Thread};
 use crate::{App, LIST_PAGE, Layout, MAX_LIST_PAGE, Result};
 
@@ -20,11 +22,6 @@ const fn read(
     call: &'static dyn super::Call,
 ) -> Operation {
     typed(name, Needs::Read, route(GET, path), summary, call).idempotent()
-}
-
-/// What a refused input of `operation` says.
-fn refused(operation: &'static str, problem: String) -> baton_store::StoreError {
-    Refusal::Input { operation, problem }.into()
 }
 
 /// A page's size: `limit`, or the default page, within what a page may hold.
@@ -151,16 +148,10 @@ impl Typed for ShowMessage {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct IdOnly {
-    pub id: String,
-}
-
 pub struct ThreadOf;
 
 impl Typed for ThreadOf {
-    type Input = IdOnly;
+    type Input = MessageInput;
     type Output = Thread;
     const OP: Operation = read(
         "thread",
@@ -170,7 +161,7 @@ impl Typed for ThreadOf {
     )
     .offered("thread", &[Role::Reviewer]);
 
-    async fn run(app: &App, who: Who<'_>, input: IdOnly) -> Result<Thread> {
+    async fn run(app: &App, who: Who<'_>, input: MessageInput) -> Result<Thread> {
         let reader = participant(who.actor).ok();
         let items = app.thread(&input.id).await?;
         Ok(Thread::new(&input.id, &items, reader.as_ref()))

@@ -1,7 +1,9 @@
 //! The read side: `baton inbox`, `outbox`, `show` and `thread`.
 
 use baton_app::doc::RowStatus;
-use baton_app::ops::{IdOnly, InboxList, ListInput, OutboxList, ShowInput, ShowMessage, ThreadOf};
+use baton_app::ops::{
+    InboxList, ListInput, MessageInput, OutboxList, ShowInput, ShowMessage, ThreadOf,
+};
 use baton_app::{LIST_PAGE, MAX_LIST_PAGE};
 use clap::Args;
 
@@ -207,7 +209,7 @@ pub async fn show(ctx: &Context, args: ShowArgs) -> CommandResult<Output> {
 
 pub async fn thread(ctx: &Context, args: ThreadArgs) -> CommandResult<Output> {
     ctx.maybe_me().await?;
-    let input = IdOnly {
+    let input = MessageInput {
         id: args.id.clone(),
     };
     let doc = ctx.call::<ThreadOf>(input).await?;

@@ -266,19 +266,6 @@ fn about_file(path: &Path, e: Failure) -> CommandError {
 
 // ---- create, list, show -------------------------------------------------------------------
 
-/// The input of the `order` operation for `action`, nothing else set.
-fn order_input(action: OrderVerb, id: Option<String>) -> OrderInput {
-    OrderInput {
-        action,
-        id,
-        document: None,
-        topic: None,
-        text: None,
-        reason: None,
-        expect_seq: None,
-    }
-}
-
 /// The document in `path` as the object an order takes, or exit 3 naming the file.
 fn object(path: &Path, what: &str) -> CommandResult<Map<String, Value>> {
     match read(path, what)? {
@@ -292,7 +279,7 @@ fn object(path: &Path, what: &str) -> CommandResult<Map<String, Value>> {
 
 async fn create(ctx: &Context, args: CreateArgs) -> CommandResult<Output> {
     ctx.me().await?;
-    let mut input = order_input(OrderVerb::Create, None);
+    let mut input = OrderInput::new(OrderVerb::Create, None);
     input.document = Some(object(&args.file, "a Work Order")?);
     input.topic = Some(args.topic);
     let written = crate::cases::call::<OrderTake>(ctx.cases.as_ref(), input)
@@ -406,7 +393,7 @@ async fn step(
     with: impl FnOnce(&mut OrderInput),
 ) -> CommandResult<Output> {
     ctx.me().await?;
-    let mut input = order_input(action, Some(args.id));
+    let mut input = OrderInput::new(action, Some(args.id));
     input.expect_seq = args.expect_seq;
     with(&mut input);
     let written = ctx.call::<OrderTake>(input).await?;
@@ -415,7 +402,7 @@ async fn step(
 
 async fn report(ctx: &Context, args: ReportArgs) -> CommandResult<Output> {
     ctx.me().await?;
-    let mut input = order_input(OrderVerb::Report, Some(args.step.id));
+    let mut input = OrderInput::new(OrderVerb::Report, Some(args.step.id));
     input.expect_seq = args.step.expect_seq;
     input.document = Some(object(&args.file, "a Work Report")?);
     let written = crate::cases::call::<OrderTake>(ctx.cases.as_ref(), input)
