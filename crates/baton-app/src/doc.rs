@@ -1227,6 +1227,9 @@ pub struct ImportDone {
     pub imported: usize,
     /// Events the log held already (same id): left as they were.
     pub skipped: usize,
+    /// Events never imported: keys (issue them again where they are used), and on a
+    /// merge the roles and policies of participants this project had already.
+    pub left_out: usize,
 }
 doc!(ImportDone, "baton/import@1");
 

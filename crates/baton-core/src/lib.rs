@@ -22,6 +22,7 @@ pub mod negotiation;
 pub mod order;
 pub mod packet;
 pub mod participant;
+pub mod portable;
 pub mod queue;
 pub mod record;
 pub mod refusal;

@@ -476,6 +476,13 @@ pub enum Refusal {
     /// the log: the whole log is refused.
     #[error("line {line} is refused ({problem}); nothing was imported")]
     LogLine { line: usize, problem: String },
+    /// A portable log that shares no event with a project whose log has a history of its
+    /// own: another project's log, taken only when a merge is asked for.
+    #[error(
+        "the log shares no event with this project, which has a history of its own: it is \
+         another project's log; nothing was imported"
+    )]
+    ForeignLog,
     /// A negotiation spec or position that does not hold: the JSON path of the first
     /// problem, and what it is (never the value: a position is private).
     #[error("{input}: {path}: {problem}")]
@@ -673,6 +680,7 @@ impl Refusal {
             | Self::WrongDocument { .. }
             | Self::NotAnExit(_)
             | Self::LogLine { .. }
+            | Self::ForeignLog
             | Self::NegotiationInput { .. }
             | Self::NegotiationSettled { .. }
             | Self::GatewayClosed { .. }

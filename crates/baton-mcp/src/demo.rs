@@ -128,8 +128,9 @@ pub async fn agent_session(
     command: &[String],
     calls: &[(String, Map<String, Value>)],
 ) -> Result<(Vec<String>, Vec<Value>), String> {
-    let client = connect(command).await?;
-    let tools = client
+    let session = connect(command, baton_core::message::DEFAULT_PAYLOAD_CAP).await?;
+    let tools = session
+        .client
         .list_all_tools()
         .await
         .map_err(|e| format!("the server listed no tools: {e}"))?
@@ -139,15 +140,13 @@ pub async fn agent_session(
     let mut results = Vec::new();
     for (tool, arguments) in calls {
         let params = CallToolRequestParams::new(tool.clone()).with_arguments(arguments.clone());
-        let result = client
+        let result = session
+            .client
             .call_tool(params)
             .await
             .map_err(|e| format!("the server did not answer `{tool}`: {e}"))?;
         results.push(serde_json::to_value(result).map_err(|e| e.to_string())?);
     }
-    client
-        .cancel()
-        .await
-        .map_err(|e| format!("the session did not close: {e}"))?;
+    session.close().await?;
     Ok((tools, results))
 }

@@ -192,6 +192,7 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
         | Refusal::ReportStatus { .. }
         | Refusal::NotAnExit(..)
         | Refusal::LogLine { .. }
+        | Refusal::ForeignLog
         | Refusal::NegotiationInput { .. }
         | Refusal::NegotiationSettled { .. }
         | Refusal::Beyond { .. }

@@ -7,8 +7,11 @@
 //! runs the held calls through the same command.
 
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, ready};
 
 use async_trait::async_trait;
 use baton_app::{App, ToolRunner};
@@ -19,9 +22,9 @@ use rmcp::model::{
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RunningService};
-use rmcp::transport::TokioChildProcess;
 use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::Mutex;
 
 use crate::ServeError;
@@ -29,37 +32,139 @@ use crate::explain::explain;
 
 type Client = RunningService<RoleClient, ()>;
 
-/// Starts `command` (a command line) as an MCP server and completes the handshake.
-pub(crate) async fn connect(command: &[String]) -> Result<Client, String> {
+/// The longest line an upstream may answer with: twice an agent's longest frame, since a
+/// tool's answer carries its result both as text and as structured content. A longer line
+/// ends the session at once (the call fails, saying so) rather than be read into memory.
+fn max_upstream_line(payload_cap: usize) -> usize {
+    crate::frame::max_frame(payload_cap).saturating_mul(2)
+}
+
+/// A running upstream: the MCP session, the process (killed when this is dropped) and
+/// whether it answered with a line over the limit.
+pub(crate) struct Session {
+    pub(crate) client: Client,
+    overlong: Arc<AtomicBool>,
+    limit: usize,
+    process: tokio::process::Child,
+}
+
+/// How long a closed session's server has to exit before it is killed.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Session {
+    /// Ends the session: its input closes, and its server gets [`EXIT_GRACE`] to exit
+    /// before it is killed.
+    pub(crate) async fn close(mut self) -> Result<(), String> {
+        self.client
+            .cancel()
+            .await
+            .map_err(|e| format!("the session did not close: {e}"))?;
+        let _ = tokio::time::timeout(EXIT_GRACE, self.process.wait()).await;
+        Ok(())
+    }
+
+    /// Why a call to `tool` failed, from the transport's error.
+    fn failure(&self, tool: &str, e: impl std::fmt::Display) -> String {
+        if self.overlong.load(Ordering::Relaxed) {
+            format!(
+                "the upstream server answered `{tool}` with a line over {} bytes, more than \
+                 the payload cap lets through; it was not read",
+                self.limit
+            )
+        } else {
+            format!("the upstream server did not answer `{tool}`: {e}")
+        }
+    }
+}
+
+/// Starts `command` (a command line) as an MCP server and completes the handshake; its
+/// answers are read a line at a time, none longer than `payload_cap` allows.
+pub(crate) async fn connect(command: &[String], payload_cap: usize) -> Result<Session, String> {
     let (program, args) = command
         .split_first()
         .ok_or_else(|| "no upstream command was given".to_owned())?;
-    let mut cmd = tokio::process::Command::new(program);
-    // An upstream given up on (past its time) or left behind is not left running.
-    cmd.args(args).kill_on_drop(true);
-    let (transport, _) = TokioChildProcess::builder(cmd)
+    let mut process = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
+        // An upstream given up on (past its time) or left behind is not left running.
+        .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("cannot start the upstream server `{program}`: {e}"))?;
-    ().serve(transport)
+    let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take()) else {
+        return Err(format!("the upstream server `{program}` has no pipes"));
+    };
+    let overlong = Arc::new(AtomicBool::new(false));
+    let limit = max_upstream_line(payload_cap);
+    let read = BoundedLines {
+        inner: stdout,
+        line: 0,
+        limit,
+        overlong: Arc::clone(&overlong),
+    };
+    let client = ()
+        .serve((read, stdin))
         .await
-        .map_err(|e| format!("the upstream server `{program}` did not start MCP: {e}"))
+        .map_err(|e| format!("the upstream server `{program}` did not start MCP: {e}"))?;
+    Ok(Session {
+        client,
+        overlong,
+        limit,
+        process,
+    })
+}
+
+/// A reader that fails once a line runs past `limit` bytes, so an upstream's answer is
+/// never held in memory whole when it is too long to be taken anyway.
+struct BoundedLines<R> {
+    inner: R,
+    /// Bytes of the current line read so far.
+    line: usize,
+    limit: usize,
+    overlong: Arc<AtomicBool>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        for &byte in &buf.filled()[before..] {
+            this.line = if byte == b'\n' { 0 } else { this.line + 1 };
+            if this.line > this.limit {
+                this.overlong.store(true, Ordering::Relaxed);
+                return Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("a line over {} bytes", this.limit),
+                )));
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
 }
 
 /// Runs held effects through upstream servers, one session per command line for as long
 /// as it lives.
 pub struct Upstream {
-    sessions: Mutex<HashMap<Vec<String>, Arc<Client>>>,
+    sessions: Mutex<HashMap<Vec<String>, Arc<Session>>>,
     /// How long one effect may take, its upstream's start included.
     timeout: std::time::Duration,
+    payload_cap: usize,
 }
 
 impl Upstream {
-    /// Upstreams that get `timeout` to start and answer each call.
-    pub fn new(timeout: std::time::Duration) -> Self {
+    /// Upstreams that get `timeout` to start and answer each call, and whose lines are
+    /// bounded by what `payload_cap` lets through.
+    pub fn new(timeout: std::time::Duration, payload_cap: usize) -> Self {
         Self {
             sessions: Mutex::default(),
             timeout,
+            payload_cap,
         }
     }
 }
@@ -73,23 +178,26 @@ impl ToolRunner for Upstream {
         arguments: Map<String, Value>,
     ) -> Result<Value, String> {
         let called = async {
-            let client = {
+            let session = {
                 let mut sessions = self.sessions.lock().await;
                 match sessions.get(upstream) {
-                    Some(client) => client.clone(),
+                    Some(session) => session.clone(),
                     None => {
-                        let client = Arc::new(connect(upstream).await?);
-                        sessions.insert(upstream.to_vec(), client.clone());
-                        client
+                        let session = Arc::new(connect(upstream, self.payload_cap).await?);
+                        sessions.insert(upstream.to_vec(), session.clone());
+                        session
                     }
                 }
             };
             let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-            let result = client
-                .call_tool(params)
-                .await
-                .map_err(|e| format!("the upstream server did not answer `{tool}`: {e}"))?;
-            serde_json::to_value(result).map_err(|e| e.to_string())
+            match session.client.call_tool(params).await {
+                Ok(result) => serde_json::to_value(result).map_err(|e| e.to_string()),
+                Err(e) => {
+                    // A session whose transport failed is not reused.
+                    self.sessions.lock().await.remove(upstream);
+                    Err(session.failure(tool, e))
+                }
+            }
         };
         match tokio::time::timeout(self.timeout, called).await {
             Ok(answered) => answered,
@@ -114,7 +222,7 @@ struct Gateway {
     server: String,
     upstream: Vec<String>,
     gate: Gate,
-    client: Client,
+    session: Session,
     tools: Vec<Tool>,
 }
 
@@ -190,9 +298,11 @@ impl ServerHandler for Gateway {
                 result
             }
             Ok(Decision::Forward { reference }) => {
-                let mut result = self.client.call_tool(request).await.map_err(|e| {
-                    ErrorData::internal_error(format!("the upstream server failed: {e}"), None)
-                })?;
+                let name = request.name.clone();
+                let mut result =
+                    self.session.client.call_tool(request).await.map_err(|e| {
+                        ErrorData::internal_error(self.session.failure(&name, e), None)
+                    })?;
                 // Unchanged for the agent; the evidence reference rides in `_meta`.
                 let mut meta = result.meta.take().unwrap_or_default();
                 meta.0
@@ -220,8 +330,11 @@ pub async fn serve_gateway(
         .gateway_gate(&me, &order)
         .await
         .map_err(|e| ServeError::Refused(explain(&order, e)))?;
-    let client = connect(&upstream).await.map_err(ServeError::Start)?;
-    let tools = client
+    let session = connect(&upstream, app.settings().payload_cap)
+        .await
+        .map_err(ServeError::Start)?;
+    let tools = session
+        .client
         .list_all_tools()
         .await
         .map_err(|e| ServeError::Start(format!("the upstream server listed no tools: {e}")))?
@@ -256,7 +369,7 @@ pub async fn serve_gateway(
         server,
         upstream,
         gate,
-        client,
+        session,
         tools,
     };
     crate::serve_gated(gateway, cap).await

@@ -114,6 +114,9 @@ impl FromRequestParts<Arc<Server>> for Authed {
         };
         match app.authenticate(token).await {
             Ok(caller) => {
+                if let Some(keyed) = parts.extensions.get::<crate::connections::Keyed>() {
+                    keyed.set();
+                }
                 parts.extensions.insert(Acting {
                     app: app.clone(),
                     participant: caller.participant.clone(),

@@ -171,6 +171,7 @@ fn hint(r: &Refusal) -> Option<String> {
         | Refusal::WrongDocument { .. }
         | Refusal::NotAnExit(..)
         | Refusal::LogLine { .. }
+        | Refusal::ForeignLog
         | Refusal::NegotiationInput { .. }
         | Refusal::NegotiationSettled { .. }
         | Refusal::OwnWork { .. }

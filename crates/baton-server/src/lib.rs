@@ -10,6 +10,7 @@
 mod api;
 mod auth;
 mod board;
+mod connections;
 mod error;
 mod host;
 mod metrics;
@@ -33,6 +34,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 
+pub use connections::default_max_connections;
 pub use error::{ApiError, ErrorBody};
 pub use host::server as host;
 pub use webhooks::{HttpPoster, POST_TIMEOUT};
@@ -60,6 +62,9 @@ pub struct Options {
     /// How many projects are kept open at once (each open SQLite project holds a few
     /// descriptors and a thread).
     pub open_projects: usize,
+    /// How many connections are held at once; past it the oldest connection that has not
+    /// shown a valid key is closed ([`default_max_connections`] by default).
+    pub max_connections: usize,
 }
 
 impl Default for Options {
@@ -69,6 +74,7 @@ impl Default for Options {
             webhook_tick: Duration::from_millis(500),
             metrics_token: None,
             open_projects: OPEN_PROJECTS,
+            max_connections: default_max_connections(),
         }
     }
 }
@@ -110,6 +116,8 @@ pub struct Server {
     /// Set once [`serve`] stops accepting: long polls answer at once instead of holding
     /// the shutdown until their timeouts.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// The connections held, at most [`Options::max_connections`].
+    connections: Arc<connections::Connections>,
 }
 
 impl Server {
@@ -162,6 +170,7 @@ impl Server {
             keyless,
             webhook_turn: std::sync::atomic::AtomicUsize::new(0),
             stopping: tokio::sync::watch::Sender::new(false),
+            connections: connections::Connections::new(options.max_connections),
         }
     }
 
@@ -346,11 +355,15 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        // Past the cap, the oldest connection without a valid key is closed.
+        let admitted = server.connections.admit();
         let service = hyper::service::service_fn({
             let router = router.clone();
+            let keyed = admitted.keyed.clone();
             move |request: hyper::Request<hyper::body::Incoming>| {
                 let mut request = request.map(axum::body::Body::new);
                 request.extensions_mut().insert(ConnectInfo(peer));
+                request.extensions_mut().insert(keyed.clone());
                 router.clone().oneshot(request)
             }
         });
@@ -359,7 +372,13 @@ pub async fn serve(
             .into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
-            let _ = connection.await;
+            let connections::Admitted { shed, place, .. } = admitted;
+            tokio::select! {
+                _ = connection => {}
+                // Dropping the connection closes it.
+                _ = shed => {}
+            }
+            drop(place);
         });
     }
     drop(listener);

@@ -224,6 +224,24 @@ pub async fn render(server: &Server) -> Result<String, baton_store::StoreError> 
     );
     help(
         &mut out,
+        "baton_connections_open",
+        "gauge",
+        "Connections open now.",
+    );
+    let _ = writeln!(out, "baton_connections_open {}", server.connections.open());
+    help(
+        &mut out,
+        "baton_connections_shed_total",
+        "counter",
+        "Connections without a valid key closed to stay under --max-connections.",
+    );
+    let _ = writeln!(
+        out,
+        "baton_connections_shed_total {}",
+        server.connections.shed()
+    );
+    help(
+        &mut out,
         "baton_http_requests_total",
         "counter",
         "Requests answered, by route and status.",

@@ -38,6 +38,13 @@ pub enum StoreError {
         "{url:?} names no store Baton can open: use sqlite:PATH for one project, or sqlite:DIR or postgres://USER@HOST/DATABASE for a database of projects"
     )]
     Url { url: String },
+    /// A write to a store this process may only read (no permission to write its file or
+    /// directory, or a read-only file system). Nothing was written; reads work.
+    #[error(
+        "the store is read-only to this process (no permission to write its file or its \
+         directory, or a read-only file system): reads work, writes do not; nothing was written"
+    )]
+    ReadOnly,
     #[error("store error: {0}")]
     Engine(String),
 }

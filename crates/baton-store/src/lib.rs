@@ -142,6 +142,8 @@ pub trait Tx: Send {
     async fn webhook(&mut self, participant: &str) -> Result<Option<Webhook>>;
     /// Whether the log holds an event with this id.
     async fn has_event(&mut self, id: &str) -> Result<bool>;
+    /// Whether the log holds an event of a kind not among `kinds`.
+    async fn has_event_beyond(&mut self, kinds: &[&str]) -> Result<bool>;
     /// Whether `participant` has a registered or running run other than `except`.
     async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool>;
     /// The messages delivered to `participant` (and still only delivered) since `since`,
@@ -432,10 +434,15 @@ pub trait Store: Backend {
         ok: bool,
         result: Value,
     ) -> Result<Effects>;
-    /// Appends events that already have an id and a time (an imported log), in order, in
-    /// one transaction, skipping those whose id the log holds already; returns those
-    /// written.
-    async fn append_events(&self, events: Vec<NewEvent>) -> Result<Vec<Event>>;
+    /// Imports a portable log (each event with its line number) in one transaction, as
+    /// the core's [`baton_core::portable::plan`] judges it against what the log holds:
+    /// all of it or, refused, none; `merge` takes another project's log.
+    async fn import(
+        &self,
+        lines: Vec<(usize, Event)>,
+        merge: bool,
+        payload_cap: usize,
+    ) -> Result<Imported>;
     /// Records key `id` for `participant` (which must be registered) with the hash of its
     /// token; the token itself is never stored.
     async fn issue_key(&self, actor: &str, issue: KeyIssue) -> Result<Key>;
@@ -619,8 +626,13 @@ impl<B: Backend + ?Sized> Store for B {
         write::finish_effect(self, actor, id, reference, ok, result).await
     }
 
-    async fn append_events(&self, events: Vec<NewEvent>) -> Result<Vec<Event>> {
-        write::append_events(self, events).await
+    async fn import(
+        &self,
+        lines: Vec<(usize, Event)>,
+        merge: bool,
+        payload_cap: usize,
+    ) -> Result<Imported> {
+        write::import(self, lines, merge, payload_cap).await
     }
 
     async fn issue_key(&self, actor: &str, issue: KeyIssue) -> Result<Key> {

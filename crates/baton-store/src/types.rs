@@ -253,3 +253,15 @@ pub struct Repeats {
     pub count: i64,
     pub last_at: Millis,
 }
+
+/// What an import of a portable log did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Imported {
+    /// Events appended.
+    pub imported: usize,
+    /// Events the log held already (by id), left as they were.
+    pub skipped: usize,
+    /// Events never imported: keys, and on a merge the roles and policies of participants
+    /// the project had already.
+    pub left_out: usize,
+}

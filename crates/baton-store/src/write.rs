@@ -27,8 +27,8 @@ use baton_core::{
 };
 
 use crate::{
-    Added, Backend, Fetched, KeyIssue, NewEvent, OrderWritten, Reaped, Result, Sent, Stepped,
-    StoreError, Tx, Verb,
+    Added, Backend, Fetched, Imported, KeyIssue, NewEvent, OrderWritten, Reaped, Result, Sent,
+    Stepped, StoreError, Tx, Verb,
 };
 
 /// The store's clock: when an event is committed.
@@ -775,20 +775,53 @@ pub async fn set_webhook<B: Backend + ?Sized>(
 /// Appends events that already have an id and a time, in order, skipping those whose id
 /// the log holds already: importing the same events twice changes nothing, and two logs
 /// merge by union.
-pub async fn append_events<B: Backend + ?Sized>(
+pub async fn import<B: Backend + ?Sized>(
     backend: &B,
-    events: Vec<NewEvent>,
-) -> Result<Vec<Event>> {
+    lines: Vec<(usize, Event)>,
+    merge: bool,
+    payload_cap: usize,
+) -> Result<Imported> {
+    use baton_core::portable;
+    let wants = portable::wants(&lines);
     let mut tx = backend.begin().await?;
-    let mut written = Vec::with_capacity(events.len());
-    for event in events {
-        if tx.has_event(&event.id).await? {
-            continue;
+    let mut holding = portable::Holding {
+        history: tx.has_event_beyond(portable::SETUP_KINDS).await?,
+        ..portable::Holding::default()
+    };
+    for id in wants.events {
+        if tx.has_event(&id).await? {
+            holding.events.insert(id);
         }
-        written.push(tx.append(event).await?);
+    }
+    for name in wants.participants {
+        if let Some(p) = tx.participant(&name).await? {
+            holding.roles.insert(name, p.role);
+        }
+    }
+    for id in wants.messages {
+        if tx.envelope(&id).await?.is_some() {
+            holding.messages.insert(id);
+        }
+    }
+    let state = tx.state().await?;
+    holding.items = state
+        .decisions
+        .iter()
+        .map(|d| d.id.clone())
+        .chain(state.constraints.iter().map(|c| c.id.clone()))
+        .chain(state.notes.iter().map(|n| n.id.clone()))
+        .collect();
+    let plan = portable::plan(lines, &holding, merge, payload_cap)?;
+    let imported = plan.events.len();
+    for event in plan.events {
+        tx.append(NewEvent::from(event)).await?;
     }
     tx.commit().await?;
-    Ok(written)
+    Ok(Imported {
+        imported,
+        skipped: plan.skipped,
+        left_out: plan.left_out,
+    })
 }
 
 /// Opens negotiation `spec` inside the caller's transaction.

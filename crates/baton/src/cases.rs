@@ -158,7 +158,10 @@ impl Cases for Local {
         expect_seq: Option<i64>,
         chosen: Option<&[String]>,
     ) -> Answer<Approved> {
-        let upstream = baton_mcp::Upstream::new(self.app.settings().effect_timeout);
+        let upstream = baton_mcp::Upstream::new(
+            self.app.settings().effect_timeout,
+            self.app.settings().payload_cap,
+        );
         let approval = self
             .app
             .approve(me, id, expect_seq, chosen, Some(&upstream))

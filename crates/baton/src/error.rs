@@ -144,6 +144,7 @@ impl From<StoreError> for CommandError {
             | StoreError::NotAStore { .. }
             | StoreError::Corrupt { .. }
             | StoreError::Url { .. }
+            | StoreError::ReadOnly
             | StoreError::Engine(_) => ErrorKind::Failed,
         };
         Self {
@@ -391,6 +392,10 @@ pub fn refusal(r: &Refusal) -> String {
         Refusal::NoEffect { order, .. } => {
             format!("{r}: `baton order show {order}` lists its effects")
         }
+        Refusal::ForeignLog => format!(
+            "{r}. To add its work to this project, run `baton import --merge FILE`: its keys \
+             are never imported, and this project's participants keep their roles and policies"
+        ),
         Refusal::Role { .. }
         | Refusal::TopicPattern { .. }
         | Refusal::PowerName { .. }

@@ -1538,6 +1538,17 @@ impl Tx for PostgresTx {
         Ok(found.map_err(|e| self.err(e))?.is_some())
     }
 
+    async fn has_event_beyond(&mut self, kinds: &[&str]) -> Result<bool> {
+        let found: sqlx::Result<Option<i32>> = sqlx::query_scalar(
+            "SELECT 1 FROM events WHERE project = $1 AND kind <> ALL($2) LIMIT 1",
+        )
+        .bind(self.project)
+        .bind(kinds)
+        .fetch_optional(&mut *self.tx)
+        .await;
+        Ok(found.map_err(|e| self.err(e))?.is_some())
+    }
+
     async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool> {
         let result = runs::other_live(&mut self.tx, self.project, participant, except).await;
         result.map_err(|e| self.err(e))

@@ -356,8 +356,9 @@ impl SqliteStore {
         }
         check_header(path)?;
         let store = Self::connect(path, busy_timeout, false).await?;
-        // What hooks spooled is in the log before this process reads anything.
-        if store.spool.pending() {
+        // What hooks spooled is in the log before this process reads anything (a store
+        // this process may only read is read as it is).
+        if store.spool.pending() && sql::writable(path) {
             store.begin().await?.commit().await?;
         }
         Ok(store)
@@ -1704,6 +1705,14 @@ impl Tx for SqliteTx {
 
     async fn has_event(&mut self, id: &str) -> Result<bool> {
         self.on(|conn| Ok(scalar::<i64>(conn, HAS_EVENT, [id])?.is_some()))
+    }
+
+    async fn has_event_beyond(&mut self, kinds: &[&str]) -> Result<bool> {
+        let sql = format!(
+            "SELECT 1 FROM events WHERE kind NOT IN ({}) LIMIT 1",
+            vec!["?"; kinds.len()].join(", ")
+        );
+        self.on(|conn| Ok(scalar::<i64>(conn, &sql, rusqlite::params_from_iter(kinds))?.is_some()))
     }
 
     async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool> {

@@ -66,6 +66,7 @@ pub(super) fn classify(e: &Fault, busy_timeout: Duration) -> StoreError {
             ErrorCode::NotADatabase => StoreError::Corrupt {
                 what: "SQLite does not recognise the file as a database",
             },
+            ErrorCode::ReadOnly => StoreError::ReadOnly,
             _ => StoreError::Engine(message.clone().unwrap_or_else(|| failure.to_string())),
         },
         other => StoreError::Engine(other.to_string()),
@@ -88,12 +89,20 @@ pub(super) fn blocking<T>(work: impl FnOnce() -> T) -> T {
 
 /// Opens a connection to the store's file: WAL, every commit fsync'd (`synchronous =
 /// FULL`), waits for the write lock bounded by `busy_timeout`, foreign keys on.
+/// A store this process may not write (its file or its directory read-only to it, or on
+/// a read-only file system) is opened for reading only: every read works, and a write is
+/// refused as [`crate::StoreError::ReadOnly`].
 pub(super) fn connect(path: &Path, busy_timeout: Duration, create: bool) -> Sql<Connection> {
-    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    if create {
-        flags |= OpenFlags::SQLITE_OPEN_CREATE;
-    }
-    let conn = Connection::open_with_flags(path, flags)?;
+    let read_only = !create && !writable(path);
+    let conn = if read_only {
+        open_read_only(path)?
+    } else {
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        Connection::open_with_flags(path, flags)?
+    };
     conn.busy_timeout(busy_timeout)?;
     // Statements are compiled once a connection and kept: a command repeats a few, a
     // server's connections repeat them all.
@@ -104,6 +113,12 @@ pub(super) fn connect(path: &Path, busy_timeout: Duration, create: bool) -> Sql<
     // again each time that parameter is bound, so a kept statement was compiled on every
     // use. The partial indexes serve queries that name their constants in the SQL.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    // Setting the journal mode writes the file: a store open for reading keeps its own
+    // (an immutable file reports none).
+    if read_only {
+        conn.execute_batch("PRAGMA foreign_keys = ON;")?;
+        return Ok(conn);
+    }
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(Fault::Setup(format!(
@@ -112,6 +127,48 @@ pub(super) fn connect(path: &Path, busy_timeout: Duration, create: bool) -> Sql<
     }
     conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")?;
     Ok(conn)
+}
+
+/// Whether this process may write the store at `path`: the file and the directory its
+/// journal files are made in.
+pub(super) fn writable(path: &Path) -> bool {
+    use nix::unistd::{AccessFlags, access};
+    let directory = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    access(path, AccessFlags::W_OK).is_ok() && access(directory, AccessFlags::W_OK).is_ok()
+}
+
+/// Opens the store at `path` for reading only. With its write-ahead log beside it, SQLite
+/// reads the log through the index file beside it too; without one (the last writer
+/// folded it in and removed it), no index can be made in a directory this process may not
+/// write, so the file is read as it stands (`immutable`): whoever could change it can
+/// write there, and then this is not the path taken.
+fn open_read_only(path: &Path) -> Sql<Connection> {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let immutable = if Path::new(&wal).exists() {
+        ""
+    } else {
+        "&immutable=1"
+    };
+    // The path as a URI: the characters a URI gives meaning to are escaped.
+    let mut uri = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' | '?' | '#' => uri.push_str(&format!("%{:02X}", c as u32)),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?mode=ro");
+    uri.push_str(immutable);
+    Ok(Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?)
 }
 
 /// A row read out of SQLite into owned values, its columns found by name.

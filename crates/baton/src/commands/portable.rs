@@ -4,7 +4,6 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 
-use baton_app::doc::ImportDone;
 use baton_app::portable::{line, parse_line};
 use clap::Args;
 
@@ -31,15 +30,23 @@ pub struct ExportArgs {
 
 /// Append the events of a portable log (from `baton export`) to this project's log.
 ///
-/// Idempotent by event id: events the log holds already are skipped, so importing twice
-/// changes nothing and two logs merge by union. Events keep their ids and times.
+/// The whole log is checked first, then applied in one transaction, or nothing is. Events
+/// keep their ids and times; those the log holds already are skipped, so importing twice
+/// changes nothing. Keys are never imported: issue them again on the new store. A log
+/// that shares no event with a project that has a history of its own is another
+/// project's, and is refused unless --merge.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  baton import log.jsonl\n  baton export | baton --project ../copy import -"
+    after_help = "Examples:\n  baton import log.jsonl\n  baton export | baton --project ../copy import -\n  \
+                  baton import --merge other-project.jsonl"
 )]
 pub struct ImportArgs {
     /// The log file, or `-` for stdin.
     pub file: PathBuf,
+    /// Take another project's log: its work is added to this project's; this project's
+    /// participants keep their roles and policies.
+    #[arg(long)]
+    pub merge: bool,
 }
 
 pub async fn export(ctx: &Context, args: ExportArgs) -> CommandResult<Output> {
@@ -102,14 +109,17 @@ pub async fn import(ctx: &Context, args: ImportArgs) -> CommandResult<Output> {
         }
         events.push((number, parse_line(number, trimmed)?));
     }
-    let n = ctx.app()?.import(events).await?;
-    let done = ImportDone {
-        imported: n.imported,
-        skipped: n.skipped,
-    };
-    let human = format!(
+    let done = ctx.app()?.import(events, args.merge).await?;
+    let mut human = format!(
         "Imported {} event(s); {} already in the log were skipped.",
         done.imported, done.skipped
     );
+    if done.left_out > 0 {
+        human.push_str(&format!(
+            " {} left out: keys, which are never imported (issue them again with `baton \
+             key issue`), and what this project says of its own participants.",
+            done.left_out
+        ));
+    }
     Ok(Output::of(&done, human))
 }

@@ -41,6 +41,11 @@ pub struct ServeArgs {
     /// descriptors and a thread on SQLite).
     #[arg(long, default_value_t = baton_server::OPEN_PROJECTS, value_name = "N")]
     pub open_projects: usize,
+    /// How many connections are held at once; past it the oldest connection that has not
+    /// yet shown a valid key is closed. Defaults to three quarters of the process's
+    /// descriptor limit (`ulimit -n`), at most 16,384.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
 }
 
 pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
@@ -73,6 +78,10 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
         failure_limit: args.max_auth_failures,
         metrics_token,
         open_projects: args.open_projects.max(1),
+        max_connections: args
+            .max_connections
+            .unwrap_or_else(baton_server::default_max_connections)
+            .max(1),
         ..baton_server::Options::default()
     };
     let server = baton_server::Server::with_options(database, settings, options);

@@ -481,6 +481,37 @@ fn an_upstream_answer_over_the_payload_cap_is_a_failed_effect_not_a_stored_one()
 }
 
 #[test]
+fn an_upstream_answer_in_one_enormous_line_fails_its_effect_at_once_unread() {
+    let b = Bench::new(
+        "owner",
+        json!(["files/*"]),
+        json!(["files/swell"]),
+        json!({"usd": 5}),
+    );
+    // About 80 MB in one line (the text twice: as content and as structured content),
+    // past the MCP SDK's own 16 MiB line limit, which drops such a line and waits on.
+    let swell = json!({"text": "x".repeat(4096), "times": 10_000});
+    b.session(json!([{"tool": "swell", "arguments": swell}]));
+    b.report(json!([effect("files/swell#1", "files/swell", swell)]));
+    let started = std::time::Instant::now();
+    let out = b.approve("owner", &[]);
+    let took = started.elapsed();
+    // Failed when the line passed Baton's bound, not at the 60 s effect timeout.
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "approval took {took:?}: {}",
+        stderr(&out)
+    );
+    let shown = b.show();
+    assert_eq!(
+        statuses(&shown),
+        [("files/swell#1".into(), "failed".into())]
+    );
+    let text = shown.to_string();
+    assert!(text.contains("with a line over"), "{text}");
+}
+
+#[test]
 fn approval_runs_the_held_effects_once_in_order_with_a_ref_filled_in() {
     let b = Bench::new(
         "owner",

@@ -771,3 +771,58 @@ fn hostile_the_http_server_applies_the_same_limits_before_storing() {
     let sent = admin(&url, Some("shop"), &["search", "--since", "1h"]);
     assert_eq!(sent["items"].as_array().map(Vec::len), Some(1), "{sent}");
 }
+
+#[test]
+fn a_read_only_store_is_read_and_a_write_to_it_says_why_it_cannot() {
+    use std::os::unix::process::CommandExt;
+    let p = Project::new(TEAM);
+    let id = p.ok(
+        Some("planner"),
+        &["send", "--to", "impl-1", "--topic", "t", "--body", "hello"],
+    );
+    // Read-only to the process below: as root, a process of the unprivileged `nobody`
+    // over files only root may write; otherwise the files made read-only.
+    let root = nix::unistd::Uid::effective().is_root();
+    let baton_dir = p.path().join(".baton");
+    let mode = |path: &std::path::Path, bits: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(bits)).unwrap();
+    };
+    let (dirs, files) = if root { (0o755, 0o644) } else { (0o555, 0o444) };
+    mode(p.path(), dirs);
+    for entry in std::fs::read_dir(&baton_dir).unwrap() {
+        mode(&entry.unwrap().path(), files);
+    }
+    mode(&baton_dir, dirs);
+    let run = |args: &[&str]| {
+        let mut cmd = p.cmd(Some("impl-1"), args);
+        if root {
+            cmd.uid(65534).gid(65534);
+        }
+        cmd.output().unwrap()
+    };
+    for read in [
+        &["--json", "inbox"][..],
+        &["--json", "status"],
+        &["--json", "state", "show"],
+        &["export"],
+    ] {
+        let out = run(read);
+        assert_eq!(code(&out), 0, "{read:?}: {}", stderr(&out));
+    }
+    let inbox: Value = serde_json::from_slice(&run(&["--json", "inbox"]).stdout).unwrap();
+    assert!(inbox.to_string().contains(&id), "{inbox}");
+    let out = run(&["send", "--to", "planner", "--topic", "t", "--body", "back"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the store is read-only to this process"),
+        "{}",
+        stderr(&out)
+    );
+    // Made writable again, nothing of the refused write is there.
+    mode(&baton_dir, 0o755);
+    for entry in std::fs::read_dir(&baton_dir).unwrap() {
+        mode(&entry.unwrap().path(), 0o644);
+    }
+    let outbox = p.json(Some("impl-1"), &["outbox"]);
+    assert!(!outbox.to_string().contains("back"), "{outbox}");
+}

@@ -308,7 +308,8 @@ fn serve_out_of_descriptors_waits_quietly_and_answers_again_once_they_free() {
     use std::sync::{Arc, Mutex};
     let (_dir, url, token) = shop("read");
     // A server with few descriptors, as under a low `ulimit -n`.
-    let (mut child, addr, lines) = serve_under(&url, 64, "");
+    // No cap on connections: this is about the descriptors themselves running out.
+    let (mut child, addr, lines) = serve_under(&url, 64, "--max-connections 100000");
     let started = Instant::now();
     let said: Arc<Mutex<Vec<String>>> = Arc::default();
     let kept = Arc::clone(&said);
@@ -382,6 +383,134 @@ fn serve_out_of_descriptors_waits_quietly_and_answers_again_once_they_free() {
         "the server did not answer again: {:?}",
         said.lock().unwrap()
     );
+}
+
+/// Sends one keep-alive request for `path` with `token` on `stream` and reads its answer
+/// whole; the answer's status.
+fn exchange(stream: &mut std::net::TcpStream, path: &str, token: &str) -> u16 {
+    use std::io::{Read, Write};
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        stream.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().unwrap())
+        })
+        .expect("a content-length");
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).unwrap();
+    head[9..12].parse().unwrap()
+}
+
+#[test]
+fn serve_over_its_connection_cap_closes_keyless_connections_first() {
+    use std::io::{Read, Write};
+    use std::sync::{Arc, Mutex};
+    let (_dir, url, token) = shop("read");
+    let (mut child, addr, lines) = serve_under(&url, 1024, "--max-connections 20");
+    let said: Arc<Mutex<Vec<String>>> = Arc::default();
+    let kept = Arc::clone(&said);
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            kept.lock().unwrap().push(line);
+        }
+    });
+    let target: std::net::SocketAddr = addr.parse().unwrap();
+    let inbox = "/v1/projects/shop/inbox";
+    // A client that showed its key, keeping its connection open.
+    let mut keyed = std::net::TcpStream::connect(target).unwrap();
+    keyed
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(exchange(&mut keyed, inbox, &token), 200);
+    // Then a hundred connections that never finish their request.
+    let held: Vec<std::net::TcpStream> = (0..100)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(target).unwrap();
+            s.write_all(b"GET /v1/health HTTP/1.1\r\n").unwrap();
+            s
+        })
+        .collect();
+    // The server holds at most 20: the oldest keyless ones are closed at once, long
+    // before their 10 s to send headers run out.
+    std::thread::sleep(Duration::from_millis(500));
+    let closed = held
+        .iter()
+        .filter(|s| {
+            // `Read` is implemented for a shared reference to a stream.
+            let mut s: &std::net::TcpStream = s;
+            s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+            // Closed: the end of the stream or a reset. Open: nothing to read yet.
+            match s.read(&mut [0u8; 64]) {
+                Ok(0) => true,
+                Err(e) => !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ),
+                Ok(_) => false,
+            }
+        })
+        .count();
+    assert!(
+        closed >= 100 - 20,
+        "only {closed} of 100 keyless connections were closed under a cap of 20"
+    );
+    // The keyed connection was kept and still answers; a new client with a key is heard.
+    assert_eq!(exchange(&mut keyed, inbox, &token), 200);
+    let mut fresh = std::net::TcpStream::connect(target).unwrap();
+    fresh
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(exchange(&mut fresh, inbox, &token), 200);
+    let metrics = exchange_text(target, "/metrics");
+    let shed: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("baton_connections_shed_total "))
+        .expect("the shed counter")
+        .parse()
+        .unwrap();
+    assert!(shed >= 80, "metrics count {shed} connections shed");
+    let _ = child.kill();
+    let _ = child.wait();
+    // Said on stderr, once per interval rather than once per connection.
+    let reports = said
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("at its cap of 20 connections"))
+        .count();
+    assert!(
+        (1..=2).contains(&reports),
+        "{reports} reports of shed connections: {:?}",
+        said.lock().unwrap()
+    );
+}
+
+/// The body of a keyless GET of `path`.
+fn exchange_text(target: std::net::SocketAddr, path: &str) -> String {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    agent
+        .get(&format!("http://{target}{path}"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap()
 }
 
 #[test]
