@@ -438,8 +438,20 @@ fn all_processes() -> HashMap<u32, Stat> {
         .collect()
 }
 
-/// The processes of this machine, read from `/proc`.
-pub struct ProcTable;
+/// The processes of this machine, read from `/proc`, for the project whose checkout is at
+/// `root`: an agent working elsewhere is another project's.
+pub struct ProcTable {
+    pub root: PathBuf,
+}
+
+impl ProcTable {
+    /// Whether process `pid` works inside the project: its working directory is the root
+    /// or under it (a process whose directory cannot be read is not counted).
+    fn works_here(&self, pid: u32) -> bool {
+        let root = std::fs::canonicalize(&self.root).unwrap_or_else(|_| self.root.clone());
+        std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(&root))
+    }
+}
 
 /// How many parents are walked to find that an agent process is already counted.
 const PARENTS_WALKED: usize = 3;
@@ -473,7 +485,7 @@ impl Processes for ProcTable {
         pids.sort_unstable();
         for pid in pids {
             let s = &processes[&pid];
-            if s.state == 'Z' || !agent(pid, &mut argv_of) {
+            if s.state == 'Z' || !agent(pid, &mut argv_of) || !self.works_here(pid) {
                 continue;
             }
             // Counted already when it, or one of its first parents, is a tracked run or

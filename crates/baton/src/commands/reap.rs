@@ -71,8 +71,11 @@ fn human(pass: &Pass) -> String {
 }
 
 pub async fn run(ctx: &Context, args: ReapArgs, as_json: bool) -> CommandResult<Output> {
+    let processes = ProcTable {
+        root: ctx.project.root.clone(),
+    };
     if !args.watch {
-        let pass = ctx.app()?.reap(&ProcTable).await?;
+        let pass = ctx.app()?.reap(&processes).await?;
         return Ok(Output::of(&Reap::from(&pass), human(&pass)));
     }
     let interval = parse_duration("--interval", &args.interval).map_err(CommandError::usage)?;
@@ -82,7 +85,7 @@ pub async fn run(ctx: &Context, args: ReapArgs, as_json: bool) -> CommandResult<
     let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(100)));
     loop {
         ticks.tick().await;
-        let pass = ctx.app()?.reap(&ProcTable).await?;
+        let pass = ctx.app()?.reap(&processes).await?;
         if !pass.is_empty() {
             let out = Output::of(&Reap::from(&pass), human(&pass));
             print!("{}", out.render(as_json));

@@ -250,13 +250,17 @@ fn untracked_agent(dir: &Path) -> u32 {
     let claude = bin.join("claude");
     std::fs::write(
         &claude,
-        "#!/bin/sh\necho $$ > \"$1\"\nwhile :; do sleep 1; done\n",
+        // It ends on its own once the test's directory is gone, even after a failure.
+        "#!/bin/sh\necho $$ > \"$1\"\nwhile [ -e \"$1\" ]; do sleep 1; done\n",
     )
     .unwrap();
     std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
     let said = dir.join("untracked.pid");
     let mut child = Command::new(&claude)
         .arg(&said)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .env_remove("BATON_RUN")
         .env_remove("BATON_AS")
         .stdin(Stdio::null())

@@ -567,10 +567,21 @@ fn reap_records_agents_not_started_through_baton_run_once() {
     let started = fifo(dir, "untracked");
     let mut untracked = Command::new(&claude)
         .arg(&started)
+        .current_dir(dir)
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
     let untracked_pid = read_fifo(&started).trim().to_owned();
+    // The same agent working in another checkout is that project's, not this one's.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let started_elsewhere = fifo(dir, "elsewhere");
+    let mut other = Command::new(&claude)
+        .arg(&started_elsewhere)
+        .current_dir(elsewhere.path())
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let other_pid = read_fifo(&started_elsewhere).trim().to_owned();
     let tracked_fifo = fifo(dir, "tracked");
     let mut tracked = spawn_run(
         &project,
@@ -592,6 +603,13 @@ fn reap_records_agents_not_started_through_baton_run_once() {
         .collect();
     let prefix = format!("pid-{untracked_pid}-");
     assert!(ids.iter().any(|id| id.starts_with(&prefix)), "{reaped}");
+    assert!(
+        !ids.iter()
+            .any(|id| id.starts_with(&format!("pid-{other_pid}-"))),
+        "an agent working in another directory was counted here: {reaped}"
+    );
+    drop(other.stdin.take());
+    other.wait().unwrap();
     assert!(
         !ids.iter()
             .any(|id| id.starts_with(&format!("pid-{tracked_pid}-"))),
