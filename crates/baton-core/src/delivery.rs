@@ -133,6 +133,22 @@ impl RequestStatus {
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|v| v.as_str() == s)
     }
+
+    /// The sender's end of a message of `kind` as it is sent: a request opens; no other
+    /// kind has one.
+    pub fn on_send(kind: MessageType) -> Option<Self> {
+        (kind == MessageType::Request).then_some(Self::Open)
+    }
+}
+
+/// The status each recipient's delivery starts in.
+pub const FIRST_DELIVERY: DeliveryStatus = DeliveryStatus::Pending;
+
+/// Where a sent message sits in its conversation, given its parent's place (thread root,
+/// depth) when it replies to a message the store has: one level below its parent, in its
+/// parent's thread; otherwise the root of a thread of its own, at depth 0.
+pub fn thread_place(id: &str, parent: Option<(String, i64)>) -> (String, i64) {
+    parent.map_or_else(|| (id.to_owned(), 0), |(root, depth)| (root, depth + 1))
 }
 
 impl fmt::Display for RequestStatus {

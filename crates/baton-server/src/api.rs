@@ -20,14 +20,15 @@ use crate::Server;
 use crate::error::ErrorBody;
 use baton_app::ops::{self, Operation};
 
-/// Every handler is bounded in time: a wait by what it was asked to wait (at most 300 s),
-/// everything else by its store's busy timeout well within this.
+/// Every handler is bounded in time: an operation that waits by what it may wait (at most
+/// [`ops::MAX_WAIT`]) and a little more, everything else by its store's busy timeout well
+/// within 30 s.
 fn bounded(
-    path: &str,
+    waits: bool,
     route: axum::routing::MethodRouter<Arc<Server>>,
 ) -> axum::routing::MethodRouter<Arc<Server>> {
-    let bound = if path.ends_with("/wait") {
-        Duration::from_secs(310)
+    let bound = if waits {
+        ops::MAX_WAIT + Duration::from_secs(10)
     } else {
         Duration::from_secs(30)
     };
@@ -96,7 +97,7 @@ impl Api {
         T: 'static,
     {
         let filter = MethodFilter::try_from(method.clone()).expect("an HTTP method axum routes");
-        self.router = self.router.route(path, bounded(path, on(filter, handler)));
+        self.router = self.router.route(path, bounded(false, on(filter, handler)));
         let query = Q::schema(&mut self.inline);
         let body = B::schema(&mut self.generator);
         let answer = self.generator.subschema_for::<R>();
@@ -122,7 +123,7 @@ impl Api {
         let filter = MethodFilter::try_from(method.clone()).expect("an HTTP method axum routes");
         self.router = self
             .router
-            .route(&path, bounded(&path, on(filter, handler)));
+            .route(&path, bounded(op.waits, on(filter, handler)));
         // The path's fields are not the body's (or the query's).
         let params: Vec<&str> = declared.route.params().collect();
         let inline = |generator: &mut SchemaGenerator| {

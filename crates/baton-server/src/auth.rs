@@ -30,50 +30,25 @@ pub struct Authed {
     pub app: App,
     pub caller: Caller,
     pub project: ProjectName,
-    pub server: Arc<Server>,
 }
 
-impl Authed {
-    /// The acting participant, for a read.
-    pub fn reader(&self) -> &Passname {
-        &self.caller.participant
+/// On a server made with [`Server::keyless`] (which `baton board` binds to loopback
+/// only), a request without a key for that one project: its use cases. `None` when the
+/// request has a key, or names another project, or the server is not keyless.
+pub async fn keyless(parts: &mut Parts, server: &Arc<Server>) -> Result<Option<App>, ApiError> {
+    let Some(keyless) = &server.keyless else {
+        return Ok(None);
+    };
+    if bearer(parts).is_some() {
+        return Ok(None);
     }
-}
-
-/// A reader of project-wide views (the status the board renders): an authenticated
-/// request as [`Authed`], or — on a server made with [`Server::keyless`], which `baton
-/// board` binds to loopback only — a request without a key for that one project.
-pub struct Viewer {
-    pub app: App,
-    pub server: Arc<Server>,
-}
-
-impl FromRequestParts<Arc<Server>> for Viewer {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        server: &Arc<Server>,
-    ) -> Result<Self, Self::Rejection> {
-        if bearer(parts).is_none()
-            && let Some(keyless) = &server.keyless
-        {
-            let params: Path<HashMap<String, String>> = Path::from_request_parts(parts, server)
-                .await
-                .map_err(|e| ApiError::bad_request(e.to_string()))?;
-            if params.get("project").map(String::as_str) == Some(keyless.as_str()) {
-                return Ok(Self {
-                    app: server.app(keyless).await?,
-                    server: Arc::clone(server),
-                });
-            }
-        }
-        let a = Authed::from_request_parts(parts, server).await?;
-        Ok(Self {
-            app: a.app,
-            server: a.server,
-        })
+    let params: Path<HashMap<String, String>> = Path::from_request_parts(parts, server)
+        .await
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    if params.get("project").map(String::as_str) != Some(keyless.as_str()) {
+        return Ok(None);
     }
+    Ok(Some(server.app(keyless).await?))
 }
 
 fn bearer(parts: &Parts) -> Option<&str> {
@@ -125,7 +100,6 @@ impl FromRequestParts<Arc<Server>> for Authed {
                     app,
                     caller,
                     project: name,
-                    server: Arc::clone(server),
                 })
             }
             Err(StoreError::Refused(Refusal::Unauthenticated)) => Err(failed()),

@@ -2,29 +2,24 @@
 //! participant, and answers with the document the CLI prints for the same command.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Request};
 use axum::http::{Method, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
-use baton_app::doc;
 use baton_core::Refusal;
 use baton_core::key::Scope;
 use schemars::JsonSchema;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::Server;
 use crate::api::{Api, Nothing};
-use crate::auth::{Acting, Authed, Viewer};
+use crate::auth::{Acting, Authed, keyless};
 use crate::board::{self, BoardConfig};
 use crate::error::ApiError;
-
-type Answer<T> = Result<Json<T>, ApiError>;
 
 /// A JSON body, bounded by the body limit, refused whole when it names an actor (the key
 /// says who acts; the attempt is a security event) or does not fit its type (the error
@@ -87,6 +82,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
     }
 }
 
+/// Who a keyless read on `baton board` acts as.
+const BOARD: &str = "@board";
+
 /// The one handler of every typed operation (`baton_app::ops`): the key, then the body
 /// through the same boundary as every request (an empty body is `{}`), the path's fields
 /// added to it, then the dispatcher, as the key's participant with the key's scope.
@@ -107,7 +105,16 @@ async fn dispatched(
     request: Request,
 ) -> Result<Value, ApiError> {
     let (mut parts, body) = request.into_parts();
-    let a = Authed::from_request_parts(&mut parts, &server).await?;
+    // Who asks: the key's participant, or on `baton board` the keyless reader of what the
+    // board shows.
+    let (app, actor, scope, project) = match keyless(&mut parts, &server).await? {
+        Some(app) if op.on_board => (app, BOARD.to_owned(), Scope::Read, None),
+        _ => {
+            let a = Authed::from_request_parts(&mut parts, &server).await?;
+            let actor = a.caller.participant.to_string();
+            (a.app, actor, a.caller.scope, Some(a.project))
+        }
+    };
     let Path(params) = Path::<Vec<(String, String)>>::from_request_parts(&mut parts, &server)
         .await
         .map_err(|e| ApiError::bad_request(e.body_text()))?;
@@ -148,19 +155,21 @@ async fn dispatched(
         input
     };
     let who = baton_app::ops::Who {
-        actor: a.caller.participant.as_str(),
-        scope: a.caller.scope,
+        actor: &actor,
+        scope,
     };
     // A read may be cut when the server begins to stop (a long poll must not hold the
     // stop up); a write that began finishes.
     let answer = if op.needs.writes() {
-        a.app.dispatch(who, op, input).await?
+        app.dispatch(who, op, input).await?
     } else {
-        unless_stopping(&a.server, a.app.dispatch(who, op, input)).await?
+        unless_stopping(&server, app.dispatch(who, op, input)).await?
     };
     // A send that found an earlier identical one: counted for `/metrics`.
-    if answer.get("duplicate") == Some(&Value::Bool(true)) {
-        a.server.duplicate(&a.project);
+    if let Some(project) = project
+        && answer.get("duplicate") == Some(&Value::Bool(true))
+    {
+        server.duplicate(&project);
     }
     Ok(answer)
 }
@@ -195,27 +204,6 @@ async fn loopback_host(
     next.run(request).await
 }
 
-/// A query string that must fit its type; a mismatch is a JSON error naming it.
-pub struct Params<T>(pub T);
-
-impl<T: DeserializeOwned, S: Send + Sync> axum::extract::FromRequestParts<S> for Params<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|Query(value)| Self(value))
-            .map_err(|e| ApiError::bad_request(e.body_text()))
-    }
-}
-
-fn wait_for(seconds: Option<f64>) -> Result<Duration, ApiError> {
-    Ok(baton_app::ops::wait_for("wait", seconds)?)
-}
-
 /// Runs a long poll that only reads unless the server begins to stop first; then it
 /// answers 503 `stopping` (retryable: ask again, of this server once it is back or of
 /// another), so the stop does not wait out the poll. A receipt's wait is not cut: it
@@ -236,35 +224,7 @@ async fn unless_stopping<T, E: Into<ApiError>>(
     }
 }
 
-// ---- inputs ---------------------------------------------------------------------------------
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewsQuery {
-    /// The `after` of the previous answer (0 at first).
-    #[serde(default)]
-    pub after: i64,
-    /// More than 0, at most 300; default 30.
-    pub timeout_seconds: Option<f64>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StatusWaitQuery {
-    /// The `generation` of the status the caller holds.
-    pub after: i64,
-    /// More than 0, at most 300; default 30.
-    pub timeout_seconds: Option<f64>,
-}
-
 // ---- handlers -------------------------------------------------------------------------------
-
-async fn me(a: Authed) -> Answer<doc::Caller> {
-    Ok(Json(doc::Caller {
-        participant: a.caller.participant.clone(),
-        scope: a.caller.scope,
-    }))
-}
 
 /// MCP over Streamable HTTP: the tools of `baton mcp`, as the key's participant (a read
 /// key gets the read-only ones).
@@ -307,23 +267,6 @@ async fn mcp(a: Authed, request: axum::extract::Request) -> axum::response::Resp
         .map(axum::body::Body::new)
 }
 
-async fn news(a: Authed, Params(q): Params<NewsQuery>) -> Answer<doc::News> {
-    let timeout = wait_for(q.timeout_seconds)?;
-    let news = unless_stopping(&a.server, a.app.wait_news(a.reader(), q.after, timeout)).await?;
-    Ok(Json((&news).into()))
-}
-
-async fn status(v: Viewer) -> Answer<doc::Status> {
-    Ok(Json(v.app.status().await?))
-}
-
-/// Waits first (ended early when the server stops), then gathers the status.
-async fn wait_status(v: Viewer, Params(q): Params<StatusWaitQuery>) -> Answer<doc::Status> {
-    let timeout = wait_for(q.timeout_seconds)?;
-    unless_stopping(&v.server, v.app.wait_generation(q.after, timeout)).await?;
-    Ok(Json(v.app.status().await?))
-}
-
 async fn board_config(
     axum::extract::State(server): axum::extract::State<Arc<Server>>,
 ) -> Json<BoardConfig> {
@@ -347,7 +290,6 @@ async fn health() -> Json<Health> {
 /// Every route, and the OpenAPI document describing them.
 pub fn router(server: Arc<Server>) -> Router {
     const P: &str = "/v1/projects/{project}";
-    let r = Some(Scope::Read);
     let p = |path: &str| format!("{P}{path}");
     let api = Api::new()
         .route::<Nothing, Nothing, Health, _, _>(
@@ -357,40 +299,12 @@ pub fn router(server: Arc<Server>) -> Router {
             None,
             health,
         )
-        .route::<Nothing, Nothing, doc::Caller, _, _>(
-            Method::GET,
-            &p("/me"),
-            "Who the key acts as, and its scope",
-            r,
-            me,
-        )
-        .route::<Nothing, Nothing, doc::Status, _, _>(
-            Method::GET,
-            &p("/status"),
-            "Everything at one generation of the log: runs, loads, orders, queue, alerts, metrics",
-            r,
-            status,
-        )
-        .route::<StatusWaitQuery, Nothing, doc::Status, _, _>(
-            Method::GET,
-            &p("/status/wait"),
-            "The status once the log is past `after` (or at the timeout)",
-            r,
-            wait_status,
-        )
         .route::<Nothing, Nothing, BoardConfig, _, _>(
             Method::GET,
             "/v1/board",
             "What the board page asks first: the project it may show without a key",
             None,
             board_config,
-        )
-        .route::<NewsQuery, Nothing, doc::News, _, _>(
-            Method::GET,
-            &p("/wait"),
-            "Wait for news: returns as soon as something after `after` concerns you",
-            r,
-            news,
         );
     // Every typed operation, its route and its document from its declaration.
     let api = baton_app::ops::every_typed().fold(api, |api, op| api.operation(P, op));

@@ -8,12 +8,10 @@
 //! What must never be here: a rule or a flow of its own. `Local` calls one use case and
 //! builds its document (as the server's handler does); `Remote` makes one request.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use baton_app::App;
+use baton_app::doc::Approved;
 use baton_app::doc::Doc;
-use baton_app::doc::{Approved, News, Status};
 use baton_app::ops::{Operation, Typed, Who};
 use baton_core::event::LOCAL_OPERATOR;
 use baton_core::{Passname, Refusal};
@@ -64,8 +62,6 @@ pub trait Cases: Send + Sync {
     /// The largest payload a send may carry.
     fn payload_cap(&self) -> usize;
 
-    async fn wait_news(&self, me: &Passname, after: i64, timeout: Duration) -> Answer<News>;
-
     /// Runs the typed operation `op` (`baton_app::ops`) on `input` as the acting identity:
     /// locally through the dispatcher, remotely as the request its route makes. Commands
     /// call it through [`call`], with the operation's types.
@@ -82,11 +78,6 @@ pub trait Cases: Send + Sync {
         expect_seq: Option<i64>,
         chosen: Option<&[String]>,
     ) -> Answer<Approved>;
-
-    /// The project at a glance.
-    async fn status(&self) -> Answer<Status>;
-    /// The status once the log is past `generation`, or when `timeout` has passed.
-    async fn status_after(&self, generation: i64, timeout: Duration) -> Answer<Status>;
 }
 
 /// Runs the typed operation `T` on `input` through `cases`: its document, named as its
@@ -147,10 +138,6 @@ impl Cases for Local {
         self.app.settings().payload_cap
     }
 
-    async fn wait_news(&self, me: &Passname, after: i64, timeout: Duration) -> Answer<News> {
-        Ok((&self.app.wait_news(me, after, timeout).await?).into())
-    }
-
     async fn approve(
         &self,
         me: &Passname,
@@ -167,13 +154,5 @@ impl Cases for Local {
             .approve(me, id, expect_seq, chosen, Some(&upstream))
             .await?;
         Ok(Approved::new(&approval, now()))
-    }
-
-    async fn status(&self) -> Answer<Status> {
-        Ok(self.app.status().await?)
-    }
-
-    async fn status_after(&self, generation: i64, timeout: Duration) -> Answer<Status> {
-        Ok(self.app.status_after(generation, timeout).await?)
     }
 }

@@ -7,11 +7,11 @@
 //! error, a document or a `Debug` rendering.
 
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_app::Settings;
-use baton_app::doc::{Approved, Caller, News, Status};
+use baton_app::doc::Approved;
 use baton_core::{Passname, Refusal, RefusalKind};
 use baton_store::StoreError;
 use serde::Deserialize;
@@ -21,7 +21,7 @@ use url::Url;
 
 use crate::cases::{Answer, Cases};
 use crate::error::{CommandError, CommandResult, ErrorKind};
-use baton_app::ops::{MAX_WAIT, Method, Operation};
+use baton_app::ops::{Me, Method, Nothing, Operation};
 
 /// A key's token: shown to no one.
 struct Token(String);
@@ -163,11 +163,11 @@ impl Remote {
     }
 
     /// The participant the key acts as, asked once.
-    fn caller(&self) -> Answer<Passname> {
+    async fn caller(&self) -> Answer<Passname> {
         if let Some(me) = self.me.get() {
             return Ok(me.clone());
         }
-        let caller: Caller = self.get(&["me"], &[])?;
+        let caller = crate::cases::call::<Me>(self, Nothing {}).await?;
         Ok(self.me.get_or_init(|| caller.participant).clone())
     }
 }
@@ -217,41 +217,15 @@ pub fn server_error(status: u16, text: &str) -> CommandError {
     }
 }
 
-/// A wait's `timeout_seconds`: whole seconds, at least 1, at most what one request may
-/// wait (`MAX_WAIT`, every edge's bound; a longer wait asks again).
-fn seconds(timeout: Duration) -> String {
-    timeout.min(MAX_WAIT).as_secs().max(1).to_string()
-}
-
 #[async_trait]
 impl Cases for Remote {
     async fn me(&self) -> Answer<Option<Passname>> {
-        self.caller().map(Some)
+        self.caller().await.map(Some)
     }
 
     fn payload_cap(&self) -> usize {
         // The server holds the cap it enforces; this one only bounds what is read here.
         Settings::default().payload_cap
-    }
-
-    async fn wait_news(&self, _me: &Passname, after: i64, timeout: Duration) -> Answer<News> {
-        // The server waits at most MAX_WAIT a request; a longer wait asks again.
-        let deadline = Instant::now() + timeout;
-        let mut after = after;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let news: News = self.get(
-                &["wait"],
-                &[
-                    ("after", after.to_string()),
-                    ("timeout_seconds", seconds(left)),
-                ],
-            )?;
-            if !news.events.is_empty() || Instant::now() >= deadline {
-                return Ok(news);
-            }
-            after = news.after;
-        }
     }
 
     async fn dispatch(&self, op: &'static Operation, input: Value) -> Answer<Value> {
@@ -313,19 +287,5 @@ impl Cases for Remote {
             effects: Vec::new(),
             stopped_at: None,
         })
-    }
-
-    async fn status(&self) -> Answer<Status> {
-        self.get(&["status"], &[])
-    }
-
-    async fn status_after(&self, generation: i64, timeout: Duration) -> Answer<Status> {
-        self.get(
-            &["status", "wait"],
-            &[
-                ("after", generation.to_string()),
-                ("timeout_seconds", seconds(timeout)),
-            ],
-        )
     }
 }

@@ -21,6 +21,7 @@ mod messages;
 mod orders;
 mod reads;
 mod steps;
+mod watch;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -58,6 +59,7 @@ pub use reads::{
 pub use steps::{
     Ack, Archive, Complete, CompleteInput, HandBack, MessageInput, ReasonInput, Refuse,
 };
+pub use watch::{AfterInput, Me, NewsWait, StatusShow, StatusWait};
 
 use baton_core::authority::{MEMORY, Power};
 
@@ -139,6 +141,10 @@ pub struct Operation {
     pub delivers: bool,
     /// The roles whose MCP profile holds its tool.
     pub roles: &'static [Role],
+    /// It may wait (up to [`MAX_WAIT`]): a server gives it that long and a little more.
+    pub waits: bool,
+    /// `baton board` serves it without a key (a project-wide read, on loopback only).
+    pub on_board: bool,
     /// Its input, output and route, when the edges are made from the declaration.
     pub typed: Option<Declared>,
 }
@@ -371,6 +377,18 @@ impl Operation {
         self
     }
 
+    /// It may wait ([`Operation::waits`]).
+    pub const fn waits(mut self) -> Self {
+        self.waits = true;
+        self
+    }
+
+    /// Served without a key by `baton board` ([`Operation::on_board`]).
+    pub const fn on_board(mut self) -> Self {
+        self.on_board = true;
+        self
+    }
+
     /// Reading it marks what was pending for its reader delivered ([`Operation::delivers`]).
     pub const fn delivers(mut self) -> Self {
         self.delivers = true;
@@ -461,6 +479,8 @@ const fn op(name: &'static str, needs: Needs) -> Operation {
         idempotent: false,
         delivers: false,
         roles: &[],
+        waits: false,
+        on_board: false,
         typed: None,
     }
 }
@@ -474,6 +494,8 @@ const fn local(name: &'static str, needs: Needs) -> Operation {
         idempotent: false,
         delivers: false,
         roles: &[],
+        waits: false,
+        on_board: false,
         typed: None,
     }
 }
@@ -493,7 +515,7 @@ pub const OPERATIONS: &[Operation] = &[
     Archive::OP,
     SearchMessages::OP,
     ThreadOf::OP,
-    op("wait", Read),
+    NewsWait::OP,
     // Project memory.
     ResumePacket::OP,
     Focus::OP,
@@ -537,7 +559,9 @@ pub const OPERATIONS: &[Operation] = &[
     // its participant, or as the local operator for a name no one registered.
     local("hook", Read),
     local("reap", Admin),
-    op("status", Read),
+    Me::OP,
+    StatusShow::OP,
+    StatusWait::OP,
     op("metrics", Read),
     local("board", Read),
     // Administration.
@@ -623,6 +647,39 @@ mod tests {
                 assert_ne!(o.needs, Admin, "{}: MCP acts as a participant", o.name);
             }
         }
+    }
+
+    #[test]
+    fn an_operation_declared_to_wait_is_one_that_takes_a_timeout_and_only_those() {
+        // A server bounds a request by its declaration: one that waits gets MAX_WAIT and
+        // a little more, any other 30 s, which would cut a wait short.
+        let mut generator = SchemaGenerator::default();
+        for o in every_typed() {
+            let input = o.typed.unwrap().call.input(&mut generator);
+            let input = generator
+                .definitions()
+                .get(
+                    input
+                        .get("$ref")
+                        .and_then(|r| r.as_str())
+                        .map_or("", |r| r.rsplit('/').next().unwrap_or("")),
+                )
+                .cloned()
+                .unwrap_or_else(|| input.to_value());
+            let takes_timeout = input["properties"].get("timeout_seconds").is_some();
+            assert_eq!(
+                o.waits, takes_timeout,
+                "{}: declared to wait {} but takes a timeout {}",
+                o.name, o.waits, takes_timeout
+            );
+        }
+        assert!(every_typed().filter(|o| o.waits).count() >= 4);
+        const { assert!(StatusShow::OP.on_board && StatusWait::OP.on_board) };
+        assert!(
+            every_typed()
+                .filter(|o| o.on_board)
+                .all(|o| o.needs == Read)
+        );
     }
 
     #[test]

@@ -245,7 +245,8 @@ impl Typed for OrderShow {
         "order_show",
         &[Role::Executor, Role::Planner, Role::Reviewer, Role::Owner],
     )
-    .idempotent();
+    .idempotent()
+    .waits();
 
     async fn run(app: &App, _: Who<'_>, input: OrderShowInput) -> Result<OrderShown> {
         let Some(since) = input.since else {
@@ -328,7 +329,8 @@ impl Typed for ReceiptWait {
         &The::<Self>::ONE,
     )
     .offered("receipt_wait", &[])
-    .idempotent();
+    .idempotent()
+    .waits();
 
     async fn run(app: &App, who: Who<'_>, input: ReceiptWaitInput) -> Result<ReceiptShown> {
         let step = input.step.trim();

@@ -19,14 +19,15 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use baton_core::delivery;
 use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::order::Order;
 use baton_core::run::{Run, RunStatus};
 use baton_core::state::{DIGEST_ITEMS, ProjectState, StateDigest};
 use baton_core::{
-    Change, DeliveryStatus, Draft, Envelope, Event, MessageType, Millis, Participant, Passname,
-    ProjectName, Record, Refusal, RequestStatus,
+    Change, DeliveryStatus, Draft, Envelope, Event, Millis, Participant, Passname, ProjectName,
+    Record, Refusal, RequestStatus,
 };
 use serde_json::{Map, Value};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
@@ -633,22 +634,20 @@ async fn project_tables(conn: &mut PgConnection, project: i64, event: &Event) ->
             .await?;
         }
         Change::MessageSent(m) => {
-            let (root, depth) = match &m.reply_to {
+            let parent: Option<(String, i64)> = match &m.reply_to {
                 Some(parent) => {
-                    let row: Option<(String, i64)> = sqlx::query_as(
+                    sqlx::query_as(
                         "SELECT root_id, depth FROM messages WHERE project = $1 AND id = $2",
                     )
                     .bind(project)
                     .bind(parent)
                     .fetch_optional(&mut *conn)
-                    .await?;
-                    row.map(|(root, depth)| (root, depth + 1))
-                        .unwrap_or_else(|| (m.id.clone(), 0))
+                    .await?
                 }
-                None => (m.id.clone(), 0),
+                None => None,
             };
-            let request_status =
-                (m.kind == MessageType::Request).then_some(RequestStatus::Open.as_str());
+            let (root, depth) = delivery::thread_place(&m.id, parent);
+            let request_status = RequestStatus::on_send(m.kind).map(RequestStatus::as_str);
             sqlx::query(
                 "INSERT INTO messages (project, id, seq, from_name, type, topic, reply_to, \
                  root_id, depth, excerpt, size, hash, idempotency_key, created_at, request_status, \
@@ -683,7 +682,7 @@ async fn project_tables(conn: &mut PgConnection, project: i64, event: &Event) ->
                 .bind(&m.id)
                 .bind(to.as_str())
                 .bind(ordinal)
-                .bind(DeliveryStatus::Pending.as_str())
+                .bind(delivery::FIRST_DELIVERY.as_str())
                 .bind(event.at)
                 .execute(&mut *conn)
                 .await?;

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use baton_core::delivery;
 use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::metrics::Tally;
@@ -731,13 +732,14 @@ fn project_tables(conn: &Connection, event: &Event) -> Sql<()> {
                 )?,
                 None => None,
             };
-            let (root, depth) = match parent {
+            let parent = match parent {
                 Some(parent) => {
                     use decode::Columns;
-                    (parent.text("root_id")?, parent.int("depth")? + 1)
+                    Some((parent.text("root_id")?, parent.int("depth")?))
                 }
-                None => (m.id.clone(), 0),
+                None => None,
             };
+            let (root, depth) = delivery::thread_place(&m.id, parent);
             if let Some(parent) = &m.reply_to {
                 exec(
                     conn,
@@ -745,8 +747,7 @@ fn project_tables(conn: &Connection, event: &Event) -> Sql<()> {
                     [parent],
                 )?;
             }
-            let request_status =
-                (m.kind == MessageType::Request).then_some(RequestStatus::Open.as_str());
+            let request_status = RequestStatus::on_send(m.kind).map(RequestStatus::as_str);
             exec(
                 conn,
                 "INSERT INTO messages (id, seq, from_name, type, topic, reply_to, root_id, depth, \
@@ -781,7 +782,7 @@ fn project_tables(conn: &Connection, event: &Event) -> Sql<()> {
                         m.id,
                         to.as_str(),
                         ordinal as i64,
-                        DeliveryStatus::Pending.as_str(),
+                        delivery::FIRST_DELIVERY.as_str(),
                         event.at,
                         event.seq,
                         m.kind == MessageType::Request

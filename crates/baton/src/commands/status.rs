@@ -5,6 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use baton_app::doc::{Latency, Status};
+use baton_app::ops::{AfterInput, Nothing, StatusShow, StatusWait};
 use baton_core::time::age;
 use clap::Args;
 
@@ -34,7 +35,7 @@ pub const WIDTH: usize = 100;
 const REFRESH: Duration = Duration::from_secs(5);
 
 pub async fn run(ctx: &Context, args: StatusArgs, json: bool) -> CommandResult<Output> {
-    let mut status = ctx.cases.status().await?;
+    let mut status = ctx.call::<StatusShow>(Nothing {}).await?;
     if !args.watch {
         return Ok(Output::of(&status, render(&status)));
     }
@@ -53,7 +54,12 @@ pub async fn run(ctx: &Context, args: StatusArgs, json: bool) -> CommandResult<O
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(Output::nothing()),
             Err(e) => return Err(e.into()),
         }
-        status = ctx.cases.status_after(status.generation, REFRESH).await?;
+        status = ctx
+            .call::<StatusWait>(AfterInput {
+                after: status.generation,
+                timeout_seconds: Some(REFRESH.as_secs_f64()),
+            })
+            .await?;
     }
 }
 

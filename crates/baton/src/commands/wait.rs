@@ -1,7 +1,10 @@
 //! `baton wait`: block until something new concerns you — a message to you, a step on
 //! what you sent or hold, an order you are party to, an alert.
 
+use std::time::Instant;
+
 use baton_app::doc::EventRow;
+use baton_app::ops::{AfterInput, MAX_WAIT, NewsWait};
 use clap::Args;
 
 use crate::commands::Context;
@@ -29,7 +32,22 @@ pub struct WaitArgs {
 pub async fn run(ctx: &Context, args: WaitArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
     let timeout = parse_duration("--timeout", &args.timeout).map_err(CommandError::usage)?;
-    let doc = ctx.cases.wait_news(&me, args.after, timeout).await?;
+    // One wait lasts at most what every edge allows; a longer one asks again.
+    let deadline = Instant::now() + timeout;
+    let mut after = args.after;
+    let doc = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let news = ctx
+            .call::<NewsWait>(AfterInput {
+                after,
+                timeout_seconds: Some(left.min(MAX_WAIT).as_secs_f64()),
+            })
+            .await?;
+        if !news.events.is_empty() || Instant::now() >= deadline {
+            break news;
+        }
+        after = news.after;
+    };
     let human = if doc.events.is_empty() {
         format!(
             "Nothing new for {me} after {}; go on with --after {}",
