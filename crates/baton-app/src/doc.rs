@@ -1617,7 +1617,7 @@ pub struct OldestRequest {
     pub age_ms: i64,
 }
 
-/// SPEC §8's handoff metrics, from the log (oldest open request first). What only a server
+/// The handoff metrics, from the log (oldest open request first). What only a server
 /// sees (duplicate sends, refused requests, failed authentications) is on its `/metrics`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct StatusMetrics {

@@ -1,4 +1,4 @@
-//! Staged effects (SPEC §7): the gateway's questions (may it serve this order, what to do
+//! Staged effects: the gateway's questions (may it serve this order, what to do
 //! with a call) and "approve means ship" — approval, then each held call run once, in
 //! order, through the upstream server the gateway used.
 

@@ -1,4 +1,4 @@
-//! Keys (SPEC §4): issuing one (the token is shown once; only its hash is kept), listing,
+//! Keys: issuing one (the token is shown once; only its hash is kept), listing,
 //! revoking one alone, and proving who is asking from a token.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The run ledger's use cases (SPEC §6): its writes, the runs with their health, the
+//! The run ledger's use cases: its writes, the runs with their health, the
 //! receipts a run owed, an agent hook's event, and the reaper's pass.
 
 use std::collections::HashSet;

@@ -1,4 +1,4 @@
-//! Negotiations (SPEC §7): opening one, a party submitting its own position, running a
+//! Negotiations: opening one, a party submitting its own position, running a
 //! spec whose parties name their position files in one go, and reading one.
 //!
 //! The formats, the rules and the engine are `baton_core::negotiation`'s and the store

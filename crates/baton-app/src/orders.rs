@@ -1,4 +1,4 @@
-//! Work Orders (SPEC §5.2): offering one after its document passed the rules, taking a
+//! Work Orders: offering one after its document passed the rules, taking a
 //! lifecycle step (a report checked against its order first), reading an order with its
 //! steps, listing, and waiting for the next step.
 

@@ -1,4 +1,4 @@
-//! The human queue (SPEC §7) as use cases: gathering the six sources' facts from the store
+//! The human queue as use cases: gathering the six sources' facts from the store
 //! for `baton_core::queue::compute`, raising a need, acknowledging an item. Shared by the
 //! CLI, `baton mcp` and the HTTP server.
 

@@ -1,4 +1,4 @@
-//! The review gate (SPEC §7) as use cases: what a review of an order starts from (its
+//! The review gate as use cases: what a review of an order starts from (its
 //! round, its brief, report, test output and revisions) and what it ends with (each
 //! reviewer's verdict recorded, the round's conclusion, and the one rework a first-round
 //! FIX sends). Running the reviewers is the edge's (the launch wrapper); the rules are

@@ -1,4 +1,4 @@
-//! Authority (SPEC §4): what a participant may do, and on which topics.
+//! Authority: what a participant may do, and on which topics.
 //!
 //! A participant's policy is a set of [`Power`]s and the topics they reach. Each role has
 //! a least-privilege default ([`Policy::for_role`]); an owner may set another. The write

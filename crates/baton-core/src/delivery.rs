@@ -1,5 +1,5 @@
 //! The delivery lifecycle: each recipient's status for one message, and the sender's own
-//! end of a request. Transitions follow SPEC §5.1's table; anything else is an
+//! end of a request. Transitions follow the table in [`transition`]; anything else is an
 //! [`InvalidTransition`] naming the current status and the steps that are allowed.
 //!
 //! [`plan_step`] and [`plan_fetch`] turn what a participant asks into the events to
@@ -436,7 +436,7 @@ mod tests {
     use DeliveryStatus as S;
     use proptest::prelude::*;
 
-    /// SPEC §5.1's table, written out as data: (from, action, to, the types it applies to).
+    /// The delivery lifecycle's table as data: (from, action, to, the types it applies to).
     const R: &[MessageType] = &[MessageType::Request];
     const NOT_R: &[MessageType] = &[MessageType::Info, MessageType::Message];
     const ANY: &[MessageType] = &MessageType::ALL;

@@ -1,4 +1,4 @@
-//! The handoff metrics of SPEC §8: oldest open request, pending volume, creation→delivery
+//! The handoff metrics: oldest open request, pending volume, creation→delivery
 //! and delivery→completion latency, approval wait, clarification (replies per request) and
 //! thread depth, completed outcomes per topic, review verdicts, security refusals.
 //!

@@ -1,4 +1,4 @@
-//! Negotiation (SPEC §7): settling a disagreement between agents with arithmetic instead
+//! Negotiation: settling a disagreement between agents with arithmetic instead
 //! of a consensus loop or a person. It owns the formats (a spec: issues and their options,
 //! hard constraints, a round limit, the parties; a position per party: weights, utilities,
 //! a floor, vetoes), their validation (each refusal names the JSON path of the first
@@ -31,7 +31,7 @@ use crate::names::{NameError, Passname, check_slug};
 use crate::refusal::{Record, Refusal};
 use crate::time::Millis;
 
-/// At most this many issues (SPEC §7).
+/// At most this many issues.
 pub const MAX_ISSUES: usize = 8;
 /// At most this many options per issue.
 pub const MAX_OPTIONS: usize = 64;

@@ -200,7 +200,7 @@ pub trait Backend: Send + Sync {
     /// The newest entries of each list of the state, with their counts: a few kilobytes
     /// however long the project has run ([`ProjectState::digest`]).
     async fn state_digest(&self) -> Result<StateDigest>;
-    /// The handoff metrics (SPEC §8) as of one generation: a projection's row and counts of
+    /// The handoff metrics as of one generation: a projection's row and counts of
     /// live work, however long the project has run.
     async fn metrics(&self) -> Result<baton_core::metrics::Metrics>;
     /// When `subject` (a message, order or other record id) last changed after `after_seq`.

@@ -1,4 +1,4 @@
-//! The store's story suite: what participants do with messages (SPEC §5.1), told as short
+//! The store's story suite: what participants do with messages, told as short
 //! stories against the [`Store`] trait and run against a fresh store of every backend.
 //!
 //! A story takes `&dyn Store` and checks what a user can see: who may take which step, what
@@ -42,7 +42,7 @@ use tempfile::TempDir;
 use DeliveryStatus::{Acknowledged, Archived, Completed, Delivered, HandedBack, Pending, Refused};
 use MessageType::{Info, Request};
 
-/// The default duplicate window (SPEC §5.1): ten minutes.
+/// The default duplicate window: ten minutes.
 const WINDOW: i64 = 10 * 60 * 1000;
 
 // ---------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 //! One error type for every command, and the one place that turns a refusal into the
-//! command line's words and an exit code (SPEC §8).
+//! command line's words and an exit code.
 //!
 //! The core and the store say *what* was refused, as data; [`explain`] says it the way
 //! this edge is used — naming flags (`--reason TEXT`) and commands (`baton show ID`).

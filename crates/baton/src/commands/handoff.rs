@@ -1,4 +1,4 @@
-//! Work Order and Work Report documents (SPEC §5.2) at the command line: `baton handoff
+//! Work Order and Work Report documents at the command line: `baton handoff
 //! new|check|render` and `baton evidence run`. The rules live in `baton_core::awl`; this
 //! file reads files, asks git and PATH what the rules need to know, and prints.
 

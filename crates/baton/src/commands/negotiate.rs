@@ -1,5 +1,5 @@
 //! `baton negotiate`: settle a disagreement between agents with the deterministic
-//! bargaining engine (SPEC §7). This edge reads the spec and position files (each bounded
+//! bargaining engine. This edge reads the spec and position files (each bounded
 //! by the payload cap while it is read), calls the use cases, and renders the trail and the
 //! result; a walk-away prints the short list a person reads and exits 2. It never prints a
 //! weight, a utility or a floor, and never decides anything itself.

@@ -1,4 +1,4 @@
-//! `baton run`: the launch wrapper of the run ledger (SPEC §6). The run's row is
+//! `baton run`: the launch wrapper of the run ledger. The run's row is
 //! committed before the agent exists; while it lives, the wrapper passes its output
 //! through untouched, reads progress and token usage from it, records heartbeats and
 //! forwards signals to its process group; at the end it records the exit and exits with

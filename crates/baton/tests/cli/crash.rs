@@ -1,4 +1,4 @@
-//! Acknowledged means durable (SPEC §2, invariant 4), tested with real processes: a shell
+//! Acknowledged means durable, tested with real processes: a shell
 //! loop of `baton send` is killed with SIGKILL, process group and all, at a random instant;
 //! every id it printed must be in the store, the store must pass SQLite's integrity check,
 //! its projections must equal a replay of its log, and nothing may be stored twice.

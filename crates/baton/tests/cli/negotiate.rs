@@ -1,4 +1,4 @@
-//! Negotiation (SPEC §7) through real `baton` processes: a round from files in one go, the
+//! Negotiation through real `baton` processes: a round from files in one go, the
 //! open / submit / show flow with `--as`, a walk-away that prints the short list and exits
 //! 2, and malformed input refused with exit 3 naming the JSON path. Every value in the
 //! positions below has four decimals, so it cannot hide in a timestamp's milliseconds: no

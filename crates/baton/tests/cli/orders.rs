@@ -1,4 +1,4 @@
-//! The Work Order lifecycle (SPEC §5.2) through real `baton` processes: a whole round,
+//! The Work Order lifecycle through real `baton` processes: a whole round,
 //! who may act, refusals that store nothing, expiry by deadline and by limit, `order wait`
 //! woken by another process, and two writers racing for the same seq.
 

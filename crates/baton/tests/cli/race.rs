@@ -1,4 +1,4 @@
-//! Several servers on one PostgreSQL behave as one (SPEC §3): two `baton serve` processes
+//! Several servers on one PostgreSQL behave as one: two `baton serve` processes
 //! and eight clients race to accept, report on and approve the same orders. Each step
 //! happens exactly once, and no order's seq has a gap or a duplicate.
 //!

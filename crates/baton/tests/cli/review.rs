@@ -1,4 +1,4 @@
-//! The review gate (SPEC §7) through real `baton` processes and real reviewer processes
+//! The review gate through real `baton` processes and real reviewer processes
 //! (small `sh` scripts): every verdict, the one fix round, a second failure landing in the
 //! queue, two reviewers, a reviewer killed mid-review, and the packet.
 
