@@ -507,11 +507,14 @@ async fn waiting_for_an_order_returns_its_newer_steps_or_says_none_came() {
         ),
         "{r:?}"
     );
-    // A waiter wakes when another writer takes a step.
-    let waiter = f.app.clone();
+    // A waiter wakes when another writer takes a step: taken once the waiter has looked,
+    // found nothing and blocked.
+    let blocked = std::sync::Arc::new(tokio::sync::Notify::new());
+    let signal = std::sync::Arc::clone(&blocked);
+    let waiter = f.app.clone().on_wait(move |_| signal.notify_one());
     let waiting =
         tokio::spawn(async move { waiter.wait_order("wo_1", 1, Duration::from_secs(30)).await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    blocked.notified().await;
     f.app
         .take_step(&me("impl-1"), "wo_1", None, OrderStep::Accept)
         .await
