@@ -107,6 +107,7 @@ async fn review_with(
         stdin: Some(std::fs::File::open(path)?),
         env: vec![("BATON_PACKET".into(), path.display().to_string())],
         capture: true,
+        reviewer: Some(reviewer.to_owned()),
     };
     let launched = launch(ctx, &args, wiring).await?;
     let output = String::from_utf8_lossy(&launched.stdout);

@@ -127,6 +127,10 @@ pub struct Wiring {
     pub env: Vec<(String, String)>,
     /// Keep stdout (up to [`MAX_CAPTURED`] bytes) instead of passing it through.
     pub capture: bool,
+    /// A reviewer command, run through `sh -c`: the ledger records it as given (not the
+    /// shell), and for no participant — a reviewer holds none of its invoker's work, so
+    /// its crash gives back nothing of the invoker's and its run is no load of theirs.
+    pub reviewer: Option<String>,
 }
 
 /// The most stdout a captured run keeps, in bytes.
@@ -199,12 +203,17 @@ pub async fn launch(ctx: &Context, args: &RunArgs, wiring: Wiring) -> CommandRes
     let id = baton_store::new_id().to_string();
     let heartbeat = ctx.project.config.heartbeat;
     let me_pid = std::process::id();
+    let (participant, command) = match &wiring.reviewer {
+        Some(reviewer) => (None, vec![reviewer.clone()]),
+        None => (me.as_ref().map(|m| m.to_string()), args.command.clone()),
+    };
+    let program = command[0].split_whitespace().next().unwrap_or_default();
     let registration = Registration {
         run: id.clone(),
-        participant: me.as_ref().map(|m| m.to_string()),
+        participant,
         order: args.order.clone(),
-        agent: Some(program_name(&args.command[0])),
-        command: recorded_command(&args.command),
+        agent: Some(program_name(program)),
+        command: recorded_command(&command),
         cwd: std::env::current_dir()
             .ok()
             .map(|d| d.display().to_string()),
