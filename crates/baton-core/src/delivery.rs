@@ -8,8 +8,9 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::event::Change;
+use crate::event::{Change, SentMessage};
 use crate::message::{DEFAULT_PAYLOAD_CAP, Draft, Envelope, MessageType, Payload};
 use crate::names::Passname;
 use crate::refusal::{Action, Blocker, Field, InvalidTransition, Refusal};
@@ -323,6 +324,17 @@ pub fn note_for(verb: Verb, note: Option<&str>) -> Result<Option<&str>, Refusal>
         return Err(Refusal::Missing(Field::Reason));
     }
     Ok(note)
+}
+
+/// Whether `m` is the note a recipient's completion posted to the sender: an `info` reply
+/// marked `"completed": PARENT`. It tells what was done; it asks nothing.
+pub fn completion_note(m: &SentMessage) -> bool {
+    m.kind == MessageType::Info
+        && m.reply_to.is_some()
+        && m.payload
+            .get(DeliveryStatus::Completed.as_str())
+            .and_then(Value::as_str)
+            == m.reply_to.as_deref()
 }
 
 /// The step `who` takes on message `env`: its own delivery when it is a recipient, its
