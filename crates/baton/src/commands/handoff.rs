@@ -1119,7 +1119,7 @@ pub async fn evidence(ctx: &Context, cmd: EvidenceCommand, as_json: bool) -> Com
         baton_app::doc::to_json(&doc).to_string()
     } else {
         format!(
-            "baton: evidence {step}: `{}` exited {code} (cite it as ref \"{step}\")",
+            "baton: {step}: `{}` exited {code} (cite it as ref \"{step}\")",
             args.command.join(" ")
         )
     };
