@@ -123,14 +123,14 @@ impl MessageRow {
 pub struct Inbox {
     pub participant: Passname,
     pub items: Vec<MessageRow>,
-    /// The cursor of the next page (`--cursor`); empty on the last page.
+    /// The cursor of the next page (`--cursor`); null on the last page.
     #[serde(default)]
-    pub next: String,
+    pub next: Option<String>,
 }
 doc!(Inbox, "baton/inbox@1");
 
 impl Inbox {
-    pub fn new(me: &Passname, items: &[Envelope], next: String) -> Self {
+    pub fn new(me: &Passname, items: &[Envelope], next: Option<String>) -> Self {
         Self {
             participant: me.clone(),
             next,
@@ -148,14 +148,14 @@ impl Inbox {
 pub struct Outbox {
     pub participant: Passname,
     pub items: Vec<MessageRow>,
-    /// The cursor of the next page (`--cursor`); empty on the last page.
+    /// The cursor of the next page (`--cursor`); null on the last page.
     #[serde(default)]
-    pub next: String,
+    pub next: Option<String>,
 }
 doc!(Outbox, "baton/outbox@1");
 
 impl Outbox {
-    pub fn new(me: &Passname, items: &[Envelope], next: String) -> Self {
+    pub fn new(me: &Passname, items: &[Envelope], next: Option<String>) -> Self {
         Self {
             participant: me.clone(),
             next,
@@ -198,8 +198,8 @@ impl Thread {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Search {
     pub items: Vec<MessageRow>,
-    /// The cursor of the next page; empty on the last page.
-    pub next: String,
+    /// The cursor of the next page; null on the last page.
+    pub next: Option<String>,
 }
 doc!(Search, "baton/search@1");
 
@@ -799,9 +799,9 @@ impl RunDoc {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Runs {
     pub items: Vec<RunDoc>,
-    /// With `--all`, the cursor of the next page (`--cursor`); empty on the last page and
+    /// With `--all`, the cursor of the next page (`--cursor`); null on the last page and
     /// in the default view.
-    pub next: String,
+    pub next: Option<String>,
 }
 doc!(Runs, "baton/runs@1");
 

@@ -27,13 +27,13 @@ fn window(cursor: Option<&str>, limit: u32) -> Window {
 
 /// A page read through [`window`], cut to `limit`, and the cursor of the next page:
 /// the id of its last entry, when an entry was left over.
-fn paged(mut items: Vec<Envelope>, limit: u32) -> (Vec<Envelope>, String) {
+fn paged(mut items: Vec<Envelope>, limit: u32) -> (Vec<Envelope>, Option<String>) {
     let limit = limit.clamp(1, MAX_LIST_PAGE) as usize;
     if items.len() <= limit {
-        return (items, String::new());
+        return (items, None);
     }
     items.truncate(limit);
-    let next = items.last().map(|e| e.id.clone()).unwrap_or_default();
+    let next = items.last().map(|e| e.id.clone());
     (items, next)
 }
 
@@ -212,14 +212,14 @@ impl App {
 
     /// A page of what `me` owes (with `all`, of every inbound message not archived): at
     /// most `limit` (within [`MAX_LIST_PAGE`]) after `cursor`, and the next page's cursor
-    /// (empty on the last).
+    /// (none on the last).
     pub async fn inbox(
         &self,
         me: &Passname,
         all: bool,
         cursor: Option<&str>,
         limit: u32,
-    ) -> Result<(Vec<Envelope>, String)> {
+    ) -> Result<(Vec<Envelope>, Option<String>)> {
         let window = window(cursor, limit);
         Ok(paged(self.store().inbox(me, all, &window).await?, limit))
     }
@@ -232,7 +232,7 @@ impl App {
         all: bool,
         cursor: Option<&str>,
         limit: u32,
-    ) -> Result<(Vec<Envelope>, String)> {
+    ) -> Result<(Vec<Envelope>, Option<String>)> {
         let window = window(cursor, limit);
         Ok(paged(self.store().outbox(me, all, &window).await?, limit))
     }

@@ -326,12 +326,12 @@ pub(crate) fn depth_first(flat: Vec<Envelope>, root: &str) -> Vec<Envelope> {
 /// A search page from the `(seq, id)` rows a query found newest first, asking for one
 /// more than `limit`: the ids of the page, and the cursor to the next page (empty when
 /// this is the last).
-pub(crate) fn page_ids(found: &[(i64, String)], limit: u32) -> (Vec<String>, String) {
+pub(crate) fn page_ids(found: &[(i64, String)], limit: u32) -> (Vec<String>, Option<String>) {
     let more = found.len() > limit as usize;
     let found = &found[..found.len().min(limit as usize)];
     let next = match (more, found.last()) {
-        (true, Some((seq, _))) => encode_cursor(*seq),
-        _ => String::new(),
+        (true, Some((seq, _))) => Some(encode_cursor(*seq)),
+        _ => None,
     };
     (found.iter().map(|(_, id)| id.clone()).collect(), next)
 }

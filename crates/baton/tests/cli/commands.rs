@@ -42,8 +42,11 @@ fn message_count(p: &Project) -> usize {
         }
         let page = p.json(None, &args);
         count += page["items"].as_array().unwrap().len();
-        cursor = page["next"].as_str().unwrap().to_owned();
+        // The last page has no next: null, never an empty cursor.
+        assert_ne!(page["next"], "", "{page}");
+        cursor = page["next"].as_str().unwrap_or_default().to_owned();
         if cursor.is_empty() {
+            assert!(page["next"].is_null(), "{page}");
             return count;
         }
     }
@@ -870,7 +873,7 @@ fn search_filters_and_pages() {
         }
         let page = p.json(None, &args);
         seen.extend(ids(&page));
-        cursor = page["next"].as_str().unwrap().to_owned();
+        cursor = page["next"].as_str().unwrap_or_default().to_owned();
         if cursor.is_empty() {
             break;
         }

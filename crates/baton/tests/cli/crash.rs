@@ -221,7 +221,7 @@ fn stored_messages(project: &Project) -> Vec<(String, String)> {
                 item["excerpt"].as_str().expect("excerpt").to_owned(),
             ));
         }
-        cursor = page["next"].as_str().expect("next").to_owned();
+        cursor = page["next"].as_str().unwrap_or_default().to_owned();
         if cursor.is_empty() {
             return stored;
         }
