@@ -42,17 +42,18 @@ impl App {
         self.store().open_negotiation(actor, &spec).await
     }
 
-    /// `party` submits its own `position` (its text) to negotiation `id`. The last party's
-    /// submission settles it in the same transaction.
+    /// `actor` submits `party`'s `position` (its text) to negotiation `id`: its own, or an
+    /// external party's. The last party's submission settles it in the same transaction.
     pub async fn submit_position(
         &self,
+        actor: &Passname,
         party: &Passname,
         id: &str,
         position: &str,
     ) -> Result<Negotiation> {
         let position = self.position_json(party, position)?;
         self.store()
-            .submit_position(party.as_str(), id, party, &position)
+            .submit_position(actor.as_str(), id, party, &position)
             .await
     }
 

@@ -676,7 +676,12 @@ async fn a_negotiation_settles_once_when_its_last_party_submits() {
     let before = f.app.generation().await.unwrap();
     let half = f
         .app
-        .submit_position(&me("impl-1"), "db-choice", &executor_position(0.7))
+        .submit_position(
+            &me("impl-1"),
+            &me("impl-1"),
+            "db-choice",
+            &executor_position(0.7),
+        )
         .await
         .unwrap();
     assert_eq!(half.status(), Status::Open);
@@ -687,7 +692,12 @@ async fn a_negotiation_settles_once_when_its_last_party_submits() {
     // The last submission and the settlement are one write.
     let settled = f
         .app
-        .submit_position(&me("planner"), "db-choice", &planner_position())
+        .submit_position(
+            &me("planner"),
+            &me("planner"),
+            "db-choice",
+            &planner_position(),
+        )
         .await
         .unwrap();
     assert_eq!(f.app.generation().await.unwrap(), before + 3);
@@ -709,8 +719,12 @@ async fn a_negotiation_settles_once_when_its_last_party_submits() {
     // Nothing more counts: a second submission is refused and nothing is settled again.
     let r = refused(
         &f.app,
-        f.app
-            .submit_position(&me("impl-1"), "db-choice", &executor_position(0.7)),
+        f.app.submit_position(
+            &me("impl-1"),
+            &me("impl-1"),
+            "db-choice",
+            &executor_position(0.7),
+        ),
     )
     .await;
     assert_eq!(
@@ -730,7 +744,12 @@ async fn a_submission_that_cannot_count_is_refused_and_writes_nothing() {
         .await
         .unwrap();
     f.app
-        .submit_position(&me("impl-1"), "db-choice", &executor_position(0.7))
+        .submit_position(
+            &me("impl-1"),
+            &me("impl-1"),
+            "db-choice",
+            &executor_position(0.7),
+        )
         .await
         .unwrap();
     let cases: Vec<(&str, &str, String, RefusalKind)> = vec![
@@ -766,7 +785,11 @@ async fn a_submission_that_cannot_count_is_refused_and_writes_nothing() {
         ),
     ];
     for (id, party, position, kind) in cases {
-        let r = refused(&f.app, f.app.submit_position(&me(party), id, &position)).await;
+        let r = refused(
+            &f.app,
+            f.app.submit_position(&me(party), &me(party), id, &position),
+        )
+        .await;
         assert_eq!(r.kind(), kind, "{r}");
     }
     // A malformed position names the path of its first problem, never its values.
@@ -776,7 +799,8 @@ async fn a_submission_that_cannot_count_is_refused_and_writes_nothing() {
     .to_string();
     let r = refused(
         &f.app,
-        f.app.submit_position(&me("planner"), "db-choice", &bad),
+        f.app
+            .submit_position(&me("planner"), &me("planner"), "db-choice", &bad),
     )
     .await;
     let Refusal::NegotiationInput {

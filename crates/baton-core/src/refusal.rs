@@ -557,6 +557,16 @@ pub enum Refusal {
         party: String,
         parties: Vec<String>,
     },
+    /// A participant's position is submitted by that participant alone (another may submit
+    /// only an external party's).
+    #[error(
+        "{actor} cannot submit {party}'s position to negotiation {id}: a participant submits its own"
+    )]
+    OwnPosition {
+        id: String,
+        actor: String,
+        party: String,
+    },
     /// An actor named in a request: on a server the actor comes only from the key.
     #[error("the acting participant comes from the key, never from the request")]
     ActorInRequest,
@@ -609,7 +619,7 @@ pub enum Refusal {
     },
     #[error("run {id} already exists")]
     RunExists { id: String },
-    #[error("negotiation {id} already exists: give a new negotiation a new id")]
+    #[error("negotiation {id} is open, waiting for positions: it can be opened again once settled")]
     NegotiationExists { id: String },
     #[error("{party} already submitted its position to negotiation {id}")]
     PositionSubmitted { id: String, party: String },
@@ -689,6 +699,7 @@ impl Refusal {
             | Self::ReportFrom { .. }
             | Self::Scope { .. }
             | Self::NotANegotiator { .. }
+            | Self::OwnPosition { .. }
             | Self::ActorInRequest
             | Self::NotTheWorker { .. } => K::Forbidden,
             Self::Unauthenticated => K::Unauthenticated,

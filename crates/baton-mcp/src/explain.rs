@@ -205,6 +205,7 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
         | Refusal::Unauthenticated
         | Refusal::Scope { .. }
         | Refusal::NotANegotiator { .. }
+        | Refusal::OwnPosition { .. }
         | Refusal::ActorInRequest
         | Refusal::NotTheWorker { .. }
         | Refusal::GatewayClosed { .. }

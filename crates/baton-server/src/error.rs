@@ -181,6 +181,7 @@ fn hint(r: &Refusal) -> Option<String> {
         | Refusal::OfferFrom { .. }
         | Refusal::ReportFrom { .. }
         | Refusal::NotANegotiator { .. }
+        | Refusal::OwnPosition { .. }
         | Refusal::NotTheWorker { .. }
         | Refusal::GatewayClosed { .. }
         | Refusal::EffectsDiffer { .. }

@@ -381,8 +381,12 @@ pub fn refusal(r: &Refusal) -> String {
             "negotiation {id} is settled: nothing more can be submitted (see `baton negotiate show {id}`)"
         ),
         Refusal::NegotiationExists { id } => format!(
-            "negotiation {id} already exists (see `baton negotiate show {id}`): give a new \
-             negotiation a new id"
+            "negotiation {id} is open, waiting for positions (see `baton negotiate show {id}`): \
+             it can be opened again once settled"
+        ),
+        Refusal::OwnPosition { id, party, .. } => format!(
+            "{party} is a participant: it submits its own position to negotiation {id} \
+             (`--for` is for a party the spec declares external)"
         ),
         Refusal::EffectsDiffer { order, .. } => format!(
             "{r}. The worker's report must list exactly what its gateway held (see `baton \
