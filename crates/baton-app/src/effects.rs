@@ -85,6 +85,7 @@ impl App {
         runner: Option<&dyn ToolRunner>,
     ) -> Result<Approval> {
         let order = self.load_order(id).await?;
+        let id = &order.id.clone();
         let held = self.store().effects(id).await?;
         let written = if order.status == OrderStatus::Approved && runner.is_some() {
             if !order.may(me.as_str(), order::OrderAction::Approve) {

@@ -109,7 +109,7 @@ impl App {
                 .into());
             }
         };
-        let round = self.next_round(id).await?;
+        let round = self.next_round(&view.order.id).await?;
         if let Some(me) = me {
             // Authorized and recorded as begun before any reviewer runs.
             self.store()

@@ -207,7 +207,7 @@ async fn a_reply_goes_to_the_other_side_on_the_parents_topic() {
         ..message(&[], MessageType::Message, None, "which file?")
     };
     let answer = f.app.send(&me("impl-1"), reply).await.unwrap();
-    let thread = f.app.thread(&sent.id).await.unwrap();
+    let (_, thread) = f.app.thread(&sent.id).await.unwrap();
     let got = thread.iter().find(|e| e.id == answer.id).unwrap();
     assert_eq!(got.recipients(), [me("planner")]);
     assert_eq!(got.topic.as_str(), "csv");
@@ -218,7 +218,7 @@ async fn a_reply_goes_to_the_other_side_on_the_parents_topic() {
         ..message(&[], MessageType::Info, None, "src/export.rs")
     };
     let note = f.app.send(&me("planner"), back).await.unwrap();
-    let thread = f.app.thread(&sent.id).await.unwrap();
+    let (_, thread) = f.app.thread(&sent.id).await.unwrap();
     let got = thread.iter().find(|e| e.id == note.id).unwrap();
     assert_eq!(got.recipients(), [me("impl-1"), me("impl-2")]);
     // A reply to nothing, and a new message with no topic, are refused.

@@ -171,7 +171,7 @@ impl Field {
     }
 }
 
-/// The kind of record a lookup missed.
+/// The kind of record a lookup names, or missed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Record {
     Message,
@@ -388,6 +388,22 @@ pub enum Refusal {
     },
 
     // ---- invalid input ----
+    /// A prefix begins more than one id of its kind: `candidates` (the first few, and
+    /// `more` when there are others).
+    #[error("{prefix} begins more than one {}: {}{}", record.noun(), candidates.join(", "), if *more { ", …" } else { "" })]
+    Ambiguous {
+        record: Record,
+        prefix: String,
+        candidates: Vec<String>,
+        more: bool,
+    },
+    /// A text that equals no id and is too short to name one by its prefix.
+    #[error("{prefix} is too short to name a {} by: give at least {min} characters of its id", record.noun())]
+    ShortPrefix {
+        record: Record,
+        prefix: String,
+        min: usize,
+    },
     #[error("{} must not be empty", .0.noun())]
     Missing(Field),
     #[error("{} must be at most {max} characters (got {len})", field.noun())]
@@ -657,7 +673,9 @@ impl Refusal {
             | Self::NoReceipt { .. }
             | Self::NoStep { .. }
             | Self::NoEffect { .. } => K::NotFound,
-            Self::Missing(_)
+            Self::Ambiguous { .. }
+            | Self::ShortPrefix { .. }
+            | Self::Missing(_)
             | Self::TooLong { .. }
             | Self::Name { .. }
             | Self::Payload { .. }

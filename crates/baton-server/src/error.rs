@@ -159,6 +159,8 @@ fn hint(r: &Refusal) -> Option<String> {
         | Refusal::PowerName { .. }
         | Refusal::WebhookUrl { .. }
         | Refusal::Cursor { .. }
+        | Refusal::Ambiguous { .. }
+        | Refusal::ShortPrefix { .. }
         | Refusal::StatusNeedsIdentity
         | Refusal::Input { .. }
         | Refusal::NotARequest { .. }

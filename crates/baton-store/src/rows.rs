@@ -20,6 +20,24 @@ use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::{Result, StoreError};
 
+/// The table holding the ids of `record`'s kind, for a lookup by prefix; `None` for a
+/// kind without ids of its own.
+pub(crate) fn id_table(record: baton_core::Record) -> Option<&'static str> {
+    use baton_core::Record as R;
+    Some(match record {
+        R::Message | R::Parent => "messages",
+        R::Order => "orders",
+        R::Run => "runs",
+        R::Key => "keys",
+        R::Decision | R::Stream | R::Alert | R::Receipt | R::Project | R::Negotiation => {
+            return None;
+        }
+    })
+}
+
+/// The most ids a prefix lookup lists of each of its spans.
+pub(crate) const IDS_A_SPAN: usize = baton_core::id::CANDIDATES + 1;
+
 /// A row's columns by name, as the two types Baton stores: text and 64-bit integers.
 pub(crate) trait Columns {
     fn text(&self, column: &str) -> sqlx::Result<String>;

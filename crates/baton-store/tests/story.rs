@@ -1305,6 +1305,43 @@ async fn an_unaddressable_send_is_refused(store: &dyn Store) {
     );
 }
 
+/// What a prefix lookup lists: the ids of one kind in each range, byte for byte, a bounded
+/// few of each, whatever the engine's collation.
+async fn ids_are_listed_by_their_first_characters_in_either_case(store: &dyn Store) {
+    cast(store).await;
+    let mut sent = Vec::new();
+    for n in 0..12 {
+        let body = format!("request {n}");
+        sent.push(send(store, "planner", draft(&["exec-1"], Request, "csv", &body)).await);
+    }
+    sent.sort();
+    let ids = |text: &str| {
+        let spans = baton_core::id::spans(text);
+        async move { store.ids(Record::Message, &spans).await.expect("the ids") }
+    };
+    let one = &sent[3];
+    assert_eq!(ids(one).await, [one.as_str()], "the whole id, as typed");
+    assert_eq!(
+        ids(&one.to_lowercase()).await,
+        [one.as_str()],
+        "in lower case"
+    );
+    // Every id sent in the same second shares its first characters: a bounded few.
+    let listed = ids(&one[..6].to_lowercase()).await;
+    assert_eq!(listed.len(), baton_core::id::CANDIDATES + 1, "{listed:?}");
+    assert_eq!(listed, sent[..listed.len()], "in order, from the first");
+    assert!(ids("zz").await.is_empty());
+    // Underscores and hyphens are characters like any other, not patterns.
+    assert!(ids("01_").await.is_empty());
+    assert!(
+        store
+            .ids(Record::Decision, &baton_core::id::spans("D-1"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 /// Story 9: A thread is a tree, listed depth-first from its root with depths and reply counts.
 async fn a_thread_comes_back_depth_first(store: &dyn Store) {
     cast(store).await;
@@ -4418,6 +4455,7 @@ macro_rules! every_backend {
                 stores: [
                     participants_register_once_and_gate_every_message,
                     a_request_reaches_each_recipient_and_the_outbox_tracks_each,
+                    ids_are_listed_by_their_first_characters_in_either_case,
                     fetching_delivers_once_and_only_to_a_pending_recipient,
                     invalid_transitions_are_refused_and_write_nothing,
                     a_reason_is_required_and_threaded_back_to_the_sender,

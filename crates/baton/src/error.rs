@@ -323,6 +323,18 @@ pub fn refusal(r: &Refusal) -> String {
         Refusal::SelfSend { name } => {
             format!("{name} cannot send to itself: name another participant in --to")
         }
+        Refusal::Ambiguous {
+            prefix,
+            candidates,
+            more,
+            record,
+        } => format!(
+            "{prefix} begins more than one {}; give more of the id:\n  {}{}",
+            record.noun(),
+            candidates.join("\n  "),
+            if *more { "\n  …" } else { "" }
+        ),
+        Refusal::ShortPrefix { .. } => r.to_string(),
         Refusal::Cursor { cursor } => format!(
             "cursor {cursor:?} is not one this store issued: pass the `next` value of the previous page"
         ),

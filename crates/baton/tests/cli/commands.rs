@@ -70,6 +70,44 @@ fn send_request(p: &Project, to: &str, body: &str) -> String {
 }
 
 #[test]
+fn a_message_is_named_by_a_unique_prefix_of_its_id_in_either_case() {
+    let p = Project::new(TEAM);
+    let first = send_request(&p, "impl-1", "one");
+    let second = send_request(&p, "impl-1", "two");
+    let common = first
+        .chars()
+        .zip(second.chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    assert!(common >= 6, "sent a second apart? {first} {second}");
+    let unique = first[..common + 1].to_lowercase();
+    let shown = p.json(Some("impl-1"), &["show", &unique]);
+    assert_eq!(shown["id"], first.as_str());
+    p.ok(Some("impl-1"), &["show", &second.to_lowercase()]);
+    p.ok(Some("impl-1"), &["complete", &second.to_lowercase()]);
+    let replied = p.ok(
+        Some("impl-1"),
+        &["send", "--reply-to", &unique, "--body", "why?"],
+    );
+    let thread = p.json(None, &["thread", &replied.to_lowercase()]);
+    assert_eq!(thread["id"], replied.as_str());
+
+    // A prefix of both is refused, naming each; one too short to name any is refused too.
+    let out = p.run(Some("impl-1"), &["show", &first[..common]]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let why = stderr(&out);
+    assert!(why.contains(&first) && why.contains(&second), "{why}");
+    let out = p.run(Some("impl-1"), &["show", &first[..5]]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("at least 6 characters"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(code(&p.run(Some("impl-1"), &["show", "ZZZZZZZ"])), 4);
+}
+
+#[test]
 fn init_twice_is_harmless_and_keeps_gitignore_lines() {
     let p = Project::new(&[]);
     std::fs::write(p.path().join(".gitignore"), "target/\n").unwrap();

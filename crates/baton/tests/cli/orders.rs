@@ -224,6 +224,25 @@ fn a_whole_round_numbers_every_step_and_counts_the_reports() {
 }
 
 #[test]
+fn an_order_is_named_by_its_id_or_a_unique_prefix_in_either_case() {
+    let p = offered();
+    let path = json_file(&p, "second.json", &order("wo_release-notes"));
+    p.ok(Some("planner"), &["order", "create", &path]);
+    let path = json_file(&p, "third.json", &order("wo_release-plan"));
+    p.ok(Some("planner"), &["order", "create", &path]);
+    // A short id is named whole; a unique prefix in upper case names its order.
+    assert_eq!(show(&p, "WO_1")["order"]["id"], "wo_1");
+    assert_eq!(show(&p, "WO_RELEASE-N")["order"]["id"], "wo_release-notes");
+    p.ok(Some("impl-1"), &["order", "accept", "wo_release-p"]);
+    assert_eq!(show(&p, "wo_release-plan")["order"]["status"], "accepted");
+    let why = refused(&p, None, &["order", "show", "wo_release"], 3);
+    assert!(
+        why.contains("wo_release-notes") && why.contains("wo_release-plan"),
+        "{why}"
+    );
+}
+
+#[test]
 fn only_the_named_parties_may_act_and_a_wrong_actor_writes_nothing() {
     let p = offered();
     for (who, args) in [
