@@ -1018,6 +1018,10 @@ const TAIL_LINES: usize = 200;
 pub async fn evidence(ctx: &Context, cmd: EvidenceCommand, as_json: bool) -> CommandResult<Output> {
     let EvidenceCommand::Run(args) = cmd;
     let actor = ctx.actor().await?;
+    let order = match &args.order {
+        Some(text) => Some(ctx.order_named(text).await?),
+        None => None,
+    };
     let revision = Command::new("git")
         .arg("-C")
         .arg(&ctx.project.root)
@@ -1078,7 +1082,7 @@ pub async fn evidence(ctx: &Context, cmd: EvidenceCommand, as_json: bool) -> Com
     let record = json!({
         "schema": "baton/evidence@1",
         "step": step,
-        "order": args.order,
+        "order": order,
         "command": args.command,
         "exit_code": status.code(),
         "signal": signal_of(&status),

@@ -193,6 +193,10 @@ pub async fn launch(ctx: &Context, args: &RunArgs, wiring: Wiring) -> CommandRes
     }
     let me = ctx.maybe_me().await?;
     let actor = ctx.actor().await?;
+    let order = match &args.order {
+        Some(text) => Some(ctx.order_named(text).await?),
+        None => None,
+    };
     let admission = admit(&ctx.project.root, args.writer, slots, args.wait)?;
 
     // Handlers first: a signal from here on is ours to forward, never a silent death.
@@ -211,7 +215,7 @@ pub async fn launch(ctx: &Context, args: &RunArgs, wiring: Wiring) -> CommandRes
     let registration = Registration {
         run: id.clone(),
         participant,
-        order: args.order.clone(),
+        order,
         agent: Some(program_name(program)),
         command: recorded_command(&command),
         cwd: std::env::current_dir()

@@ -240,6 +240,13 @@ fn an_order_is_named_by_its_id_or_a_unique_prefix_in_either_case() {
         why.contains("wo_release-notes") && why.contains("wo_release-plan"),
         "{why}"
     );
+    // A run ties itself to the order its prefix names.
+    p.ok(
+        Some("impl-1"),
+        &["run", "--order", "WO_RELEASE-P", "--", "true"],
+    );
+    let runs = p.json(None, &["runs", "--all"]);
+    assert_eq!(runs["items"][0]["order"], "wo_release-plan", "{runs}");
 }
 
 #[test]
