@@ -3135,6 +3135,42 @@ async fn order_step(
         .status
 }
 
+/// A negotiation's parties are participants unless its spec declares them external, and a
+/// settled one opens again under its id, the sitting before it kept.
+async fn a_negotiation_takes_participants_and_opens_again_once_settled(store: &dyn Store) {
+    cast(store).await;
+    let spec = |external: bool| {
+        serde_json::json!({
+            "id": "db", "rounds": 10,
+            "issues": [{"name": "db", "options": ["sqlite", "postgres"]}],
+            "parties": [{"name": "planner"}, {"name": "vendor", "external": external}]
+        })
+    };
+    let position = serde_json::json!({
+        "weights": {"db": 1}, "utilities": {"db": {"sqlite": 1, "postgres": 1}}, "floor": 0.5
+    });
+    let positions = [
+        (name("planner"), position.clone()),
+        (name("vendor"), position),
+    ];
+    let err = refused(store, store.negotiate("planner", &spec(false), &positions)).await;
+    assert_variant!(err, StoreError::Refused(Refusal::NegotiationInput { .. }));
+    let first = store
+        .negotiate("planner", &spec(true), &positions)
+        .await
+        .expect("an external party's position, handed over with the spec");
+    assert!(first.settlement.is_some() && first.earlier.is_empty());
+    let again = store
+        .open_negotiation("planner", &spec(true))
+        .await
+        .expect("a settled negotiation opens again");
+    assert!(again.settlement.is_none());
+    assert_eq!(again.earlier.len(), 1);
+    assert_eq!(store.negotiation("db").await.unwrap(), Some(again));
+    let err = refused(store, store.open_negotiation("planner", &spec(true))).await;
+    assert_variant!(err, StoreError::Refused(Refusal::NegotiationExists { .. }));
+}
+
 /// Story 17: A Work Order goes round its lifecycle: offered as a request in its worker's
 /// inbox, every step an event with the order's own seq from 1, reports counted; the wrong
 /// party, a step the table does not allow and a stale view are refused and write nothing.
@@ -4474,6 +4510,7 @@ macro_rules! every_backend {
                     the_failures_lane_reads_failures_and_only_what_could_clear_them,
                     the_state_digest_keeps_the_newest_of_each_list_and_their_counts,
                     an_order_goes_round_its_lifecycle,
+                    a_negotiation_takes_participants_and_opens_again_once_settled,
                     the_handoff_metrics_are_a_projection_of_the_log,
                     an_offer_is_checked_and_orders_list_by_party,
                     an_imported_event_keeps_its_id_and_time,
