@@ -123,14 +123,14 @@ impl MessageRow {
 pub struct Inbox {
     pub participant: Passname,
     pub items: Vec<MessageRow>,
-    /// The cursor of the next page (`--cursor`); empty on the last page.
+    /// The cursor of the next page (`--cursor`); null on the last page.
     #[serde(default)]
-    pub next: String,
+    pub next: Option<String>,
 }
 doc!(Inbox, "baton/inbox@1");
 
 impl Inbox {
-    pub fn new(me: &Passname, items: &[Envelope], next: String) -> Self {
+    pub fn new(me: &Passname, items: &[Envelope], next: Option<String>) -> Self {
         Self {
             participant: me.clone(),
             next,
@@ -148,14 +148,14 @@ impl Inbox {
 pub struct Outbox {
     pub participant: Passname,
     pub items: Vec<MessageRow>,
-    /// The cursor of the next page (`--cursor`); empty on the last page.
+    /// The cursor of the next page (`--cursor`); null on the last page.
     #[serde(default)]
-    pub next: String,
+    pub next: Option<String>,
 }
 doc!(Outbox, "baton/outbox@1");
 
 impl Outbox {
-    pub fn new(me: &Passname, items: &[Envelope], next: String) -> Self {
+    pub fn new(me: &Passname, items: &[Envelope], next: Option<String>) -> Self {
         Self {
             participant: me.clone(),
             next,
@@ -198,8 +198,8 @@ impl Thread {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Search {
     pub items: Vec<MessageRow>,
-    /// The cursor of the next page; empty on the last page.
-    pub next: String,
+    /// The cursor of the next page; null on the last page.
+    pub next: Option<String>,
 }
 doc!(Search, "baton/search@1");
 
@@ -799,9 +799,9 @@ impl RunDoc {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Runs {
     pub items: Vec<RunDoc>,
-    /// With `--all`, the cursor of the next page (`--cursor`); empty on the last page and
+    /// With `--all`, the cursor of the next page (`--cursor`); null on the last page and
     /// in the default view.
-    pub next: String,
+    pub next: Option<String>,
 }
 doc!(Runs, "baton/runs@1");
 
@@ -1104,6 +1104,19 @@ pub struct NegotiationParty {
     pub name: Passname,
     /// Whether its position is in (never what it holds).
     pub submitted: bool,
+    /// Not a participant: declared external in the spec.
+    pub external: bool,
+}
+
+/// A settled sitting of a negotiation opened again since.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct NegotiationSitting {
+    /// `agreement` or `walk_away`.
+    pub result: NegotiationStatus,
+    /// The agreed outcome, issue → option; null on a walk-away.
+    pub outcome: Option<Map<String, Value>>,
+    pub opened_at: String,
+    pub settled_at: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -1135,6 +1148,8 @@ pub struct NegotiationShown {
     pub rounds: u32,
     pub opened_at: String,
     pub settled_at: Option<String>,
+    /// The sittings settled before this one under the same id, oldest first.
+    pub earlier: Vec<NegotiationSitting>,
 }
 doc!(NegotiationShown, "baton/negotiation@1");
 
@@ -1203,6 +1218,7 @@ impl NegotiationShown {
                 .map(|p| NegotiationParty {
                     name: p.name.clone(),
                     submitted: n.has_submitted(p.name.as_str()),
+                    external: p.external,
                 })
                 .collect(),
             issues: n
@@ -1217,6 +1233,19 @@ impl NegotiationShown {
             rounds: n.spec.rounds,
             opened_at: rfc3339(n.opened_at),
             settled_at: n.settled_at.map(rfc3339),
+            earlier: n
+                .earlier
+                .iter()
+                .map(|s| NegotiationSitting {
+                    result: s.settlement.status(),
+                    outcome: match &s.settlement.resolution {
+                        Resolution::Agreement { outcome } => Some(choices_map(outcome)),
+                        Resolution::WalkAway { .. } => None,
+                    },
+                    opened_at: rfc3339(s.opened_at),
+                    settled_at: rfc3339(s.settled_at),
+                })
+                .collect(),
         }
     }
 }
@@ -1620,7 +1649,7 @@ pub struct OldestRequest {
     pub age_ms: i64,
 }
 
-/// SPEC §8's handoff metrics, from the log (oldest open request first). What only a server
+/// The handoff metrics, from the log (oldest open request first). What only a server
 /// sees (duplicate sends, refused requests, failed authentications) is on its `/metrics`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct StatusMetrics {

@@ -1,4 +1,4 @@
-//! Staged effects (SPEC §7): the gateway's questions (may it serve this order, what to do
+//! Staged effects: the gateway's questions (may it serve this order, what to do
 //! with a call) and "approve means ship" — approval, then each held call run once, in
 //! order, through the upstream server the gateway used.
 
@@ -85,6 +85,7 @@ impl App {
         runner: Option<&dyn ToolRunner>,
     ) -> Result<Approval> {
         let order = self.load_order(id).await?;
+        let id = &order.id.clone();
         let held = self.store().effects(id).await?;
         let written = if order.status == OrderStatus::Approved && runner.is_some() {
             if !order.may(me.as_str(), order::OrderAction::Approve) {

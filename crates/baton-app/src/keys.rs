@@ -1,4 +1,4 @@
-//! Keys (SPEC §4): issuing one (the token is shown once; only its hash is kept), listing,
+//! Keys: issuing one (the token is shown once; only its hash is kept), listing,
 //! revoking one alone, and proving who is asking from a token.
 
 use std::time::Duration;
@@ -63,9 +63,10 @@ impl App {
         self.store().keys().await
     }
 
-    /// Revokes key `id` alone, as `actor`.
+    /// Revokes the key `id` names ([`App::resolve`]) alone, as `actor`.
     pub async fn revoke_key(&self, actor: &str, id: &str) -> Result<Key> {
-        self.store().revoke_key(actor, id).await
+        let id = self.resolve(baton_core::Record::Key, id).await?;
+        self.store().revoke_key(actor, &id).await
     }
 
     /// Who `token` proves is asking. Unknown, malformed, revoked and expired tokens are all

@@ -1,4 +1,4 @@
-//! The run ledger's use cases (SPEC §6): its writes, the runs with their health, the
+//! The run ledger's use cases: its writes, the runs with their health, the
 //! receipts a run owed, an agent hook's event, and the reaper's pass.
 
 use std::collections::HashSet;
@@ -58,19 +58,19 @@ impl App {
     /// The runs `baton runs` shows, oldest first, each with its health now: by default
     /// the live runs and the newest `RECENT_RUNS` others (a bounded read, however long the
     /// ledger); with `all`, a page of `limit` of every run after `cursor`, and the cursor
-    /// of the next page (empty on the last).
+    /// of the next page (none on the last).
     pub async fn runs_view(
         &self,
         all: bool,
         cursor: Option<&str>,
         limit: u32,
-    ) -> Result<(Vec<RunRow>, String)> {
+    ) -> Result<(Vec<RunRow>, Option<String>)> {
         if !all {
             let query = RunQuery {
                 recent: Some(RECENT_RUNS),
                 ..RunQuery::default()
             };
-            return Ok((self.runs(&query).await?, String::new()));
+            return Ok((self.runs(&query).await?, None));
         }
         let query = RunQuery {
             after_seq: cursor.map(baton_store::decode_cursor).transpose()?,
@@ -80,10 +80,9 @@ impl App {
         let mut rows = self.runs(&query).await?;
         let next = if rows.len() > limit as usize {
             rows.truncate(limit as usize);
-            rows.last()
-                .map_or_else(String::new, |r| baton_store::encode_cursor(r.run.seq))
+            rows.last().map(|r| baton_store::encode_cursor(r.run.seq))
         } else {
-            String::new()
+            None
         };
         Ok((rows, next))
     }

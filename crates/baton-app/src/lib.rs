@@ -35,7 +35,7 @@ mod webhooks;
 use std::path::Path;
 use std::sync::Arc;
 
-use baton_core::Millis;
+use baton_core::{Millis, Record, id};
 use baton_store::{Store, StoreError};
 
 pub use authority::PolicyEdit;
@@ -109,6 +109,14 @@ impl App {
     /// The store's generation: the position of its newest event.
     pub async fn generation(&self) -> Result<i64> {
         self.store.generation().await
+    }
+
+    /// The id of `record`'s kind that `text` names: the id itself, or a prefix of at least
+    /// six characters that begins no other, in either case (`baton_core::id`). Every edge
+    /// reaches a record through this, so each takes what a person copied alike.
+    pub async fn resolve(&self, record: Record, text: &str) -> Result<String> {
+        let found = self.store.ids(record, &id::spans(text)).await?;
+        Ok(id::pick(record, text, &found)?)
     }
 
     fn store(&self) -> &dyn Store {

@@ -27,13 +27,13 @@ fn window(cursor: Option<&str>, limit: u32) -> Window {
 
 /// A page read through [`window`], cut to `limit`, and the cursor of the next page:
 /// the id of its last entry, when an entry was left over.
-fn paged(mut items: Vec<Envelope>, limit: u32) -> (Vec<Envelope>, String) {
+fn paged(mut items: Vec<Envelope>, limit: u32) -> (Vec<Envelope>, Option<String>) {
     let limit = limit.clamp(1, MAX_LIST_PAGE) as usize;
     if items.len() <= limit {
-        return (items, String::new());
+        return (items, None);
     }
     items.truncate(limit);
-    let next = items.last().map(|e| e.id.clone()).unwrap_or_default();
+    let next = items.last().map(|e| e.id.clone());
     (items, next)
 }
 
@@ -129,8 +129,12 @@ impl App {
     /// Sends a message (or a reply) as `me`. A duplicate returns the original's id.
     pub async fn send(&self, me: &Passname, out: Outgoing) -> Result<Sent> {
         let payload = self.payload(out.body)?;
+        let reply_to = match &out.reply_to {
+            Some(text) => Some(self.resolve(Record::Parent, text).await?),
+            None => None,
+        };
         // Read without fetching: replying is not reading the parent.
-        let parent = match &out.reply_to {
+        let parent = match &reply_to {
             Some(id) => Some(
                 self.store()
                     .message(id)
@@ -156,7 +160,7 @@ impl App {
             to,
             kind: out.kind,
             topic,
-            reply_to: out.reply_to,
+            reply_to,
             payload,
             idempotency_key: out.idempotency_key,
         };
@@ -191,7 +195,8 @@ impl App {
         max_bytes: Option<usize>,
         layout: Layout,
     ) -> Result<Shown> {
-        let fetched = self.store().fetch(reader, id).await?;
+        let id = self.resolve(Record::Message, id).await?;
+        let fetched = self.store().fetch(reader, &id).await?;
         let object = Value::Object(fetched.payload.clone());
         let full = match layout {
             Layout::Pretty => serde_json::to_string_pretty(&object),
@@ -212,14 +217,14 @@ impl App {
 
     /// A page of what `me` owes (with `all`, of every inbound message not archived): at
     /// most `limit` (within [`MAX_LIST_PAGE`]) after `cursor`, and the next page's cursor
-    /// (empty on the last).
+    /// (none on the last).
     pub async fn inbox(
         &self,
         me: &Passname,
         all: bool,
         cursor: Option<&str>,
         limit: u32,
-    ) -> Result<(Vec<Envelope>, String)> {
+    ) -> Result<(Vec<Envelope>, Option<String>)> {
         let window = window(cursor, limit);
         Ok(paged(self.store().inbox(me, all, &window).await?, limit))
     }
@@ -232,13 +237,16 @@ impl App {
         all: bool,
         cursor: Option<&str>,
         limit: u32,
-    ) -> Result<(Vec<Envelope>, String)> {
+    ) -> Result<(Vec<Envelope>, Option<String>)> {
         let window = window(cursor, limit);
         Ok(paged(self.store().outbox(me, all, &window).await?, limit))
     }
 
-    pub async fn thread(&self, id: &str) -> Result<Vec<Envelope>> {
-        self.store().thread(id).await
+    /// The thread of the message `text` names, and that message's id.
+    pub async fn thread(&self, text: &str) -> Result<(String, Vec<Envelope>)> {
+        let id = self.resolve(Record::Message, text).await?;
+        let thread = self.store().thread(&id).await?;
+        Ok((id, thread))
     }
 
     pub async fn search(&self, caller: Option<&Passname>, query: &SearchQuery) -> Result<Page> {
@@ -253,6 +261,7 @@ impl App {
         verb: Verb,
         note: Option<&str>,
     ) -> Result<Stepped> {
-        self.store().step(me, id, verb, note).await
+        let id = self.resolve(Record::Message, id).await?;
+        self.store().step(me, &id, verb, note).await
     }
 }

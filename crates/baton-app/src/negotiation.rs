@@ -1,4 +1,4 @@
-//! Negotiations (SPEC §7): opening one, a party submitting its own position, running a
+//! Negotiations: opening one, a party submitting its own position, running a
 //! spec whose parties name their position files in one go, and reading one.
 //!
 //! The formats, the rules and the engine are `baton_core::negotiation`'s and the store
@@ -42,17 +42,18 @@ impl App {
         self.store().open_negotiation(actor, &spec).await
     }
 
-    /// `party` submits its own `position` (its text) to negotiation `id`. The last party's
-    /// submission settles it in the same transaction.
+    /// `actor` submits `party`'s `position` (its text) to negotiation `id`: its own, or an
+    /// external party's. The last party's submission settles it in the same transaction.
     pub async fn submit_position(
         &self,
+        actor: &Passname,
         party: &Passname,
         id: &str,
         position: &str,
     ) -> Result<Negotiation> {
         let position = self.position_json(party, position)?;
         self.store()
-            .submit_position(party.as_str(), id, party, &position)
+            .submit_position(actor.as_str(), id, party, &position)
             .await
     }
 

@@ -1,4 +1,4 @@
-//! Work Orders (SPEC §5.2): offering one after its document passed the rules, taking a
+//! Work Orders: offering one after its document passed the rules, taking a
 //! lifecycle step (a report checked against its order first), reading an order with its
 //! steps, listing, and waiting for the next step.
 
@@ -9,7 +9,7 @@ use baton_core::awl::{
 };
 use baton_core::order::{self, Order, OrderAction, OrderRequest, newest_report};
 use baton_core::refusal::Document;
-use baton_core::{Event, Field, Passname, Payload, Refusal, Topic};
+use baton_core::{Event, Field, Passname, Payload, Record, Refusal, Topic};
 use baton_store::{OrderQuery, OrderWritten};
 use serde_json::{Map, Value};
 
@@ -68,8 +68,10 @@ impl App {
         })
     }
 
-    pub async fn load_order(&self, id: &str) -> Result<Order> {
-        Ok(order::found(self.store().order(id).await?, id)?)
+    /// The order `text` names: its id, or a prefix of it ([`App::resolve`]).
+    pub async fn load_order(&self, text: &str) -> Result<Order> {
+        let id = self.resolve(Record::Order, text).await?;
+        Ok(order::found(self.store().order(&id).await?, &id)?)
     }
 
     /// Offers the Work Order `doc` as `me` on `topic` (default `work-order`): refused
@@ -158,6 +160,7 @@ impl App {
         step: OrderStep,
     ) -> Result<OrderWritten> {
         let order = self.load_order(id).await?;
+        let id = order.id.as_str();
         let request = match step {
             OrderStep::Accept => OrderRequest::Accept,
             OrderStep::Decline { reason } => OrderRequest::Decline { reason },
@@ -192,9 +195,9 @@ impl App {
     pub async fn order_view(&self, id: &str) -> Result<OrderView> {
         let order = self.load_order(id).await?;
         let document = self.order_document(&order).await?;
-        let events = self.store().order_events_since(id, 0).await?;
+        let events = self.store().order_events_since(&order.id, 0).await?;
         let report = newest_report(&events);
-        let effects = self.store().effects(id).await?;
+        let effects = self.store().effects(&order.id).await?;
         Ok(OrderView {
             order,
             document,
@@ -231,6 +234,7 @@ impl App {
         timeout: Duration,
     ) -> Result<OrderWritten> {
         let order = self.load_order(id).await?;
+        let id = order.id.as_str();
         let events = wait::until(
             self.store(),
             timeout,
@@ -243,7 +247,7 @@ impl App {
         .await?;
         match events {
             Some(events) => Ok(OrderWritten {
-                order: self.load_order(id).await?,
+                order: order::found(self.store().order(id).await?, id)?,
                 events,
             }),
             None => Err(Refusal::NoStep {

@@ -1,4 +1,4 @@
-//! The human queue (SPEC §7) as use cases: gathering the six sources' facts from the store
+//! The human queue as use cases: gathering the six sources' facts from the store
 //! for `baton_core::queue::compute`, raising a need, acknowledging an item. Shared by the
 //! CLI, `baton mcp` and the HTTP server.
 
@@ -244,9 +244,10 @@ impl App {
             }
             .into());
         }
-        if let Some(id) = order {
-            self.load_order(id).await?;
-        }
+        let order = match order {
+            Some(text) => Some(self.load_order(text).await?.id),
+            None => None,
+        };
         let id = baton_store::new_id().to_string();
         self.store()
             .record_gate(
@@ -254,7 +255,7 @@ impl App {
                 &[GateChange::Need {
                     id: id.clone(),
                     text: text.to_owned(),
-                    order: order.map(str::to_owned),
+                    order,
                     source,
                     run,
                 }],

@@ -1,4 +1,4 @@
-//! Recall: the resume packet (SPEC §5.4) and the freshness of notes. The CLI, the MCP
+//! Recall: the resume packet and the freshness of notes. The CLI, the MCP
 //! server and the agent hooks all read the packet through [`crate::App::resume`], so an
 //! agent reads the same packet whichever way it asks.
 //!

@@ -1,4 +1,4 @@
-//! Receipts (SPEC §5.5): where a step's output landed, hashed where it lies; a wait that
+//! Receipts: where a step's output landed, hashed where it lies; a wait that
 //! fails loud at its deadline, once; and re-hashing to verify. Paths arrive relative to a
 //! `base` the edge chooses (the CLI's working directory, the MCP server's project root)
 //! and are stored relative to the project root.

@@ -1,4 +1,4 @@
-//! The review gate (SPEC §7) as use cases: what a review of an order starts from (its
+//! The review gate as use cases: what a review of an order starts from (its
 //! round, its brief, report, test output and revisions) and what it ends with (each
 //! reviewer's verdict recorded, the round's conclusion, and the one rework a first-round
 //! FIX sends). Running the reviewers is the edge's (the launch wrapper); the rules are
@@ -109,7 +109,7 @@ impl App {
                 .into());
             }
         };
-        let round = self.next_round(id).await?;
+        let round = self.next_round(&view.order.id).await?;
         if let Some(me) = me {
             // Authorized and recorded as begun before any reviewer runs.
             self.store()

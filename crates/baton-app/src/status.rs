@@ -57,7 +57,7 @@ impl App {
         self.status().await
     }
 
-    /// The handoff metrics (SPEC §8) as the store keeps them: one row and counts of live
+    /// The handoff metrics as the store keeps them: one row and counts of live
     /// work, whatever the log's length.
     pub async fn metrics(&self) -> Result<Metrics> {
         self.store().metrics().await

@@ -207,7 +207,7 @@ async fn a_reply_goes_to_the_other_side_on_the_parents_topic() {
         ..message(&[], MessageType::Message, None, "which file?")
     };
     let answer = f.app.send(&me("impl-1"), reply).await.unwrap();
-    let thread = f.app.thread(&sent.id).await.unwrap();
+    let (_, thread) = f.app.thread(&sent.id).await.unwrap();
     let got = thread.iter().find(|e| e.id == answer.id).unwrap();
     assert_eq!(got.recipients(), [me("planner")]);
     assert_eq!(got.topic.as_str(), "csv");
@@ -218,7 +218,7 @@ async fn a_reply_goes_to_the_other_side_on_the_parents_topic() {
         ..message(&[], MessageType::Info, None, "src/export.rs")
     };
     let note = f.app.send(&me("planner"), back).await.unwrap();
-    let thread = f.app.thread(&sent.id).await.unwrap();
+    let (_, thread) = f.app.thread(&sent.id).await.unwrap();
     let got = thread.iter().find(|e| e.id == note.id).unwrap();
     assert_eq!(got.recipients(), [me("impl-1"), me("impl-2")]);
     // A reply to nothing, and a new message with no topic, are refused.
@@ -507,11 +507,14 @@ async fn waiting_for_an_order_returns_its_newer_steps_or_says_none_came() {
         ),
         "{r:?}"
     );
-    // A waiter wakes when another writer takes a step.
-    let waiter = f.app.clone();
+    // A waiter wakes when another writer takes a step: taken once the waiter has looked,
+    // found nothing and blocked.
+    let blocked = std::sync::Arc::new(tokio::sync::Notify::new());
+    let signal = std::sync::Arc::clone(&blocked);
+    let waiter = f.app.clone().on_wait(move |_| signal.notify_one());
     let waiting =
         tokio::spawn(async move { waiter.wait_order("wo_1", 1, Duration::from_secs(30)).await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    blocked.notified().await;
     f.app
         .take_step(&me("impl-1"), "wo_1", None, OrderStep::Accept)
         .await
@@ -673,7 +676,12 @@ async fn a_negotiation_settles_once_when_its_last_party_submits() {
     let before = f.app.generation().await.unwrap();
     let half = f
         .app
-        .submit_position(&me("impl-1"), "db-choice", &executor_position(0.7))
+        .submit_position(
+            &me("impl-1"),
+            &me("impl-1"),
+            "db-choice",
+            &executor_position(0.7),
+        )
         .await
         .unwrap();
     assert_eq!(half.status(), Status::Open);
@@ -684,7 +692,12 @@ async fn a_negotiation_settles_once_when_its_last_party_submits() {
     // The last submission and the settlement are one write.
     let settled = f
         .app
-        .submit_position(&me("planner"), "db-choice", &planner_position())
+        .submit_position(
+            &me("planner"),
+            &me("planner"),
+            "db-choice",
+            &planner_position(),
+        )
         .await
         .unwrap();
     assert_eq!(f.app.generation().await.unwrap(), before + 3);
@@ -706,8 +719,12 @@ async fn a_negotiation_settles_once_when_its_last_party_submits() {
     // Nothing more counts: a second submission is refused and nothing is settled again.
     let r = refused(
         &f.app,
-        f.app
-            .submit_position(&me("impl-1"), "db-choice", &executor_position(0.7)),
+        f.app.submit_position(
+            &me("impl-1"),
+            &me("impl-1"),
+            "db-choice",
+            &executor_position(0.7),
+        ),
     )
     .await;
     assert_eq!(
@@ -727,7 +744,12 @@ async fn a_submission_that_cannot_count_is_refused_and_writes_nothing() {
         .await
         .unwrap();
     f.app
-        .submit_position(&me("impl-1"), "db-choice", &executor_position(0.7))
+        .submit_position(
+            &me("impl-1"),
+            &me("impl-1"),
+            "db-choice",
+            &executor_position(0.7),
+        )
         .await
         .unwrap();
     let cases: Vec<(&str, &str, String, RefusalKind)> = vec![
@@ -763,7 +785,11 @@ async fn a_submission_that_cannot_count_is_refused_and_writes_nothing() {
         ),
     ];
     for (id, party, position, kind) in cases {
-        let r = refused(&f.app, f.app.submit_position(&me(party), id, &position)).await;
+        let r = refused(
+            &f.app,
+            f.app.submit_position(&me(party), &me(party), id, &position),
+        )
+        .await;
         assert_eq!(r.kind(), kind, "{r}");
     }
     // A malformed position names the path of its first problem, never its values.
@@ -773,7 +799,8 @@ async fn a_submission_that_cannot_count_is_refused_and_writes_nothing() {
     .to_string();
     let r = refused(
         &f.app,
-        f.app.submit_position(&me("planner"), "db-choice", &bad),
+        f.app
+            .submit_position(&me("planner"), &me("planner"), "db-choice", &bad),
     )
     .await;
     let Refusal::NegotiationInput {
@@ -940,9 +967,9 @@ async fn the_inbox_and_the_outbox_page_through_every_entry_once() {
                     .unwrap();
                 sizes.push(page.len());
                 ids.extend(page.into_iter().map(|e| e.id));
-                if next.is_empty() {
+                let Some(next) = next else {
                     return (ids, sizes);
-                }
+                };
                 assert!(sizes.len() < 10, "the pages never end: {sizes:?}");
                 cursor = Some(next);
             }
@@ -960,18 +987,18 @@ async fn the_inbox_and_the_outbox_page_through_every_entry_once() {
         .inbox(&me("impl-1"), true, Some("not-a-message"), 100)
         .await
         .unwrap();
-    assert!(page.is_empty() && next.is_empty());
+    assert!(page.is_empty() && next.is_none());
 
     // Five requests: pages of two.
     let (first, next) = f.app.outbox(&me("planner"), true, None, 2).await.unwrap();
     let (second, after) = f
         .app
-        .outbox(&me("planner"), true, Some(&next), 2)
+        .outbox(&me("planner"), true, next.as_deref(), 2)
         .await
         .unwrap();
     let (third, last) = f
         .app
-        .outbox(&me("planner"), true, Some(&after), 2)
+        .outbox(&me("planner"), true, after.as_deref(), 2)
         .await
         .unwrap();
     let requests: Vec<&String> = sent.iter().skip(25).step_by(50).collect();
@@ -982,5 +1009,5 @@ async fn the_inbox_and_the_outbox_page_through_every_entry_once() {
         .map(|e| &e.id)
         .collect();
     assert_eq!(paged, requests);
-    assert!(last.is_empty());
+    assert!(last.is_none());
 }

@@ -1,4 +1,4 @@
-//! Authority (SPEC §4): what a participant may do, and on which topics.
+//! Authority: what a participant may do, and on which topics.
 //!
 //! A participant's policy is a set of [`Power`]s and the topics they reach. Each role has
 //! a least-privilege default ([`Policy::for_role`]); an owner may set another. The write
@@ -403,6 +403,10 @@ pub fn denied(who: &Passname, refusal: &Refusal) -> Option<Denied> {
         Refusal::OfferFrom { from, .. } => (format!("offer an order from {from}"), None),
         Refusal::ReportFrom { from, .. } => (format!("report as {from}"), None),
         Refusal::NotANegotiator { id, .. } => (format!("take part in negotiation {id}"), None),
+        Refusal::OwnPosition { id, party, .. } => (
+            format!("submit {party}'s position to negotiation {id}"),
+            None,
+        ),
         Refusal::NotTheWorker { order, .. } => {
             (format!("act for the worker of order {order}"), None)
         }

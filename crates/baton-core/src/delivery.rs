@@ -1,5 +1,5 @@
 //! The delivery lifecycle: each recipient's status for one message, and the sender's own
-//! end of a request. Transitions follow SPEC §5.1's table; anything else is an
+//! end of a request. Transitions follow the table in [`transition`]; anything else is an
 //! [`InvalidTransition`] naming the current status and the steps that are allowed.
 //!
 //! [`plan_step`] and [`plan_fetch`] turn what a participant asks into the events to
@@ -8,8 +8,9 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::event::Change;
+use crate::event::{Change, SentMessage};
 use crate::message::{DEFAULT_PAYLOAD_CAP, Draft, Envelope, MessageType, Payload};
 use crate::names::Passname;
 use crate::refusal::{Action, Blocker, Field, InvalidTransition, Refusal};
@@ -341,6 +342,17 @@ pub fn note_for(verb: Verb, note: Option<&str>) -> Result<Option<&str>, Refusal>
     Ok(note)
 }
 
+/// Whether `m` is the note a recipient's completion posted to the sender: an `info` reply
+/// marked `"completed": PARENT`. It tells what was done; it asks nothing.
+pub fn completion_note(m: &SentMessage) -> bool {
+    m.kind == MessageType::Info
+        && m.reply_to.is_some()
+        && m.payload
+            .get(DeliveryStatus::Completed.as_str())
+            .and_then(Value::as_str)
+            == m.reply_to.as_deref()
+}
+
 /// The step `who` takes on message `env`: its own delivery when it is a recipient, its
 /// own end of the request when it sent it.
 pub fn plan_step(
@@ -452,7 +464,7 @@ mod tests {
     use DeliveryStatus as S;
     use proptest::prelude::*;
 
-    /// SPEC §5.1's table, written out as data: (from, action, to, the types it applies to).
+    /// The delivery lifecycle's table as data: (from, action, to, the types it applies to).
     const R: &[MessageType] = &[MessageType::Request];
     const NOT_R: &[MessageType] = &[MessageType::Info, MessageType::Message];
     const ANY: &[MessageType] = &MessageType::ALL;

@@ -1,4 +1,4 @@
-//! Staged effects (SPEC §7): what the gateway in front of a worker's MCP server lets
+//! Staged effects: what the gateway in front of a worker's MCP server lets
 //! through, holds or refuses, and what approving the report runs — once, in order.
 //!
 //! A Work Order names the tools its worker may call (`tools`), the calls that only run on

@@ -1,4 +1,4 @@
-//! The review gate (SPEC §7): the verdict grammar, what a round of review concludes from
+//! The review gate: the verdict grammar, what a round of review concludes from
 //! its reviewers' verdicts, the events that record both, and the review packet's budget.
 //!
 //! A reviewer's output is text; [`parse_verdict`] turns it into a [`Verdict`] and never

@@ -1,4 +1,4 @@
-//! Keys (SPEC §4): a key names a participant and proves it. A key is issued with a scope
+//! Keys: a key names a participant and proves it. A key is issued with a scope
 //! and an optional expiry, and revoked alone; only the hash of its token is recorded.
 //!
 //! A token is `baton_<ID>_<SECRET>`: the id finds the key, the whole token is hashed and

@@ -13,6 +13,7 @@ pub mod delivery;
 pub mod effect;
 pub mod event;
 pub mod gate;
+pub mod id;
 pub mod json;
 pub mod key;
 pub mod message;

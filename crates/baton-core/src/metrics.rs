@@ -1,4 +1,4 @@
-//! The handoff metrics of SPEC §8: oldest open request, pending volume, creation→delivery
+//! The handoff metrics: oldest open request, pending volume, creation→delivery
 //! and delivery→completion latency, approval wait, clarification (replies per request) and
 //! thread depth, completed outcomes per topic, review verdicts, security refusals.
 //!
@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::delivery::DeliveryStatus;
+use crate::delivery::{self, DeliveryStatus};
 use crate::event::{Change, Event};
 use crate::gate::{GateChange, Verdict};
 use crate::message::MessageType;
@@ -81,7 +81,8 @@ pub struct Tally {
     pub delivered_to_completed: Summary,
     /// From an order's submission to its approval.
     pub approval_wait: Summary,
-    /// Requests sent, and replies whose parent is a request (questions, answers, notes).
+    /// Requests sent, and replies whose parent is a request (questions, answers, the notes
+    /// of a hand-back or a refusal; a completion's note asks nothing and is not counted).
     pub requests: u64,
     pub replies_to_requests: u64,
     pub max_thread_depth: u32,
@@ -145,7 +146,7 @@ impl Tally {
             Change::MessageSent(m) => {
                 if let Some((kind, depth)) = facts.parent {
                     self.max_thread_depth = self.max_thread_depth.max(depth + 1);
-                    if kind == MessageType::Request {
+                    if kind == MessageType::Request && !delivery::completion_note(m) {
                         self.replies_to_requests += 1;
                     }
                 }
@@ -359,6 +360,40 @@ mod tests {
             [(7_000, 4_000)]
         );
         assert!(r.delivered.is_empty(), "a completed delivery is forgotten");
+    }
+
+    #[test]
+    fn a_completion_note_is_not_a_clarification() {
+        let mut r = Replay::default();
+        r.apply(
+            &event(1, 1_000, sent("r1", MessageType::Request, None)),
+            None,
+            None,
+        );
+        let Change::MessageSent(mut note) = sent("n1", MessageType::Info, Some("r1")) else {
+            unreachable!()
+        };
+        note.payload = serde_json::json!({"body": "done", "completed": "r1"})
+            .as_object()
+            .unwrap()
+            .clone();
+        r.apply(
+            &event(2, 2_000, Change::MessageSent(note.clone())),
+            Some((MessageType::Request, 0)),
+            None,
+        );
+        assert_eq!(
+            r.tally.replies_to_requests, 0,
+            "the completion note counted"
+        );
+        // The same words as a question are one.
+        note.kind = MessageType::Message;
+        r.apply(
+            &event(3, 3_000, Change::MessageSent(note)),
+            Some((MessageType::Request, 0)),
+            None,
+        );
+        assert_eq!(r.tally.replies_to_requests, 1);
     }
 
     #[test]

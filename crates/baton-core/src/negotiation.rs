@@ -1,4 +1,4 @@
-//! Negotiation (SPEC §7): settling a disagreement between agents with arithmetic instead
+//! Negotiation: settling a disagreement between agents with arithmetic instead
 //! of a consensus loop or a person. It owns the formats (a spec: issues and their options,
 //! hard constraints, a round limit, the parties; a position per party: weights, utilities,
 //! a floor, vetoes), their validation (each refusal names the JSON path of the first
@@ -31,7 +31,7 @@ use crate::names::{NameError, Passname, check_slug};
 use crate::refusal::{Record, Refusal};
 use crate::time::Millis;
 
-/// At most this many issues (SPEC §7).
+/// At most this many issues.
 pub const MAX_ISSUES: usize = 8;
 /// At most this many options per issue.
 pub const MAX_OPTIONS: usize = 64;
@@ -136,6 +136,10 @@ pub struct Party {
     /// Where its position is, for `baton negotiate SPEC.json` (relative to the spec).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<String>,
+    /// Not a participant of the project (a vendor, another team): declared so, its
+    /// position is submitted for it by a participant. Every other party is a participant.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
 }
 
 impl Spec {
@@ -247,6 +251,7 @@ pub enum Expected {
     String,
     Number,
     WholeNumber,
+    Boolean,
 }
 
 impl Expected {
@@ -257,6 +262,7 @@ impl Expected {
             Self::String => "a string",
             Self::Number => "a number",
             Self::WholeNumber => "a whole number",
+            Self::Boolean => "true or false",
         }
     }
 }
@@ -318,6 +324,8 @@ pub enum Problem {
     Name(NameError),
     /// A party without a position file, in a spec run in one go.
     NoPosition,
+    /// A party that is neither a participant of the project nor declared external.
+    Unregistered,
 }
 
 impl fmt::Display for Problem {
@@ -343,6 +351,10 @@ impl fmt::Display for Problem {
             Self::OutOfRange(range) => write!(f, "must be {}", range.text()),
             Self::Name(e) => e.fmt(f),
             Self::NoPosition => f.write_str("missing: every party needs its position file"),
+            Self::Unregistered => f.write_str(
+                "is not a participant of this project: register it, or declare the party \
+                 external (`\"external\": true`)",
+            ),
         }
     }
 }
@@ -635,7 +647,20 @@ impl Spec {
                     }
                 }
             };
-            spec.parties.push(Party { name, position });
+            let external = match party.get("external") {
+                None => false,
+                Some(flag) => match flag.as_bool() {
+                    Some(flag) => flag,
+                    None => {
+                        return r.fail(&at.key("external"), Problem::Expected(Expected::Boolean));
+                    }
+                },
+            };
+            spec.parties.push(Party {
+                name,
+                position,
+                external,
+            });
         }
         Ok(spec)
     }
@@ -1410,11 +1435,12 @@ pub enum Status {
     WalkAway,
 }
 
-/// A negotiation: the fold of its events.
+/// A negotiation: the fold of its events. A settled negotiation opened again under its
+/// id starts a new sitting; the sittings before are kept, settled, in `earlier`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Negotiation {
     pub spec: Spec,
-    /// The log position of its `opened` event.
+    /// The log position of its newest `opened` event.
     pub log_seq: i64,
     pub opened_at: Millis,
     pub opened_by: String,
@@ -1422,6 +1448,17 @@ pub struct Negotiation {
     positions: BTreeMap<String, Position>,
     pub settlement: Option<Settlement>,
     pub settled_at: Option<Millis>,
+    /// The sittings settled before this one, oldest first.
+    pub earlier: Vec<Sitting>,
+}
+
+/// A settled sitting of a negotiation that was opened again after it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sitting {
+    pub spec: Spec,
+    pub opened_at: Millis,
+    pub settlement: Settlement,
+    pub settled_at: Millis,
 }
 
 impl Negotiation {
@@ -1432,15 +1469,32 @@ impl Negotiation {
             return current;
         };
         match change {
-            NegotiationChange::Opened { spec } => Some(Self {
-                spec: spec.clone(),
-                log_seq: event.seq,
-                opened_at: event.at,
-                opened_by: event.actor.clone(),
-                positions: BTreeMap::new(),
-                settlement: None,
-                settled_at: None,
-            }),
+            NegotiationChange::Opened { spec } => {
+                let mut earlier = Vec::new();
+                if let Some(before) = current {
+                    earlier = before.earlier;
+                    if let (Some(settlement), Some(settled_at)) =
+                        (before.settlement, before.settled_at)
+                    {
+                        earlier.push(Sitting {
+                            spec: before.spec,
+                            opened_at: before.opened_at,
+                            settlement,
+                            settled_at,
+                        });
+                    }
+                }
+                Some(Self {
+                    spec: spec.clone(),
+                    log_seq: event.seq,
+                    opened_at: event.at,
+                    opened_by: event.actor.clone(),
+                    positions: BTreeMap::new(),
+                    settlement: None,
+                    settled_at: None,
+                    earlier,
+                })
+            }
             NegotiationChange::Submitted {
                 party, position, ..
             } => {
@@ -1467,13 +1521,9 @@ impl Negotiation {
     }
 
     pub fn status(&self) -> Status {
-        match &self.settlement {
-            None => Status::Open,
-            Some(s) => match s.resolution {
-                Resolution::Agreement { .. } => Status::Agreement,
-                Resolution::WalkAway { .. } => Status::WalkAway,
-            },
-        }
+        self.settlement
+            .as_ref()
+            .map_or(Status::Open, Settlement::status)
     }
 
     /// Whether `party` submitted its position (never what it holds).
@@ -1492,28 +1542,58 @@ impl Negotiation {
     }
 }
 
-/// Opens a negotiation: refused when its id is taken.
-pub fn plan_open(existing: Option<&Negotiation>, spec: Spec) -> Result<Change, Refusal> {
-    if existing.is_some() {
+impl Settlement {
+    /// How it ended: an agreement or a walk-away.
+    pub fn status(&self) -> Status {
+        match self.resolution {
+            Resolution::Agreement { .. } => Status::Agreement,
+            Resolution::WalkAway { .. } => Status::WalkAway,
+        }
+    }
+}
+
+/// Opens a negotiation, or a new sitting of a settled one under the same id: refused
+/// while one under its id waits for positions, and at the first party that is neither
+/// among `registered` (the spec's parties that are participants) nor declared external.
+pub fn plan_open(
+    existing: Option<&Negotiation>,
+    spec: Spec,
+    registered: &[Passname],
+) -> Result<Change, Refusal> {
+    if existing.is_some_and(|n| n.settlement.is_none()) {
         return Err(Refusal::NegotiationExists { id: spec.id });
+    }
+    if let Some(i) = spec
+        .parties
+        .iter()
+        .position(|p| !p.external && !registered.contains(&p.name))
+    {
+        return Err(problem(
+            &Input::Spec,
+            &JsonPath::root().key("parties").index(i).key("name"),
+            Problem::Unregistered,
+        ));
     }
     Ok(Change::Negotiation(NegotiationChange::Opened { spec }))
 }
 
-/// `party` submits `position` (JSON, checked here against the spec) to negotiation `id`.
-/// Refused when there is no such negotiation, `party` is not one of its parties, it is
-/// settled, or `party` submitted already. The last position also settles it: the changes
-/// are the submission and, then, the settlement.
+/// `party`'s `position` (JSON, checked here against the spec) submitted to negotiation
+/// `id` by `submitter`: the party itself, or a participant for an external party (`None`
+/// when a spec is run in one go, every position handed over by whoever runs it). Refused
+/// when there is no such negotiation, `party` is not one of its parties, the submitter is
+/// another participant's stand-in, it is settled, or `party` submitted already. The last
+/// position also settles it: the changes are the submission and, then, the settlement.
 pub fn plan_submit(
     current: Option<&Negotiation>,
     id: &str,
+    submitter: Option<&str>,
     party: &Passname,
     position: &Value,
 ) -> Result<Vec<Change>, Refusal> {
     let Some(negotiation) = current else {
         return Err(Refusal::not_found(Record::Negotiation, id));
     };
-    if negotiation.spec.party(party.as_str()).is_none() {
+    let Some(named) = negotiation.spec.party(party.as_str()) else {
         return Err(Refusal::NotANegotiator {
             id: id.to_owned(),
             party: party.to_string(),
@@ -1523,6 +1603,13 @@ pub fn plan_submit(
                 .iter()
                 .map(|p| p.name.to_string())
                 .collect(),
+        });
+    };
+    if let Some(actor) = submitter.filter(|a| *a != party.as_str() && !named.external) {
+        return Err(Refusal::OwnPosition {
+            id: id.to_owned(),
+            actor: actor.to_owned(),
+            party: party.to_string(),
         });
     }
     if negotiation.settlement.is_some() {
@@ -1996,18 +2083,37 @@ mod tests {
         Passname::new(s).unwrap()
     }
 
-    /// Opens `spec` and submits `positions` in the given order, through the planners.
-    fn through_planners(spec_value: &Value, submissions: &[(String, Value)]) -> Negotiation {
-        let opened = plan_open(None, Spec::from_value(spec_value).unwrap()).unwrap();
-        let mut n = Negotiation::fold(None, &event(1, opened));
+    /// Every party of `spec`, as the participants it names.
+    fn everyone(spec: &Spec) -> Vec<Passname> {
+        spec.parties.iter().map(|p| p.name.clone()).collect()
+    }
+
+    /// Opens `spec` (every party registered) after `before`, and submits `positions` in
+    /// the given order, each party its own, through the planners.
+    fn sitting(
+        before: Option<Negotiation>,
+        spec_value: &Value,
+        submissions: &[(String, Value)],
+    ) -> Negotiation {
+        let spec = Spec::from_value(spec_value).unwrap();
+        let registered = everyone(&spec);
+        let opened = plan_open(before.as_ref(), spec, &registered).unwrap();
+        let seq = before.as_ref().map_or(1, |b| b.log_seq + 10);
+        let mut n = Negotiation::fold(before, &event(seq, opened));
         let id = n.as_ref().unwrap().id().to_owned();
         for (party, position) in submissions {
-            for change in plan_submit(n.as_ref(), &id, &name(party), position).unwrap() {
+            for change in plan_submit(n.as_ref(), &id, Some(party), &name(party), position).unwrap()
+            {
                 let seq = n.as_ref().unwrap().log_seq + 1;
                 n = Negotiation::fold(n, &event(seq, change));
             }
         }
         n.unwrap()
+    }
+
+    /// Opens `spec` and submits `positions` in the given order, through the planners.
+    fn through_planners(spec_value: &Value, submissions: &[(String, Value)]) -> Negotiation {
+        sitting(None, spec_value, submissions)
     }
 
     #[test]
@@ -2027,23 +2133,109 @@ mod tests {
             ),
         ];
         for (current, party, position, want) in cases {
-            let r = plan_submit(current, "db-choice", &name(party), &position).unwrap_err();
+            let r = plan_submit(current, "db-choice", Some(party), &name(party), &position)
+                .unwrap_err();
             assert_eq!(RefusalKindOf::of(&r), want, "{r}");
         }
+        let r = plan_submit(
+            Some(&open),
+            "db-choice",
+            Some("ops"),
+            &name("planner"),
+            &planner(),
+        )
+        .unwrap_err();
+        assert_eq!(RefusalKindOf::of(&r), RefusalKindOf::ForAnother);
         let settled = through_planners(
             &base_spec(),
             &[("ops".into(), ops()), ("planner".into(), planner())],
         );
         assert_eq!(settled.status(), Status::Agreement);
-        let r = plan_submit(Some(&settled), "db-choice", &name("ops"), &ops()).unwrap_err();
+        let r = plan_submit(
+            Some(&settled),
+            "db-choice",
+            Some("ops"),
+            &name("ops"),
+            &ops(),
+        )
+        .unwrap_err();
         assert_eq!(RefusalKindOf::of(&r), RefusalKindOf::Settled);
-        let r = plan_open(Some(&settled), spec(&base_spec())).unwrap_err();
+        let r = plan_open(
+            Some(&open),
+            spec(&base_spec()),
+            &everyone(&spec(&base_spec())),
+        )
+        .unwrap_err();
         assert_eq!(
             r,
             Refusal::NegotiationExists {
                 id: "db-choice".into()
             }
         );
+    }
+
+    /// [`base_spec`] with ops declared external.
+    fn external_ops() -> Value {
+        let mut v = base_spec();
+        v["parties"][1]["external"] = json!(true);
+        v
+    }
+
+    #[test]
+    fn a_party_is_a_participant_unless_declared_external() {
+        let s = spec(&base_spec());
+        let r = plan_open(None, s.clone(), &[name("planner")]).unwrap_err();
+        assert_eq!(
+            refused_at(r),
+            ("$.parties[1].name".to_owned(), Problem::Unregistered)
+        );
+        let external = external_ops();
+        assert!(plan_open(None, spec(&external), &[name("planner")]).is_ok());
+        let r = Spec::from_value(&{
+            let mut v = base_spec();
+            v["parties"][1]["external"] = json!("yes");
+            v
+        });
+        assert_eq!(
+            refused_at(r.unwrap_err()),
+            (
+                "$.parties[1].external".to_owned(),
+                Problem::Expected(Expected::Boolean)
+            )
+        );
+    }
+
+    #[test]
+    fn a_participant_submits_an_external_partys_position_for_it() {
+        let external = external_ops();
+        let opened = plan_open(None, spec(&external), &[name("planner")]).unwrap();
+        let n = Negotiation::fold(None, &event(1, opened));
+        let changes = plan_submit(
+            n.as_ref(),
+            "db-choice",
+            Some("planner"),
+            &name("ops"),
+            &ops(),
+        );
+        assert!(changes.is_ok(), "{changes:?}");
+    }
+
+    #[test]
+    fn a_settled_negotiation_opens_again_under_its_id_keeping_what_came_before() {
+        let both = [("ops".into(), ops()), ("planner".into(), planner())];
+        let first = through_planners(&base_spec(), &both);
+        assert_eq!(first.status(), Status::Agreement);
+        let again = sitting(Some(first.clone()), &base_spec(), &[]);
+        assert_eq!(again.status(), Status::Open);
+        assert_eq!(again.waiting_for().len(), 2, "positions start afresh");
+        assert_eq!(again.earlier.len(), 1);
+        assert_eq!(
+            Some(&again.earlier[0].settlement),
+            first.settlement.as_ref()
+        );
+        let settled = sitting(Some(first), &base_spec(), &both);
+        assert_eq!(settled.status(), Status::Agreement);
+        assert_eq!(settled.earlier.len(), 1);
     }
 
     #[derive(Debug, PartialEq)]
@@ -2053,6 +2245,7 @@ mod tests {
         Twice,
         Settled,
         Input,
+        ForAnother,
     }
 
     impl RefusalKindOf {
@@ -2066,6 +2259,7 @@ mod tests {
                 Refusal::PositionSubmitted { .. } => Self::Twice,
                 Refusal::NegotiationSettled { .. } => Self::Settled,
                 Refusal::NegotiationInput { .. } => Self::Input,
+                Refusal::OwnPosition { .. } => Self::ForAnother,
                 other => panic!("unexpected {other:?}"),
             }
         }

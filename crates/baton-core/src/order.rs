@@ -1,4 +1,4 @@
-//! The Work Order lifecycle (SPEC §5.2): AWL's nine states and its transition table, who
+//! The Work Order lifecycle: AWL's nine states and its transition table, who
 //! may take each step, the events that record every step, and the order as the fold of
 //! those events.
 //!

@@ -1,4 +1,4 @@
-//! The resume packet (SPEC §5.4): what a fresh agent reads first, in a fixed order and
+//! The resume packet: what a fresh agent reads first, in a fixed order and
 //! never over its byte cap, however long the history.
 //!
 //! Budgeting is pure: the caller gathers the sections; [`render`] decides what fits. Every

@@ -1,4 +1,4 @@
-//! The human queue (SPEC §7): the short list that needs a person, computed from facts,
+//! The human queue: the short list that needs a person, computed from facts,
 //! never curated. Six sources feed four lanes; an item is suppressed when a person
 //! acknowledged it after its latest signal, or (a failed run) when a later run for the same
 //! order or with the same title succeeded; items about one order are deduplicated keeping

@@ -1,4 +1,4 @@
-//! Track records (SPEC §7): per worker, computed from the log — first-time approvals,
+//! Track records: per worker, computed from the log — first-time approvals,
 //! rework rounds, failures, expiries, INVALID verdicts and budget spent. The caller
 //! gathers each order's and run's facts; this module only counts.
 

@@ -171,7 +171,7 @@ impl Field {
     }
 }
 
-/// The kind of record a lookup missed.
+/// The kind of record a lookup names, or missed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Record {
     Message,
@@ -388,6 +388,22 @@ pub enum Refusal {
     },
 
     // ---- invalid input ----
+    /// A prefix begins more than one id of its kind: `candidates` (the first few, and
+    /// `more` when there are others).
+    #[error("{prefix} begins more than one {}: {}{}", record.noun(), candidates.join(", "), if *more { ", …" } else { "" })]
+    Ambiguous {
+        record: Record,
+        prefix: String,
+        candidates: Vec<String>,
+        more: bool,
+    },
+    /// A text that equals no id and is too short to name one by its prefix.
+    #[error("{prefix} is too short to name a {} by: give at least {min} characters of its id", record.noun())]
+    ShortPrefix {
+        record: Record,
+        prefix: String,
+        min: usize,
+    },
     #[error("{} must not be empty", .0.noun())]
     Missing(Field),
     #[error("{} must be at most {max} characters (got {len})", field.noun())]
@@ -564,6 +580,16 @@ pub enum Refusal {
         party: String,
         parties: Vec<String>,
     },
+    /// A participant's position is submitted by that participant alone (another may submit
+    /// only an external party's).
+    #[error(
+        "{actor} cannot submit {party}'s position to negotiation {id}: a participant submits its own"
+    )]
+    OwnPosition {
+        id: String,
+        actor: String,
+        party: String,
+    },
     /// An actor named in a request: on a server the actor comes only from the key.
     #[error("the acting participant comes from the key, never from the request")]
     ActorInRequest,
@@ -616,7 +642,7 @@ pub enum Refusal {
     },
     #[error("run {id} already exists")]
     RunExists { id: String },
-    #[error("negotiation {id} already exists: give a new negotiation a new id")]
+    #[error("negotiation {id} is open, waiting for positions: it can be opened again once settled")]
     NegotiationExists { id: String },
     #[error("{party} already submitted its position to negotiation {id}")]
     PositionSubmitted { id: String, party: String },
@@ -654,7 +680,9 @@ impl Refusal {
             | Self::NoReceipt { .. }
             | Self::NoStep { .. }
             | Self::NoEffect { .. } => K::NotFound,
-            Self::Missing(_)
+            Self::Ambiguous { .. }
+            | Self::ShortPrefix { .. }
+            | Self::Missing(_)
             | Self::TooLong { .. }
             | Self::Name { .. }
             | Self::Payload { .. }
@@ -697,6 +725,7 @@ impl Refusal {
             | Self::ReportFrom { .. }
             | Self::Scope { .. }
             | Self::NotANegotiator { .. }
+            | Self::OwnPosition { .. }
             | Self::ActorInRequest
             | Self::NotTheWorker { .. } => K::Forbidden,
             Self::Unauthenticated => K::Unauthenticated,

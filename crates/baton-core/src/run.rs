@@ -1,4 +1,4 @@
-//! The run ledger (SPEC §6): what a run is, the facts its producers record about it, and
+//! The run ledger: what a run is, the facts its producers record about it, and
 //! what is derived from those facts at read time.
 //!
 //! Producers (`baton run`, the hooks, the reaper) write [`RunChange`]s; [`check`] says
@@ -961,7 +961,7 @@ impl Default for HealthPolicy {
 
 /// A run's health at `now`, from its recorded facts only. `None` for a run that ended
 /// (done, failed, stopped): health judges live runs, and an ended one has none to judge
-/// (SPEC §2: not applicable is `-`/`null`, never a default).
+/// (unknown stays unknown: not applicable is `-`/`null`, never a default).
 pub fn health(run: &Run, now: Millis, policy: &HealthPolicy) -> Option<Health> {
     Some(match run.status {
         RunStatus::Lost => Health::Lost,

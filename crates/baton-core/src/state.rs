@@ -1,4 +1,4 @@
-//! Project state (SPEC §5.3, §5.5): focus, streams, decisions, constraints, notes with
+//! Project state: focus, streams, decisions, constraints, notes with
 //! provenance, receipts and alerts — a fold over the state events of the log.
 //!
 //! Writers describe what they want as [`StateOp`]s; [`ProjectState::plan`] checks each one

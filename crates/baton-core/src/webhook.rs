@@ -1,4 +1,4 @@
-//! Webhooks (issue 10): a participant's URL told of what concerns it — event metadata
+//! Webhooks: a participant's URL told of what concerns it — event metadata
 //! only, never a payload — at least once, signed, retried with backoff.
 //!
 //! The log is the outbox: a webhook keeps a cursor into it, and what concerns its

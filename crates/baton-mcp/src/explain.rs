@@ -151,6 +151,8 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
             format!("{name} cannot send to itself: name another participant in `to`")
         }
         Refusal::Cursor { .. } => format!("`cursor`: {r}: pass the `next` of the previous page"),
+        Refusal::Ambiguous { .. } => format!("{r}; give more of the id"),
+        Refusal::ShortPrefix { .. } => r.to_string(),
         Refusal::Transition(t) => transition(id, t),
         Refusal::SenderNote => "`note` is for a recipient's completion; to tell the recipients \
                                 something, call `reply`"
@@ -206,6 +208,7 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
         | Refusal::Unauthenticated
         | Refusal::Scope { .. }
         | Refusal::NotANegotiator { .. }
+        | Refusal::OwnPosition { .. }
         | Refusal::ActorInRequest
         | Refusal::NotTheWorker { .. }
         | Refusal::GatewayClosed { .. }

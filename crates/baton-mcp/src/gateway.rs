@@ -1,4 +1,4 @@
-//! The staged-effects gateway (SPEC §7): an MCP server a worker's agent connects to in
+//! The staged-effects gateway: an MCP server a worker's agent connects to in
 //! place of an upstream MCP server, which it starts as a child and talks to as a client.
 //! It lists the upstream's tools the order allows; each call is put to the use case
 //! (`App::gateway_call`), which records it and says what to do — forward it (a read,

@@ -1,4 +1,4 @@
-//! The board (SPEC §8): a read-only page embedded in the binary, served at `/`. It renders
+//! The board: a read-only page embedded in the binary, served at `/`. It renders
 //! `GET /v1/projects/{project}/status` — the same `baton/status@1` document `baton status
 //! --json` prints — and long-polls `…/status/wait` to follow the log. The page, its
 //! script and its style are plain files under `web/`, compiled in: nothing is fetched at

@@ -159,6 +159,8 @@ fn hint(r: &Refusal) -> Option<String> {
         | Refusal::PowerName { .. }
         | Refusal::WebhookUrl { .. }
         | Refusal::Cursor { .. }
+        | Refusal::Ambiguous { .. }
+        | Refusal::ShortPrefix { .. }
         | Refusal::StatusNeedsIdentity
         | Refusal::Input { .. }
         | Refusal::NotARequest { .. }
@@ -182,6 +184,7 @@ fn hint(r: &Refusal) -> Option<String> {
         | Refusal::OfferFrom { .. }
         | Refusal::ReportFrom { .. }
         | Refusal::NotANegotiator { .. }
+        | Refusal::OwnPosition { .. }
         | Refusal::NotTheWorker { .. }
         | Refusal::GatewayClosed { .. }
         | Refusal::EffectsDiffer { .. }

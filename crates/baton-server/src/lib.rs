@@ -1,4 +1,4 @@
-//! Baton over HTTP (SPEC §3 shared mode, §8): one server, many projects, every use case of
+//! Baton over HTTP (shared mode): one server, many projects, every use case of
 //! [`baton_app::App`] under `/v1/projects/{project}/…`, authenticated by keys.
 //!
 //! This crate is an edge: handlers parse a request, call one use case as the participant

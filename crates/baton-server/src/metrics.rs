@@ -1,4 +1,4 @@
-//! `/metrics` in Prometheus text: each project's handoff metrics (SPEC §8, read from the
+//! `/metrics` in Prometheus text: each project's handoff metrics (read from the
 //! store's projection: one row and counts of live work per project), and what only the
 //! server sees — requests by route
 //! and status with their latency, refusals by code, duplicate sends, failed

@@ -33,6 +33,7 @@ pub use types::*;
 use async_trait::async_trait;
 use baton_core::effect::{self, Call, Decision, Effects, Gate};
 use baton_core::gate::GateChange;
+use baton_core::id::Span;
 use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::negotiation::Negotiation;
@@ -41,7 +42,8 @@ use baton_core::run::{HookCall, Run, RunChange};
 use baton_core::state::{ProjectState, StateDigest, StateOp};
 use baton_core::webhook::Webhook;
 use baton_core::{
-    Denied, Draft, Event, Millis, Participant, Passname, Payload, Policy, ProjectName, Topic,
+    Denied, Draft, Event, Millis, Participant, Passname, Payload, Policy, ProjectName, Record,
+    Topic,
 };
 use serde_json::{Map, Value};
 
@@ -180,6 +182,10 @@ pub trait Backend: Send + Sync {
     async fn participant(&self, name: &str) -> Result<Option<Participant>>;
     /// A message's envelope and payload, read without side effects.
     async fn message(&self, id: &str) -> Result<Option<(Envelope, Map<String, Value>)>>;
+    /// The ids of `record`'s kind (messages, orders, runs, keys) in each of `spans`, the
+    /// first `baton_core::id::CANDIDATES + 1` of each in order: what `baton_core::id::pick`
+    /// chooses from. A kind of record without ids of its own has none.
+    async fn ids(&self, record: Record, spans: &[Span]) -> Result<Vec<String>>;
     /// What `who` owes: inbound messages still pending or delivered (with `all`, every
     /// inbound message not archived), oldest first, the page `window` names.
     async fn inbox(&self, who: &Passname, all: bool, window: &Window) -> Result<Vec<Envelope>>;
@@ -202,7 +208,7 @@ pub trait Backend: Send + Sync {
     /// The newest entries of each list of the state, with their counts: a few kilobytes
     /// however long the project has run ([`ProjectState::digest`]).
     async fn state_digest(&self) -> Result<StateDigest>;
-    /// The handoff metrics (SPEC §8) as of one generation: a projection's row and counts of
+    /// The handoff metrics as of one generation: a projection's row and counts of
     /// live work, however long the project has run.
     async fn metrics(&self) -> Result<baton_core::metrics::Metrics>;
     /// When `subject` (a message, order or other record id) last changed after `after_seq`.

@@ -20,6 +20,24 @@ use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::{Result, StoreError};
 
+/// The table holding the ids of `record`'s kind, for a lookup by prefix; `None` for a
+/// kind without ids of its own.
+pub(crate) fn id_table(record: baton_core::Record) -> Option<&'static str> {
+    use baton_core::Record as R;
+    Some(match record {
+        R::Message | R::Parent => "messages",
+        R::Order => "orders",
+        R::Run => "runs",
+        R::Key => "keys",
+        R::Decision | R::Stream | R::Alert | R::Receipt | R::Project | R::Negotiation => {
+            return None;
+        }
+    })
+}
+
+/// The most ids a prefix lookup lists of each of its spans.
+pub(crate) const IDS_A_SPAN: usize = baton_core::id::CANDIDATES + 1;
+
 /// A row's columns by name, as the two types Baton stores: text and 64-bit integers.
 pub(crate) trait Columns {
     fn text(&self, column: &str) -> sqlx::Result<String>;
@@ -326,12 +344,12 @@ pub(crate) fn depth_first(flat: Vec<Envelope>, root: &str) -> Vec<Envelope> {
 /// A search page from the `(seq, id)` rows a query found newest first, asking for one
 /// more than `limit`: the ids of the page, and the cursor to the next page (empty when
 /// this is the last).
-pub(crate) fn page_ids(found: &[(i64, String)], limit: u32) -> (Vec<String>, String) {
+pub(crate) fn page_ids(found: &[(i64, String)], limit: u32) -> (Vec<String>, Option<String>) {
     let more = found.len() > limit as usize;
     let found = &found[..found.len().min(limit as usize)];
     let next = match (more, found.last()) {
-        (true, Some((seq, _))) => encode_cursor(*seq),
-        _ => String::new(),
+        (true, Some((seq, _))) => Some(encode_cursor(*seq)),
+        _ => None,
     };
     (found.iter().map(|(_, id)| id.clone()).collect(), next)
 }

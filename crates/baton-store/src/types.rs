@@ -162,8 +162,8 @@ impl Default for SearchQuery {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Page {
     pub items: Vec<Envelope>,
-    /// Opaque token for the next page; empty on the last page.
-    pub next: String,
+    /// Opaque token for the next page; none on the last page.
+    pub next: Option<String>,
 }
 
 /// Which runs to list. The default is every run, oldest first.

@@ -834,23 +834,32 @@ async fn open_in(
     let spec = Spec::from_value(spec)?;
     let id = spec.id.clone();
     let existing = tx.negotiation(&id).await?;
-    let change = negotiation::plan_open(existing.as_ref(), spec)?;
+    let mut registered = Vec::new();
+    for party in &spec.parties {
+        if tx.participant(party.name.as_str()).await?.is_some() {
+            registered.push(party.name.clone());
+        }
+    }
+    let change = negotiation::plan_open(existing.as_ref(), spec, &registered)?;
     let event = tx.append(NewEvent::new(actor, change, at)).await?;
-    Ok(Negotiation::fold(None, &event).expect("an opened negotiation folds"))
+    // Onto the sittings before it, if any.
+    Ok(Negotiation::fold(existing, &event).expect("an opened negotiation folds"))
 }
 
 /// Records a submission (and, when it is the last, the settlement) on `current`, inside the
-/// caller's transaction; returns the negotiation after it.
+/// caller's transaction; returns the negotiation after it. `one_go`: a position of a spec
+/// run whole by `actor`, every party's handed over at once.
 async fn submit_in(
     tx: &mut dyn Tx,
     actor: &str,
     current: Option<Negotiation>,
     id: &str,
-    party: &Passname,
-    position: &serde_json::Value,
+    (party, position): (&Passname, &serde_json::Value),
     at: Millis,
+    one_go: bool,
 ) -> Result<Negotiation> {
-    let changes = negotiation::plan_submit(current.as_ref(), id, party, position)?;
+    let submitter = (!one_go).then_some(actor);
+    let changes = negotiation::plan_submit(current.as_ref(), id, submitter, party, position)?;
     let mut folded = current;
     for change in changes {
         let event = tx.append(NewEvent::new(actor, change, at)).await?;
@@ -882,7 +891,8 @@ pub async fn submit_position<B: Backend + ?Sized>(
     authorize(tx.as_mut(), actor, authority::MEMORY, None).await?;
     // Read under the write lock: two last submissions cannot both settle it.
     let current = tx.negotiation(id).await?;
-    let after = submit_in(tx.as_mut(), actor, current, id, party, position, now()).await?;
+    let submission = (party, position);
+    let after = submit_in(tx.as_mut(), actor, current, id, submission, now(), false).await?;
     tx.commit().await?;
     Ok(after)
 }
@@ -899,7 +909,8 @@ pub async fn negotiate<B: Backend + ?Sized>(
     let mut current = open_in(tx.as_mut(), actor, spec, at).await?;
     let id = current.id().to_owned();
     for (party, position) in positions {
-        current = submit_in(tx.as_mut(), actor, Some(current), &id, party, position, at).await?;
+        let submission = (party, position);
+        current = submit_in(tx.as_mut(), actor, Some(current), &id, submission, at, true).await?;
     }
     tx.commit().await?;
     Ok(current)

@@ -1,4 +1,4 @@
-//! The store's story suite: what participants do with messages (SPEC §5.1), told as short
+//! The store's story suite: what participants do with messages, told as short
 //! stories against the [`Store`] trait and run against a fresh store of every backend.
 //!
 //! A story takes `&dyn Store` and checks what a user can see: who may take which step, what
@@ -42,7 +42,7 @@ use tempfile::TempDir;
 use DeliveryStatus::{Acknowledged, Archived, Completed, Delivered, HandedBack, Pending, Refused};
 use MessageType::{Info, Request};
 
-/// The default duplicate window (SPEC §5.1): ten minutes.
+/// The default duplicate window: ten minutes.
 const WINDOW: i64 = 10 * 60 * 1000;
 
 // ---------------------------------------------------------------------------------------
@@ -1305,6 +1305,43 @@ async fn an_unaddressable_send_is_refused(store: &dyn Store) {
     );
 }
 
+/// What a prefix lookup lists: the ids of one kind in each range, byte for byte, a bounded
+/// few of each, whatever the engine's collation.
+async fn ids_are_listed_by_their_first_characters_in_either_case(store: &dyn Store) {
+    cast(store).await;
+    let mut sent = Vec::new();
+    for n in 0..12 {
+        let body = format!("request {n}");
+        sent.push(send(store, "planner", draft(&["exec-1"], Request, "csv", &body)).await);
+    }
+    sent.sort();
+    let ids = |text: &str| {
+        let spans = baton_core::id::spans(text);
+        async move { store.ids(Record::Message, &spans).await.expect("the ids") }
+    };
+    let one = &sent[3];
+    assert_eq!(ids(one).await, [one.as_str()], "the whole id, as typed");
+    assert_eq!(
+        ids(&one.to_lowercase()).await,
+        [one.as_str()],
+        "in lower case"
+    );
+    // Every id sent in the same second shares its first characters: a bounded few.
+    let listed = ids(&one[..6].to_lowercase()).await;
+    assert_eq!(listed.len(), baton_core::id::CANDIDATES + 1, "{listed:?}");
+    assert_eq!(listed, sent[..listed.len()], "in order, from the first");
+    assert!(ids("zz").await.is_empty());
+    // Underscores and hyphens are characters like any other, not patterns.
+    assert!(ids("01_").await.is_empty());
+    assert!(
+        store
+            .ids(Record::Decision, &baton_core::id::spans("D-1"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 /// Story 9: A thread is a tree, listed depth-first from its root with depths and reply counts.
 async fn a_thread_comes_back_depth_first(store: &dyn Store) {
     cast(store).await;
@@ -1410,7 +1447,7 @@ async fn search_filters_narrow_and_pages_walk_everything_once(store: &dyn Store)
     let find = async |filters: &[Filter<'_>]| -> Vec<String> {
         let (caller, query) = search_for(filters);
         let page = store.search(caller.as_ref(), &query).await.unwrap();
-        assert_eq!(page.next, "");
+        assert_eq!(page.next, None);
         ids(&page.items)
     };
     let all = find(&[]).await;
@@ -1456,11 +1493,11 @@ async fn search_filters_narrow_and_pages_walk_everything_once(store: &dyn Store)
         let page = store.search(None, &query).await.unwrap();
         sizes.push(page.items.len());
         walked.extend(ids(&page.items));
-        if page.next.is_empty() {
+        let Some(next) = page.next else {
             break;
-        }
+        };
         assert!(sizes.len() < 5, "pagination does not end");
-        cursor = Some(page.next);
+        cursor = Some(next);
     }
     assert_eq!(sizes, [2, 2, 1]);
     assert_eq!(walked, all);
@@ -1468,7 +1505,7 @@ async fn search_filters_narrow_and_pages_walk_everything_once(store: &dyn Store)
         limit: 5,
         ..Default::default()
     };
-    assert_eq!(store.search(None, &exact).await.unwrap().next, "");
+    assert_eq!(store.search(None, &exact).await.unwrap().next, None);
 
     for cursor in ["garbage", "", "c"] {
         let query = SearchQuery {
@@ -1797,11 +1834,11 @@ async fn a_search_over_many_messages_walks_them_all_newest_first(store: &dyn Sto
             let page = store.search(caller.as_ref(), &query).await.unwrap();
             assert!(page.items.len() <= limit as usize);
             walked.extend(ids(&page.items));
-            if page.next.is_empty() {
+            let Some(next) = page.next else {
                 return walked;
-            }
+            };
             assert!(walked.len() <= 150, "pagination does not end");
-            query.cursor = Some(page.next);
+            query.cursor = Some(next);
         }
     };
     for limit in [7, 9, 100] {
@@ -3099,6 +3136,42 @@ async fn order_step(
         .status
 }
 
+/// A negotiation's parties are participants unless its spec declares them external, and a
+/// settled one opens again under its id, the sitting before it kept.
+async fn a_negotiation_takes_participants_and_opens_again_once_settled(store: &dyn Store) {
+    cast(store).await;
+    let spec = |external: bool| {
+        serde_json::json!({
+            "id": "db", "rounds": 10,
+            "issues": [{"name": "db", "options": ["sqlite", "postgres"]}],
+            "parties": [{"name": "planner"}, {"name": "vendor", "external": external}]
+        })
+    };
+    let position = serde_json::json!({
+        "weights": {"db": 1}, "utilities": {"db": {"sqlite": 1, "postgres": 1}}, "floor": 0.5
+    });
+    let positions = [
+        (name("planner"), position.clone()),
+        (name("vendor"), position),
+    ];
+    let err = refused(store, store.negotiate("planner", &spec(false), &positions)).await;
+    assert_variant!(err, StoreError::Refused(Refusal::NegotiationInput { .. }));
+    let first = store
+        .negotiate("planner", &spec(true), &positions)
+        .await
+        .expect("an external party's position, handed over with the spec");
+    assert!(first.settlement.is_some() && first.earlier.is_empty());
+    let again = store
+        .open_negotiation("planner", &spec(true))
+        .await
+        .expect("a settled negotiation opens again");
+    assert!(again.settlement.is_none());
+    assert_eq!(again.earlier.len(), 1);
+    assert_eq!(store.negotiation("db").await.unwrap(), Some(again));
+    let err = refused(store, store.open_negotiation("planner", &spec(true))).await;
+    assert_variant!(err, StoreError::Refused(Refusal::NegotiationExists { .. }));
+}
+
 /// Story 17: A Work Order goes round its lifecycle: offered as a request in its worker's
 /// inbox, every step an event with the order's own seq from 1, reports counted; the wrong
 /// party, a step the table does not allow and a stale view are refused and write nothing.
@@ -3434,10 +3507,11 @@ async fn what_waits_for_a_person_is_open_work_only<B: Backend>() {
     assert_eq!(backend.projection_dump().await, live, "replay differs");
 }
 
-/// Story 22: Four steps racing on one order from the same view: the write lock makes them
-/// queue, so one is taken and the others find the order moved and write nothing. Three
-/// orders in turn, so the later races start together on connections already open.
-async fn racing_order_steps_one_wins_the_others_find_it_moved(store: &dyn Store) {
+/// Story 22: Four steps on one order taken from the same view (each expecting the seq it
+/// read): whichever the write lock lets in first is taken, and the others find the order
+/// moved and write nothing. On SQLite the four run one after the other on this task; the
+/// steps of separate processes racing for real are the command line's concurrency tests.
+async fn steps_from_the_same_view_one_is_taken_the_others_find_it_moved(store: &dyn Store) {
     cast(store).await;
     let exec = name("exec-1");
     for id in ["wo_1", "wo_2", "wo_3"] {
@@ -3722,11 +3796,11 @@ async fn postgres_a_database_holds_projects_by_name() {
     a_database_holds_projects_by_name(db.as_ref()).await;
 }
 
-/// Two processes opening a new database at once both find it migrated: the second waits
-/// for the first under the migration lock, then finds the work done.
+/// Four openers of a new database at once all find it migrated: each waits for the one
+/// ahead of it under the migration lock, then finds the work done.
 #[tokio::test]
-async fn postgres_two_openers_migrate_one_schema_once() {
-    if !Postgres::available("two_openers_migrate_one_schema_once") {
+async fn postgres_openers_at_once_all_find_one_schema_migrated() {
+    if !Postgres::available("openers_at_once_all_find_one_schema_migrated") {
         return;
     }
     let schema = Schema::new();
@@ -4435,6 +4509,7 @@ macro_rules! every_backend {
                 stores: [
                     participants_register_once_and_gate_every_message,
                     a_request_reaches_each_recipient_and_the_outbox_tracks_each,
+                    ids_are_listed_by_their_first_characters_in_either_case,
                     fetching_delivers_once_and_only_to_a_pending_recipient,
                     invalid_transitions_are_refused_and_write_nothing,
                     a_reason_is_required_and_threaded_back_to_the_sender,
@@ -4453,6 +4528,7 @@ macro_rules! every_backend {
                     the_failures_lane_reads_failures_and_only_what_could_clear_them,
                     the_state_digest_keeps_the_newest_of_each_list_and_their_counts,
                     an_order_goes_round_its_lifecycle,
+                    a_negotiation_takes_participants_and_opens_again_once_settled,
                     the_handoff_metrics_are_a_projection_of_the_log,
                     an_offer_is_checked_and_orders_list_by_party,
                     an_imported_event_keeps_its_id_and_time,
@@ -4465,7 +4541,7 @@ macro_rules! every_backend {
                     a_webhook_is_claimed_by_one_server_and_settled,
                     a_wait_wakes_when_another_writer_commits,
                     racing_writers_queue_and_the_log_has_no_gaps,
-                    racing_order_steps_one_wins_the_others_find_it_moved,
+                    steps_from_the_same_view_one_is_taken_the_others_find_it_moved,
                 ];
                 backends: [
                     the_log_is_the_truth,

@@ -257,9 +257,9 @@ async fn message_count(db: &Path) -> usize {
     loop {
         let page = store.search(None, &query).await.expect("search");
         count += page.items.len();
-        if page.next.is_empty() {
+        let Some(next) = page.next else {
             return count;
-        }
-        query.cursor = Some(page.next);
+        };
+        query.cursor = Some(next);
     }
 }

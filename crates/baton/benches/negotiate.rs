@@ -185,6 +185,10 @@ fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let project = dir.path();
     baton(exe, project, &["init"]);
+    // Every party is a participant.
+    for name in NAMES {
+        baton(exe, project, &["agent", "add", name, "--role", "executor"]);
+    }
     for (kind, parties) in [Kind::Random, Kind::Opposed]
         .into_iter()
         .flat_map(|k| [2, 3, 5].map(|p| (k, p)))

@@ -1,5 +1,5 @@
 //! One error type for every command, and the one place that turns a refusal into the
-//! command line's words and an exit code (SPEC §8).
+//! command line's words and an exit code.
 //!
 //! The core and the store say *what* was refused, as data; [`explain`] says it the way
 //! this edge is used — naming flags (`--reason TEXT`) and commands (`baton show ID`).
@@ -324,6 +324,18 @@ pub fn refusal(r: &Refusal) -> String {
         Refusal::SelfSend { name } => {
             format!("{name} cannot send to itself: name another participant in --to")
         }
+        Refusal::Ambiguous {
+            prefix,
+            candidates,
+            more,
+            record,
+        } => format!(
+            "{prefix} begins more than one {}; give more of the id:\n  {}{}",
+            record.noun(),
+            candidates.join("\n  "),
+            if *more { "\n  …" } else { "" }
+        ),
+        Refusal::ShortPrefix { .. } => r.to_string(),
         Refusal::Cursor { cursor } => format!(
             "cursor {cursor:?} is not one this store issued: pass the `next` value of the previous page"
         ),
@@ -382,8 +394,12 @@ pub fn refusal(r: &Refusal) -> String {
             "negotiation {id} is settled: nothing more can be submitted (see `baton negotiate show {id}`)"
         ),
         Refusal::NegotiationExists { id } => format!(
-            "negotiation {id} already exists (see `baton negotiate show {id}`): give a new \
-             negotiation a new id"
+            "negotiation {id} is open, waiting for positions (see `baton negotiate show {id}`): \
+             it can be opened again once settled"
+        ),
+        Refusal::OwnPosition { id, party, .. } => format!(
+            "{party} is a participant: it submits its own position to negotiation {id} \
+             (`--for` is for a party the spec declares external)"
         ),
         Refusal::EffectsDiffer { order, .. } => format!(
             "{r}. The worker's report must list exactly what its gateway held (see `baton \

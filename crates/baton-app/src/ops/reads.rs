@@ -163,8 +163,8 @@ impl Typed for ThreadOf {
 
     async fn run(app: &App, who: Who<'_>, input: MessageInput) -> Result<Thread> {
         let reader = participant(who.actor).ok();
-        let items = app.thread(&input.id).await?;
-        Ok(Thread::new(&input.id, &items, reader.as_ref()))
+        let (id, items) = app.thread(&input.id).await?;
+        Ok(Thread::new(&id, &items, reader.as_ref()))
     }
 }
 

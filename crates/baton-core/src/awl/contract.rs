@@ -1,4 +1,4 @@
-//! Baton's contract extension `x-baton` (SPEC §5.2) and its rules, in the AWL finding
+//! Baton's contract extension `x-baton` and its rules, in the AWL finding
 //! shape:
 //!
 //! | rule | what it refuses |

@@ -1,4 +1,4 @@
-//! Work Orders and Work Reports (SPEC §5.2): the Agent Work Layer documents
+//! Work Orders and Work Reports: the Agent Work Layer documents
 //! (`awl/work-order@0.1…0.4`, `awl/work-report@0.1…0.3`), their rules O1–O5, R1–R16 and
 //! C1–C5 with the findings of the reference validator (`agent-work-layer` 0.5.0), and
 //! Baton's contract extension `x-baton` with its rules B1–B9.

@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use baton_core::delivery;
+use baton_core::id::Span;
 use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::order::Order;
@@ -1295,6 +1296,31 @@ impl Backend for PostgresStore {
             Some((envelope, data)) => Ok(Some((envelope, rows::payload(id, &data)?))),
             None => Ok(None),
         }
+    }
+
+    async fn ids(&self, record: Record, spans: &[Span]) -> Result<Vec<String>> {
+        let Some(table) = rows::id_table(record) else {
+            return Ok(Vec::new());
+        };
+        // Compared byte by byte (`C`), whatever the database's collation, as the spans are.
+        let sql = format!(
+            "SELECT id FROM {table} WHERE project = $1 \
+             AND id COLLATE \"C\" >= $2 AND id COLLATE \"C\" < $3 \
+             ORDER BY id COLLATE \"C\" LIMIT {}",
+            rows::IDS_A_SPAN
+        );
+        let mut found = Vec::new();
+        for span in spans {
+            let ids: Vec<String> = sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+                .bind(self.project)
+                .bind(&span.from)
+                .bind(&span.to)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.err(e))?;
+            found.extend(ids);
+        }
+        Ok(found)
     }
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>> {

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_core::delivery;
+use baton_core::id::Span;
 use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::metrics::Tally;
@@ -26,7 +27,7 @@ use baton_core::run::{Run, RunStatus};
 use baton_core::state::{DIGEST_ITEMS, ProjectState, StateDigest};
 use baton_core::{
     Change, DeliveryStatus, Draft, Envelope, Event, MessageType, Millis, Participant, Passname,
-    ProjectName, Refusal, RequestStatus,
+    ProjectName, Record, Refusal, RequestStatus,
 };
 use rusqlite::{Connection, params};
 use serde_json::{Map, Value};
@@ -1485,6 +1486,24 @@ impl Backend for SqliteStore {
             Some((envelope, data)) => Ok(Some((envelope, decode::payload(id, &data)?))),
             None => Ok(None),
         }
+    }
+
+    async fn ids(&self, record: Record, spans: &[Span]) -> Result<Vec<String>> {
+        let Some(table) = decode::id_table(record) else {
+            return Ok(Vec::new());
+        };
+        let sql = format!(
+            "SELECT id FROM {table} WHERE id >= ? AND id < ? ORDER BY id LIMIT {}",
+            decode::IDS_A_SPAN
+        );
+        self.read(|conn| {
+            let mut found = Vec::new();
+            for span in spans {
+                found.extend(column::<String>(conn, &sql, [&span.from, &span.to])?);
+            }
+            Ok(found)
+        })
+        .await
     }
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>> {

@@ -50,14 +50,14 @@ pub async fn run(g: &GlobalArgs, args: GatewayArgs) -> CommandResult<Output> {
     let ctx = Context::open(g).await?;
     let me = ctx.me().await?;
     // Refused here, before the upstream starts, in the command line's words.
-    ctx.app()?.gateway_gate(&me, &args.order).await?;
+    let order = ctx.app()?.load_order(&args.order).await?.id;
+    ctx.app()?.gateway_gate(&me, &order).await?;
     eprintln!(
-        "baton gateway: order {} as {me}, in front of `{}` ({})",
-        args.order,
+        "baton gateway: order {order} as {me}, in front of `{}` ({})",
         args.upstream.join(" "),
         args.name
     );
-    baton_mcp::serve_gateway(ctx.app()?.clone(), me, args.order, args.name, args.upstream)
+    baton_mcp::serve_gateway(ctx.app()?.clone(), me, order, args.name, args.upstream)
         .await
         .map_err(|e| CommandError::failed(e.to_string()))?;
     Ok(Output::nothing())

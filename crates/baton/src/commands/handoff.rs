@@ -1,4 +1,4 @@
-//! Work Order and Work Report documents (SPEC §5.2) at the command line: `baton handoff
+//! Work Order and Work Report documents at the command line: `baton handoff
 //! new|check|render` and `baton evidence run`. The rules live in `baton_core::awl`; this
 //! file reads files, asks git and PATH what the rules need to know, and prints.
 
@@ -1018,6 +1018,10 @@ const TAIL_LINES: usize = 200;
 pub async fn evidence(ctx: &Context, cmd: EvidenceCommand, as_json: bool) -> CommandResult<Output> {
     let EvidenceCommand::Run(args) = cmd;
     let actor = ctx.actor().await?;
+    let order = match &args.order {
+        Some(text) => Some(ctx.order_named(text).await?),
+        None => None,
+    };
     let revision = Command::new("git")
         .arg("-C")
         .arg(&ctx.project.root)
@@ -1078,7 +1082,7 @@ pub async fn evidence(ctx: &Context, cmd: EvidenceCommand, as_json: bool) -> Com
     let record = json!({
         "schema": "baton/evidence@1",
         "step": step,
-        "order": args.order,
+        "order": order,
         "command": args.command,
         "exit_code": status.code(),
         "signal": signal_of(&status),
@@ -1119,7 +1123,7 @@ pub async fn evidence(ctx: &Context, cmd: EvidenceCommand, as_json: bool) -> Com
         baton_app::doc::to_json(&doc).to_string()
     } else {
         format!(
-            "baton: evidence {step}: `{}` exited {code} (cite it as ref \"{step}\")",
+            "baton: {step}: `{}` exited {code} (cite it as ref \"{step}\")",
             args.command.join(" ")
         )
     };

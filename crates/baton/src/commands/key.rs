@@ -1,4 +1,4 @@
-//! `baton key issue|list|revoke`: the keys that prove who is asking a server (SPEC §4).
+//! `baton key issue|list|revoke`: the keys that prove who is asking a server.
 
 use baton_app::doc::KeyRow;
 use baton_app::ops;

@@ -79,7 +79,7 @@ pub async fn inbox(ctx: &Context, args: InboxArgs) -> CommandResult<Output> {
     let human = if doc.items.is_empty() {
         format!("{} owes nothing: the inbox is empty.", doc.participant)
     } else {
-        preview_table(&doc.items, now()) + &more("inbox", args.all, page, &doc.next)
+        preview_table(&doc.items, now()) + &more("inbox", args.all, page, doc.next.as_deref())
     };
     Ok(Output::of(&doc, human))
 }
@@ -126,7 +126,7 @@ pub async fn outbox(ctx: &Context, args: OutboxArgs) -> CommandResult<Output> {
         table(
             &["ID", "TO", "TOPIC", "MINE", "REPLIES", "AGE", "EXCERPT"],
             &rows,
-        ) + &more("outbox", args.all, page, &doc.next)
+        ) + &more("outbox", args.all, page, doc.next.as_deref())
     };
     Ok(Output::of(&doc, human))
 }
@@ -143,10 +143,10 @@ impl PageArgs {
 }
 
 /// The line under a page that another follows: the command that prints it.
-fn more(command: &str, all: bool, page: &PageArgs, next: &str) -> String {
-    if next.is_empty() {
+fn more(command: &str, all: bool, page: &PageArgs, next: Option<&str>) -> String {
+    let Some(next) = next else {
         return String::new();
-    }
+    };
     let all = if all { " --all" } else { "" };
     let limit = if page.limit == LIST_PAGE {
         String::new()

@@ -208,6 +208,19 @@ impl Context {
             .expect("a command that needs this machine is refused over a server before it runs")
     }
 
+    /// What a run's or an evidence record's `--order` records: the id of the order `text`
+    /// names (its id, or a unique prefix in either case: `App::resolve`), or `text` as
+    /// given when it names no order here — a run may be tied to an order not offered yet.
+    pub async fn order_named(&self, text: &str) -> CommandResult<String> {
+        match self.app()?.resolve(baton_core::Record::Order, text).await {
+            Ok(id) => Ok(id),
+            Err(baton_store::StoreError::Refused(baton_core::Refusal::NotFound { .. })) => {
+                Ok(text.to_owned())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The acting identity, checked against the registered participants before anything
     /// is written.
     pub async fn me(&self) -> CommandResult<Passname> {

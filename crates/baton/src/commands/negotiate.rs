@@ -1,5 +1,5 @@
 //! `baton negotiate`: settle a disagreement between agents with the deterministic
-//! bargaining engine (SPEC §7). This edge reads the spec and position files (each bounded
+//! bargaining engine. This edge reads the spec and position files (each bounded
 //! by the payload cap while it is read), calls the use cases, and renders the trail and the
 //! result; a walk-away prints the short list a person reads and exits 2. It never prints a
 //! weight, a utility or a floor, and never decides anything itself.
@@ -30,9 +30,12 @@ use crate::output::{Output, table};
 ///
 /// With SPEC.json alone, its parties name their position files (relative to the spec): it
 /// opens, submits every position and settles in one go. Or `open` it and let each party
-/// `submit` its own; it settles when the last one is in. An agreement exits 0; a walk-away
+/// `submit` its own; it settles when the last one is in. Each party is a registered
+/// participant, or declared `"external": true` in the spec (someone outside the project),
+/// whose position a participant submits with `--for`. An agreement exits 0; a walk-away
 /// prints the issues left unsettled and who vetoed what, and exits 2 (a person decides).
-/// Weights, utilities and floors are never printed.
+/// A settled negotiation can be opened again under its id: a new sitting, the earlier ones
+/// kept. Weights, utilities and floors are never printed.
 #[derive(Args, Debug)]
 #[command(
     args_conflicts_with_subcommands = true,
@@ -54,8 +57,8 @@ use crate::output::{Output, table};
                   \"deploy\": {\"single\": 1, \"multi-region\": 0}},\n   \
                   \"floor\": 0.5, \"veto\": [{\"deploy\": \"multi-region\"}]}\n\n\
                   Exit codes: 0 agreement (or recorded), 2 walk-away (a person decides), \
-                  3 refused (the message names the JSON path), 4 no such negotiation, \
-                  5 not a party, 6 opened or submitted already"
+                  3 refused (the message names the JSON path; or still open, or submitted \
+                  already), 4 no such negotiation, 5 not a party or not yours to submit"
 )]
 pub struct NegotiateArgs {
     /// A spec whose parties name their position files: open, submit all and settle.
@@ -95,6 +98,9 @@ pub struct SubmitArgs {
     /// Your position (JSON).
     #[arg(long, value_name = "FILE")]
     pub position: PathBuf,
+    /// Submit an external party's position, for it (a participant submits its own).
+    #[arg(long = "for", value_name = "PARTY")]
+    pub party: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -218,10 +224,16 @@ async fn open(ctx: &Context, spec_path: &Path) -> CommandResult<Output> {
 
 async fn submit(ctx: &Context, args: SubmitArgs) -> CommandResult<Output> {
     let me = ctx.me().await?;
+    let party = match &args.party {
+        Some(name) => {
+            Passname::new(name).map_err(|e| CommandError::usage(format!("--for {name}: {e}")))?
+        }
+        None => me.clone(),
+    };
     let mut files = Files::default();
     files
         .positions
-        .insert(me.to_string(), args.position.clone());
+        .insert(party.to_string(), args.position.clone());
     let text = read_capped(
         &args.position,
         ctx.app()?.settings().payload_cap,
@@ -229,7 +241,7 @@ async fn submit(ctx: &Context, args: SubmitArgs) -> CommandResult<Output> {
     )?;
     let after = ctx
         .app()?
-        .submit_position(&me, &args.id, &text)
+        .submit_position(&me, &party, &args.id, &text)
         .await
         .map_err(|e| files.explain(e))?;
     Ok(rendered(&after))

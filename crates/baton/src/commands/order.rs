@@ -1,4 +1,4 @@
-//! `baton order`: the Work Order lifecycle (SPEC §5.2) at the command line. Documents are
+//! `baton order`: the Work Order lifecycle at the command line. Documents are
 //! checked with the rules and the environment `baton handoff check` uses; the lifecycle
 //! is `baton_core::order`'s, and the store takes each step in one transaction. The actor
 //! is always `--as`/`BATON_AS`, never an argument.

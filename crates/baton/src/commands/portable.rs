@@ -1,5 +1,5 @@
 //! `baton export` and `baton import`: a project's event log as JSON lines, to move it
-//! between stores, back it up or carry it in git (SPEC §3).
+//! between stores, back it up or carry it in git.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;

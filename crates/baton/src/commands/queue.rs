@@ -1,4 +1,4 @@
-//! `baton queue` and `baton need`: the human queue (SPEC §7) at the command line — the
+//! `baton queue` and `baton need`: the human queue at the command line — the
 //! lanes computed by the app, a need raised by hand, an item acknowledged.
 
 use baton_app::doc::TrackRecords;

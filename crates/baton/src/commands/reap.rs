@@ -1,4 +1,4 @@
-//! `baton reap`: reconciles the ledger with the processes on this machine (SPEC §6).
+//! `baton reap`: reconciles the ledger with the processes on this machine.
 //!
 //! The pass itself is `baton_app::App::reap`; this command supplies the machine (`/proc`,
 //! in [`crate::host::ProcTable`]) and prints what the pass did, once or on every tick.

@@ -1,4 +1,4 @@
-//! Receipts (SPEC §5.5): where a step's output landed, hashed so it can be verified, and
+//! Receipts: where a step's output landed, hashed so it can be verified, and
 //! waits that fail loud at their deadline. Also `baton alerts`.
 
 use baton_app::Verdict;

@@ -1,4 +1,4 @@
-//! `baton resume`: the bounded packet a fresh agent reads first (SPEC §5.4).
+//! `baton resume`: the bounded packet a fresh agent reads first.
 
 use baton_app::ops::{ResumeInput, ResumePacket};
 use baton_core::packet::DEFAULT_MAX_BYTES;

@@ -1,4 +1,4 @@
-//! `baton review`: the review gate (SPEC §7) at the command line. It gathers the packet
+//! `baton review`: the review gate at the command line. It gathers the packet
 //! (the app's facts, git's diff, the core's budget), runs each reviewer under the launch
 //! wrapper of `baton run` (a ledger row, the packet on stdin), reads each verdict with the
 //! core's grammar, and hands the round to the app, which records it and sends a first FIX
@@ -107,6 +107,7 @@ async fn review_with(
         stdin: Some(std::fs::File::open(path)?),
         env: vec![("BATON_PACKET".into(), path.display().to_string())],
         capture: true,
+        reviewer: Some(reviewer.to_owned()),
     };
     let launched = launch(ctx, &args, wiring).await?;
     let output = String::from_utf8_lossy(&launched.stdout);

@@ -1,4 +1,4 @@
-//! `baton run`: the launch wrapper of the run ledger (SPEC §6). The run's row is
+//! `baton run`: the launch wrapper of the run ledger. The run's row is
 //! committed before the agent exists; while it lives, the wrapper passes its output
 //! through untouched, reads progress and token usage from it, records heartbeats and
 //! forwards signals to its process group; at the end it records the exit and exits with
@@ -127,6 +127,10 @@ pub struct Wiring {
     pub env: Vec<(String, String)>,
     /// Keep stdout (up to [`MAX_CAPTURED`] bytes) instead of passing it through.
     pub capture: bool,
+    /// A reviewer command, run through `sh -c`: the ledger records it as given (not the
+    /// shell), and for no participant — a reviewer holds none of its invoker's work, so
+    /// its crash gives back nothing of the invoker's and its run is no load of theirs.
+    pub reviewer: Option<String>,
 }
 
 /// The most stdout a captured run keeps, in bytes.
@@ -189,6 +193,10 @@ pub async fn launch(ctx: &Context, args: &RunArgs, wiring: Wiring) -> CommandRes
     }
     let me = ctx.maybe_me().await?;
     let actor = ctx.actor().await?;
+    let order = match &args.order {
+        Some(text) => Some(ctx.order_named(text).await?),
+        None => None,
+    };
     let admission = admit(&ctx.project.root, args.writer, slots, args.wait)?;
 
     // Handlers first: a signal from here on is ours to forward, never a silent death.
@@ -199,12 +207,17 @@ pub async fn launch(ctx: &Context, args: &RunArgs, wiring: Wiring) -> CommandRes
     let id = baton_store::new_id().to_string();
     let heartbeat = ctx.project.config.heartbeat;
     let me_pid = std::process::id();
+    let (participant, command) = match &wiring.reviewer {
+        Some(reviewer) => (None, vec![reviewer.clone()]),
+        None => (me.as_ref().map(|m| m.to_string()), args.command.clone()),
+    };
+    let program = command[0].split_whitespace().next().unwrap_or_default();
     let registration = Registration {
         run: id.clone(),
-        participant: me.as_ref().map(|m| m.to_string()),
-        order: args.order.clone(),
-        agent: Some(program_name(&args.command[0])),
-        command: recorded_command(&args.command),
+        participant,
+        order,
+        agent: Some(program_name(program)),
+        command: recorded_command(&command),
         cwd: std::env::current_dir()
             .ok()
             .map(|d| d.display().to_string()),

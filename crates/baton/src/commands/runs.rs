@@ -87,14 +87,12 @@ pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
             &rows,
         )
     };
-    let human = if doc.next.is_empty() {
-        human
-    } else {
-        format!(
-            "{}\nMore: baton runs --all --cursor {}\n",
-            human.trim_end(),
-            doc.next
-        )
+    let human = match &doc.next {
+        None => human,
+        Some(next) => format!(
+            "{}\nMore: baton runs --all --cursor {next}\n",
+            human.trim_end()
+        ),
     };
     Ok(Output::of(&doc, human))
 }

@@ -93,8 +93,8 @@ pub async fn run(ctx: &Context, args: SearchArgs) -> CommandResult<Output> {
     } else {
         preview_table(&doc.items, now)
     };
-    if !doc.next.is_empty() {
-        human.push_str(&format!("more: --cursor {}\n", doc.next));
+    if let Some(next) = &doc.next {
+        human.push_str(&format!("more: --cursor {next}\n"));
     }
     Ok(Output::of(&doc, human))
 }

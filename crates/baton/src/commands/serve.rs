@@ -1,4 +1,4 @@
-//! `baton serve`: the projects of a shared store over HTTP (SPEC §3, §8).
+//! `baton serve`: the projects of a shared store over HTTP.
 
 use std::net::SocketAddr;
 

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use baton_app::doc::{Latency, Status};
+use baton_app::doc::{EffectRow, Latency, Status};
 use baton_app::ops::{AfterInput, Nothing, StatusShow, StatusWait};
 use baton_core::time::age;
 use clap::Args;
@@ -167,20 +167,11 @@ pub fn render(s: &Status) -> String {
         let mut rows = Vec::new();
         for g in &s.orders {
             for o in &g.items {
-                let held = o
-                    .effects
-                    .iter()
-                    .filter(|e| e.status == baton_core::effect::EffectStatus::Held)
-                    .count();
                 rows.push(vec![
                     g.status.to_string(),
                     fit(&o.order.id, 20),
                     fit(&o.order.to, 12),
-                    if o.effects.is_empty() {
-                        "-".to_owned()
-                    } else {
-                        format!("{held}/{} held", o.effects.len())
-                    },
+                    effect_counts(&o.effects),
                     fit(&o.order.goal, 60),
                 ]);
             }
@@ -299,4 +290,47 @@ fn narrow(table: &str) -> String {
 /// Agent text on one line: newlines shown as `\n` (as tables do).
 fn one_line(text: &str) -> String {
     text.replace('\n', "\\n")
+}
+
+/// An order's effects counted by status (`1 ran, 1 held`); `-` when it has none.
+fn effect_counts(effects: &[EffectRow]) -> String {
+    use baton_core::effect::EffectStatus as S;
+    let counts: Vec<String> = [S::Held, S::Uncertain, S::Ran, S::Failed, S::Dropped]
+        .into_iter()
+        .filter_map(|status| {
+            let n = effects.iter().filter(|e| e.status == status).count();
+            (n > 0).then(|| format!("{n} {status}"))
+        })
+        .collect();
+    if counts.is_empty() {
+        "-".to_owned()
+    } else {
+        counts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_core::effect::EffectStatus::{Dropped, Held, Ran};
+
+    use super::*;
+
+    #[test]
+    fn effects_are_counted_by_what_became_of_them() {
+        let row = |status| EffectRow {
+            reference: "notes/publish#1".into(),
+            tool: "notes/publish".into(),
+            arguments: Default::default(),
+            status,
+            result_bytes: None,
+            error: None,
+            upstream: Vec::new(),
+        };
+        assert_eq!(effect_counts(&[]), "-");
+        assert_eq!(effect_counts(&[row(Ran)]), "1 ran");
+        assert_eq!(
+            effect_counts(&[row(Held), row(Ran), row(Held), row(Dropped)]),
+            "2 held, 1 ran, 1 dropped"
+        );
+    }
 }

@@ -397,9 +397,13 @@ fn handoff_new_fills_what_baton_knows_and_check_names_what_is_left() {
             &["evidence", "run", "--order", &id, "--", "sh", "-c", script],
         );
         assert!(out.status.code().is_some(), "evidence run");
+        String::from_utf8_lossy(&out.stderr).into_owned()
     };
     run("echo 2 rows; exit 1");
-    run("echo 1 row");
+    // Its receipt's step is named once, as the ref to cite.
+    let said = run("echo 1 row");
+    assert!(said.starts_with("baton: evidence-"), "{said}");
+    assert!(!said.contains("evidence evidence"), "{said}");
     let out = p.json(Some("impl-1"), &["handoff", "new", "--report", &id]);
     let mut report = out["template"].clone();
     let ev = &report["x-baton"]["evidence"];

@@ -1,4 +1,4 @@
-//! `baton status` and the board (SPEC §8). The board is checked in a real browser:
+//! `baton status` and the board. The board is checked in a real browser:
 //! Debian's `chromium` driven by `playwright-core` (`tests/board/check.mjs`), on `baton
 //! board` over a project with fixture data — runs in most statuses (done with progress,
 //! failed, a spawn failure, stopped, running, lost), a full needs lane, an order with a

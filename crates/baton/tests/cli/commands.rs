@@ -42,8 +42,11 @@ fn message_count(p: &Project) -> usize {
         }
         let page = p.json(None, &args);
         count += page["items"].as_array().unwrap().len();
-        cursor = page["next"].as_str().unwrap().to_owned();
+        // The last page has no next: null, never an empty cursor.
+        assert_ne!(page["next"], "", "{page}");
+        cursor = page["next"].as_str().unwrap_or_default().to_owned();
         if cursor.is_empty() {
+            assert!(page["next"].is_null(), "{page}");
             return count;
         }
     }
@@ -64,6 +67,44 @@ fn send_request(p: &Project, to: &str, body: &str) -> String {
             body,
         ],
     )
+}
+
+#[test]
+fn a_message_is_named_by_a_unique_prefix_of_its_id_in_either_case() {
+    let p = Project::new(TEAM);
+    let first = send_request(&p, "impl-1", "one");
+    let second = send_request(&p, "impl-1", "two");
+    let common = first
+        .chars()
+        .zip(second.chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    assert!(common >= 6, "sent a second apart? {first} {second}");
+    let unique = first[..common + 1].to_lowercase();
+    let shown = p.json(Some("impl-1"), &["show", &unique]);
+    assert_eq!(shown["id"], first.as_str());
+    p.ok(Some("impl-1"), &["show", &second.to_lowercase()]);
+    p.ok(Some("impl-1"), &["complete", &second.to_lowercase()]);
+    let replied = p.ok(
+        Some("impl-1"),
+        &["send", "--reply-to", &unique, "--body", "why?"],
+    );
+    let thread = p.json(None, &["thread", &replied.to_lowercase()]);
+    assert_eq!(thread["id"], replied.as_str());
+
+    // A prefix of both is refused, naming each; one too short to name any is refused too.
+    let out = p.run(Some("impl-1"), &["show", &first[..common]]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let why = stderr(&out);
+    assert!(why.contains(&first) && why.contains(&second), "{why}");
+    let out = p.run(Some("impl-1"), &["show", &first[..5]]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("at least 6 characters"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(code(&p.run(Some("impl-1"), &["show", "ZZZZZZZ"])), 4);
 }
 
 #[test]
@@ -870,7 +911,7 @@ fn search_filters_and_pages() {
         }
         let page = p.json(None, &args);
         seen.extend(ids(&page));
-        cursor = page["next"].as_str().unwrap().to_owned();
+        cursor = page["next"].as_str().unwrap_or_default().to_owned();
         if cursor.is_empty() {
             break;
         }

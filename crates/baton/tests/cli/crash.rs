@@ -1,4 +1,4 @@
-//! Acknowledged means durable (SPEC §2, invariant 4), tested with real processes: a shell
+//! Acknowledged means durable, tested with real processes: a shell
 //! loop of `baton send` is killed with SIGKILL, process group and all, at a random instant;
 //! every id it printed must be in the store, the store must pass SQLite's integrity check,
 //! its projections must equal a replay of its log, and nothing may be stored twice.
@@ -221,7 +221,7 @@ fn stored_messages(project: &Project) -> Vec<(String, String)> {
                 item["excerpt"].as_str().expect("excerpt").to_owned(),
             ));
         }
-        cursor = page["next"].as_str().expect("next").to_owned();
+        cursor = page["next"].as_str().unwrap_or_default().to_owned();
         if cursor.is_empty() {
             return stored;
         }

@@ -1,4 +1,4 @@
-//! Staged effects (SPEC §7) with real processes: `baton gateway` between the official MCP
+//! Staged effects with real processes: `baton gateway` between the official MCP
 //! Python SDK (the worker's client) and an upstream MCP server made for these tests
 //! (`tests/mcp/upstream.py`: one read tool, two write tools that append a line to a
 //! file), then `baton order approve` running what was held. What ran is counted in the

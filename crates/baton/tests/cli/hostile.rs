@@ -1,4 +1,4 @@
-//! Hostile input and damaged stores (issue 16): what another agent wrote is shown as
+//! Hostile input and damaged stores: what another agent wrote is shown as
 //! visible escapes, payloads and documents are refused at the boundary before anything is
 //! stored (one depth limit, exact numbers, no duplicate keys), every input file is read
 //! within a cap, receipts stay inside the project, `baton mcp` answers every request, a

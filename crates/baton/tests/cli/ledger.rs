@@ -1,4 +1,4 @@
-//! The run ledger (SPEC §6) with real processes: `baton run` wrapping fake agents (shell
+//! The run ledger with real processes: `baton run` wrapping fake agents (shell
 //! scripts), signals sent to it, holders killed with SIGKILL, `baton reap`, the hooks and
 //! `baton init --claude|--codex`.
 //!

@@ -1,4 +1,4 @@
-//! Negotiation (SPEC §7) through real `baton` processes: a round from files in one go, the
+//! Negotiation through real `baton` processes: a round from files in one go, the
 //! open / submit / show flow with `--as`, a walk-away that prints the short list and exits
 //! 2, and malformed input refused with exit 3 naming the JSON path. Every value in the
 //! positions below has four decimals, so it cannot hide in a timestamp's milliseconds: no
@@ -9,6 +9,9 @@ use std::process::Output;
 use serde_json::{Value, json};
 
 use crate::common::{Project, code, stderr};
+
+/// The parties of [`spec`], registered.
+const PARTIES: &[(&str, &str)] = &[("planner", "planner"), ("ops", "executor")];
 
 /// Every weight, utility and floor the positions below use (0 and 1 aside).
 const PRIVATE: &[&str] = &[
@@ -117,7 +120,7 @@ fn refused(p: &Project, who: Option<&str>, args: &[&str], want: i32) -> String {
 
 #[test]
 fn a_round_from_files_agrees_and_shows_no_position() {
-    let p = Project::new(&[]);
+    let p = Project::new(PARTIES);
     let spec_path = files(&p, &spec("db-choice", 50), &planner(), &ops(0.6875));
 
     let out = p.run(None, &["negotiate", &spec_path]);
@@ -154,12 +157,60 @@ fn a_round_from_files_agrees_and_shows_no_position() {
     );
     assert_eq!(
         doc["parties"],
-        json!([{"name": "planner", "submitted": true}, {"name": "ops", "submitted": true}])
+        json!([{"name": "planner", "submitted": true, "external": false},
+               {"name": "ops", "submitted": true, "external": false}])
     );
+    assert_eq!(doc["earlier"], json!([]));
 
-    // The same id again is a conflict, and stores nothing.
-    let err = refused(&p, None, &["negotiate", &spec_path], 3);
-    assert!(err.contains("already exists"), "{err}");
+    // The same id again, once settled, is a new sitting: the first one kept beside it.
+    let out = p.run(None, &["--json", "negotiate", &spec_path]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let again = json_of(&out);
+    assert_eq!(again["result"], "agreement");
+    assert_eq!(again["earlier"][0]["result"], "agreement");
+    assert_eq!(again["earlier"][0]["outcome"], doc["outcome"]);
+}
+
+#[test]
+fn a_party_is_a_participant_or_declared_external_and_a_walk_away_can_be_bargained_again() {
+    let p = Project::new(&[("planner", "planner"), ("owner", "owner")]);
+    // ops is no participant here: refused at its name, nothing stored.
+    let spec_path = files(&p, &spec("db-choice", 50), &planner(), &ops(0.6875));
+    let err = refused(&p, None, &["negotiate", "open", &spec_path], 3);
+    assert!(err.contains("$.parties[1].name"), "{err}");
+    assert!(err.contains("not a participant"), "{err}");
+
+    // Declared external, the planner submits ops's position for it; a participant's own
+    // position is that participant's to submit.
+    let mut external = spec("db-choice", 50);
+    external["parties"][1]["external"] = json!(true);
+    let spec_path = files(&p, &external, &demanding_planner(), &ops(0.6875));
+    p.ok(None, &["negotiate", "open", &spec_path]);
+    let ops_path = p.path().join("positions/ops.json");
+    let planner_path = p.path().join("positions/planner.json");
+    let (ops_path, planner_path) = (ops_path.to_str().unwrap(), planner_path.to_str().unwrap());
+    let err = refused(
+        &p,
+        Some("owner"),
+        &submit_args(&["db-choice", planner_path, "--for", "planner"]),
+        5,
+    );
+    assert!(err.contains("declares external"), "{err}");
+    p.ok(
+        Some("planner"),
+        &submit_args(&["db-choice", ops_path, "--for", "ops"]),
+    );
+    let out = p.run(Some("planner"), &submit_args(&["db-choice", planner_path]));
+    assert_eq!(code(&out), 2, "a walk-away: {}", stderr(&out));
+
+    // Walked away, it opens again under its id, this time with a planner who gives way.
+    let spec_path = files(&p, &external, &planner(), &ops(0.6875));
+    let out = p.run(None, &["--json", "negotiate", &spec_path]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc = json_of(&out);
+    assert_eq!(doc["result"], "agreement");
+    assert_eq!(doc["earlier"][0]["result"], "walk_away");
+    assert_eq!(doc["parties"][1]["external"], true);
 }
 
 #[test]
@@ -258,7 +309,7 @@ fn submit_args<'a>(rest: &[&'a str]) -> Vec<&'a str> {
 
 #[test]
 fn a_walk_away_prints_the_short_list_and_exits_2() {
-    let p = Project::new(&[]);
+    let p = Project::new(PARTIES);
     let spec_path = files(
         &p,
         &spec("db-choice", 50),
@@ -308,7 +359,7 @@ fn a_walk_away_prints_the_short_list_and_exits_2() {
 
 #[test]
 fn malformed_input_exits_3_naming_the_file_and_path_and_stores_nothing() {
-    let p = Project::new(&[("ops", "executor")]);
+    let p = Project::new(PARTIES);
     let good = spec("db-choice", 50);
     let nine: Vec<Value> = (0..9)
         .map(|i| json!({"name": format!("i{i}"), "options": ["a"]}))

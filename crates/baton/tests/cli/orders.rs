@@ -1,4 +1,4 @@
-//! The Work Order lifecycle (SPEC §5.2) through real `baton` processes: a whole round,
+//! The Work Order lifecycle through real `baton` processes: a whole round,
 //! who may act, refusals that store nothing, expiry by deadline and by limit, `order wait`
 //! woken by another process, and two writers racing for the same seq.
 
@@ -221,6 +221,32 @@ fn a_whole_round_numbers_every_step_and_counts_the_reports() {
         p.json(Some("impl-1"), &["order", "list", "--all"])["items"][0]["id"],
         "wo_1"
     );
+}
+
+#[test]
+fn an_order_is_named_by_its_id_or_a_unique_prefix_in_either_case() {
+    let p = offered();
+    let path = json_file(&p, "second.json", &order("wo_release-notes"));
+    p.ok(Some("planner"), &["order", "create", &path]);
+    let path = json_file(&p, "third.json", &order("wo_release-plan"));
+    p.ok(Some("planner"), &["order", "create", &path]);
+    // A short id is named whole; a unique prefix in upper case names its order.
+    assert_eq!(show(&p, "WO_1")["order"]["id"], "wo_1");
+    assert_eq!(show(&p, "WO_RELEASE-N")["order"]["id"], "wo_release-notes");
+    p.ok(Some("impl-1"), &["order", "accept", "wo_release-p"]);
+    assert_eq!(show(&p, "wo_release-plan")["order"]["status"], "accepted");
+    let why = refused(&p, None, &["order", "show", "wo_release"], 3);
+    assert!(
+        why.contains("wo_release-notes") && why.contains("wo_release-plan"),
+        "{why}"
+    );
+    // A run ties itself to the order its prefix names.
+    p.ok(
+        Some("impl-1"),
+        &["run", "--order", "WO_RELEASE-P", "--", "true"],
+    );
+    let runs = p.json(None, &["runs", "--all"]);
+    assert_eq!(runs["items"][0]["order"], "wo_release-plan", "{runs}");
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The human queue (SPEC §7) through real `baton` processes: each source, each suppression
+//! The human queue through real `baton` processes: each source, each suppression
 //! rule, the per-order deduplication and the five-per-lane cap.
 
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! The review gate (SPEC §7) through real `baton` processes and real reviewer processes
+//! The review gate through real `baton` processes and real reviewer processes
 //! (small `sh` scripts): every verdict, the one fix round, a second failure landing in the
 //! queue, two reviewers, a reviewer killed mid-review, and the packet.
 
@@ -94,6 +94,10 @@ fn approve_is_recorded_with_its_ledger_row_and_the_order_waits_for_its_owner() {
         .expect("the reviewer's run is in the ledger");
     assert_eq!(row["order"], "wo_1");
     assert_eq!(row["status"], "done");
+    // It shows the reviewer command as given, and is no load of the planner's.
+    assert_eq!(row["command"], serde_json::json!([approve]));
+    assert_eq!(row["agent"], "sh");
+    assert_eq!(row["participant"], Value::Null);
 }
 
 #[test]

@@ -1,4 +1,4 @@
--- The human queue reads the work still open (issue 14), not every need, verdict and order
+-- The human queue reads the work still open, not every need, verdict and order
 -- there ever was: `baton queue`, `status` and the board call it often.
 --
 -- The needs no one acknowledged yet, each with the seq of its event.

@@ -1,4 +1,4 @@
--- Fewer pages a write (issue 14). A command's commit writes each page it changed twice, to
+-- Fewer pages a write. A command's commit writes each page it changed twice, to
 -- the log and again when the store is checkpointed as the command closes it, and this
 -- disk's sync time grows with every page: a send changed 20 pages, a status step 8. Each
 -- table is rebuilt in seq order, the rows unchanged.

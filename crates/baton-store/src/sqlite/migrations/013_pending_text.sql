@@ -1,4 +1,4 @@
--- A send indexes its words without writing the free-text index (issue 14). An FTS5 insert
+-- A send indexes its words without writing the free-text index. An FTS5 insert
 -- changed six or seven pages of a send's eighteen (a new segment, the index's structure
 -- and averages records, the segment index, and the merges that follow); a send now adds
 -- one row to `message_text_pending`, and the writer that brings it to

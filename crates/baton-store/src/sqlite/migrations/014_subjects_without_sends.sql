@@ -1,4 +1,4 @@
--- A message's own event leaves the index of subjects (issue 14). A send wrote four of its
+-- A message's own event leaves the index of subjects. A send wrote four of its
 -- thirteen pages into `events_subject` (message ids, new at every send, land anywhere in
 -- it); a message's `message.sent` event is already found by its row in `messages`, which
 -- is keyed by the event's seq and indexed by id. Every other kind stays: deliveries,

@@ -1,4 +1,4 @@
--- A send writes into two fewer b-trees (issue 14): nine pages a send before, seven after.
+-- A send writes into two fewer b-trees: nine pages a send before, seven after.
 --
 -- The index of event ids leaves out a message's own event. A `message.sent` event now
 -- takes its message's id (one ULID for both), so the message's row, indexed by id, finds

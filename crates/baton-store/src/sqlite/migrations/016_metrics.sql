@@ -1,4 +1,4 @@
--- The handoff metrics as a projection (issue 14): `status` and `/metrics` read one row and
+-- The handoff metrics as a projection: `status` and `/metrics` read one row and
 -- count live work from indexes, instead of folding the whole log per call.
 --
 -- `metrics` holds the tally (`baton_core::metrics::Tally`) as JSON, advanced in the same
