@@ -70,7 +70,7 @@
 
   // ---- the sections ----------------------------------------------------------------------
 
-  const RUN_STATUSES = ["running", "registered", "done", "failed", "stopped", "lost", "untracked", "stalled"];
+  const RUN_STATUSES = ["running", "registered", "done", "failed", "stopped", "lost", "untracked", "ended", "stalled"];
 
   function summary(s) {
     replace(

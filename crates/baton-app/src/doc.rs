@@ -748,6 +748,15 @@ pub struct RunDoc {
     pub tokens: Option<Tokens>,
     pub budget_tokens: Option<u64>,
     pub session: Option<String>,
+    /// `wrapper` (`baton run`), `untracked`, `session` or `helper` (seen through hooks;
+    /// their pid is unknown, so nothing offers to stop them).
+    pub source: baton_core::run::Source,
+    /// A helper's session or run.
+    pub parent: Option<String>,
+    /// A helper's kind, as its agent names it.
+    pub agent_type: Option<String>,
+    /// The tools its hooks named (the first 32).
+    pub tools: Vec<String>,
     pub registered_at: String,
     pub started_at: Option<String>,
     pub heartbeat_at: Option<String>,
@@ -783,6 +792,10 @@ impl RunDoc {
             }),
             budget_tokens: run.budget_tokens,
             session: run.session.clone(),
+            source: run.source,
+            parent: run.parent.clone(),
+            agent_type: run.agent_type.clone(),
+            tools: run.tools.clone(),
             registered_at: rfc3339(run.registered_at),
             started_at: run.started_at.map(rfc3339),
             heartbeat_at: run.heartbeat_at.map(rfc3339),
@@ -1591,6 +1604,9 @@ pub struct RunCounts {
     pub stopped: usize,
     pub lost: usize,
     pub untracked: usize,
+    /// Sessions and helpers seen through hooks that ended.
+    #[serde(default)]
+    pub ended: usize,
     /// Live runs whose health is `stalled`.
     pub stalled: usize,
 }

@@ -105,6 +105,7 @@ impl App {
                 RunStatus::Stopped => &mut counts.stopped,
                 RunStatus::Lost => &mut counts.lost,
                 RunStatus::Untracked => &mut counts.untracked,
+                RunStatus::Ended => &mut counts.ended,
             };
             *count = n as usize;
         }

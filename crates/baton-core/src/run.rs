@@ -39,10 +39,13 @@ pub enum RunStatus {
     Lost,
     /// An agent process found on the machine that was not started through `baton run`.
     Untracked,
+    /// A session or helper seen through hooks that said it ended (`SessionEnd`,
+    /// `SubagentStop`), or that the reaper ended when it fell silent.
+    Ended,
 }
 
 impl RunStatus {
-    pub const ALL: [RunStatus; 7] = [
+    pub const ALL: [RunStatus; 8] = [
         Self::Registered,
         Self::Running,
         Self::Done,
@@ -50,6 +53,7 @@ impl RunStatus {
         Self::Stopped,
         Self::Lost,
         Self::Untracked,
+        Self::Ended,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -61,6 +65,7 @@ impl RunStatus {
             Self::Stopped => "stopped",
             Self::Lost => "lost",
             Self::Untracked => "untracked",
+            Self::Ended => "ended",
         }
     }
 
@@ -559,6 +564,78 @@ pub struct HookCall {
     pub session: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// The helper (subagent) the hook fired in, and its kind, when it fired in one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_type: Option<String>,
+    /// The ledger row it is about ([`HookCall::row_of`]); absent from hooks recorded
+    /// before sessions had rows, which are about their run, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row: Option<String>,
+}
+
+/// Where a hook's row comes from: a run of `baton run`, a session seen through hooks, or a
+/// helper inside either.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Started through `baton run`.
+    #[default]
+    Wrapper,
+    /// Found running by the reaper, started without `baton run`.
+    Untracked,
+    /// An agent's session seen through its hooks.
+    Session,
+    /// A helper (subagent) of a session or run, seen through its hooks.
+    Helper,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Wrapper => "wrapper",
+            Self::Untracked => "untracked",
+            Self::Session => "session",
+            Self::Helper => "helper",
+        }
+    }
+}
+
+/// How many tool names a session's row keeps (the first ones used).
+pub const MAX_TOOLS: usize = 32;
+
+impl HookCall {
+    /// The ledger row a hook is about: inside `baton run`, that run (a helper's own row
+    /// under it); otherwise the agent's session (`claude:SESSION`) or a helper of it
+    /// (`claude:SESSION/AGENT_ID`). `None` when the hook names neither a run nor a
+    /// session.
+    pub fn row_of(
+        run: Option<&str>,
+        agent: &str,
+        session: Option<&str>,
+        agent_id: Option<&str>,
+    ) -> Option<String> {
+        let base = match (run, session) {
+            (Some(run), _) => run.to_owned(),
+            (None, Some(session)) => format!("{agent}:{session}"),
+            (None, None) => return None,
+        };
+        Some(match agent_id {
+            Some(helper) => format!("{base}/{helper}"),
+            None => base,
+        })
+    }
+
+    /// Whether this hook ends its row: a session's end, or its helper's.
+    fn ends(&self) -> bool {
+        match self.agent_id {
+            Some(_) => self.event == "SubagentStop",
+            None => self.event == "SessionEnd",
+        }
+    }
 }
 
 /// Whether the agents read a hook's stdout into the model's context for `event`: Claude
@@ -621,14 +698,19 @@ impl RunChange {
             | Self::Reported { run, .. }
             | Self::Exited { run, .. }
             | Self::Lost { run, .. } => Some(run),
-            Self::Hook(h) => h.run.as_deref(),
+            Self::Hook(h) => h.row.as_deref().or(h.run.as_deref()),
         }
     }
 
     /// The event's subject: the run, else the hook's session, else `hook`.
     pub fn subject(&self) -> &str {
         match self {
-            Self::Hook(h) => h.run.as_deref().or(h.session.as_deref()).unwrap_or("hook"),
+            Self::Hook(h) => h
+                .row
+                .as_deref()
+                .or(h.run.as_deref())
+                .or(h.session.as_deref())
+                .unwrap_or("hook"),
             other => other.run().unwrap_or("run"),
         }
     }
@@ -669,6 +751,18 @@ pub struct Run {
     pub writer: bool,
     pub slot: Option<u32>,
     pub session: Option<String>,
+    /// Where the row comes from.
+    #[serde(default)]
+    pub source: Source,
+    /// A helper's session or run row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// A helper's kind, as its agent names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_type: Option<String>,
+    /// The tools its hooks named, the first [`MAX_TOOLS`] of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
 }
 
 impl Run {
@@ -703,6 +797,60 @@ impl Run {
             writer: r.writer,
             slot: r.slot,
             session: None,
+            source: if status == RunStatus::Untracked {
+                Source::Untracked
+            } else {
+                Source::Wrapper
+            },
+            parent: None,
+            agent_type: None,
+            tools: Vec::new(),
+        }
+    }
+
+    /// The row a hook makes of a session or helper seen for the first time, as `actor`.
+    fn seen(h: &HookCall, id: &str, actor: &str, seq: i64, at: Millis) -> Self {
+        let helper = h.agent_id.is_some();
+        Self {
+            id: id.to_owned(),
+            seq,
+            status: RunStatus::Running,
+            participant: Passname::new(actor).ok().map(|p| p.to_string()),
+            order: None,
+            agent: Some(h.agent.clone()),
+            command: Vec::new(),
+            cwd: None,
+            host: None,
+            monitor: None,
+            process: None,
+            pgid: None,
+            registered_at: at,
+            started_at: Some(at),
+            heartbeat_at: None,
+            last_event_at: at,
+            ended_at: None,
+            exit_code: None,
+            signal: None,
+            reason: None,
+            tokens: None,
+            budget_tokens: None,
+            steps: None,
+            progress: None,
+            heartbeat_ms: None,
+            expect_receipts: Vec::new(),
+            writer: false,
+            slot: None,
+            session: h.session.clone(),
+            source: if helper {
+                Source::Helper
+            } else {
+                Source::Session
+            },
+            parent: helper
+                .then(|| id.rsplit_once('/').map(|(parent, _)| parent.to_owned()))
+                .flatten(),
+            agent_type: h.agent_type.clone(),
+            tools: Vec::new(),
         }
     }
 }
@@ -832,10 +980,31 @@ pub fn plan_reap(run: &Run, reason: &str, held: &[String]) -> Option<Reap> {
 
 /// Applies a change recorded at `at` by event `seq`. Lenient (replay must not fail):
 /// validation is [`check`]'s job at write time. Returns the row to store, if any.
-pub fn fold(current: Option<Run>, change: &RunChange, seq: i64, at: Millis) -> Option<Run> {
+///
+/// A hook about a session or helper seen for the first time makes its row, as `actor`
+/// (the participant it was recorded as); a hook about a run the ledger does not have
+/// makes nothing.
+pub fn fold(
+    current: Option<Run>,
+    change: &RunChange,
+    seq: i64,
+    at: Millis,
+    actor: &str,
+) -> Option<Run> {
     match change {
         RunChange::Registered(r) => Some(Run::new(r, RunStatus::Registered, seq, at)),
         RunChange::Untracked(r) => Some(Run::new(r, RunStatus::Untracked, seq, at)),
+        RunChange::Hook(h) if current.is_none() => {
+            let id = h.row.as_deref()?;
+            // A run's own row comes from `baton run`; a helper inside it, or a session,
+            // from its first hook.
+            if h.run.as_deref() == Some(id) {
+                return None;
+            }
+            let mut run = Run::seen(h, id, actor, seq, at);
+            hooked(&mut run, h, at);
+            Some(run)
+        }
         _ => {
             let mut run = current?;
             match change {
@@ -889,10 +1058,31 @@ pub fn fold(current: Option<Run>, change: &RunChange, seq: i64, at: Millis) -> O
                     if h.session.is_some() {
                         run.session = h.session.clone();
                     }
-                    run.last_event_at = run.last_event_at.max(at);
+                    hooked(&mut run, h, at);
                 }
             }
             Some(run)
+        }
+    }
+}
+
+/// What a hook tells its row: activity, a tool used, and for a session or helper its end
+/// (a hook after the end — a resumed session — makes it running again).
+fn hooked(run: &mut Run, h: &HookCall, at: Millis) {
+    run.last_event_at = run.last_event_at.max(at);
+    if let Some(tool) = &h.tool
+        && run.tools.len() < MAX_TOOLS
+        && !run.tools.contains(tool)
+    {
+        run.tools.push(tool.clone());
+    }
+    if matches!(run.source, Source::Session | Source::Helper) {
+        if h.ends() {
+            run.status = RunStatus::Ended;
+            run.ended_at = Some(at);
+        } else if run.status == RunStatus::Ended {
+            run.status = RunStatus::Running;
+            run.ended_at = None;
         }
     }
 }
@@ -966,7 +1156,9 @@ pub fn health(run: &Run, now: Millis, policy: &HealthPolicy) -> Option<Health> {
     Some(match run.status {
         RunStatus::Lost => Health::Lost,
         RunStatus::Untracked => Health::Unknown,
-        RunStatus::Done | RunStatus::Failed | RunStatus::Stopped => return None,
+        RunStatus::Done | RunStatus::Failed | RunStatus::Stopped | RunStatus::Ended => {
+            return None;
+        }
         RunStatus::Registered | RunStatus::Running => {
             let alive_at = run
                 .heartbeat_at
@@ -1183,7 +1375,14 @@ mod tests {
             participant: Some("impl-1".into()),
             ..Registration::default()
         };
-        let run = fold(None, &RunChange::Registered(Box::new(reg.clone())), 1, 10).unwrap();
+        let run = fold(
+            None,
+            &RunChange::Registered(Box::new(reg.clone())),
+            1,
+            10,
+            "@test",
+        )
+        .unwrap();
         let held: Vec<String> = (0..12).map(|i| format!("m{i}")).collect();
         let reap = plan_reap(&run, "gone", &held).unwrap();
         assert_eq!(reap.resurfaced, held);
@@ -1218,6 +1417,7 @@ mod tests {
             },
             2,
             20,
+            "@test",
         )
         .unwrap();
         assert_eq!(plan_reap(&done, "gone", &held), None);
@@ -1230,7 +1430,7 @@ mod tests {
             ..Registration::default()
         }));
         assert_eq!(plan(None, &untracked), Ok(true));
-        let row = fold(None, &untracked, 1, 10).unwrap();
+        let row = fold(None, &untracked, 1, 10, "@test").unwrap();
         assert_eq!(plan(Some(&row), &untracked), Ok(false));
         assert_eq!(
             plan(Some(&row), &registered("pid-1-2")),
@@ -1253,7 +1453,7 @@ mod tests {
         let mut run = None;
         for (i, (change, at)) in changes.iter().enumerate() {
             check(run.as_ref(), change)?;
-            run = fold(run, change, i as i64 + 1, *at);
+            run = fold(run, change, i as i64 + 1, *at, "@test");
         }
         Ok(run)
     }
@@ -1335,6 +1535,103 @@ mod tests {
         assert_eq!(run.status, RunStatus::Done);
     }
 
+    /// A hook as the `baton hook` command makes it.
+    fn hook(run: Option<&str>, session: &str, event: &str, helper: Option<&str>) -> RunChange {
+        RunChange::Hook(HookCall {
+            row: HookCall::row_of(run, "claude", Some(session), helper),
+            run: run.map(str::to_owned),
+            agent: "claude".into(),
+            event: event.into(),
+            session: Some(session.into()),
+            tool: (event == "PostToolUse").then(|| "Bash".into()),
+            agent_id: helper.map(str::to_owned),
+            agent_type: helper.map(|_| "Explore".into()),
+        })
+    }
+
+    /// Folds `changes` into the rows they are about, as a store's projection does.
+    fn rows(changes: &[RunChange]) -> BTreeMap<String, Run> {
+        let mut rows: BTreeMap<String, Run> = BTreeMap::new();
+        for (i, change) in changes.iter().enumerate() {
+            let Some(id) = change.run() else { continue };
+            let current = rows.get(id).cloned();
+            if let Some(run) = fold(current, change, i as i64 + 1, 100 * i as i64, "impl-1") {
+                rows.insert(id.to_owned(), run);
+            }
+        }
+        rows
+    }
+
+    #[test]
+    fn a_session_seen_through_hooks_is_one_row_with_its_helpers_under_it() {
+        let mut changes = vec![hook(None, "s1", "SessionStart", None)];
+        changes.extend((0..10_000).map(|_| hook(None, "s1", "PostToolUse", None)));
+        changes.push(hook(None, "s1", "SubagentStart", Some("a1")));
+        changes.push(hook(None, "s1", "SubagentStop", Some("a1")));
+        changes.push(hook(None, "s1", "SubagentStart", Some("a2")));
+        let rows = rows(&changes);
+        assert_eq!(rows.len(), 3, "{:?}", rows.keys());
+        let session = &rows["claude:s1"];
+        assert_eq!(
+            (
+                session.source,
+                session.status,
+                session.participant.as_deref()
+            ),
+            (Source::Session, RunStatus::Running, Some("impl-1"))
+        );
+        assert_eq!(session.tools, ["Bash"], "a tool is kept once");
+        assert_eq!(session.process, None);
+        let ended = &rows["claude:s1/a1"];
+        assert_eq!(
+            (ended.source, ended.status, ended.parent.as_deref()),
+            (Source::Helper, RunStatus::Ended, Some("claude:s1"))
+        );
+        assert_eq!(ended.agent_type.as_deref(), Some("Explore"));
+        assert_eq!(rows["claude:s1/a2"].status, RunStatus::Running);
+        // A helper's end does not end its session; the session's own does, and a hook
+        // after it revives it.
+        let mut more = changes.clone();
+        more.push(hook(None, "s1", "SessionEnd", None));
+        assert_eq!(self::rows(&more)["claude:s1"].status, RunStatus::Ended);
+        assert_eq!(
+            health(&self::rows(&more)["claude:s1"], 0, &HealthPolicy::default()),
+            None
+        );
+        more.push(hook(None, "s1", "UserPromptSubmit", None));
+        assert_eq!(self::rows(&more)["claude:s1"].status, RunStatus::Running);
+    }
+
+    #[test]
+    fn a_session_inside_baton_run_is_that_runs_row() {
+        assert_eq!(
+            HookCall::row_of(Some("r1"), "claude", Some("s1"), None).as_deref(),
+            Some("r1")
+        );
+        assert_eq!(
+            HookCall::row_of(Some("r1"), "claude", Some("s1"), Some("a1")).as_deref(),
+            Some("r1/a1")
+        );
+        assert_eq!(HookCall::row_of(None, "codex", None, None), None);
+        // No row for a run the ledger does not have; the run's own row keeps its source
+        // and is not ended by the session's end.
+        assert!(rows(&[hook(Some("r1"), "s1", "SessionStart", None)]).is_empty());
+        let rows = rows(&[
+            registered("r1"),
+            started("r1"),
+            hook(Some("r1"), "s1", "SessionStart", None),
+            hook(Some("r1"), "s1", "SubagentStart", Some("a1")),
+            hook(Some("r1"), "s1", "SessionEnd", None),
+        ]);
+        assert_eq!(rows.len(), 2);
+        let run = &rows["r1"];
+        assert_eq!(
+            (run.source, run.status, run.session.as_deref()),
+            (Source::Wrapper, RunStatus::Running, Some("s1"))
+        );
+        assert_eq!(rows["r1/a1"].parent.as_deref(), Some("r1"));
+    }
+
     #[test]
     fn health_is_derived_from_facts_and_now() {
         let policy = HealthPolicy::default();
@@ -1351,6 +1648,7 @@ mod tests {
                 },
                 9,
                 t,
+                "@test",
             )
             .unwrap()
         };
@@ -1371,7 +1669,7 @@ mod tests {
         // Ended runs are facts; lost and untracked say so.
         // An ended run has no health: not "ok" for a run that failed.
         for status in [RunStatus::Failed, RunStatus::Done, RunStatus::Stopped] {
-            let ended = fold(Some(base.clone()), &exited("r", status), 3, 5).unwrap();
+            let ended = fold(Some(base.clone()), &exited("r", status), 3, 5, "@test").unwrap();
             assert_eq!(health(&ended, 10_000_000, &policy), None, "{status:?}");
         }
         let lost = fold(
@@ -1382,6 +1680,7 @@ mod tests {
             },
             3,
             5,
+            "@test",
         )
         .unwrap();
         assert_eq!(at(&lost, 6), Health::Lost);

@@ -40,7 +40,7 @@ pub(super) async fn project(
         return Ok(());
     };
     let current = load(conn, project, id).await?;
-    if let Some(run) = run::fold(current, change, event.seq, event.at) {
+    if let Some(run) = run::fold(current, change, event.seq, event.at, &event.actor) {
         save(conn, project, &run).await?;
     }
     Ok(())

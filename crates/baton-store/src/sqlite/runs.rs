@@ -17,7 +17,7 @@ pub(super) fn project(conn: &Connection, event: &Event, change: &RunChange) -> S
         return Ok(());
     };
     let current = load(conn, id)?;
-    if let Some(run) = run::fold(current, change, event.seq, event.at) {
+    if let Some(run) = run::fold(current, change, event.seq, event.at, &event.actor) {
         save(conn, &run)?;
     }
     Ok(())

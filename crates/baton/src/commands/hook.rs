@@ -123,6 +123,9 @@ struct Found {
     message: Option<String>,
     /// A `Notification`'s kind (`permission_prompt`, `idle_prompt`, `auth_success`, …).
     notification_type: Option<String>,
+    /// The helper (subagent) a hook fired in, and its kind.
+    agent_id: Option<String>,
+    agent_type: Option<String>,
 }
 
 impl Found {
@@ -161,6 +164,8 @@ impl<'de> Visitor<'de> for Fields<'_> {
                     | "tool_name"
                     | "message"
                     | "notification_type"
+                    | "agent_id"
+                    | "agent_type"
             );
             if !wanted {
                 map.next_value::<IgnoredAny>()?;
@@ -181,6 +186,8 @@ impl<'de> Visitor<'de> for Fields<'_> {
                 "session_id" => &mut found.session_id,
                 "tool_name" => &mut found.tool,
                 "notification_type" => &mut found.notification_type,
+                "agent_id" => &mut found.agent_id,
+                "agent_type" => &mut found.agent_type,
                 _ => &mut found.thread_id,
             };
             if slot.is_none() {
@@ -261,12 +268,22 @@ async fn record(g: &GlobalArgs, args: &HookArgs) -> CommandResult<String> {
         )
         .await?;
     }
+    let agent = args.agent.as_str();
+    let session = found.session();
     let call = HookCall {
+        row: HookCall::row_of(
+            run.as_deref(),
+            agent,
+            session.as_deref(),
+            found.agent_id.as_deref(),
+        ),
         run,
-        agent: args.agent.as_str().to_owned(),
+        agent: agent.to_owned(),
         event: event.to_owned(),
-        session: found.session(),
+        session,
         tool: found.tool,
+        agent_id: found.agent_id,
+        agent_type: found.agent_type,
     };
     let injects = args.inject && baton_core::run::hook_injects(&call.event);
     let packet = app.hook(g.as_name.as_deref(), call, args.inject).await?;

@@ -5,7 +5,7 @@ use clap::Args;
 
 use crate::commands::Context;
 use crate::error::CommandResult;
-use crate::output::{Output, age_of, now, table};
+use crate::output::{Output, age_of, now, table, visible};
 
 /// List runs: status (a recorded fact), health (derived now), age, idle time, progress,
 /// tokens and exit code.
@@ -54,8 +54,17 @@ pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
             // What is known spent: the parts reported so far.
             None => format!("≥{}", t.input.unwrap_or(0) + t.output.unwrap_or(0)),
         });
+        // A session or helper has no command: what it is and what it used instead.
+        let what = if run.command.is_empty() {
+            let kind = run.agent_type.as_deref().map(|t| format!("{t} "));
+            let tools = (!run.tools.is_empty()).then(|| format!("tools: {}", run.tools.join(", ")));
+            format!("{}{}", kind.unwrap_or_default(), tools.unwrap_or_default())
+        } else {
+            run.command.join(" ")
+        };
         rows.push(vec![
-            run.id.clone(),
+            visible(&run.id),
+            source(run),
             run.status.to_string(),
             or_dash(run.health),
             or_dash(run.participant.as_deref()),
@@ -69,7 +78,7 @@ pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
             or_dash(tokens),
             exit,
             or_dash(run.pid),
-            clip(&run.command.join(" "), COMMAND_SHOWN),
+            visible(&clip(what.trim(), COMMAND_SHOWN)),
         ]);
     }
     let human = if rows.is_empty() {
@@ -81,8 +90,8 @@ pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
     } else {
         table(
             &[
-                "ID", "STATUS", "HEALTH", "WHO", "AGE", "IDLE", "PROGRESS", "TOKENS", "EXIT",
-                "PID", "COMMAND",
+                "ID", "SOURCE", "STATUS", "HEALTH", "WHO", "AGE", "IDLE", "PROGRESS", "TOKENS",
+                "EXIT", "PID", "COMMAND",
             ],
             &rows,
         )
@@ -95,4 +104,16 @@ pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
         ),
     };
     Ok(Output::of(&doc, human))
+}
+
+/// Where a row comes from, as the table shows it: `wrapper`, `untracked`, or the agent's
+/// `claude-session`, `codex-helper`, …
+fn source(run: &baton_app::doc::RunDoc) -> String {
+    use baton_core::run::Source;
+    match (run.source, run.agent.as_deref()) {
+        (Source::Session | Source::Helper, Some(agent)) => {
+            format!("{}-{}", visible(agent), run.source.as_str())
+        }
+        (source, _) => source.as_str().to_owned(),
+    }
 }

@@ -117,8 +117,8 @@ pub fn render(s: &Status) -> String {
 
     let c = &s.run_counts;
     out.push_str(&format!(
-        "\nRUNS  running {} (stalled {})  registered {}  done {}  failed {}  stopped {}  lost {}  untracked {}\n",
-        c.running, c.stalled, c.registered, c.done, c.failed, c.stopped, c.lost, c.untracked
+        "\nRUNS  running {} (stalled {})  registered {}  done {}  failed {}  stopped {}  lost {}  untracked {}  ended {}\n",
+        c.running, c.stalled, c.registered, c.done, c.failed, c.stopped, c.lost, c.untracked, c.ended
     ));
     if !s.runs.is_empty() {
         let rows: Vec<Vec<String>> = s

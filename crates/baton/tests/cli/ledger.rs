@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::common::{Project, baton_exe, stderr, until_waiting};
 
@@ -220,7 +220,8 @@ fn a_command_that_cannot_start_fails_with_127_and_the_reason() {
         .find(|l| l.contains("no-such-agent"))
         .unwrap_or_else(|| panic!("no row for the failed run:\n{table}"));
     let cells: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(cells[1], "failed", "{table}");
+    let status = header.iter().position(|h| *h == "STATUS").unwrap();
+    assert_eq!(cells[status], "failed", "{table}");
     assert_eq!(cells[health], "-", "{table}");
 }
 
@@ -750,6 +751,119 @@ fn hooks_exit_0_print_nothing_and_tie_the_session_to_the_run() {
     assert!(stranger.stdout.is_empty(), "no participant, no packet");
     let said = String::from_utf8_lossy(&stranger.stderr);
     assert!(said.contains("ghost is not a participant"), "{said}");
+}
+
+#[test]
+fn sessions_and_helpers_seen_through_hooks_are_rows_of_the_ledger() {
+    let project = Project::new(&[("impl-1", "executor")]);
+    let claude = |event: &str, payload: &str| {
+        let out = hook(
+            &project,
+            Some("impl-1"),
+            &["claude", event],
+            payload.as_bytes(),
+        );
+        assert_eq!(code(out.status), 0, "{}", stderr(&out));
+    };
+    // As Claude Code sends them: a session starts, three helpers start, a tool is used.
+    claude(
+        "SessionStart",
+        r#"{"session_id":"s1","hook_event_name":"SessionStart","source":"startup","cwd":"/w"}"#,
+    );
+    for helper in ["a1", "a2", "a3"] {
+        claude(
+            "SubagentStart",
+            &format!(
+                r#"{{"session_id":"s1","hook_event_name":"SubagentStart","agent_id":"{helper}","agent_type":"Explore"}}"#
+            ),
+        );
+    }
+    claude(
+        "PostToolUse",
+        r#"{"session_id":"s1","hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{"command":"ls"}}"#,
+    );
+    claude(
+        "SubagentStop",
+        r#"{"session_id":"s1","hook_event_name":"SubagentStop","agent_id":"a1","agent_type":"Explore"}"#,
+    );
+    let session = the_run(&project, "claude:s1");
+    assert_eq!(session["source"], "session", "{session}");
+    assert_eq!(session["agent"], "claude");
+    assert_eq!(session["participant"], "impl-1");
+    assert_eq!(session["status"], "running");
+    assert_eq!(session["health"], "ok");
+    assert_eq!(session["tools"], json!(["Bash"]));
+    assert_eq!(session["pid"], Value::Null, "its pid is not known");
+    let helper = the_run(&project, "claude:s1/a1");
+    assert_eq!(
+        (
+            &helper["source"],
+            &helper["parent"],
+            &helper["agent_type"],
+            &helper["status"]
+        ),
+        (
+            &json!("helper"),
+            &json!("claude:s1"),
+            &json!("Explore"),
+            &json!("ended")
+        ),
+        "{helper}"
+    );
+    assert_eq!(the_run(&project, "claude:s1/a2")["status"], "running");
+    // The stored hook keeps the helper it fired in.
+    let log = project.ok(None, &["export"]);
+    assert!(log.contains(r#""agent_id":"a2""#), "{log}");
+    // The table says where each row comes from.
+    let table = project.ok(None, &["runs", "--all"]);
+    assert!(
+        table.contains("claude-session") && table.contains("claude-helper"),
+        "{table}"
+    );
+
+    // A Codex session is a row of its own.
+    let out = hook(
+        &project,
+        Some("impl-1"),
+        &["codex", "SessionStart"],
+        br#"{"session_id":"c9","hook_event_name":"SessionStart","model":"gpt-5-codex"}"#,
+    );
+    assert_eq!(code(out.status), 0, "{}", stderr(&out));
+    assert_eq!(the_run(&project, "codex:c9")["source"], "session");
+
+    // The session ends at SessionEnd; a hook after it (a resumed session) revives it.
+    claude("SessionEnd", r#"{"session_id":"s1","reason":"exit"}"#);
+    let ended = the_run(&project, "claude:s1");
+    assert_eq!(
+        (&ended["status"], &ended["health"]),
+        (&json!("ended"), &Value::Null)
+    );
+    claude(
+        "UserPromptSubmit",
+        r#"{"session_id":"s1","prompt":"go on"}"#,
+    );
+    assert_eq!(the_run(&project, "claude:s1")["status"], "running");
+
+    // Inside `baton run` the session is the run's row, never a second one.
+    let before = runs(&project).len();
+    let calls = r#"printf '{"session_id":"s2","hook_event_name":"SessionStart"}' | "$BATON" hook claude SessionStart && printf '{"session_id":"s2"}' | "$BATON" hook claude SessionEnd"#;
+    let out = project
+        .cmd(Some("impl-1"), &["run", "--", "sh", "-c", calls])
+        .env("BATON", baton_exe())
+        .output()
+        .unwrap();
+    assert_eq!(code(out.status), 0, "{}", stderr(&out));
+    assert_eq!(runs(&project).len(), before + 1, "one row for the run");
+    let run = run_with(&project, "hook claude SessionStart");
+    assert_eq!(
+        (&run["source"], &run["session"], &run["status"]),
+        (&json!("wrapper"), &json!("s2"), &json!("done")),
+        "{run}"
+    );
+    assert!(
+        runs(&project).iter().all(|r| r["id"] != "claude:s2"),
+        "a second row for the run's session"
+    );
 }
 
 #[test]
