@@ -72,7 +72,11 @@
 
   const RUN_STATUSES = ["running", "registered", "done", "failed", "stopped", "lost", "untracked", "ended", "stalled"];
 
+  // Helpers (subagents seen through hooks) are counted, never listed.
+  const HELPERS = ["active", "idle", "ended"];
+
   function summary(s) {
+    const helpers = s.run_counts.helpers || {};
     replace(
       "summary",
       ...RUN_STATUSES.map((name) =>
@@ -81,6 +85,14 @@
           { class: `tile st-${name}`, "data-count": name },
           el("b", null, s.run_counts[name]),
           el("span", null, name === "stalled" ? "stalled (live)" : name),
+        ),
+      ),
+      ...HELPERS.map((name) =>
+        el(
+          "div",
+          { class: "tile helpers", "data-helpers": name },
+          el("b", null, helpers[name] ?? 0),
+          el("span", null, `helpers ${name}`),
         ),
       ),
     );

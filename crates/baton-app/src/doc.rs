@@ -1604,11 +1604,39 @@ pub struct RunCounts {
     pub stopped: usize,
     pub lost: usize,
     pub untracked: usize,
-    /// Sessions and helpers seen through hooks that ended.
+    /// Sessions seen through hooks that ended.
     #[serde(default)]
     pub ended: usize,
     /// Live runs whose health is `stalled`.
     pub stalled: usize,
+    /// The rows above and the helpers, by where they come from.
+    #[serde(default)]
+    pub sources: SourceCounts,
+    /// Helpers (subagents seen through hooks), counted rather than listed.
+    #[serde(default)]
+    pub helpers: HelperCounts,
+}
+
+/// Live and recent rows of the ledger by where they come from.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct SourceCounts {
+    /// Started through `baton run`.
+    pub wrapper: usize,
+    /// Agent processes found running outside it.
+    pub untracked: usize,
+    /// Sessions seen through hooks.
+    pub sessions: usize,
+    /// Helpers of sessions and runs.
+    pub helpers: usize,
+}
+
+/// Helpers by what became of them: running with a recent hook, running but quiet past
+/// `[runs] helper_idle` (no longer counted as active), and ended within the hour.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct HelperCounts {
+    pub active: usize,
+    pub idle: usize,
+    pub ended: usize,
 }
 
 /// A participant's load: what it owes (messages delivered to it and not finished) and

@@ -31,6 +31,9 @@ heartbeat = "15s"
 # and for this long stalled. Health is computed when read, so changing these is safe.
 idle_after = "60s"
 stalled_after = "600s"
+# A helper (subagent) seen through hooks with no hook for this long stops counting as
+# active: helpers whose end was never reported do not pile up as work in progress.
+helper_idle = "15m"
 # How many `baton run`s may run at once in this checkout (`--slots` overrides it).
 slots = 2
 
@@ -60,6 +63,8 @@ pub struct Settings {
     pub heartbeat: Duration,
     pub idle_after: Duration,
     pub stalled_after: Duration,
+    /// A helper quiet this long no longer counts as active (`[runs] helper_idle`).
+    pub helper_idle: Duration,
     pub slots: u32,
     /// Whether orders and reports must carry the `x-baton` contract.
     pub contract: ContractMode,
@@ -83,6 +88,7 @@ impl Default for Settings {
             heartbeat: Duration::from_secs(15),
             idle_after: Duration::from_secs(60),
             stalled_after: Duration::from_secs(600),
+            helper_idle: Duration::from_secs(15 * 60),
             slots: 2,
             contract: ContractMode::Required,
             service_targets: std::collections::BTreeMap::new(),
@@ -134,6 +140,7 @@ struct RawRuns {
     heartbeat: Option<String>,
     idle_after: Option<String>,
     stalled_after: Option<String>,
+    helper_idle: Option<String>,
     slots: Option<u32>,
 }
 
@@ -180,6 +187,9 @@ impl Settings {
         }
         if let Some(d) = raw.runs.stalled_after {
             settings.stalled_after = parse_duration("runs.stalled_after", &d)?;
+        }
+        if let Some(d) = raw.runs.helper_idle {
+            settings.helper_idle = parse_duration("runs.helper_idle", &d)?;
         }
         if let Some(n) = raw.runs.slots {
             if n == 0 {

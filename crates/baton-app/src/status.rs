@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use baton_core::metrics::{Metrics, Series};
 use baton_core::order::OrderStatus;
-use baton_core::run::{Health, RunStatus};
+use baton_core::run::{Health, RunStatus, Source};
 use baton_core::time::rfc3339;
 use baton_store::{OrderQuery, RunQuery};
 
@@ -91,13 +91,32 @@ impl App {
         let mut rows = self
             .runs(&RunQuery {
                 recent: Some(RECENT_RUNS),
+                // Helpers are counted, not listed: a session may start thousands.
+                without_helpers: true,
                 ..RunQuery::default()
             })
             .await?;
         rows.retain(|r| r.run.status.is_live() || r.run.ended_at.is_some_and(|e| e >= since));
         let mut counts = RunCounts::default();
-        for (status, n) in self.store().run_counts(since).await? {
-            let count = match status {
+        let quiet_before = now - self.settings().helper_idle.as_millis() as i64;
+        for c in self.store().run_counts(since, quiet_before).await? {
+            let n = c.n as usize;
+            *match c.source {
+                Source::Wrapper => &mut counts.sources.wrapper,
+                Source::Untracked => &mut counts.sources.untracked,
+                Source::Session => &mut counts.sources.sessions,
+                Source::Helper => &mut counts.sources.helpers,
+            } += n;
+            if c.source == Source::Helper {
+                if c.status == RunStatus::Ended {
+                    counts.helpers.ended += n;
+                } else if c.status.is_live() {
+                    counts.helpers.idle += c.quiet as usize;
+                    counts.helpers.active += n - c.quiet as usize;
+                }
+                continue;
+            }
+            *match c.status {
                 RunStatus::Registered => &mut counts.registered,
                 RunStatus::Running => &mut counts.running,
                 RunStatus::Done => &mut counts.done,
@@ -106,8 +125,7 @@ impl App {
                 RunStatus::Lost => &mut counts.lost,
                 RunStatus::Untracked => &mut counts.untracked,
                 RunStatus::Ended => &mut counts.ended,
-            };
-            *count = n as usize;
+            } += n;
         }
         counts.stalled = rows
             .iter()

@@ -594,6 +594,12 @@ pub enum Source {
 }
 
 impl Source {
+    pub const ALL: [Source; 4] = [Self::Wrapper, Self::Untracked, Self::Session, Self::Helper];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Wrapper => "wrapper",

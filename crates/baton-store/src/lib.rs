@@ -233,12 +233,10 @@ pub trait Backend: Send + Sync {
     }
     /// Runs matching `query`, oldest first.
     async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>>;
-    /// How many runs have each recorded status, of the live ones and those that ended at
-    /// or after `ended_since`: counted by the store, however many there are.
-    async fn run_counts(
-        &self,
-        ended_since: Millis,
-    ) -> Result<Vec<(baton_core::run::RunStatus, u64)>>;
+    /// How many runs have each recorded status and source, of the live ones and those
+    /// that ended at or after `ended_since`, and how many of each had no event since
+    /// `quiet_before`: counted by the store, however many there are.
+    async fn run_counts(&self, ended_since: Millis, quiet_before: Millis) -> Result<Vec<RunCount>>;
     async fn order(&self, id: &str) -> Result<Option<Order>>;
     /// Orders matching `query`, oldest first.
     async fn orders(&self, query: &OrderQuery) -> Result<Vec<Order>>;

@@ -212,13 +212,21 @@ pub(crate) fn closed_orders() -> String {
     statuses(baton_core::order::OrderStatus::closed().map(|s| s.as_str()))
 }
 
-pub(crate) fn run_counts(rows: &[impl Columns]) -> sqlx::Result<Vec<(RunStatus, u64)>> {
+pub(crate) fn run_counts(rows: &[impl Columns]) -> sqlx::Result<Vec<crate::RunCount>> {
     rows.iter()
         .map(|row| {
             let status = row.text("status")?;
             let status = RunStatus::parse(&status)
                 .ok_or_else(|| sqlx::Error::Decode(format!("run status {status:?}").into()))?;
-            Ok((status, row.int("n")? as u64))
+            let source = row.text("source")?;
+            let source = baton_core::run::Source::parse(&source)
+                .ok_or_else(|| sqlx::Error::Decode(format!("run source {source:?}").into()))?;
+            Ok(crate::RunCount {
+                status,
+                source,
+                n: row.int("n")? as u64,
+                quiet: row.int("quiet")? as u64,
+            })
         })
         .collect()
 }

@@ -181,6 +181,19 @@ pub struct RunQuery {
     pub after_seq: Option<i64>,
     /// At most this many runs.
     pub limit: Option<u32>,
+    /// Leave helpers (subagents seen through hooks) out: a view that counts them instead.
+    pub without_helpers: bool,
+}
+
+/// How many rows of the ledger have one status and source, and how many of those had no
+/// event since a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunCount {
+    pub status: baton_core::run::RunStatus,
+    pub source: baton_core::run::Source,
+    pub n: u64,
+    /// Of `n`, those whose last event is older than the time asked about.
+    pub quiet: u64,
 }
 
 /// What the reaper did about one lost run.

@@ -3629,6 +3629,83 @@ async fn a_keys_last_use_is_kept_beside_the_log<B: Backend>() {
 // One module of tests per backend
 // ---------------------------------------------------------------------------------------
 
+/// Story: a session and its helpers seen through hooks are rows of the ledger; the store
+/// counts live and recent rows by status and source (and those quiet since a time), and a
+/// view can leave helpers out.
+async fn sessions_and_helpers_are_rows_counted_by_source(store: &dyn Store) {
+    use baton_core::run::{HookCall, RunStatus, Source};
+    cast(store).await;
+    for (event, helper) in [
+        ("SessionStart", None),
+        ("SubagentStart", Some("a1")),
+        ("SubagentStart", Some("a2")),
+        ("PostToolUse", Some("a2")),
+        ("SubagentStop", Some("a2")),
+    ] {
+        let call = HookCall {
+            row: HookCall::row_of(None, "claude", Some("s1"), helper),
+            run: None,
+            agent: "claude".into(),
+            event: event.into(),
+            session: Some("s1".into()),
+            tool: (event == "PostToolUse").then(|| "Read".into()),
+            agent_id: helper.map(Into::into),
+            agent_type: helper.map(|_| "Explore".into()),
+        };
+        store.record_hook("planner", call).await.unwrap();
+    }
+    let all = store.runs(&RunQuery::default()).await.unwrap();
+    assert_eq!(all.len(), 3, "{all:?}");
+    let row = |id: &str| {
+        all.iter()
+            .find(|r| r.id == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no row {id}"))
+    };
+    let session = row("claude:s1");
+    assert_eq!(
+        (
+            session.source,
+            session.status,
+            session.participant.as_deref()
+        ),
+        (Source::Session, RunStatus::Running, Some("planner"))
+    );
+    let ended = row("claude:s1/a2");
+    assert_eq!(
+        (ended.status, ended.parent.as_deref(), ended.tools.clone()),
+        (RunStatus::Ended, Some("claude:s1"), vec!["Read".to_owned()])
+    );
+    let mut counts = store.run_counts(0, Millis::MAX).await.unwrap();
+    counts.sort_by_key(|c| (c.source.as_str(), c.status.as_str()));
+    let seen: Vec<(Source, RunStatus, u64, u64)> = counts
+        .iter()
+        .map(|c| (c.source, c.status, c.n, c.quiet))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (Source::Helper, RunStatus::Ended, 1, 1),
+            (Source::Helper, RunStatus::Running, 1, 1),
+            (Source::Session, RunStatus::Running, 1, 1),
+        ]
+    );
+    let none_quiet = store.run_counts(0, 0).await.unwrap();
+    assert!(none_quiet.iter().all(|c| c.quiet == 0), "{none_quiet:?}");
+    let listed: Vec<String> = store
+        .runs(&RunQuery {
+            recent: Some(10),
+            without_helpers: true,
+            ..RunQuery::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(listed, ["claude:s1"]);
+}
+
 /// Appends `events` as an imported log (merged: a test's store has a history of its own).
 async fn inject(store: &dyn Store, events: Vec<NewEvent>) -> baton_store::Imported {
     let lines = events
@@ -4532,6 +4609,7 @@ macro_rules! every_backend {
                     the_handoff_metrics_are_a_projection_of_the_log,
                     an_offer_is_checked_and_orders_list_by_party,
                     an_imported_event_keeps_its_id_and_time,
+                    sessions_and_helpers_are_rows_counted_by_source,
                     a_send_is_found_by_its_event_id,
                     a_key_is_issued_revoked_alone_and_never_holds_its_token,
                     gate_events_are_appended_together_and_read_back_by_kind,

@@ -24,7 +24,7 @@ use baton_core::id::Span;
 use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::order::Order;
-use baton_core::run::{Run, RunStatus};
+use baton_core::run::Run;
 use baton_core::state::{DIGEST_ITEMS, ProjectState, StateDigest};
 use baton_core::{
     Change, DeliveryStatus, Draft, Envelope, Event, Millis, Participant, Passname, ProjectName,
@@ -1329,8 +1329,12 @@ impl Backend for PostgresStore {
             .map_err(|e| self.err(e))
     }
 
-    async fn run_counts(&self, ended_since: Millis) -> Result<Vec<(RunStatus, u64)>> {
-        runs::counts(&self.pool, self.project, ended_since)
+    async fn run_counts(
+        &self,
+        ended_since: Millis,
+        quiet_before: Millis,
+    ) -> Result<Vec<crate::RunCount>> {
+        runs::counts(&self.pool, self.project, ended_since, quiet_before)
             .await
             .map_err(|e| self.err(e))
     }

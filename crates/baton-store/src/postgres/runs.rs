@@ -3,30 +3,47 @@
 
 use baton_core::Event;
 use baton_core::Millis;
-use baton_core::run::{self, Run, RunChange, RunStatus};
+use baton_core::run::{self, Run, RunChange, Source};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, QueryBuilder};
 
 use super::load_folded;
-use crate::RunQuery;
 use crate::rows;
+use crate::{RunCount, RunQuery};
 
-/// How many runs have each status, of the live ones and those ended since `ended_since`.
+/// A row's source as SQL (a row older than sources is one of `baton run`'s).
+const SOURCE: &str = "coalesce(data::json ->> 'source', 'wrapper')";
+
+/// How many runs have each status and source, of the live ones and those ended since
+/// `ended_since`, and how many of those had no event since `quiet_before`.
 pub(super) async fn counts(
     pool: &PgPool,
     project: i64,
     ended_since: Millis,
-) -> sqlx::Result<Vec<(RunStatus, u64)>> {
+    quiet_before: Millis,
+) -> sqlx::Result<Vec<RunCount>> {
     let found = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT status, count(*) AS n FROM runs WHERE project = $1 \
-         AND (status IN {} OR ended_at >= $2) GROUP BY status",
+        "SELECT status, {SOURCE} AS source, count(*) AS n, \
+         sum(CASE WHEN (data::json ->> 'last_event_at')::bigint < $3 THEN 1 ELSE 0 END) \
+         AS quiet FROM runs WHERE project = $1 AND (status IN {} OR ended_at >= $2) \
+         GROUP BY status, source",
         rows::live_runs()
     )))
     .bind(project)
     .bind(ended_since)
+    .bind(quiet_before)
     .fetch_all(pool)
     .await?;
     rows::run_counts(&found)
+}
+
+/// The condition that leaves helpers out when `query` asks it (empty otherwise).
+fn without_helpers(query: &RunQuery) -> String {
+    if query.without_helpers {
+        format!("AND {SOURCE} <> '{}'", Source::Helper.as_str())
+    } else {
+        String::new()
+    }
 }
 
 /// Applies one run event to the projection (live writes and replay alike).
@@ -167,10 +184,11 @@ pub(super) async fn query(pool: &PgPool, project: i64, query: &RunQuery) -> sqlx
         // Live runs, and the newest others found walking the `seq` index back from the end.
         let sql = format!(
             "SELECT data FROM (SELECT data, seq FROM runs WHERE project = $1 AND status IN {live} \
-             UNION ALL (SELECT data, seq FROM runs \
-             WHERE project = $1 AND status NOT IN {live} \
+             {helpers} UNION ALL (SELECT data, seq FROM runs \
+             WHERE project = $1 AND status NOT IN {live} {helpers} \
              ORDER BY seq DESC LIMIT $2)) AS shown ORDER BY seq",
-            live = rows::live_runs()
+            live = rows::live_runs(),
+            helpers = without_helpers(query),
         );
         let data: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
             .bind(project)
@@ -181,6 +199,7 @@ pub(super) async fn query(pool: &PgPool, project: i64, query: &RunQuery) -> sqlx
     }
     let mut sql = QueryBuilder::<Postgres>::new("SELECT data FROM runs WHERE project = ");
     sql.push_bind(project);
+    sql.push(" ").push(without_helpers(query));
     if let Some(id) = &query.id {
         sql.push(" AND id = ").push_bind(id.clone());
     }

@@ -23,7 +23,7 @@ use baton_core::message::Prior;
 use baton_core::metrics::Tally;
 use baton_core::negotiation::Negotiation;
 use baton_core::order::Order;
-use baton_core::run::{Run, RunStatus};
+use baton_core::run::Run;
 use baton_core::state::{DIGEST_ITEMS, ProjectState, StateDigest};
 use baton_core::{
     Change, DeliveryStatus, Draft, Envelope, Event, MessageType, Millis, Participant, Passname,
@@ -1510,8 +1510,13 @@ impl Backend for SqliteStore {
         self.read(|conn| runs::query(conn, query)).await
     }
 
-    async fn run_counts(&self, ended_since: Millis) -> Result<Vec<(RunStatus, u64)>> {
-        self.read(|conn| runs::counts(conn, ended_since)).await
+    async fn run_counts(
+        &self,
+        ended_since: Millis,
+        quiet_before: Millis,
+    ) -> Result<Vec<crate::RunCount>> {
+        self.read(|conn| runs::counts(conn, ended_since, quiet_before))
+            .await
     }
 
     async fn failures(&self, since: Millis) -> Result<Vec<Run>> {

@@ -3,13 +3,13 @@
 
 use baton_core::Event;
 use baton_core::Millis;
-use baton_core::run::{self, Run, RunChange, RunStatus};
+use baton_core::run::{self, Run, RunChange, Source};
 use rusqlite::{Connection, params};
 
 use super::load_folded;
 use super::sql::{Builder, Sql, column, exec, rows, scalar};
-use crate::RunQuery;
 use crate::rows;
+use crate::{RunCount, RunQuery};
 
 /// Applies one run event to the projection (live writes and replay alike).
 pub(super) fn project(conn: &Connection, event: &Event, change: &RunChange) -> Sql<()> {
@@ -62,16 +62,25 @@ pub(super) fn other_live(conn: &Connection, participant: &str, except: &str) -> 
     Ok(found.is_some())
 }
 
-/// How many runs have each status, of the live ones and those ended since `ended_since`.
-pub(super) fn counts(conn: &Connection, ended_since: Millis) -> Sql<Vec<(RunStatus, u64)>> {
+/// A row's source as SQL (a row older than sources is one of `baton run`'s).
+const SOURCE: &str = "coalesce(json_extract(data, '$.source'), 'wrapper')";
+
+/// How many runs have each status and source, of the live ones and those ended since
+/// `ended_since`, and how many of those had no event since `quiet_before`.
+pub(super) fn counts(
+    conn: &Connection,
+    ended_since: Millis,
+    quiet_before: Millis,
+) -> Sql<Vec<RunCount>> {
     let found = rows(
         conn,
         &format!(
-            "SELECT status, count(*) AS n FROM runs WHERE status IN {} OR ended_at >= ? \
-             GROUP BY status",
+            "SELECT status, {SOURCE} AS source, count(*) AS n, \
+             sum(CASE WHEN json_extract(data, '$.last_event_at') < ?2 THEN 1 ELSE 0 END) \
+             AS quiet FROM runs WHERE status IN {} OR ended_at >= ?1 GROUP BY status, source",
             rows::live_runs()
         ),
-        [ended_since],
+        [ended_since, quiet_before],
     )?;
     Ok(rows::run_counts(&found)?)
 }
@@ -129,11 +138,12 @@ pub(super) fn query(conn: &Connection, query: &RunQuery) -> Sql<Vec<Run>> {
         let data: Vec<String> = column(
             conn,
             &format!(
-                "SELECT data FROM (SELECT data, seq FROM runs WHERE status IN {live} \
+                "SELECT data FROM (SELECT data, seq FROM runs WHERE status IN {live} {helpers} \
                  UNION ALL SELECT data, seq FROM \
-                 (SELECT data, seq FROM runs WHERE status NOT IN {live} \
+                 (SELECT data, seq FROM runs WHERE status NOT IN {live} {helpers} \
                  ORDER BY seq DESC LIMIT ?)) ORDER BY seq",
-                live = rows::live_runs()
+                live = rows::live_runs(),
+                helpers = without_helpers(query),
             ),
             [i64::from(recent)],
         )?;
@@ -142,7 +152,8 @@ pub(super) fn query(conn: &Connection, query: &RunQuery) -> Sql<Vec<Run>> {
             .map(|d| rows::folded(d))
             .collect::<sqlx::Result<_>>()?);
     }
-    let mut sql = Builder::new("SELECT data FROM runs WHERE 1 = 1");
+    let mut sql = Builder::new("SELECT data FROM runs WHERE 1 = 1 ");
+    sql.push(&without_helpers(query));
     if let Some(id) = &query.id {
         sql.push(" AND id = ").bind(id.clone());
     }
@@ -169,4 +180,13 @@ pub(super) fn query(conn: &Connection, query: &RunQuery) -> Sql<Vec<Run>> {
         .iter()
         .map(|d| rows::folded(d))
         .collect::<sqlx::Result<_>>()?)
+}
+
+/// The condition that leaves helpers out when `query` asks it (empty otherwise).
+fn without_helpers(query: &RunQuery) -> String {
+    if query.without_helpers {
+        format!("AND {SOURCE} != '{}'", Source::Helper.as_str())
+    } else {
+        String::new()
+    }
 }

@@ -120,6 +120,13 @@ pub fn render(s: &Status) -> String {
         "\nRUNS  running {} (stalled {})  registered {}  done {}  failed {}  stopped {}  lost {}  untracked {}  ended {}\n",
         c.running, c.stalled, c.registered, c.done, c.failed, c.stopped, c.lost, c.untracked, c.ended
     ));
+    let (by, h) = (&c.sources, &c.helpers);
+    if by.sessions + by.helpers > 0 {
+        out.push_str(&format!(
+            "      from baton run {}  untracked {}  sessions {}  helpers {} (active {}  idle {}  ended {})\n",
+            by.wrapper, by.untracked, by.sessions, by.helpers, h.active, h.idle, h.ended
+        ));
+    }
     if !s.runs.is_empty() {
         let rows: Vec<Vec<String>> = s
             .runs

@@ -88,7 +88,12 @@ async function atGeneration(page, generation, later = false) {
 async function compare(page, s) {
   same("generation", await text(page, "#generation"), s.generation);
   for (const [name, n] of Object.entries(s.run_counts)) {
-    same(`runs ${name}`, await text(page, `[data-count="${name}"] b`), n);
+    if (typeof n === "number") {
+      same(`runs ${name}`, await text(page, `[data-count="${name}"] b`), n);
+    }
+  }
+  for (const [name, n] of Object.entries(s.run_counts.helpers)) {
+    same(`helpers ${name}`, await text(page, `[data-helpers="${name}"] b`), n);
   }
   same("rows in the runs table", (await page.$$("tr[data-run-id]")).length, s.runs.length);
   for (const r of s.runs) {

@@ -820,6 +820,51 @@ fn sessions_and_helpers_seen_through_hooks_are_rows_of_the_ledger() {
         table.contains("claude-session") && table.contains("claude-helper"),
         "{table}"
     );
+    // The status lists the session and counts its helpers rather than list them.
+    let status = project.json(None, &["status"]);
+    let listed: Vec<&str> = status["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["claude:s1"], "{status}");
+    let counts = &status["run_counts"];
+    assert_eq!(
+        (
+            &counts["sources"]["sessions"],
+            &counts["sources"]["helpers"]
+        ),
+        (&json!(1), &json!(3)),
+        "{counts}"
+    );
+    assert_eq!(
+        counts["helpers"],
+        json!({"active": 2, "idle": 0, "ended": 1}),
+        "{counts}"
+    );
+    let text = project.ok(None, &["status"]);
+    assert!(
+        text.contains("sessions 1  helpers 3 (active 2  idle 0  ended 1)"),
+        "{text}"
+    );
+    // A helper quiet past `[runs] helper_idle` stops counting as active, with no event
+    // saying so.
+    let config = project.path().join(".baton/config.toml");
+    let settings = std::fs::read_to_string(&config).unwrap();
+    assert!(settings.contains("helper_idle = \"15m\""), "{settings}");
+    std::fs::write(
+        &config,
+        settings.replace("helper_idle = \"15m\"", "helper_idle = \"1s\""),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let counts = &project.json(None, &["status"])["run_counts"];
+    assert_eq!(
+        counts["helpers"],
+        json!({"active": 0, "idle": 2, "ended": 1}),
+        "{counts}"
+    );
 
     // A Codex session is a row of its own.
     let out = hook(
