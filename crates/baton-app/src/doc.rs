@@ -834,6 +834,10 @@ pub struct Reap {
     pub untracked: Vec<String>,
     pub gone: Vec<String>,
     pub overdue: Vec<String>,
+    /// Sessions and helpers seen through hooks that fell silent, now ended.
+    pub ended: Vec<String>,
+    /// Alerts raised for ended sessions whose participant holds work.
+    pub held: Vec<String>,
 }
 doc!(Reap, "baton/reap@1");
 
@@ -852,6 +856,8 @@ impl From<&crate::Pass> for Reap {
             untracked: p.untracked.clone(),
             gone: p.gone.clone(),
             overdue: p.overdue.clone(),
+            ended: p.ended.clone(),
+            held: p.held.clone(),
         }
     }
 }

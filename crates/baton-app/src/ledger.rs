@@ -32,6 +32,10 @@ pub struct Pass {
     pub gone: Vec<String>,
     /// Alerts raised for waits whose deadline passed with no receipt.
     pub overdue: Vec<String>,
+    /// Sessions and helpers seen through hooks that fell silent, now ended.
+    pub ended: Vec<String>,
+    /// Alerts raised for ended sessions whose participant holds work.
+    pub held: Vec<String>,
 }
 
 impl Pass {
@@ -40,6 +44,7 @@ impl Pass {
             && self.untracked.is_empty()
             && self.gone.is_empty()
             && self.overdue.is_empty()
+            && self.ended.is_empty()
     }
 }
 
@@ -235,6 +240,52 @@ impl App {
                     done.untracked.extend(change.run().map(str::to_owned));
                 }
             }
+        }
+
+        // Sessions and helpers seen through hooks have no pid: silence ends them, once;
+        // a session whose participant holds work says so in an alert.
+        let now = self.now();
+        let silent_ms = self.settings().session_ended_after.as_millis() as i64;
+        let mut alerts = Vec::new();
+        for run in live
+            .iter()
+            .filter(|r| baton_core::run::fell_silent(r, now, silent_ms))
+        {
+            let ended = RunChange::Ended {
+                run: run.id.clone(),
+                reason: format!(
+                    "no hook for longer than {} (runs.session_ended_after)",
+                    baton_core::time::age(run.last_event_at, now)
+                ),
+            };
+            match self.record_run(REAPER, &[ended]).await {
+                Ok(_) => done.ended.push(run.id.clone()),
+                // Another reaper, or a hook, got there first.
+                Err(StoreError::Refused(Refusal::RunStatus { .. })) => continue,
+                Err(e) => return Err(e),
+            }
+            let Some(who) = run
+                .participant
+                .as_deref()
+                .filter(|_| run.source == baton_core::run::Source::Session)
+                .and_then(|p| Passname::new(p).ok())
+            else {
+                continue;
+            };
+            let held = self.store().owed(&who, 0).await?.1;
+            if held > 0 {
+                alerts.push(StateOp::Alert {
+                    key: format!("session-ended:{}", run.id),
+                    message: format!(
+                        "session {} of {who} fell silent and was ended; {who} holds {held} \
+                         message(s) not finished (`baton --as {who} inbox`)",
+                        run.id
+                    ),
+                });
+            }
+        }
+        if !alerts.is_empty() {
+            done.held = self.record(REAPER, &alerts).await?.ids();
         }
 
         // Waits past their deadline: the waiter may be gone, the condition is not.

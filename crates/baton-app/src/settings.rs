@@ -34,6 +34,9 @@ stalled_after = "600s"
 # A helper (subagent) seen through hooks with no hook for this long stops counting as
 # active: helpers whose end was never reported do not pile up as work in progress.
 helper_idle = "15m"
+# A session or helper seen through hooks with no hook for this long is ended by the
+# reaper (`baton reap`); a later hook makes it running again.
+session_ended_after = "1h"
 # How many `baton run`s may run at once in this checkout (`--slots` overrides it).
 slots = 2
 
@@ -65,6 +68,9 @@ pub struct Settings {
     pub stalled_after: Duration,
     /// A helper quiet this long no longer counts as active (`[runs] helper_idle`).
     pub helper_idle: Duration,
+    /// A session or helper quiet this long is ended by the reaper
+    /// (`[runs] session_ended_after`).
+    pub session_ended_after: Duration,
     pub slots: u32,
     /// Whether orders and reports must carry the `x-baton` contract.
     pub contract: ContractMode,
@@ -89,6 +95,7 @@ impl Default for Settings {
             idle_after: Duration::from_secs(60),
             stalled_after: Duration::from_secs(600),
             helper_idle: Duration::from_secs(15 * 60),
+            session_ended_after: Duration::from_secs(60 * 60),
             slots: 2,
             contract: ContractMode::Required,
             service_targets: std::collections::BTreeMap::new(),
@@ -141,6 +148,7 @@ struct RawRuns {
     idle_after: Option<String>,
     stalled_after: Option<String>,
     helper_idle: Option<String>,
+    session_ended_after: Option<String>,
     slots: Option<u32>,
 }
 
@@ -190,6 +198,9 @@ impl Settings {
         }
         if let Some(d) = raw.runs.helper_idle {
             settings.helper_idle = parse_duration("runs.helper_idle", &d)?;
+        }
+        if let Some(d) = raw.runs.session_ended_after {
+            settings.session_ended_after = parse_duration("runs.session_ended_after", &d)?;
         }
         if let Some(n) = raw.runs.slots {
             if n == 0 {

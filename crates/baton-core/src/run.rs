@@ -692,6 +692,11 @@ pub enum RunChange {
     },
     Untracked(Box<Registration>),
     Hook(HookCall),
+    /// Written by the reaper: a session or helper seen through hooks fell silent.
+    Ended {
+        run: String,
+        reason: String,
+    },
 }
 
 impl RunChange {
@@ -703,7 +708,8 @@ impl RunChange {
             | Self::Heartbeat { run, .. }
             | Self::Reported { run, .. }
             | Self::Exited { run, .. }
-            | Self::Lost { run, .. } => Some(run),
+            | Self::Lost { run, .. }
+            | Self::Ended { run, .. } => Some(run),
             Self::Hook(h) => h.row.as_deref().or(h.run.as_deref()),
         }
     }
@@ -884,6 +890,7 @@ pub fn check(current: Option<&Run>, change: &RunChange) -> Result<(), Refusal> {
             ("an exit", &[S::Registered, S::Running, S::Lost])
         }
         RunChange::Lost { .. } => ("a loss", &[S::Registered, S::Running, S::Untracked]),
+        RunChange::Ended { .. } => ("an end", &[S::Running]),
     };
     let run = change.run().unwrap_or_default();
     let current = current.ok_or_else(|| Refusal::not_found(Record::Run, run))?;
@@ -906,6 +913,15 @@ pub fn plan(current: Option<&Run>, change: &RunChange) -> Result<bool, Refusal> 
         Err(Refusal::RunExists { .. }) if matches!(change, RunChange::Untracked(_)) => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// Whether the reaper ends `run` at `now`: a session or helper seen through hooks, still
+/// running, with no hook for longer than `silent_ms`. Its pid is not known, so silence is
+/// the only sign it is gone.
+pub fn fell_silent(run: &Run, now: Millis, silent_ms: i64) -> bool {
+    matches!(run.source, Source::Session | Source::Helper)
+        && run.status == RunStatus::Running
+        && now - run.last_event_at > silent_ms
 }
 
 /// How many message ids an alert names before "+N more".
@@ -1057,6 +1073,11 @@ pub fn fold(
                 }
                 RunChange::Lost { reason, .. } => {
                     run.status = RunStatus::Lost;
+                    run.reason = Some(reason.clone());
+                    run.ended_at = Some(at);
+                }
+                RunChange::Ended { reason, .. } => {
+                    run.status = RunStatus::Ended;
                     run.reason = Some(reason.clone());
                     run.ended_at = Some(at);
                 }
@@ -1606,6 +1627,33 @@ mod tests {
         );
         more.push(hook(None, "s1", "UserPromptSubmit", None));
         assert_eq!(self::rows(&more)["claude:s1"].status, RunStatus::Running);
+    }
+
+    #[test]
+    fn a_silent_session_or_helper_is_ended_once_and_a_run_never_by_silence() {
+        let rows = rows(&[
+            hook(None, "s1", "SessionStart", None),
+            hook(None, "s1", "SubagentStart", Some("a1")),
+            registered("r1"),
+            started("r1"),
+        ]);
+        // Folded at 0..300 ms; an hour later.
+        let later = 3_600_000 + 400;
+        let silent = |id: &str| fell_silent(&rows[id], later, 3_600_000);
+        assert!(silent("claude:s1") && silent("claude:s1/a1"));
+        assert!(!silent("r1"), "a run's pid says whether it is gone");
+        assert!(!fell_silent(&rows["claude:s1"], 1000, 3_600_000));
+        let end = RunChange::Ended {
+            run: "claude:s1".into(),
+            reason: "quiet".into(),
+        };
+        let ended = fold(Some(rows["claude:s1"].clone()), &end, 9, later, "@reaper").unwrap();
+        assert_eq!(ended.status, RunStatus::Ended);
+        assert!(!fell_silent(&ended, later * 2, 3_600_000));
+        assert!(matches!(
+            check(Some(&ended), &end),
+            Err(Refusal::RunStatus { .. })
+        ));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use clap::Args;
 use crate::commands::Context;
 use crate::error::{CommandError, CommandResult};
 use crate::host::ProcTable;
-use crate::output::Output;
+use crate::output::{Output, visible};
 use crate::project::parse_duration;
 
 /// Reconcile runs with the processes on this machine: lost runs, orphaned deliveries,
@@ -66,6 +66,12 @@ fn human(pass: &Pass) -> String {
     }
     for alert in &pass.overdue {
         lines.push(format!("overdue: {alert}"));
+    }
+    for id in &pass.ended {
+        lines.push(format!("ended: {} fell silent", visible(id)));
+    }
+    for alert in &pass.held {
+        lines.push(format!("held work: {alert}"));
     }
     lines.join("\n")
 }

@@ -912,6 +912,80 @@ fn sessions_and_helpers_seen_through_hooks_are_rows_of_the_ledger() {
 }
 
 #[test]
+fn a_session_that_falls_silent_is_ended_by_the_reaper_once_with_an_alert_for_held_work() {
+    let project = Project::new(&[("planner", "planner"), ("impl-1", "executor")]);
+    let id = project.ok(
+        Some("planner"),
+        &[
+            "send", "--to", "impl-1", "--type", "request", "--topic", "t", "--body", "do it",
+        ],
+    );
+    project.ok(Some("impl-1"), &["show", &id]);
+    for (event, payload) in [
+        ("SessionStart", r#"{"session_id":"s1"}"#),
+        ("SubagentStart", r#"{"session_id":"s1","agent_id":"a1"}"#),
+    ] {
+        let out = hook(
+            &project,
+            Some("impl-1"),
+            &["claude", event],
+            payload.as_bytes(),
+        );
+        assert_eq!(code(out.status), 0, "{}", stderr(&out));
+    }
+    // Nothing is ended while hooks are recent.
+    let reaped = project.json(None, &["reap"]);
+    assert_eq!(reaped["ended"], json!([]), "{reaped}");
+    let config = project.path().join(".baton/config.toml");
+    let settings = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        settings.contains("session_ended_after = \"1h\""),
+        "{settings}"
+    );
+    std::fs::write(
+        &config,
+        settings.replace(
+            "session_ended_after = \"1h\"",
+            "session_ended_after = \"1s\"",
+        ),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let reaped = project.json(None, &["reap"]);
+    assert_eq!(
+        reaped["ended"],
+        json!(["claude:s1", "claude:s1/a1"]),
+        "{reaped}"
+    );
+    assert_eq!(reaped["held"].as_array().map(Vec::len), Some(1), "{reaped}");
+    let session = the_run(&project, "claude:s1");
+    assert_eq!(session["status"], "ended");
+    assert!(
+        session["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("runs.session_ended_after")),
+        "{session}"
+    );
+    let alerts = project.json(None, &["alerts"]).to_string();
+    assert!(
+        alerts.contains("session claude:s1 of impl-1 fell silent") && alerts.contains("holds 1"),
+        "{alerts}"
+    );
+    // Once.
+    let again = project.json(None, &["reap"]);
+    assert_eq!(again["ended"], json!([]), "{again}");
+    // A hook after it makes it running again.
+    let out = hook(
+        &project,
+        Some("impl-1"),
+        &["claude", "UserPromptSubmit"],
+        br#"{"session_id":"s1"}"#,
+    );
+    assert_eq!(code(out.status), 0, "{}", stderr(&out));
+    assert_eq!(the_run(&project, "claude:s1")["status"], "running");
+}
+
+#[test]
 fn a_hook_spools_its_event_rather_than_wait_for_a_locked_store_and_the_next_command_folds_it() {
     let project = Project::new(&[]);
     // Commands wait up to 30 s for a locked store; a hook must not.
