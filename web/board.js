@@ -124,7 +124,7 @@
         cell("idle", r.idle_ms === null ? null : duration(r.idle_ms)),
         cell("progress", progress),
         cell("tokens", tokens, tokens === "unknown" ? "unknown wide" : "wide"),
-        cell("command", r.command.join(" "), "wide command"),
+        cell("command", r.what, "wide command"),
       );
     });
     replace(

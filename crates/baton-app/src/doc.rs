@@ -757,6 +757,11 @@ pub struct RunDoc {
     pub agent_type: Option<String>,
     /// The tools its hooks named (the first 32).
     pub tools: Vec<String>,
+    /// A session's or run's helpers, counted (on `status` and the board).
+    pub helpers: Option<HelperCounts>,
+    /// What it is, in a line: its command, or for a session or helper what its hooks say
+    /// (its kind, its helpers, the tools it used).
+    pub what: String,
     pub registered_at: String,
     pub started_at: Option<String>,
     pub heartbeat_at: Option<String>,
@@ -796,6 +801,8 @@ impl RunDoc {
             parent: run.parent.clone(),
             agent_type: run.agent_type.clone(),
             tools: run.tools.clone(),
+            helpers: None,
+            what: describe(run, None),
             registered_at: rfc3339(run.registered_at),
             started_at: run.started_at.map(rfc3339),
             heartbeat_at: run.heartbeat_at.map(rfc3339),
@@ -807,6 +814,37 @@ impl RunDoc {
                 .then(|| (now - run.last_event_at).max(0)),
         }
     }
+}
+
+impl RunDoc {
+    /// With its helpers counted.
+    pub fn with_helpers(mut self, run: &baton_core::run::Run, helpers: HelperCounts) -> Self {
+        self.what = describe(run, Some(&helpers));
+        self.helpers = Some(helpers);
+        self
+    }
+}
+
+/// A run in a line: its command; for a session or helper (which has none), its kind, its
+/// helpers and the tools it used.
+fn describe(run: &baton_core::run::Run, helpers: Option<&HelperCounts>) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if !run.command.is_empty() {
+        parts.push(run.command.join(" "));
+    }
+    if run.command.is_empty() {
+        parts.extend(run.agent_type.clone());
+    }
+    if let Some(h) = helpers {
+        parts.push(format!(
+            "helpers {} active, {} idle, {} ended",
+            h.active, h.idle, h.ended
+        ));
+    }
+    if run.command.is_empty() && !run.tools.is_empty() {
+        parts.push(format!("tools: {}", run.tools.join(", ")));
+    }
+    parts.join(" · ")
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -12,8 +12,9 @@ use baton_core::time::rfc3339;
 use baton_store::{OrderQuery, RunQuery};
 
 use crate::doc::{
-    BoardOrder, EffectRow, Latency, OldestRequest, OrderGroup, OrderRow, ParticipantLoad, Queue,
-    ReviewInFlight, RunCounts, RunDoc, Status, StatusMetrics, TrendPoint, Trends, Verdicts,
+    BoardOrder, EffectRow, HelperCounts, Latency, OldestRequest, OrderGroup, OrderRow,
+    ParticipantLoad, Queue, ReviewInFlight, RunCounts, RunDoc, Status, StatusMetrics, TrendPoint,
+    Trends, Verdicts,
 };
 use crate::ledger::RECENT_RUNS;
 use crate::{App, Result, wait};
@@ -63,6 +64,28 @@ impl App {
         self.store().metrics().await
     }
 
+    /// How many rows of the ledger are live now, by where they come from (helpers quiet
+    /// past `[runs] helper_idle` left out): what `/metrics` reports.
+    pub async fn live_by_source(&self) -> Result<Vec<(Source, u64)>> {
+        let now = self.now();
+        let quiet_before = now - self.settings().helper_idle.as_millis() as i64;
+        let mut live: Vec<(Source, u64)> = Source::ALL.iter().map(|s| (*s, 0)).collect();
+        for c in self.store().run_counts(now, quiet_before).await? {
+            if !c.status.is_live() {
+                continue;
+            }
+            let active = if c.source == Source::Helper {
+                c.n - c.quiet
+            } else {
+                c.n
+            };
+            if let Some(slot) = live.iter_mut().find(|(s, _)| *s == c.source) {
+                slot.1 += active;
+            }
+        }
+        Ok(live)
+    }
+
     /// Waits until the log is past `generation` or `timeout` passes; the generation then.
     pub async fn wait_generation(&self, generation: i64, timeout: Duration) -> Result<i64> {
         let moved = wait::until(
@@ -99,6 +122,8 @@ impl App {
         rows.retain(|r| r.run.status.is_live() || r.run.ended_at.is_some_and(|e| e >= since));
         let mut counts = RunCounts::default();
         let quiet_before = now - self.settings().helper_idle.as_millis() as i64;
+        let mut by_parent: std::collections::HashMap<String, HelperCounts> =
+            std::collections::HashMap::new();
         for c in self.store().run_counts(since, quiet_before).await? {
             let n = c.n as usize;
             *match c.source {
@@ -108,11 +133,16 @@ impl App {
                 Source::Helper => &mut counts.sources.helpers,
             } += n;
             if c.source == Source::Helper {
-                if c.status == RunStatus::Ended {
-                    counts.helpers.ended += n;
-                } else if c.status.is_live() {
-                    counts.helpers.idle += c.quiet as usize;
-                    counts.helpers.active += n - c.quiet as usize;
+                let of_parent = by_parent
+                    .entry(c.parent.clone().unwrap_or_default())
+                    .or_default();
+                for helpers in [&mut counts.helpers, of_parent] {
+                    if c.status == RunStatus::Ended {
+                        helpers.ended += n;
+                    } else if c.status.is_live() {
+                        helpers.idle += c.quiet as usize;
+                        helpers.active += n - c.quiet as usize;
+                    }
                 }
                 continue;
             }
@@ -131,7 +161,17 @@ impl App {
             .iter()
             .filter(|r| r.health == Some(Health::Stalled))
             .count();
-        let runs = rows.iter().map(|r| RunDoc::new(r, now)).collect();
+        // Each session or run with helpers shows them, counted.
+        let runs = rows
+            .iter()
+            .map(|r| {
+                let doc = RunDoc::new(r, now);
+                match by_parent.remove(&r.run.id) {
+                    Some(helpers) => doc.with_helpers(&r.run, helpers),
+                    None => doc,
+                }
+            })
+            .collect();
 
         let mut participants = Vec::new();
         for p in self.participants().await? {

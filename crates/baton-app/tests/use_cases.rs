@@ -1011,3 +1011,40 @@ async fn the_inbox_and_the_outbox_page_through_every_entry_once() {
     assert_eq!(paged, requests);
     assert!(last.is_none());
 }
+
+#[tokio::test]
+async fn live_rows_are_counted_by_source_with_quiet_helpers_left_out() {
+    use baton_core::run::{HookCall, Source};
+    let f = fixture().await;
+    let hook = |event: &str, helper: Option<&str>| HookCall {
+        row: HookCall::row_of(None, "claude", Some("s1"), helper),
+        run: None,
+        agent: "claude".into(),
+        event: event.into(),
+        session: Some("s1".into()),
+        tool: None,
+        agent_id: helper.map(Into::into),
+        agent_type: None,
+    };
+    f.app
+        .hook(Some("impl-1"), hook("SessionStart", None), false)
+        .await
+        .unwrap();
+    for helper in ["a1", "a2"] {
+        f.app
+            .hook(Some("impl-1"), hook("SubagentStart", Some(helper)), false)
+            .await
+            .unwrap();
+    }
+    let live = f.app.live_by_source().await.unwrap();
+    let count = |source: Source| live.iter().find(|(s, _)| *s == source).unwrap().1;
+    assert_eq!(
+        (
+            count(Source::Session),
+            count(Source::Helper),
+            count(Source::Wrapper)
+        ),
+        (1, 2, 0),
+        "{live:?}"
+    );
+}

@@ -76,16 +76,23 @@ fn summary(out: &mut String, name: &str, text: &str, rows: &[(&ProjectName, Summ
 /// Renders the metrics of every project and of the server.
 pub async fn render(server: &Server) -> Result<String, baton_store::StoreError> {
     let mut projects: Vec<(ProjectName, Metrics)> = Vec::new();
+    let mut live: Vec<(ProjectName, Vec<(baton_core::run::Source, u64)>)> = Vec::new();
     // A project that cannot be read (a damaged or foreign file in the store's directory)
     // is listed as unavailable; the others are counted as ever.
     let mut unavailable: Vec<ProjectName> = Vec::new();
     for name in server.database.projects().await? {
-        let metrics = match server.app(&name).await {
-            Ok(app) => app.metrics().await,
+        let read = match server.app(&name).await {
+            Ok(app) => match (app.metrics().await, app.live_by_source().await) {
+                (Ok(metrics), Ok(by_source)) => Ok((metrics, by_source)),
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            },
             Err(e) => Err(e),
         };
-        match metrics {
-            Ok(metrics) => projects.push((name, metrics)),
+        match read {
+            Ok((metrics, by_source)) => {
+                live.push((name.clone(), by_source));
+                projects.push((name, metrics));
+            }
             Err(_) => unavailable.push(name),
         }
     }
@@ -108,6 +115,23 @@ pub async fn render(server: &Server) -> Result<String, baton_store::StoreError> 
             let _ = writeln!(out, "{name}{{project=\"{project}\"}} {}", value(m));
         }
     };
+    help(
+        &mut out,
+        "baton_live_runs",
+        "gauge",
+        "Live rows of the ledger by source: wrapper (baton run), untracked, session and \
+         helper (sessions and helpers seen through hooks; helpers quiet past runs.helper_idle \
+         left out).",
+    );
+    for (project, by_source) in &live {
+        for (source, n) in by_source {
+            let _ = writeln!(
+                out,
+                "baton_live_runs{{project=\"{project}\",source=\"{}\"}} {n}",
+                source.as_str()
+            );
+        }
+    }
     gauge(
         &mut out,
         "baton_events",

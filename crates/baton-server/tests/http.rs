@@ -958,6 +958,10 @@ fn a_silent_endpoint_or_a_damaged_project_holds_up_no_other_delivery() {
         "{text}"
     );
     assert!(text.contains("baton_events{project=\"shop\"}"), "{text}");
+    assert!(
+        text.contains("baton_live_runs{project=\"shop\",source=\"session\"} 0"),
+        "{text}"
+    );
 }
 
 #[test]

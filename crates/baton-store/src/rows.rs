@@ -226,6 +226,7 @@ pub(crate) fn run_counts(rows: &[impl Columns]) -> sqlx::Result<Vec<crate::RunCo
                 source,
                 n: row.int("n")? as u64,
                 quiet: row.int("quiet")? as u64,
+                parent: row.maybe_text("parent")?,
             })
         })
         .collect()

@@ -187,13 +187,15 @@ pub struct RunQuery {
 
 /// How many rows of the ledger have one status and source, and how many of those had no
 /// event since a time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunCount {
     pub status: baton_core::run::RunStatus,
     pub source: baton_core::run::Source,
     pub n: u64,
     /// Of `n`, those whose last event is older than the time asked about.
     pub quiet: u64,
+    /// For helpers, the session or run they belong to (counted per parent).
+    pub parent: Option<String>,
 }
 
 /// What the reaper did about one lost run.

@@ -23,10 +23,11 @@ pub(super) async fn counts(
     quiet_before: Millis,
 ) -> sqlx::Result<Vec<RunCount>> {
     let found = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT status, {SOURCE} AS source, count(*) AS n, \
+        "SELECT status, {SOURCE} AS source, data::json ->> 'parent' AS parent, \
+         count(*) AS n, \
          sum(CASE WHEN (data::json ->> 'last_event_at')::bigint < $3 THEN 1 ELSE 0 END) \
          AS quiet FROM runs WHERE project = $1 AND (status IN {} OR ended_at >= $2) \
-         GROUP BY status, source",
+         GROUP BY status, source, parent",
         rows::live_runs()
     )))
     .bind(project)

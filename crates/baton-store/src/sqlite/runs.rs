@@ -75,9 +75,11 @@ pub(super) fn counts(
     let found = rows(
         conn,
         &format!(
-            "SELECT status, {SOURCE} AS source, count(*) AS n, \
+            "SELECT status, {SOURCE} AS source, json_extract(data, '$.parent') AS parent, \
+             count(*) AS n, \
              sum(CASE WHEN json_extract(data, '$.last_event_at') < ?2 THEN 1 ELSE 0 END) \
-             AS quiet FROM runs WHERE status IN {} OR ended_at >= ?1 GROUP BY status, source",
+             AS quiet FROM runs WHERE status IN {} OR ended_at >= ?1 \
+             GROUP BY status, source, parent",
             rows::live_runs()
         ),
         [ended_since, quiet_before],

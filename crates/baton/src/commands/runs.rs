@@ -54,14 +54,6 @@ pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
             // What is known spent: the parts reported so far.
             None => format!("≥{}", t.input.unwrap_or(0) + t.output.unwrap_or(0)),
         });
-        // A session or helper has no command: what it is and what it used instead.
-        let what = if run.command.is_empty() {
-            let kind = run.agent_type.as_deref().map(|t| format!("{t} "));
-            let tools = (!run.tools.is_empty()).then(|| format!("tools: {}", run.tools.join(", ")));
-            format!("{}{}", kind.unwrap_or_default(), tools.unwrap_or_default())
-        } else {
-            run.command.join(" ")
-        };
         rows.push(vec![
             visible(&run.id),
             source(run),
@@ -78,7 +70,7 @@ pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
             or_dash(tokens),
             exit,
             or_dash(run.pid),
-            visible(&clip(what.trim(), COMMAND_SHOWN)),
+            visible(&clip(&run.what, COMMAND_SHOWN)),
         ]);
     }
     let human = if rows.is_empty() {

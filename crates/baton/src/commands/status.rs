@@ -140,7 +140,7 @@ pub fn render(s: &Status) -> String {
                     dash(r.idle_ms.map(duration)),
                     dash(r.progress.map(|p| format!("{}/{}", p.done, p.total))),
                     dash(r.tokens.as_ref().and_then(|t| t.total)),
-                    fit(&r.command.join(" "), 40),
+                    fit(&r.what, 40),
                 ]
             })
             .collect();

@@ -829,6 +829,17 @@ fn sessions_and_helpers_seen_through_hooks_are_rows_of_the_ledger() {
         .map(|r| r["id"].as_str().unwrap())
         .collect();
     assert_eq!(listed, ["claude:s1"], "{status}");
+    // The session shows its own helpers, counted.
+    let row = &status["runs"][0];
+    assert_eq!(
+        row["helpers"],
+        json!({"active": 2, "idle": 0, "ended": 1}),
+        "{row}"
+    );
+    assert_eq!(
+        row["what"], "helpers 2 active, 0 idle, 1 ended · tools: Bash",
+        "{row}"
+    );
     let counts = &status["run_counts"];
     assert_eq!(
         (
