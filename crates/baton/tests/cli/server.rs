@@ -200,6 +200,21 @@ fn serve_under(
     (child, address, lines)
 }
 
+/// What a server says on stderr, kept as it comes (read on a thread of its own, so the
+/// server never blocks on a full pipe).
+fn kept(
+    lines: std::io::Lines<BufReader<std::process::ChildStderr>>,
+) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    let said: std::sync::Arc<std::sync::Mutex<Vec<String>>> = std::sync::Arc::default();
+    let kept = std::sync::Arc::clone(&said);
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            kept.lock().unwrap().push(line);
+        }
+    });
+    said
+}
+
 pub fn serve(url: &str) -> Serving {
     let mut child = Command::new(baton_exe())
         .args(["--db", url, "serve", "--bind", "127.0.0.1:0"])
@@ -305,19 +320,12 @@ fn cpu_ticks(pid: u32) -> u64 {
 #[test]
 fn serve_out_of_descriptors_waits_quietly_and_answers_again_once_they_free() {
     use std::io::Write;
-    use std::sync::{Arc, Mutex};
     let (_dir, url, token) = shop("read");
     // A server with few descriptors, as under a low `ulimit -n`.
     // No cap on connections: this is about the descriptors themselves running out.
     let (mut child, addr, lines) = serve_under(&url, 64, "--max-connections 100000");
     let started = Instant::now();
-    let said: Arc<Mutex<Vec<String>>> = Arc::default();
-    let kept = Arc::clone(&said);
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            kept.lock().unwrap().push(line);
-        }
-    });
+    let said = kept(lines);
     // Far more connections than descriptors, each with half a request (a connection the
     // listen queue has no room for is not waited for).
     let target: std::net::SocketAddr = addr.parse().unwrap();
@@ -417,16 +425,9 @@ fn exchange(stream: &mut std::net::TcpStream, path: &str, token: &str) -> u16 {
 #[test]
 fn serve_over_its_connection_cap_closes_keyless_connections_first() {
     use std::io::{Read, Write};
-    use std::sync::{Arc, Mutex};
     let (_dir, url, token) = shop("read");
     let (mut child, addr, lines) = serve_under(&url, 1024, "--max-connections 20");
-    let said: Arc<Mutex<Vec<String>>> = Arc::default();
-    let kept = Arc::clone(&said);
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            kept.lock().unwrap().push(line);
-        }
-    });
+    let said = kept(lines);
     let target: std::net::SocketAddr = addr.parse().unwrap();
     let inbox = "/v1/projects/shop/inbox";
     // A client that showed its key, keeping its connection open.
