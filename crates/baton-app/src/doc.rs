@@ -1683,6 +1683,19 @@ pub struct HelperCounts {
     pub ended: usize,
 }
 
+impl HelperCounts {
+    /// Adds a count of helpers the store made: ended, or live and active or quiet.
+    pub fn add(&mut self, c: &baton_store::RunCount) {
+        let (n, quiet) = (c.n as usize, c.quiet as usize);
+        if c.status == baton_core::run::RunStatus::Ended {
+            self.ended += n;
+        } else if c.status.is_live() {
+            self.idle += quiet;
+            self.active += n - quiet;
+        }
+    }
+}
+
 /// A participant's load: what it owes (messages delivered to it and not finished) and
 /// what it waits on (its own requests still open).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -242,15 +242,36 @@ impl App {
             }
         }
 
-        // Sessions and helpers seen through hooks have no pid: silence ends them, once;
-        // a session whose participant holds work says so in an alert.
+        // Sessions and helpers seen through hooks have no pid: silence ends them, once; a
+        // session whose participant holds work says so in an alert. The alert is raised
+        // before the end is recorded: a pass killed between the two leaves the session
+        // running, and the next pass raises nothing twice (an open alert is not raised
+        // again) and ends it.
         let now = self.now();
         let silent_ms = self.settings().session_ended_after.as_millis() as i64;
-        let mut alerts = Vec::new();
         for run in live
             .iter()
             .filter(|r| baton_core::run::fell_silent(r, now, silent_ms))
         {
+            let holder = run
+                .participant
+                .as_deref()
+                .filter(|_| run.source == baton_core::run::Source::Session)
+                .and_then(|p| Passname::new(p).ok());
+            if let Some(who) = holder {
+                let held = self.store().owed(&who, 0).await?.1;
+                if held > 0 {
+                    let alert = StateOp::Alert {
+                        key: format!("session-ended:{}", run.id),
+                        message: format!(
+                            "session {} of {who} fell silent and was ended; {who} holds \
+                             {held} message(s) not finished (`baton --as {who} inbox`)",
+                            run.id
+                        ),
+                    };
+                    done.held.extend(self.record(REAPER, &[alert]).await?.ids());
+                }
+            }
             let ended = RunChange::Ended {
                 run: run.id.clone(),
                 reason: format!(
@@ -261,31 +282,9 @@ impl App {
             match self.record_run(REAPER, &[ended]).await {
                 Ok(_) => done.ended.push(run.id.clone()),
                 // Another reaper, or a hook, got there first.
-                Err(StoreError::Refused(Refusal::RunStatus { .. })) => continue,
+                Err(StoreError::Refused(Refusal::RunStatus { .. })) => {}
                 Err(e) => return Err(e),
             }
-            let Some(who) = run
-                .participant
-                .as_deref()
-                .filter(|_| run.source == baton_core::run::Source::Session)
-                .and_then(|p| Passname::new(p).ok())
-            else {
-                continue;
-            };
-            let held = self.store().owed(&who, 0).await?.1;
-            if held > 0 {
-                alerts.push(StateOp::Alert {
-                    key: format!("session-ended:{}", run.id),
-                    message: format!(
-                        "session {} of {who} fell silent and was ended; {who} holds {held} \
-                         message(s) not finished (`baton --as {who} inbox`)",
-                        run.id
-                    ),
-                });
-            }
-        }
-        if !alerts.is_empty() {
-            done.held = self.record(REAPER, &alerts).await?.ids();
         }
 
         // Waits past their deadline: the waiter may be gone, the condition is not.

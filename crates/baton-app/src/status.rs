@@ -67,15 +67,15 @@ impl App {
     /// How many rows of the ledger are live now, by where they come from (helpers quiet
     /// past `[runs] helper_idle` left out): what `/metrics` reports.
     pub async fn live_by_source(&self) -> Result<Vec<(Source, u64)>> {
-        let now = self.now();
-        let quiet_before = now - self.settings().helper_idle.as_millis() as i64;
         let mut live: Vec<(Source, u64)> = Source::ALL.iter().map(|s| (*s, 0)).collect();
-        for c in self.store().run_counts(now, quiet_before).await? {
+        for c in self.run_counts(self.now()).await? {
             if !c.status.is_live() {
                 continue;
             }
             let active = if c.source == Source::Helper {
-                c.n - c.quiet
+                let mut helpers = HelperCounts::default();
+                helpers.add(&c);
+                helpers.active as u64
             } else {
                 c.n
             };
@@ -84,6 +84,16 @@ impl App {
             }
         }
         Ok(live)
+    }
+
+    /// The store's counts of the live rows and those ended since `ended_since`, with the
+    /// rows quiet past `[runs] helper_idle` counted apart.
+    async fn run_counts(
+        &self,
+        ended_since: baton_core::Millis,
+    ) -> Result<Vec<baton_store::RunCount>> {
+        let quiet_before = self.now() - self.settings().helper_idle.as_millis() as i64;
+        self.store().run_counts(ended_since, quiet_before).await
     }
 
     /// Waits until the log is past `generation` or `timeout` passes; the generation then.
@@ -121,10 +131,9 @@ impl App {
             .await?;
         rows.retain(|r| r.run.status.is_live() || r.run.ended_at.is_some_and(|e| e >= since));
         let mut counts = RunCounts::default();
-        let quiet_before = now - self.settings().helper_idle.as_millis() as i64;
         let mut by_parent: std::collections::HashMap<String, HelperCounts> =
             std::collections::HashMap::new();
-        for c in self.store().run_counts(since, quiet_before).await? {
+        for c in self.run_counts(since).await? {
             let n = c.n as usize;
             *match c.source {
                 Source::Wrapper => &mut counts.sources.wrapper,
@@ -136,14 +145,8 @@ impl App {
                 let of_parent = by_parent
                     .entry(c.parent.clone().unwrap_or_default())
                     .or_default();
-                for helpers in [&mut counts.helpers, of_parent] {
-                    if c.status == RunStatus::Ended {
-                        helpers.ended += n;
-                    } else if c.status.is_live() {
-                        helpers.idle += c.quiet as usize;
-                        helpers.active += n - c.quiet as usize;
-                    }
-                }
+                counts.helpers.add(&c);
+                of_parent.add(&c);
                 continue;
             }
             *match c.status {

@@ -820,38 +820,18 @@ impl Run {
         }
     }
 
-    /// The row a hook makes of a session or helper seen for the first time, as `actor`.
+    /// The row a hook makes of a session or helper seen for the first time, as `actor`:
+    /// a registration of what the hook says (no command, no pid), running from `at`.
     fn seen(h: &HookCall, id: &str, actor: &str, seq: i64, at: Millis) -> Self {
         let helper = h.agent_id.is_some();
-        Self {
-            id: id.to_owned(),
-            seq,
-            status: RunStatus::Running,
+        let registration = Registration {
+            run: id.to_owned(),
             participant: Passname::new(actor).ok().map(|p| p.to_string()),
-            order: None,
             agent: Some(h.agent.clone()),
-            command: Vec::new(),
-            cwd: None,
-            host: None,
-            monitor: None,
-            process: None,
-            pgid: None,
-            registered_at: at,
+            ..Registration::default()
+        };
+        Self {
             started_at: Some(at),
-            heartbeat_at: None,
-            last_event_at: at,
-            ended_at: None,
-            exit_code: None,
-            signal: None,
-            reason: None,
-            tokens: None,
-            budget_tokens: None,
-            steps: None,
-            progress: None,
-            heartbeat_ms: None,
-            expect_receipts: Vec::new(),
-            writer: false,
-            slot: None,
             session: h.session.clone(),
             source: if helper {
                 Source::Helper
@@ -862,7 +842,7 @@ impl Run {
                 .then(|| id.rsplit_once('/').map(|(parent, _)| parent.to_owned()))
                 .flatten(),
             agent_type: h.agent_type.clone(),
-            tools: Vec::new(),
+            ..Self::new(&registration, RunStatus::Running, seq, at)
         }
     }
 }

@@ -133,7 +133,7 @@ pub fn render(s: &Status) -> String {
             .iter()
             .map(|r| {
                 vec![
-                    r.id.clone(),
+                    visible(&r.id),
                     r.status.to_string(),
                     dash(r.health),
                     fit(r.participant.as_deref().unwrap_or("-"), 12),

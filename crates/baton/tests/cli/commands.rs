@@ -397,14 +397,7 @@ fn a_webhook_is_set_with_a_secret_shown_once_and_removed() {
         );
     }
     // A project that allows them (a local test setup) takes them.
-    let config = p.path().join(".baton/config.toml");
-    let text = std::fs::read_to_string(&config).unwrap();
-    assert!(text.contains("allow_private = false"), "{text}");
-    std::fs::write(
-        &config,
-        text.replace("allow_private = false", "allow_private = true"),
-    )
-    .unwrap();
+    p.configure("allow_private = false", "allow_private = true");
     p.json(
         None,
         &[

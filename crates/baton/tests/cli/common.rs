@@ -88,6 +88,15 @@ impl Project {
             .to_owned()
     }
 
+    /// Sets a setting in `.baton/config.toml`: the line `from` (which must be there, as
+    /// `init` wrote it) becomes `to`.
+    pub fn configure(&self, from: &str, to: &str) {
+        let config = self.path().join(".baton/config.toml");
+        let text = std::fs::read_to_string(&config).expect("the project's config");
+        assert!(text.contains(from), "no `{from}` in:\n{text}");
+        std::fs::write(&config, text.replace(from, to)).expect("write the config");
+    }
+
     /// The store's generation (the newest event's seq), read from the store directly.
     pub fn generation(&self) -> i64 {
         use baton_store::Backend;

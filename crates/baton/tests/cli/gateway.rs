@@ -420,14 +420,8 @@ fn an_upstream_that_does_not_answer_in_time_is_a_failed_effect_and_nothing_hangs
         json!(["files/append"]),
         json!({"usd": 5}),
     );
-    let config = b.project.path().join(".baton/config.toml");
-    let text = std::fs::read_to_string(&config).unwrap();
-    assert!(text.contains("effect_timeout = \"60s\""), "{text}");
-    std::fs::write(
-        &config,
-        text.replace("effect_timeout = \"60s\"", "effect_timeout = \"2s\""),
-    )
-    .unwrap();
+    b.project
+        .configure("effect_timeout = \"60s\"", "effect_timeout = \"2s\"");
     // Held during the session; at approval the upstream takes 30 s to answer.
     let slow = json!({"line": "slow", "hold_seconds": 30});
     b.session(json!([{"tool": "append", "arguments": slow}]));

@@ -861,14 +861,7 @@ fn sessions_and_helpers_seen_through_hooks_are_rows_of_the_ledger() {
     );
     // A helper quiet past `[runs] helper_idle` stops counting as active, with no event
     // saying so.
-    let config = project.path().join(".baton/config.toml");
-    let settings = std::fs::read_to_string(&config).unwrap();
-    assert!(settings.contains("helper_idle = \"15m\""), "{settings}");
-    std::fs::write(
-        &config,
-        settings.replace("helper_idle = \"15m\"", "helper_idle = \"1s\""),
-    )
-    .unwrap();
+    project.configure("helper_idle = \"15m\"", "helper_idle = \"1s\"");
     std::thread::sleep(Duration::from_millis(1100));
     let counts = &project.json(None, &["status"])["run_counts"];
     assert_eq!(
@@ -947,20 +940,10 @@ fn a_session_that_falls_silent_is_ended_by_the_reaper_once_with_an_alert_for_hel
     // Nothing is ended while hooks are recent.
     let reaped = project.json(None, &["reap"]);
     assert_eq!(reaped["ended"], json!([]), "{reaped}");
-    let config = project.path().join(".baton/config.toml");
-    let settings = std::fs::read_to_string(&config).unwrap();
-    assert!(
-        settings.contains("session_ended_after = \"1h\""),
-        "{settings}"
+    project.configure(
+        "session_ended_after = \"1h\"",
+        "session_ended_after = \"1s\"",
     );
-    std::fs::write(
-        &config,
-        settings.replace(
-            "session_ended_after = \"1h\"",
-            "session_ended_after = \"1s\"",
-        ),
-    )
-    .unwrap();
     std::thread::sleep(Duration::from_millis(1100));
     let reaped = project.json(None, &["reap"]);
     assert_eq!(
