@@ -817,6 +817,18 @@ impl RunDoc {
 }
 
 impl RunDoc {
+    /// Where it comes from, in a word: `wrapper`, `untracked`, or the agent's
+    /// `claude-session`, `codex-helper`, …
+    pub fn source_label(&self) -> String {
+        use baton_core::run::Source;
+        match (self.source, self.agent.as_deref()) {
+            (Source::Session | Source::Helper, Some(agent)) => {
+                format!("{agent}-{}", self.source.as_str())
+            }
+            (source, _) => source.as_str().to_owned(),
+        }
+    }
+
     /// With its helpers counted.
     pub fn with_helpers(mut self, run: &baton_core::run::Run, helpers: HelperCounts) -> Self {
         self.what = describe(run, Some(&helpers));

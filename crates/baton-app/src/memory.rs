@@ -113,11 +113,13 @@ impl App {
     /// `me`'s resume packet, within `max_bytes`.
     pub async fn resume(&self, me: &Passname, max_bytes: usize) -> Result<Resume> {
         let place = self.host.root.display().to_string();
+        let live = self.live_of(me.as_str()).await?;
         recall::resume(
             self.store(),
             self.host.paths.as_ref(),
             me,
             &place,
+            &live,
             max_bytes,
             self.now(),
         )

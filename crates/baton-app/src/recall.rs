@@ -13,6 +13,7 @@ use baton_store::Store;
 use serde_json::Value;
 
 use crate::Result;
+use crate::doc::RunDoc;
 use crate::host::PathClock;
 
 /// How many owed requests have their payload read for `resume_at` and stop conditions:
@@ -144,6 +145,7 @@ pub(crate) async fn resume(
     clock: &dyn PathClock,
     me: &Passname,
     place: &str,
+    live: &[RunDoc],
     max_bytes: usize,
     now: Millis,
 ) -> Result<Resume> {
@@ -173,9 +175,18 @@ pub(crate) async fn resume(
         .filter(|(_, f)| *f != Freshness::Current)
         .map(|(n, f)| note_line(n, f))
         .collect();
+    let live: Vec<String> = live.iter().map(live_line).collect();
     let longer = |part: &Part| (part.limit < whole).then(|| (part.limit * GROWTH).min(whole));
     loop {
-        let sections = sections(&owed, stops.clone(), &waiting, &state, &awaiting, &stale);
+        let sections = sections(
+            &owed,
+            stops.clone(),
+            &waiting,
+            &live,
+            &state,
+            &awaiting,
+            &stale,
+        );
         let packet = packet::render(&header, &sections, max_bytes);
         let short: Vec<&str> = packet
             .read_short(&sections)
@@ -207,6 +218,24 @@ pub(crate) async fn resume(
             return Ok(Resume { packet, generation });
         }
     }
+}
+
+/// A session or run of mine that has not ended, in a line: a crashed session's row shows
+/// as running and, past the idle limit, stalled, until the reaper ends it.
+fn live_line(run: &RunDoc) -> String {
+    let health = run.health.map(|h| format!(" ({h})")).unwrap_or_default();
+    let what = if run.what.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", run.what)
+    };
+    format!(
+        "{} {} {}{health}, last event {}{what}",
+        run.id,
+        run.source_label(),
+        run.status,
+        run.last_event_at
+    )
 }
 
 /// The first `limit` lines of what `me` owes (requests first, oldest first within each
@@ -308,6 +337,7 @@ fn sections(
     owed: &Part,
     stops: Vec<String>,
     waiting: &Part,
+    live: &[String],
     state: &StateDigest,
     awaiting: &[String],
     stale: &[String],
@@ -355,6 +385,12 @@ fn sections(
             more: "baton outbox",
             empty: Some("nothing"),
         },
+        Section::of(
+            "My sessions and runs not ended",
+            live.to_vec(),
+            "baton runs",
+            None,
+        ),
         Section::of(
             "Effects awaiting my approval",
             awaiting.to_vec(),

@@ -3,6 +3,7 @@
 //! health, inboxes and outboxes, orders and their held effects, the human queue, open
 //! alerts — and the handoff metrics' projection; it decides nothing of its own.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use baton_core::metrics::{Metrics, Series};
@@ -37,6 +38,31 @@ const ORDER_STATUSES: [OrderStatus; 9] = [
     OrderStatus::Expired,
     OrderStatus::Cancelled,
 ];
+
+/// `rows` as documents, each session or run with its helpers tallied from the store's
+/// `counts`.
+fn docs(
+    rows: &[crate::ledger::RunRow],
+    counts: &[baton_store::RunCount],
+    now: baton_core::Millis,
+) -> Vec<RunDoc> {
+    let mut by_parent: HashMap<&str, HelperCounts> = HashMap::new();
+    for c in counts.iter().filter(|c| c.source == Source::Helper) {
+        by_parent
+            .entry(c.parent.as_deref().unwrap_or_default())
+            .or_default()
+            .add(c);
+    }
+    rows.iter()
+        .map(|r| {
+            let doc = RunDoc::new(r, now);
+            match by_parent.remove(r.run.id.as_str()) {
+                Some(helpers) => doc.with_helpers(&r.run, helpers),
+                None => doc,
+            }
+        })
+        .collect()
+}
 
 impl App {
     /// The status now. Every figure is as of the document's `generation`: when a write
@@ -86,6 +112,25 @@ impl App {
         Ok(live)
     }
 
+    /// `me`'s sessions and runs that have not ended, helpers counted under each as in the
+    /// status: what the resume packet lists.
+    pub(crate) async fn live_of(&self, me: &str) -> Result<Vec<RunDoc>> {
+        let now = self.now();
+        let mut rows = self
+            .runs(&RunQuery {
+                live: true,
+                without_helpers: true,
+                ..RunQuery::default()
+            })
+            .await?;
+        rows.retain(|r| r.run.participant.as_deref() == Some(me));
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Helpers ended within the hour are counted, as in the status.
+        Ok(docs(&rows, &self.run_counts(now - RECENT_MS).await?, now))
+    }
+
     /// The store's counts of the live rows and those ended since `ended_since`, with the
     /// rows quiet past `[runs] helper_idle` counted apart.
     async fn run_counts(
@@ -131,9 +176,8 @@ impl App {
             .await?;
         rows.retain(|r| r.run.status.is_live() || r.run.ended_at.is_some_and(|e| e >= since));
         let mut counts = RunCounts::default();
-        let mut by_parent: std::collections::HashMap<String, HelperCounts> =
-            std::collections::HashMap::new();
-        for c in self.run_counts(since).await? {
+        let tallies = self.run_counts(since).await?;
+        for c in &tallies {
             let n = c.n as usize;
             *match c.source {
                 Source::Wrapper => &mut counts.sources.wrapper,
@@ -142,11 +186,7 @@ impl App {
                 Source::Helper => &mut counts.sources.helpers,
             } += n;
             if c.source == Source::Helper {
-                let of_parent = by_parent
-                    .entry(c.parent.clone().unwrap_or_default())
-                    .or_default();
-                counts.helpers.add(&c);
-                of_parent.add(&c);
+                counts.helpers.add(c);
                 continue;
             }
             *match c.status {
@@ -164,17 +204,7 @@ impl App {
             .iter()
             .filter(|r| r.health == Some(Health::Stalled))
             .count();
-        // Each session or run with helpers shows them, counted.
-        let runs = rows
-            .iter()
-            .map(|r| {
-                let doc = RunDoc::new(r, now);
-                match by_parent.remove(&r.run.id) {
-                    Some(helpers) => doc.with_helpers(&r.run, helpers),
-                    None => doc,
-                }
-            })
-            .collect();
+        let runs = docs(&rows, &tallies, now);
 
         let mut participants = Vec::new();
         for p in self.participants().await? {

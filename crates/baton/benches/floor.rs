@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 mod support;
 use support::{baton, hook, record_runs, state_ops};
 
-use baton_core::run::{ProcessRef, Registration, RunChange, RunStatus};
+use baton_core::run::{HookCall, ProcessRef, Registration, RunChange, RunStatus};
 use baton_core::{Draft, MessageType, Passname, Payload, Topic};
 use baton_store::{SqliteStore, Store, Verb};
 
@@ -58,18 +58,24 @@ struct Scale {
     sizes: &'static [usize],
     runs: usize,
     hooks: usize,
+    /// Hook events of the one session the session store adds.
+    session_hooks: usize,
 }
 
 const FULL: Scale = Scale {
     sizes: &[10_000, 100_000],
     runs: 30,
     hooks: 300,
+    session_hooks: 10_000,
 };
 const SMOKE: Scale = Scale {
     sizes: &[400],
     runs: 2,
     hooks: 5,
+    session_hooks: 200,
 };
+/// Helpers the session starts (each with a start, a tool use and, for half, a stop).
+const SESSION_HELPERS: usize = 50;
 
 fn main() {
     let started = Instant::now();
@@ -135,31 +141,47 @@ fn main() {
     if let Some(&largest) = sizes.iter().max() {
         let big = base.join(format!("floor-{largest}"));
         let argv = ["--as", ME, "resume"];
-        let mut row = Row {
-            command: "resume, vs the small store".to_owned(),
-            size: largest,
-            times: Vec::new(),
-            floor: Vec::new(),
-            rss_kb: None,
-            extra: format!(
-                "floor here: resume on the {seeded}-event store, alternating · packets of \
-                 {} and {} bytes",
-                baton(&exe, &big, &argv).stdout.len(),
-                baton(&exe, &small, &argv).stdout.len()
+        let extra = format!(
+            "floor here: resume on the {seeded}-event store, alternating · packets of {} and \
+             {} bytes",
+            baton(&exe, &big, &argv).stdout.len(),
+            baton(&exe, &small, &argv).stdout.len()
+        );
+        table.push(alternate(
+            &exe,
+            ("resume, vs the small store", &big, largest),
+            &small,
+            &argv,
+            scale.runs,
+            extra,
+        ));
+    }
+    // A session seen through hooks: the small store again with one of `ME`'s sessions of
+    // many hook events and helpers, against the small store without it.
+    let session = base.join("floor-session");
+    let rows = prepare_session(&small, &session, scale.session_hooks);
+    notes.push(format!(
+        "session store: the resume store and one session of {} hook events, {} helpers: \
+         {rows} rows of the ledger",
+        scale.session_hooks, SESSION_HELPERS
+    ));
+    quiesce();
+    for (name, command) in [
+        ("status, a session vs none", &["status"][..]),
+        ("resume, a session vs none", &["--as", ME, "resume"][..]),
+    ] {
+        table.push(alternate(
+            &exe,
+            (name, &session, 0),
+            &small,
+            command,
+            scale.runs,
+            format!(
+                "floor here: the same on the store without the session, alternating · {} \
+                 hook events in {rows} rows",
+                scale.session_hooks
             ),
-        };
-        for i in 0..=scale.runs {
-            let started = Instant::now();
-            baton(&exe, &big, &argv);
-            let a = started.elapsed();
-            let started = Instant::now();
-            baton(&exe, &small, &argv);
-            if i > 0 {
-                row.times.push(a);
-                row.floor.push(started.elapsed());
-            }
-        }
-        table.push(row);
+        ));
     }
 
     println!(
@@ -183,6 +205,38 @@ fn main() {
         println!("{line}");
     }
     println!("wall time {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// `argv` on `store` (the row's command) alternating with `argv` on `floor`, after one
+/// warm-up of each: how much the difference between the two stores costs.
+fn alternate(
+    exe: &Path,
+    (command, store, size): (&str, &Path, usize),
+    floor: &Path,
+    argv: &[&str],
+    runs: usize,
+    extra: String,
+) -> Row {
+    let mut row = Row {
+        command: command.to_owned(),
+        size,
+        times: Vec::new(),
+        floor: Vec::new(),
+        rss_kb: None,
+        extra,
+    };
+    for i in 0..=runs {
+        let started = Instant::now();
+        baton(exe, store, argv);
+        let a = started.elapsed();
+        let started = Instant::now();
+        baton(exe, floor, argv);
+        if i > 0 {
+            row.times.push(a);
+            row.floor.push(started.elapsed());
+        }
+    }
+    row
 }
 
 struct Row {
@@ -759,6 +813,66 @@ fn prepare(exe: &Path, project: &Path, size: usize) -> Seeded {
         events: sqlite_scalar(&db, "SELECT max(seq) FROM events;"),
         runs: sqlite_scalar(&db, "SELECT count(*) FROM runs;"),
     }
+}
+
+/// The session store at `project`: a copy of the small store at `small` with one session
+/// of `ME` seen through `hooks` hook events (a start, tool uses, [`SESSION_HELPERS`]
+/// helpers, half of them stopped), recorded as `baton hook` records them; reused when one
+/// of that shape is there. Returns how many rows the ledger has.
+fn prepare_session(small: &Path, project: &Path, hooks: usize) -> i64 {
+    let done = project.join("seeded");
+    let db = project.join(".baton/baton.db");
+    let shape = format!("{SMALL_SHAPE}; a session of {hooks} hooks, {SESSION_HELPERS} helpers");
+    if std::fs::read_to_string(&done).ok().as_deref() != Some(shape.as_str()) {
+        let _ = std::fs::remove_dir_all(project);
+        std::fs::create_dir_all(project.join(".baton")).expect("store dir");
+        for entry in std::fs::read_dir(small.join(".baton")).expect("the small store") {
+            let entry = entry.expect("the small store's files");
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
+                std::fs::copy(entry.path(), project.join(".baton").join(entry.file_name()))
+                    .expect("copy the small store");
+            }
+        }
+        settle(async {
+            let store = SqliteStore::open(&db, Duration::from_secs(30))
+                .await
+                .expect("open the session store");
+            let call = |event: &str, helper: Option<usize>, tool: Option<&str>| {
+                let agent_id = helper.map(|h| format!("helper-{h:03}"));
+                RunChange::Hook(HookCall {
+                    row: HookCall::row_of(None, "claude", Some("bench"), agent_id.as_deref()),
+                    agent: "claude".into(),
+                    event: event.into(),
+                    session: Some("bench".into()),
+                    tool: tool.map(str::to_owned),
+                    agent_type: agent_id.as_ref().map(|_| "Explore".into()),
+                    agent_id,
+                    ..HookCall::default()
+                })
+            };
+            let mut changes = vec![call("SessionStart", None, None)];
+            for h in 0..SESSION_HELPERS {
+                changes.push(call("SubagentStart", Some(h), None));
+                changes.push(call("PostToolUse", Some(h), Some("Read")));
+                if h % 2 == 0 {
+                    changes.push(call("SubagentStop", Some(h), None));
+                }
+            }
+            let tools = ["Bash", "Edit", "Read", "Grep"];
+            while changes.len() < hooks {
+                let tool = tools[changes.len() % tools.len()];
+                changes.push(call("PostToolUse", None, Some(tool)));
+            }
+            for chunk in changes.chunks(3000) {
+                store
+                    .record_run(ME, chunk)
+                    .await
+                    .expect("record the session's hooks");
+            }
+        });
+        std::fs::write(&done, &shape).expect("mark the store seeded");
+    }
+    sqlite_scalar(&db, "SELECT count(*) FROM runs;")
 }
 
 /// The small store resume is compared with: a short log whose packet shows what the large

@@ -98,14 +98,7 @@ pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
     Ok(Output::of(&doc, human))
 }
 
-/// Where a row comes from, as the table shows it: `wrapper`, `untracked`, or the agent's
-/// `claude-session`, `codex-helper`, …
+/// Where a row comes from, as the table shows it (escaped: the agent is a hook's word).
 fn source(run: &baton_app::doc::RunDoc) -> String {
-    use baton_core::run::Source;
-    match (run.source, run.agent.as_deref()) {
-        (Source::Session | Source::Helper, Some(agent)) => {
-            format!("{}-{}", visible(agent), run.source.as_str())
-        }
-        (source, _) => source.as_str().to_owned(),
-    }
+    visible(&run.source_label())
 }

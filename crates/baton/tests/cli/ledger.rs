@@ -755,7 +755,7 @@ fn hooks_exit_0_print_nothing_and_tie_the_session_to_the_run() {
 
 #[test]
 fn sessions_and_helpers_seen_through_hooks_are_rows_of_the_ledger() {
-    let project = Project::new(&[("impl-1", "executor")]);
+    let project = Project::new(&[("impl-1", "executor"), ("planner", "planner")]);
     let claude = |event: &str, payload: &str| {
         let out = hook(
             &project,
@@ -859,6 +859,16 @@ fn sessions_and_helpers_seen_through_hooks_are_rows_of_the_ledger() {
         text.contains("sessions 1  helpers 3 (active 2  idle 0  ended 1)"),
         "{text}"
     );
+    // The participant's resume packet lists its session, helpers counted; another's does
+    // not.
+    let packet = project.ok(Some("impl-1"), &["resume"]);
+    assert!(
+        packet.contains("## My sessions and runs not ended\n- claude:s1 claude-session running (ok), last event ")
+            && packet.contains(": helpers 2 active, 0 idle, 1 ended · tools: Bash\n"),
+        "{packet}"
+    );
+    let theirs = project.ok(Some("planner"), &["resume"]);
+    assert!(!theirs.contains("claude:s1"), "{theirs}");
     // A helper quiet past `[runs] helper_idle` stops counting as active, with no event
     // saying so.
     project.configure("helper_idle = \"15m\"", "helper_idle = \"1s\"");
@@ -887,6 +897,8 @@ fn sessions_and_helpers_seen_through_hooks_are_rows_of_the_ledger() {
         (&ended["status"], &ended["health"]),
         (&json!("ended"), &Value::Null)
     );
+    let packet = project.ok(Some("impl-1"), &["resume"]);
+    assert!(!packet.contains("claude:s1"), "an ended session: {packet}");
     claude(
         "UserPromptSubmit",
         r#"{"session_id":"s1","prompt":"go on"}"#,
