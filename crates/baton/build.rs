@@ -25,6 +25,8 @@
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    // Whether the PostgreSQL tests can run here (`baton-testdb`).
+    baton_testdb::build_script();
     // `layout.txt` is committed: were it missing, naming it here would make cargo run
     // this script, and relink the executable, on every build.
     println!("cargo:rerun-if-changed=layout.txt");

@@ -426,11 +426,12 @@ fn random_operations_through_random_edges_keep_the_gate_s_promises_on_sqlite() {
 }
 
 #[test]
+#[cfg_attr(
+    not(baton_test_postgres),
+    ignore = "PostgreSQL not found: apt-get install postgresql, or set BATON_TEST_POSTGRES"
+)]
 fn random_operations_through_random_edges_keep_the_gate_s_promises_on_postgres() {
-    let Ok(base) = std::env::var("BATON_TEST_POSTGRES") else {
-        eprintln!("edges: not run on PostgreSQL: BATON_TEST_POSTGRES is not set");
-        return;
-    };
+    let base = baton_testdb::url();
     let run = std::process::id();
     let separator = if base.contains('?') { '&' } else { '?' };
     let schema = |case: u64| format!("baton_edges_{run}_{case}");

@@ -68,11 +68,12 @@ fn post(agent: &ureq::Agent, url: &str, token: &str, body: Value) -> (u16, Value
 }
 
 #[test]
+#[cfg_attr(
+    not(baton_test_postgres),
+    ignore = "PostgreSQL not found: apt-get install postgresql, or set BATON_TEST_POSTGRES"
+)]
 fn two_servers_on_one_postgresql_take_each_step_exactly_once() {
-    let Ok(base) = std::env::var("BATON_TEST_POSTGRES") else {
-        eprintln!("race: not run on PostgreSQL: BATON_TEST_POSTGRES is not set");
-        return;
-    };
+    let base = baton_testdb::url();
     let schema = format!("baton_race_{}", std::process::id());
     let separator = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{separator}schema={schema}");
