@@ -222,6 +222,12 @@ impl From<StoreError> for ApiError {
                     .retryable()
                     .hinted("retry: nothing was written")
             }
+            // An operator's to fix; the client may retry once there is room.
+            StoreError::Full => {
+                eprintln!("baton serve: {e}");
+                Self::new(StatusCode::INSUFFICIENT_STORAGE, "full", e.to_string())
+                    .hinted("the server's disk is full: nothing was written; retry later")
+            }
             // What failed inside the store is for the server's log, not for the client.
             other => {
                 eprintln!("baton serve: store failure: {other}");

@@ -8,10 +8,15 @@ pub enum StoreError {
     #[error(transparent)]
     Refused(#[from] Refusal),
     /// Another writer held the store longer than the busy timeout. Nothing was written.
+    /// The holder is named where the system shows it (SQLite on Linux).
     #[error(
-        "the store is busy: another writer held it for longer than {timeout_ms} ms; nothing was written, retry"
+        "the store is busy: {} held it for longer than {timeout_ms} ms; nothing was written, retry",
+        held_by(holder.as_ref())
     )]
-    Busy { timeout_ms: u64 },
+    Busy {
+        timeout_ms: u64,
+        holder: Option<Holder>,
+    },
     /// There is no store where one was expected (it is never created implicitly).
     #[error("there is no store at {path}")]
     Missing { path: String },
@@ -45,8 +50,30 @@ pub enum StoreError {
          directory, or a read-only file system): reads work, writes do not; nothing was written"
     )]
     ReadOnly,
+    /// The disk holding the store has no room left: the write was rolled back whole, and
+    /// everything committed before it is intact.
+    #[error(
+        "the disk holding the store is full: nothing was written; free some space and run it again"
+    )]
+    Full,
     #[error("store error: {0}")]
     Engine(String),
+}
+
+/// The process holding a store's write lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub pid: u32,
+    /// Its command line, cut to a readable length.
+    pub command: String,
+}
+
+fn held_by(holder: Option<&Holder>) -> String {
+    match holder {
+        Some(h) if h.command.is_empty() => format!("process {}", h.pid),
+        Some(h) => format!("process {} ({})", h.pid, h.command),
+        None => "another writer".to_owned(),
+    }
 }
 
 impl StoreError {

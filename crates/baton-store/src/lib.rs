@@ -24,7 +24,7 @@ pub mod write;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use error::StoreError;
+pub use error::{Holder, StoreError};
 pub use postgres::{PostgresDatabase, PostgresStore};
 pub use rows::{decode_cursor, encode_cursor};
 pub use sqlite::SqliteStore;

@@ -145,6 +145,7 @@ impl From<StoreError> for CommandError {
             | StoreError::Corrupt { .. }
             | StoreError::Url { .. }
             | StoreError::ReadOnly
+            | StoreError::Full
             | StoreError::Engine(_) => ErrorKind::Failed,
         };
         Self {

@@ -361,6 +361,7 @@ fn begin_bounded(busy_timeout: Duration) -> String {
 fn classify(e: &sqlx::Error, busy_timeout: Duration) -> StoreError {
     let busy = StoreError::Busy {
         timeout_ms: busy_timeout.as_millis() as u64,
+        holder: None,
     };
     match e {
         sqlx::Error::PoolTimedOut => busy,

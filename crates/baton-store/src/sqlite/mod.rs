@@ -35,6 +35,7 @@ use tokio::sync::{Mutex, OnceCell, OwnedMutexGuard};
 
 mod attention;
 mod group;
+mod holder;
 mod keys;
 mod metrics;
 mod orders;
@@ -218,19 +219,45 @@ impl Lazy {
     }
 }
 
+/// `e` with what only the store's place can tell: the process holding the write lock of a
+/// busy store, and a disk with no room left behind an I/O error (SQLite reports running
+/// out of room as `SQLITE_FULL` only where it sees `ENOSPC` itself; making its
+/// shared-memory file on a full disk is "disk I/O error").
+fn located(path: &Path, e: StoreError) -> StoreError {
+    match e {
+        StoreError::Busy {
+            timeout_ms,
+            holder: None,
+        } => StoreError::Busy {
+            timeout_ms,
+            holder: holder::holder(path),
+        },
+        StoreError::Engine(_) | StoreError::Unavailable { .. } if sql::out_of_room(path) => {
+            StoreError::Full
+        }
+        other => other,
+    }
+}
+
 /// Opens the database at `path` and brings its schema up to date: a file Baton never set
 /// up is refused, not taken over (unless `create`, for a new store).
 fn open_conn(path: &Path, busy_timeout: Duration, create: bool) -> Result<Connection> {
-    let conn =
-        sql::connect(path, busy_timeout, create).map_err(|e| match classify(&e, busy_timeout) {
-            known @ (StoreError::Busy { .. } | StoreError::Corrupt { .. }) => known,
-            _ => StoreError::Unavailable {
-                path: path.display().to_string(),
-                reason: e.to_string(),
+    let conn = sql::connect(path, busy_timeout, create).map_err(|e| {
+        located(
+            path,
+            match classify(&e, busy_timeout) {
+                known @ (StoreError::Busy { .. }
+                | StoreError::Corrupt { .. }
+                | StoreError::Full) => known,
+                _ => StoreError::Unavailable {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                },
             },
-        })?;
+        )
+    })?;
     let version = scalar::<i64>(&conn, "PRAGMA user_version", [])
-        .map_err(|e| classify(&e, busy_timeout))?
+        .map_err(|e| located(path, classify(&e, busy_timeout)))?
         .unwrap_or(0);
     if !create && version == 0 {
         return Err(StoreError::NotAStore {
@@ -1201,10 +1228,13 @@ fn priors(conn: &Connection, found: &[sql::Row]) -> Sql<Vec<Prior>> {
 impl Backend for SqliteStore {
     async fn begin(&self) -> Result<Box<dyn Tx>> {
         let handle = match &self.conns {
-            Conns::Grouped { group, .. } => Handle::Member(group.begin().await?),
+            Conns::Grouped { group, .. } => {
+                Handle::Member(group.begin().await.map_err(|e| located(&self.path, e))?)
+            }
             Conns::One(conn) => {
                 let conn = Arc::clone(conn.get().await?).lock_owned().await;
-                blocking(|| exec(&conn, "BEGIN IMMEDIATE", [])).map_err(|e| self.err(e))?;
+                blocking(|| exec(&conn, "BEGIN IMMEDIATE", []))
+                    .map_err(|e| located(&self.path, self.err(e)))?;
                 Handle::Own(Own(conn))
             }
         };

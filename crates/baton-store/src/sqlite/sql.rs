@@ -59,6 +59,7 @@ pub(super) fn classify(e: &Fault, busy_timeout: Duration) -> StoreError {
         Fault::Engine(rusqlite::Error::SqliteFailure(failure, message)) => match failure.code {
             ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => StoreError::Busy {
                 timeout_ms: busy_timeout.as_millis() as u64,
+                holder: None,
             },
             ErrorCode::DatabaseCorrupt => StoreError::Corrupt {
                 what: "SQLite reports a malformed page",
@@ -67,9 +68,23 @@ pub(super) fn classify(e: &Fault, busy_timeout: Duration) -> StoreError {
                 what: "SQLite does not recognise the file as a database",
             },
             ErrorCode::ReadOnly => StoreError::ReadOnly,
+            ErrorCode::DiskFull => StoreError::Full,
             _ => StoreError::Engine(message.clone().unwrap_or_else(|| failure.to_string())),
         },
         other => StoreError::Engine(other.to_string()),
+    }
+}
+
+/// Below this many free bytes, an I/O error on the store's file system is taken for a
+/// full disk: a write needs a few pages of log and the shared-memory file's 32 KiB.
+const ROOM: u64 = 1 << 20;
+
+/// Whether the file system holding `path` has next to no room left for this process.
+pub(super) fn out_of_room(path: &Path) -> bool {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    match nix::sys::statvfs::statvfs(dir.unwrap_or(Path::new("."))) {
+        Ok(fs) => (fs.blocks_available() as u64).saturating_mul(fs.fragment_size() as u64) < ROOM,
+        Err(_) => false,
     }
 }
 

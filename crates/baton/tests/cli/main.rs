@@ -13,6 +13,7 @@ mod demo;
 mod differential;
 mod gateway;
 mod hostile;
+mod interrupt;
 mod ledger;
 mod mcp;
 mod memory;
