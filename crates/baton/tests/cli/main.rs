@@ -24,5 +24,6 @@ mod queue;
 mod race;
 mod readme;
 mod remote;
+mod replicas;
 mod review;
 mod server;

@@ -15,7 +15,7 @@ use crate::server::{admin, serve};
 const ORDERS: usize = 500;
 const CLIENTS: usize = 8;
 
-fn order(id: &str) -> Value {
+pub fn order(id: &str) -> Value {
     json!({
         "spec": "awl/work-order@0.1", "id": id, "created_at": "2025-01-01T00:00:00Z",
         "from": "planner", "to": "impl-1",
@@ -36,7 +36,7 @@ fn order(id: &str) -> Value {
     })
 }
 
-fn report(id: &str) -> Value {
+pub fn report(id: &str) -> Value {
     json!({
         "spec": "awl/work-report@0.1", "order_id": id, "from": "impl-1", "status": "done",
         "result": {"summary": "Filters kept"},
@@ -54,7 +54,7 @@ fn report(id: &str) -> Value {
     })
 }
 
-fn post(agent: &ureq::Agent, url: &str, token: &str, body: Value) -> (u16, Value) {
+pub fn post(agent: &ureq::Agent, url: &str, token: &str, body: Value) -> (u16, Value) {
     let mut response = agent
         .post(url)
         .header("Authorization", &format!("Bearer {token}"))

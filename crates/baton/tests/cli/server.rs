@@ -216,8 +216,14 @@ fn kept(
 }
 
 pub fn serve(url: &str) -> Serving {
+    serve_with(url, &[])
+}
+
+/// `baton serve` on `url` with the flags `extra`.
+pub fn serve_with(url: &str, extra: &[&str]) -> Serving {
     let mut child = Command::new(baton_exe())
         .args(["--db", url, "serve", "--bind", "127.0.0.1:0"])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
