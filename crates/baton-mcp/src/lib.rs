@@ -21,6 +21,8 @@ use baton_core::Passname;
 use rmcp::ServiceExt;
 
 pub use demo::{agent_session, serve_demo_upstream};
+/// The one boundary of every MCP edge, for the fuzz targets.
+pub use frame::judge_text;
 pub use gateway::{Upstream, serve_gateway};
 pub use profile::{PROFILE_BUDGET, Profile};
 pub use tools::BatonTools;

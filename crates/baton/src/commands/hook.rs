@@ -669,6 +669,63 @@ pub fn install(root: &Path, claude: bool, codex: bool) -> CommandResult<Vec<Writ
 mod tests {
     use super::*;
 
+    /// What a hook keeps of a payload, read the way `payload` reads one.
+    fn read(raw: &str) -> Found {
+        let found = Mutex::new(Found::default());
+        let mut de = serde_json::Deserializer::from_str(raw);
+        let _ = Fields(&found).deserialize(&mut de);
+        found.into_inner().expect("not poisoned")
+    }
+
+    /// Whatever an agent writes, a hook keeps short printable fields and a clipped message.
+    fn kept_bounded(found: &Found) {
+        for field in [
+            &found.session_id,
+            &found.thread_id,
+            &found.tool,
+            &found.notification_type,
+            &found.agent_id,
+            &found.agent_type,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            assert!(field.len() <= MAX_FIELD && !field.contains(char::is_control));
+        }
+        if let Some(message) = &found.message {
+            assert!(message.len() <= baton_app::MAX_NEED_BYTES);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Fuzzing the hook payload reader: Claude Code's and Codex's payloads with values
+        /// of any kind, and arbitrary text.
+        #[test]
+        fn a_hook_payload_of_any_shape_keeps_only_bounded_fields(
+            session in proptest::prelude::any::<String>(),
+            tool in "[ -~]{0,200}",
+            message in proptest::prelude::any::<String>(),
+            nested in 0..80usize,
+            junk in proptest::prelude::any::<String>(),
+            cut in 0..400usize,
+        ) {
+            let deep = format!("{}1{}", "[".repeat(nested), "]".repeat(nested));
+            let payload = json!({
+                "session_id": session, "tool_name": tool, "message": message,
+                "agent_id": deep, "notification_type": {"x": [1, 2]},
+                "tool_input": {"command": junk}, "thread-id": null,
+            })
+            .to_string();
+            kept_bounded(&read(&payload));
+            // Cut anywhere: what came first is kept, within its bounds.
+            let at = (0..=cut.min(payload.len())).rev().find(|i| payload.is_char_boundary(*i)).unwrap_or(0);
+            kept_bounded(&read(&payload[..at]));
+            kept_bounded(&read(&junk));
+        }
+    }
+
     #[test]
     fn a_marked_section_is_appended_then_replaced_in_place() {
         let first = with_section("# Notes\nkeep me", "v1");
