@@ -94,7 +94,7 @@ impl App {
     /// past `[runs] helper_idle` left out): what `/metrics` reports.
     pub async fn live_by_source(&self) -> Result<Vec<(Source, u64)>> {
         let mut live: Vec<(Source, u64)> = Source::ALL.iter().map(|s| (*s, 0)).collect();
-        for c in self.run_counts(self.now()).await? {
+        for c in self.run_counts(self.now(), None).await? {
             if !c.status.is_live() {
                 continue;
             }
@@ -127,8 +127,10 @@ impl App {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        // Helpers ended within the hour are counted, as in the status.
-        Ok(docs(&rows, &self.run_counts(now - RECENT_MS).await?, now))
+        // Helpers ended within the hour are counted, as in the status; only these rows'.
+        let ids: Vec<String> = rows.iter().map(|r| r.run.id.clone()).collect();
+        let counts = self.run_counts(now - RECENT_MS, Some(&ids)).await?;
+        Ok(docs(&rows, &counts, now))
     }
 
     /// The store's counts of the live rows and those ended since `ended_since`, with the
@@ -136,9 +138,12 @@ impl App {
     async fn run_counts(
         &self,
         ended_since: baton_core::Millis,
+        parents: Option<&[String]>,
     ) -> Result<Vec<baton_store::RunCount>> {
         let quiet_before = self.now() - self.settings().helper_idle.as_millis() as i64;
-        self.store().run_counts(ended_since, quiet_before).await
+        self.store()
+            .run_counts(ended_since, quiet_before, parents)
+            .await
     }
 
     /// Waits until the log is past `generation` or `timeout` passes; the generation then.
@@ -176,7 +181,7 @@ impl App {
             .await?;
         rows.retain(|r| r.run.status.is_live() || r.run.ended_at.is_some_and(|e| e >= since));
         let mut counts = RunCounts::default();
-        let tallies = self.run_counts(since).await?;
+        let tallies = self.run_counts(since, None).await?;
         for c in &tallies {
             let n = c.n as usize;
             *match c.source {

@@ -235,8 +235,14 @@ pub trait Backend: Send + Sync {
     async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>>;
     /// How many runs have each recorded status and source, of the live ones and those
     /// that ended at or after `ended_since`, and how many of each had no event since
-    /// `quiet_before`: counted by the store, however many there are.
-    async fn run_counts(&self, ended_since: Millis, quiet_before: Millis) -> Result<Vec<RunCount>>;
+    /// `quiet_before`: counted by the store, however many there are. With `parents`, only
+    /// the helpers of those rows are counted (read by an index on the parent).
+    async fn run_counts(
+        &self,
+        ended_since: Millis,
+        quiet_before: Millis,
+        parents: Option<&[String]>,
+    ) -> Result<Vec<RunCount>>;
     async fn order(&self, id: &str) -> Result<Option<Order>>;
     /// Orders matching `query`, oldest first.
     async fn orders(&self, query: &OrderQuery) -> Result<Vec<Order>>;

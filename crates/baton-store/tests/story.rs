@@ -3655,7 +3655,7 @@ async fn sessions_and_helpers_are_rows_counted_by_source(store: &dyn Store) {
         (ended.status, ended.parent.as_deref(), ended.tools.clone()),
         (RunStatus::Ended, Some("claude:s1"), vec!["Read".to_owned()])
     );
-    let mut counts = store.run_counts(0, Millis::MAX).await.unwrap();
+    let mut counts = store.run_counts(0, Millis::MAX, None).await.unwrap();
     counts.sort_by_key(|c| (c.source.as_str(), c.status.as_str()));
     let seen: Vec<(Source, RunStatus, u64, u64)> = counts
         .iter()
@@ -3669,8 +3669,30 @@ async fn sessions_and_helpers_are_rows_counted_by_source(store: &dyn Store) {
             (Source::Session, RunStatus::Running, 1, 1),
         ]
     );
-    let none_quiet = store.run_counts(0, 0).await.unwrap();
+    let none_quiet = store.run_counts(0, 0, None).await.unwrap();
     assert!(none_quiet.iter().all(|c| c.quiet == 0), "{none_quiet:?}");
+    // Counted for their parent: the session's helpers only, live and ended alike.
+    let of = |parents: &'static [&'static str]| async move {
+        let parents: Vec<String> = parents.iter().map(|p| p.to_string()).collect();
+        let mut counts = store
+            .run_counts(0, Millis::MAX, Some(&parents))
+            .await
+            .unwrap();
+        counts.sort_by_key(|c| c.status.as_str());
+        counts
+            .iter()
+            .map(|c| (c.source, c.status, c.n, c.parent.clone()))
+            .collect::<Vec<_>>()
+    };
+    let parent = Some("claude:s1".to_owned());
+    assert_eq!(
+        of(&["claude:s1"]).await,
+        [
+            (Source::Helper, RunStatus::Ended, 1, parent.clone()),
+            (Source::Helper, RunStatus::Running, 1, parent),
+        ]
+    );
+    assert_eq!(of(&["claude:s2"]).await, [], "no helpers under another row");
     let listed: Vec<String> = store
         .runs(&RunQuery {
             recent: Some(10),
@@ -3725,7 +3747,7 @@ async fn ten_thousand_hooks_of_one_session_are_one_row_and_a_row_per_helper(stor
         (session.source, session.status, session.tools.len()),
         (Source::Session, RunStatus::Running, MAX_TOOLS)
     );
-    let counts = store.run_counts(0, 0).await.unwrap();
+    let counts = store.run_counts(0, 0, None).await.unwrap();
     let helpers: u64 = counts
         .iter()
         .filter(|c| c.source == Source::Helper && c.status == RunStatus::Ended)

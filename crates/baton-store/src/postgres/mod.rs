@@ -76,6 +76,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/011_attention.sql"),
     include_str!("migrations/012_failures.sql"),
     include_str!("migrations/013_refusal_repeats.sql"),
+    include_str!("migrations/014_runs_parent.sql"),
 ];
 
 /// Connections one database keeps open, shared by all its projects.
@@ -1334,8 +1335,9 @@ impl Backend for PostgresStore {
         &self,
         ended_since: Millis,
         quiet_before: Millis,
+        parents: Option<&[String]>,
     ) -> Result<Vec<crate::RunCount>> {
-        runs::counts(&self.pool, self.project, ended_since, quiet_before)
+        runs::counts(&self.pool, self.project, ended_since, quiet_before, parents)
             .await
             .map_err(|e| self.err(e))
     }

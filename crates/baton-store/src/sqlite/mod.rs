@@ -79,6 +79,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/017_attention.sql"),
     include_str!("migrations/018_failures.sql"),
     include_str!("migrations/019_refusal_repeats.sql"),
+    include_str!("migrations/020_runs_parent.sql"),
 ];
 /// How many migrations ran before the one that added `message_text` and `state`: a store
 /// older than that has them filled from its log when it is brought up to date.
@@ -1544,8 +1545,9 @@ impl Backend for SqliteStore {
         &self,
         ended_since: Millis,
         quiet_before: Millis,
+        parents: Option<&[String]>,
     ) -> Result<Vec<crate::RunCount>> {
-        self.read(|conn| runs::counts(conn, ended_since, quiet_before))
+        self.read(|conn| runs::counts(conn, ended_since, quiet_before, parents))
             .await
     }
 
