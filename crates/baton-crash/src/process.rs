@@ -151,12 +151,21 @@ pub fn kill_loop(
         let _ = stderr.read_to_end(&mut bytes);
         bytes
     });
-    // The sleep is the experiment (when the kill lands), not synchronisation.
-    thread::sleep(delay);
-    // The group is gone (ESRCH) when the loop finished first: nothing to kill.
-    let _ = killpg(group, Signal::SIGKILL);
-    let status = child
-        .wait()
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = thread::spawn(move || {
+        let status = child.wait();
+        let _ = tx.send(());
+        status
+    });
+    // The delay is the experiment (when the kill lands); a loop that ends first is not
+    // waited out.
+    if rx.recv_timeout(delay).is_err() {
+        // The group is gone (ESRCH) when the loop finished meanwhile: nothing to kill.
+        let _ = killpg(group, Signal::SIGKILL);
+    }
+    let status = waiter
+        .join()
+        .map_err(|_| "the loop's waiter panicked".to_owned())?
         .map_err(|e| format!("cannot reap the loop: {e}"))?;
     // A grandchild that left the group could hold the pipes open; the group is dead,
     // so the readers end.
