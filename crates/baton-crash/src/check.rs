@@ -78,13 +78,11 @@ fn differ(live: &[String], replayed: &[String]) -> Option<String> {
     if live == replayed {
         return None;
     }
-    let first = live
-        .iter()
-        .zip(replayed)
-        .find(|(a, b)| a != b)
-        .map_or_else(
-            || format!("{} rows live, {} replayed", live.len(), replayed.len()),
-            |(a, b)| format!("live {a:?}, replayed {b:?}"),
-        );
-    Some(format!("projections differ from a replay of the log: {first}"))
+    let first = live.iter().zip(replayed).find(|(a, b)| a != b).map_or_else(
+        || format!("{} rows live, {} replayed", live.len(), replayed.len()),
+        |(a, b)| format!("live {a:?}, replayed {b:?}"),
+    );
+    Some(format!(
+        "projections differ from a replay of the log: {first}"
+    ))
 }

@@ -11,6 +11,9 @@ use serde_json::{Value, json};
 use crate::process::{Baton, Killed, XorShift, copy_dir, kill_loop};
 use crate::{Counter, Options, Tally, check};
 
+/// What a check found, each under the counter it goes in.
+type Findings = Vec<(Counter, String)>;
+
 /// One command under test.
 pub struct Scenario {
     pub name: &'static str,
@@ -23,7 +26,7 @@ pub struct Scenario {
     delay: Option<(u64, u64)>,
     /// What must hold after the kill; each finding under its counter. Says in a few words
     /// what the kill left (for `--verbose`).
-    check: fn(&Baton, &Path, &Killed, &mut Vec<(Counter, String)>) -> Result<String, String>,
+    check: fn(&Baton, &Path, &Killed, &mut Findings) -> Result<String, String>,
 }
 
 pub const SCENARIOS: &[Scenario] = &[
@@ -80,7 +83,7 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "import",
         prepare: log_parts,
         script: IMPORT_LOOP,
-        delay: Some((10, 1000)),
+        delay: None,
         check: check_import,
     },
 ];
@@ -134,8 +137,8 @@ pub fn run(scenario: &Scenario, options: &Options) -> Result<Tally, String> {
         tally.killed_mid_run += u64::from(killed.mid_run);
         tally.acknowledged += killed.acknowledged.len() as u64;
         let mut findings = Vec::new();
-        let left = (scenario.check)(&baton, dir.path(), &killed, &mut findings)
-            .unwrap_or_else(|e| {
+        let left =
+            (scenario.check)(&baton, dir.path(), &killed, &mut findings).unwrap_or_else(|e| {
                 findings.push((Counter::Other, e));
                 String::new()
             });
@@ -154,7 +157,11 @@ pub fn run(scenario: &Scenario, options: &Options) -> Result<Tally, String> {
                 } else {
                     "had finished"
                 },
-                if findings.is_empty() { "" } else { ", PROBLEMS" }
+                if findings.is_empty() {
+                    ""
+                } else {
+                    ", PROBLEMS"
+                }
             );
         }
         for (counter, what) in findings {
@@ -169,15 +176,21 @@ fn unkilled(baton: &Baton, start: &Path, scenario: &Scenario) -> Result<Duration
     let dir = tempfile::tempdir().map_err(|e| format!("a temporary directory: {e}"))?;
     copy_dir(start, dir.path())?;
     let began = Instant::now();
-    let killed = kill_loop(baton, dir.path(), scenario.script, &[], Duration::from_secs(60))?;
+    let killed = kill_loop(
+        baton,
+        dir.path(),
+        scenario.script,
+        &[],
+        Duration::from_secs(60),
+    )?;
     if killed.mid_run {
         return Err(format!("{}: the loop takes over a minute", scenario.name));
     }
     Ok(began.elapsed())
 }
 
-/// Lines `a`…`b` of a findings list, as a word.
-fn push(findings: &mut Vec<(Counter, String)>, counter: Counter, what: String) {
+/// Records a finding.
+fn push(findings: &mut Findings, counter: Counter, what: String) {
     findings.push((counter, what));
 }
 
@@ -227,7 +240,7 @@ fn check_send(
     baton: &Baton,
     dir: &Path,
     killed: &Killed,
-    findings: &mut Vec<(Counter, String)>,
+    findings: &mut Findings,
 ) -> Result<String, String> {
     let stored = stored_messages(baton, dir, "impl-1", &[])?;
     let mut ids: HashMap<&str, u32> = HashMap::new();
@@ -238,20 +251,32 @@ fn check_send(
     }
     for (what, counts) in [("id", &ids), ("body", &bodies)] {
         for (x, n) in counts.iter().filter(|(_, n)| **n > 1) {
-            push(findings, Counter::Duplicated, format!("{what} {x} is stored {n} times"));
+            push(
+                findings,
+                Counter::Duplicated,
+                format!("{what} {x} is stored {n} times"),
+            );
         }
     }
     for (n, id) in killed.acknowledged.iter().enumerate() {
         let body = format!("msg-{}", n + 1);
         if !stored.iter().any(|(s, b)| s == id && *b == body) {
-            push(findings, Counter::Lost, format!("acknowledged send {id} ({body}) is not stored"));
+            push(
+                findings,
+                Counter::Lost,
+                format!("acknowledged send {id} ({body}) is not stored"),
+            );
         }
     }
     // The loop is sequential: the store holds the first k messages, the acknowledged
     // ones and at most one more, committed before its id could be printed.
     let expected: HashSet<String> = (1..=bodies.len()).map(|n| format!("msg-{n}")).collect();
     if bodies.keys().any(|b| !expected.contains(*b)) {
-        push(findings, Counter::Other, "the store holds a gap or a stranger".into());
+        push(
+            findings,
+            Counter::Other,
+            "the store holds a gap or a stranger".into(),
+        );
     }
     if bodies.len() > killed.acknowledged.len() + 1 {
         push(
@@ -281,8 +306,17 @@ fn requests(baton: &Baton, dir: &Path) -> Result<(), String> {
         let id = baton.ok(
             dir,
             Some("planner"),
-            &["send", "--to", "impl-1", "--type", "request", "--topic", "crash",
-              "--body", &format!("req-{i}")],
+            &[
+                "send",
+                "--to",
+                "impl-1",
+                "--type",
+                "request",
+                "--topic",
+                "crash",
+                "--body",
+                &format!("req-{i}"),
+            ],
         )?;
         let id = id.trim();
         baton.ok(dir, Some("impl-1"), &["show", id])?;
@@ -302,7 +336,7 @@ fn check_complete(
     baton: &Baton,
     dir: &Path,
     killed: &Killed,
-    findings: &mut Vec<(Counter, String)>,
+    findings: &mut Findings,
 ) -> Result<String, String> {
     let ids: Vec<String> = std::fs::read_to_string(dir.join("ids.txt"))
         .map_err(|e| format!("read ids.txt: {e}"))?
@@ -316,14 +350,22 @@ fn check_complete(
             .collect();
     for id in &killed.acknowledged {
         if !completed.contains(id) {
-            push(findings, Counter::Lost, format!("acknowledged completion of {id} is not stored"));
+            push(
+                findings,
+                Counter::Lost,
+                format!("acknowledged completion of {id} is not stored"),
+            );
         }
     }
     // Completed in order: the acknowledged ones and at most the next.
     let k = killed.acknowledged.len();
     for (n, id) in ids.iter().enumerate() {
         if completed.contains(id) && n > k {
-            push(findings, Counter::Other, format!("request {n} ({id}) is completed though the loop never got there"));
+            push(
+                findings,
+                Counter::Other,
+                format!("request {n} ({id}) is completed though the loop never got there"),
+            );
         }
     }
     duplicate_events(baton, dir, findings)?;
@@ -344,11 +386,7 @@ fn events(baton: &Baton, dir: &Path) -> Result<Vec<Value>, String> {
 
 /// No two events of the log record the same change (everything but their seq, id and
 /// time): a write applied twice would.
-fn duplicate_events(
-    baton: &Baton,
-    dir: &Path,
-    findings: &mut Vec<(Counter, String)>,
-) -> Result<(), String> {
+fn duplicate_events(baton: &Baton, dir: &Path, findings: &mut Findings) -> Result<(), String> {
     let mut seen: HashMap<String, u32> = HashMap::new();
     for mut event in events(baton, dir)? {
         if let Some(map) = event.as_object_mut() {
@@ -359,11 +397,14 @@ fn duplicate_events(
         *seen.entry(event.to_string()).or_default() += 1;
     }
     for (change, n) in seen.into_iter().filter(|(_, n)| *n > 1) {
-        push(findings, Counter::Duplicated, format!("{n} events record {change}"));
+        push(
+            findings,
+            Counter::Duplicated,
+            format!("{n} events record {change}"),
+        );
     }
     Ok(())
 }
-
 
 // ---------------------------------------------------------------------------------------
 // order steps
@@ -453,8 +494,16 @@ fn orders(baton: &Baton, dir: &Path) -> Result<(), String> {
         let id = format!("wo_{n}");
         write_json(dir, &format!("order-{n}.json"), &order_doc(&id))?;
         write_json(dir, &format!("done-{n}.json"), &report_doc(&id, "done"))?;
-        write_json(dir, &format!("blocked-{n}.json"), &report_doc(&id, "blocked"))?;
-        baton.ok(dir, Some("planner"), &["order", "create", &format!("order-{n}.json")])?;
+        write_json(
+            dir,
+            &format!("blocked-{n}.json"),
+            &report_doc(&id, "blocked"),
+        )?;
+        baton.ok(
+            dir,
+            Some("planner"),
+            &["order", "create", &format!("order-{n}.json")],
+        )?;
         for (who, action) in path(n) {
             let file = match *action {
                 "report_blocked" => format!("blocked-{n}.json"),
@@ -482,15 +531,50 @@ fn check_orders(
     baton: &Baton,
     dir: &Path,
     killed: &Killed,
-    findings: &mut Vec<(Counter, String)>,
+    findings: &mut Findings,
 ) -> Result<String, String> {
     let mut acked: HashMap<String, usize> = HashMap::new();
     for line in &killed.acknowledged {
         let order = line.split(' ').next().unwrap_or_default();
         *acked.entry(order.to_owned()).or_default() += 1;
     }
+    // Orders past the one in flight were never touched: the list says so in one read.
+    let reached = killed
+        .acknowledged
+        .last()
+        .and_then(|l| {
+            l.split(' ')
+                .next()?
+                .strip_prefix("wo_")?
+                .parse::<usize>()
+                .ok()
+        })
+        .unwrap_or(0)
+        + 1;
+    let listed = baton.json(dir, Some("planner"), &["order", "list", "--all"])?;
+    let listed = listed["items"].as_array().cloned().unwrap_or_default();
+    if listed.len() != ORDERS {
+        push(
+            findings,
+            Counter::Lost,
+            format!("{} orders listed, not {ORDERS}", listed.len()),
+        );
+    }
+    for order in &listed {
+        let n: usize = order["id"]
+            .as_str()
+            .and_then(|id| id.strip_prefix("wo_")?.parse().ok())
+            .unwrap_or(0);
+        if n > reached && order["seq"] != 1 {
+            push(
+                findings,
+                Counter::Other,
+                format!("wo_{n} was stepped though the loop never got there: {order}"),
+            );
+        }
+    }
     let mut unacknowledged = 0;
-    for n in 1..=ORDERS {
+    for n in 1..=reached.min(ORDERS) {
         let id = format!("wo_{n}");
         let shown = baton.json(dir, None, &["order", "show", &id])?;
         let actions: Vec<&str> = shown["events"]
@@ -502,12 +586,23 @@ fn check_orders(
             .collect();
         let want: Vec<&str> = path(n).iter().map(|(_, a)| *a).collect();
         if actions.len() > want.len() || actions[..] != want[..actions.len()] {
-            push(findings, Counter::Duplicated, format!("{id} holds the steps {actions:?}, not a prefix of {want:?}"));
+            push(
+                findings,
+                Counter::Duplicated,
+                format!("{id} holds the steps {actions:?}, not a prefix of {want:?}"),
+            );
             continue;
         }
         let acknowledged = acked.get(&id).copied().unwrap_or(0);
         if actions.len() < acknowledged {
-            push(findings, Counter::Lost, format!("{id}: {acknowledged} steps acknowledged, {} stored ({actions:?})", actions.len()));
+            push(
+                findings,
+                Counter::Lost,
+                format!(
+                    "{id}: {acknowledged} steps acknowledged, {} stored ({actions:?})",
+                    actions.len()
+                ),
+            );
         }
         unacknowledged += actions.len().saturating_sub(acknowledged);
         // The seqs of its steps: one each, no gap.
@@ -518,11 +613,19 @@ fn check_orders(
             .map(|e| e["seq"].as_i64().unwrap_or(-1))
             .collect();
         if seqs != (1..=seqs.len() as i64).collect::<Vec<_>>() {
-            push(findings, Counter::Duplicated, format!("{id}'s seqs are {seqs:?}"));
+            push(
+                findings,
+                Counter::Duplicated,
+                format!("{id}'s seqs are {seqs:?}"),
+            );
         }
     }
     if unacknowledged > 1 {
-        push(findings, Counter::Other, format!("{unacknowledged} steps stored unacknowledged: one can be in flight, not more"));
+        push(
+            findings,
+            Counter::Other,
+            format!("{unacknowledged} steps stored unacknowledged: one can be in flight, not more"),
+        );
     }
     duplicate_events(baton, dir, findings)?;
     Ok(format!("{} steps unacknowledged", unacknowledged))
@@ -573,8 +676,21 @@ fn held_effects(baton: &Baton, dir: &Path) -> Result<(), String> {
     }
     let upstream = dir.join("upstream.txt");
     let mut gateway = baton
-        .cmd(dir, Some("impl-1"), &["gateway", "--order", "wo_1", "--name", "files", "--",
-                                    "python3", "-B", "upstream.py"])
+        .cmd(
+            dir,
+            Some("impl-1"),
+            &[
+                "gateway",
+                "--order",
+                "wo_1",
+                "--name",
+                "files",
+                "--",
+                "python3",
+                "-B",
+                "upstream.py",
+            ],
+        )
         .env("UPSTREAM_FILE", &upstream)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -587,7 +703,9 @@ fn held_effects(baton: &Baton, dir: &Path) -> Result<(), String> {
             writeln!(stdin, "{line}").map_err(|e| format!("write to the gateway: {e}"))?;
         }
     }
-    let out = gateway.wait_with_output().map_err(|e| format!("baton gateway: {e}"))?;
+    let out = gateway
+        .wait_with_output()
+        .map_err(|e| format!("baton gateway: {e}"))?;
     let said = String::from_utf8_lossy(&out.stdout);
     for n in 1..=EFFECTS {
         if !said.contains(&format!("pending:files/append#{n}")) {
@@ -601,8 +719,10 @@ fn held_effects(baton: &Baton, dir: &Path) -> Result<(), String> {
         return Err("the gateway ran a held call".into());
     }
     let effects: Vec<Value> = (1..=EFFECTS)
-        .map(|n| json!({"ref": format!("files/append#{n}"), "tool": "files/append",
-                        "arguments": {"line": format!("effect-{n}")}}))
+        .map(|n| {
+            json!({"ref": format!("files/append#{n}"), "tool": "files/append",
+                        "arguments": {"line": format!("effect-{n}")}})
+        })
         .collect();
     let report = json!({
         "spec": "awl/work-report@0.3", "order_id": "wo_1", "from": "impl-1", "status": "done",
@@ -619,7 +739,11 @@ fn held_effects(baton: &Baton, dir: &Path) -> Result<(), String> {
         }}
     });
     write_json(dir, "report.json", &report)?;
-    baton.ok(dir, Some("impl-1"), &["order", "report", "wo_1", "report.json"])?;
+    baton.ok(
+        dir,
+        Some("impl-1"),
+        &["order", "report", "wo_1", "report.json"],
+    )?;
     Ok(())
 }
 
@@ -648,17 +772,25 @@ fn effect_statuses(baton: &Baton, dir: &Path) -> Result<Vec<String>, String> {
 }
 
 /// Effects run twice (a line more than once), and lines out of order.
-fn runs_once(lines: &[String], when: &str, findings: &mut Vec<(Counter, String)>) {
+fn runs_once(lines: &[String], when: &str, findings: &mut Findings) {
     for n in 1..=EFFECTS {
         let line = format!("effect-{n}");
         let times = lines.iter().filter(|l| **l == line).count();
         if times > 1 {
-            push(findings, Counter::EffectsTwice, format!("{when}: effect {n} ran {times} times"));
+            push(
+                findings,
+                Counter::EffectsTwice,
+                format!("{when}: effect {n} ran {times} times"),
+            );
         }
     }
     let want: Vec<String> = (1..=lines.len()).map(|n| format!("effect-{n}")).collect();
     if lines.iter().collect::<HashSet<_>>().len() == lines.len() && lines != want.as_slice() {
-        push(findings, Counter::Other, format!("{when}: the effects ran out of order: {lines:?}"));
+        push(
+            findings,
+            Counter::Other,
+            format!("{when}: the effects ran out of order: {lines:?}"),
+        );
     }
 }
 
@@ -666,28 +798,50 @@ fn check_approve(
     baton: &Baton,
     dir: &Path,
     killed: &Killed,
-    findings: &mut Vec<(Counter, String)>,
+    findings: &mut Findings,
 ) -> Result<String, String> {
     let lines = ran(dir);
     runs_once(&lines, "after the kill", findings);
     let statuses = effect_statuses(baton, dir)?;
     let left = statuses.clone();
     if statuses.len() != EFFECTS {
-        push(findings, Counter::Lost, format!("{} effects held, not {EFFECTS}: {statuses:?}", statuses.len()));
+        push(
+            findings,
+            Counter::Lost,
+            format!(
+                "{} effects held, not {EFFECTS}: {statuses:?}",
+                statuses.len()
+            ),
+        );
         return Ok("effects not held".into());
     }
     for (n, status) in statuses.iter().enumerate() {
         let line = format!("effect-{}", n + 1);
         let present = lines.contains(&line);
         match (status.as_str(), present) {
-            ("ran", false) => push(findings, Counter::Lost, format!("{line} is recorded as ran but did not run")),
-            ("held", true) => push(findings, Counter::Other, format!("{line} ran but is recorded as held: the next approval would run it again")),
+            ("ran", false) => push(
+                findings,
+                Counter::Lost,
+                format!("{line} is recorded as ran but did not run"),
+            ),
+            ("held", true) => push(
+                findings,
+                Counter::Other,
+                format!("{line} ran but is recorded as held: the next approval would run it again"),
+            ),
             _ => {}
         }
     }
     if !killed.acknowledged.is_empty() {
         if statuses.iter().any(|s| s != "ran") || lines.len() != EFFECTS {
-            push(findings, Counter::Lost, format!("the approval was acknowledged, yet the effects stand {statuses:?} with {} run", lines.len()));
+            push(
+                findings,
+                Counter::Lost,
+                format!(
+                    "the approval was acknowledged, yet the effects stand {statuses:?} with {} run",
+                    lines.len()
+                ),
+            );
         }
         return Ok(format!("effects {statuses:?}"));
     }
@@ -714,7 +868,9 @@ fn check_approve(
             ),
         ),
     }
-    Ok(format!("effects {left:?}, then {statuses:?} on approving again"))
+    Ok(format!(
+        "effects {left:?}, then {statuses:?} on approving again"
+    ))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -726,7 +882,16 @@ const DECISIONS: usize = 40;
 fn memory(baton: &Baton, dir: &Path) -> Result<(), String> {
     team(baton, dir)?;
     for n in 1..=DECISIONS {
-        baton.ok(dir, Some("planner"), &["decide", &format!("Decision {n}: keep the filters in the query"), "--why", "one code path for every export"])?;
+        baton.ok(
+            dir,
+            Some("planner"),
+            &[
+                "decide",
+                &format!("Decision {n}: keep the filters in the query"),
+                "--why",
+                "one code path for every export",
+            ],
+        )?;
     }
     Ok(())
 }
@@ -744,7 +909,10 @@ done"#;
 /// The number N of the first `focus-N` in `text`.
 fn focus_number(text: &str) -> Option<u64> {
     let at = text.find("focus-")? + "focus-".len();
-    let digits: String = text[at..].chars().take_while(char::is_ascii_digit).collect();
+    let digits: String = text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     digits.parse().ok()
 }
 
@@ -752,7 +920,7 @@ fn check_render(
     baton: &Baton,
     dir: &Path,
     killed: &Killed,
-    findings: &mut Vec<(Counter, String)>,
+    findings: &mut Findings,
 ) -> Result<String, String> {
     let last = |what: &str| {
         killed
@@ -766,27 +934,53 @@ fn check_render(
     let file = dir.join("STATE.md");
     match std::fs::read_to_string(&file) {
         Err(_) if render == 0 => {}
-        Err(e) => push(findings, Counter::Lost, format!("render {render} was acknowledged, yet STATE.md cannot be read: {e}")),
+        Err(e) => push(
+            findings,
+            Counter::Lost,
+            format!("render {render} was acknowledged, yet STATE.md cannot be read: {e}"),
+        ),
         Ok(text) => {
             let out = baton.output(dir, None, &["--json", "check", "STATE.md"])?;
             // Valid, or stale (a conflict) when the focus moved after the render: whole
             // either way. Truncated or corrupted is refused; drifted, a usage error.
-            let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            let said = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
             let stale = said.contains("\"kind\":\"conflict\"");
             if !out.status.success() && !stale {
-                push(findings, Counter::Torn, format!("baton check STATE.md exits {}: {}", out.status, said.trim()));
+                push(
+                    findings,
+                    Counter::Torn,
+                    format!("baton check STATE.md exits {}: {}", out.status, said.trim()),
+                );
             }
             match focus_number(&text) {
                 Some(n) if n >= render && n <= render + 1 => {}
-                Some(n) if n < render => push(findings, Counter::Lost, format!("STATE.md holds focus-{n}, render {render} was acknowledged")),
-                other => push(findings, Counter::Torn, format!("STATE.md holds focus {other:?} after render {render} was acknowledged")),
+                Some(n) if n < render => push(
+                    findings,
+                    Counter::Lost,
+                    format!("STATE.md holds focus-{n}, render {render} was acknowledged"),
+                ),
+                other => push(
+                    findings,
+                    Counter::Torn,
+                    format!(
+                        "STATE.md holds focus {other:?} after render {render} was acknowledged"
+                    ),
+                ),
             }
         }
     }
     let state = baton.json(dir, None, &["state", "show"])?;
     let stored = focus_number(&state.to_string()).unwrap_or(0);
     if stored < focus {
-        push(findings, Counter::Lost, format!("focus-{focus} was acknowledged, the store holds focus-{stored}"));
+        push(
+            findings,
+            Counter::Lost,
+            format!("focus-{focus} was acknowledged, the store holds focus-{stored}"),
+        );
     }
     Ok(format!("focus-{stored} stored"))
 }
@@ -807,7 +1001,7 @@ fn check_receipts(
     baton: &Baton,
     dir: &Path,
     killed: &Killed,
-    findings: &mut Vec<(Counter, String)>,
+    findings: &mut Findings,
 ) -> Result<String, String> {
     // How many receipts each step has in the log.
     let mut per_step: HashMap<String, u32> = HashMap::new();
@@ -821,18 +1015,42 @@ fn check_receipts(
     }
     for step in &killed.acknowledged {
         match per_step.get(step) {
-            None => push(findings, Counter::Lost, format!("acknowledged receipt {step} is not stored")),
+            None => push(
+                findings,
+                Counter::Lost,
+                format!("acknowledged receipt {step} is not stored"),
+            ),
             Some(1) => {}
-            Some(n) => push(findings, Counter::Duplicated, format!("{step} has {n} receipts")),
+            Some(n) => push(
+                findings,
+                Counter::Duplicated,
+                format!("{step} has {n} receipts"),
+            ),
         }
     }
     if per_step.len() > killed.acknowledged.len() + 1 {
-        push(findings, Counter::Other, format!("{} receipts stored, {} acknowledged", per_step.len(), killed.acknowledged.len()));
+        push(
+            findings,
+            Counter::Other,
+            format!(
+                "{} receipts stored, {} acknowledged",
+                per_step.len(),
+                killed.acknowledged.len()
+            ),
+        );
     }
     // Every stored receipt still matches its artifact (the file was whole before the write).
     let out = baton.output(dir, None, &["receipt", "verify"])?;
     if !out.status.success() && !per_step.is_empty() {
-        push(findings, Counter::Torn, format!("receipt verify exits {}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+        push(
+            findings,
+            Counter::Torn,
+            format!(
+                "receipt verify exits {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        );
     }
     duplicate_events(baton, dir, findings)?;
     Ok(format!("{} receipts", per_step.len()))
@@ -876,7 +1094,7 @@ fn check_runs(
     baton: &Baton,
     dir: &Path,
     killed: &Killed,
-    findings: &mut Vec<(Counter, String)>,
+    findings: &mut Findings,
 ) -> Result<String, String> {
     // The run a kill cut short has no recorded end: the reaper finds its wrapper gone.
     baton.ok(dir, None, &["reap"])?;
@@ -889,29 +1107,61 @@ fn check_runs(
         let (name, code) = line.split_once(' ').unwrap_or((line, "?"));
         let want = if code == "0" { "done" } else { "failed" };
         match by_name.get(name).map(Vec::as_slice) {
-            None | Some([]) => push(findings, Counter::Lost, format!("{name} exited {code} and has no run")),
+            None | Some([]) => push(
+                findings,
+                Counter::Lost,
+                format!("{name} exited {code} and has no run"),
+            ),
             Some([run]) => {
-                if run["status"] != want || run["exit_code"].as_i64().map(|c| c.to_string()).as_deref() != Some(code) {
-                    push(findings, Counter::Lost, format!("{name} exited {code}, its run says {} exit {}", run["status"], run["exit_code"]));
+                if run["status"] != want
+                    || run["exit_code"].as_i64().map(|c| c.to_string()).as_deref() != Some(code)
+                {
+                    push(
+                        findings,
+                        Counter::Lost,
+                        format!(
+                            "{name} exited {code}, its run says {} exit {}",
+                            run["status"], run["exit_code"]
+                        ),
+                    );
                 }
             }
-            Some(more) => push(findings, Counter::Duplicated, format!("{name} has {} runs", more.len())),
+            Some(more) => push(
+                findings,
+                Counter::Duplicated,
+                format!("{name} has {} runs", more.len()),
+            ),
         }
     }
-    let acked: HashSet<&str> = killed.acknowledged.iter().filter_map(|l| l.split(' ').next()).collect();
+    let acked: HashSet<&str> = killed
+        .acknowledged
+        .iter()
+        .filter_map(|l| l.split(' ').next())
+        .collect();
     let others: Vec<&Value> = by_name
         .iter()
         .filter(|(name, _)| !acked.contains(name.as_str()))
         .flat_map(|(_, runs)| runs)
         .collect();
     if others.len() > 1 {
-        push(findings, Counter::Other, format!("{} runs not acknowledged: one can be in flight, not more", others.len()));
+        push(
+            findings,
+            Counter::Other,
+            format!(
+                "{} runs not acknowledged: one can be in flight, not more",
+                others.len()
+            ),
+        );
     }
     for run in others {
         // Killed: lost (reaped) or, when the kill landed after its end was recorded, ended.
         let status = run["status"].as_str().unwrap_or("?");
         if !matches!(status, "lost" | "done" | "failed" | "stopped") {
-            push(findings, Counter::Other, format!("the killed run {} is left {status} after a reap", run["id"]));
+            push(
+                findings,
+                Counter::Other,
+                format!("the killed run {} is left {status} after a reap", run["id"]),
+            );
         }
     }
     duplicate_events(baton, dir, findings)?;
@@ -931,13 +1181,31 @@ fn log_parts(baton: &Baton, dir: &Path) -> Result<(), String> {
     team(baton, source.path())?;
     let held = baton.ok(source.path(), None, &["export"])?.lines().count();
     for n in 1..=(PART_EVENTS * PARTS).saturating_sub(held) {
-        baton.ok(source.path(), Some("planner"), &["send", "--to", "impl-1", "--type", "info", "--topic", "crash", "--body", &format!("imported-{n}")])?;
+        baton.ok(
+            source.path(),
+            Some("planner"),
+            &[
+                "send",
+                "--to",
+                "impl-1",
+                "--type",
+                "info",
+                "--topic",
+                "crash",
+                "--body",
+                &format!("imported-{n}"),
+            ],
+        )?;
     }
     let log = baton.ok(source.path(), None, &["export"])?;
     let lines: Vec<&str> = log.lines().take(PART_EVENTS * PARTS).collect();
     for part in 1..=PARTS {
-        let text: String = lines[..part * PART_EVENTS].iter().map(|l| format!("{l}\n")).collect();
-        std::fs::write(dir.join(format!("part-{part}.jsonl")), text).map_err(|e| format!("write a part: {e}"))?;
+        let text: String = lines[..part * PART_EVENTS]
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(dir.join(format!("part-{part}.jsonl")), text)
+            .map_err(|e| format!("write a part: {e}"))?;
     }
     std::fs::write(dir.join("whole.jsonl"), log).map_err(|e| format!("write the log: {e}"))?;
     baton.ok(dir, None, &["init"])?;
@@ -953,14 +1221,17 @@ while [ -f "part-$i.jsonl" ]; do
 done"#;
 
 fn event_ids(events: &[Value]) -> Vec<String> {
-    events.iter().map(|e| e["id"].as_str().unwrap_or("?").to_owned()).collect()
+    events
+        .iter()
+        .map(|e| e["id"].as_str().unwrap_or("?").to_owned())
+        .collect()
 }
 
 fn check_import(
     baton: &Baton,
     dir: &Path,
     killed: &Killed,
-    findings: &mut Vec<(Counter, String)>,
+    findings: &mut Findings,
 ) -> Result<String, String> {
     let whole: Vec<Value> = std::fs::read_to_string(dir.join("whole.jsonl"))
         .map_err(|e| format!("read the log: {e}"))?
@@ -971,30 +1242,67 @@ fn check_import(
     let have = event_ids(&events(baton, dir)?);
     let held: HashSet<&str> = have.iter().map(String::as_str).collect();
     if held.len() != have.len() {
-        push(findings, Counter::Duplicated, format!("{} events, {} distinct ids", have.len(), held.len()));
+        push(
+            findings,
+            Counter::Duplicated,
+            format!("{} events, {} distinct ids", have.len(), held.len()),
+        );
     }
     // All or nothing: the store holds the first m parts' events, for one m.
-    let count = source.iter().take(PART_EVENTS * PARTS).filter(|id| held.contains(id.as_str())).count();
-    let prefix = source.iter().take(count).all(|id| held.contains(id.as_str()));
+    let count = source
+        .iter()
+        .take(PART_EVENTS * PARTS)
+        .filter(|id| held.contains(id.as_str()))
+        .count();
+    let prefix = source
+        .iter()
+        .take(count)
+        .all(|id| held.contains(id.as_str()));
     if count % PART_EVENTS != 0 || !prefix {
-        push(findings, Counter::Torn, format!("{count} of the log's events are held, not whole parts in order"));
+        push(
+            findings,
+            Counter::Torn,
+            format!("{count} of the log's events are held, not whole parts in order"),
+        );
     }
     let acked = killed.acknowledged.len();
     if count < acked * PART_EVENTS {
-        push(findings, Counter::Lost, format!("{acked} parts acknowledged, {count} events held"));
+        push(
+            findings,
+            Counter::Lost,
+            format!("{acked} parts acknowledged, {count} events held"),
+        );
     }
     if count > (acked + 1) * PART_EVENTS {
-        push(findings, Counter::Other, format!("{acked} parts acknowledged, {count} events held: one import can be in flight, not more"));
+        push(
+            findings,
+            Counter::Other,
+            format!(
+                "{acked} parts acknowledged, {count} events held: one import can be in flight, not more"
+            ),
+        );
     }
     // Importing the whole log again adds the rest, each event once.
     baton.ok(dir, None, &["import", "whole.jsonl"])?;
     let have = event_ids(&events(baton, dir)?);
     let held: HashSet<&str> = have.iter().map(String::as_str).collect();
     if held.len() != have.len() {
-        push(findings, Counter::Duplicated, format!("after importing again: {} events, {} distinct ids", have.len(), held.len()));
+        push(
+            findings,
+            Counter::Duplicated,
+            format!(
+                "after importing again: {} events, {} distinct ids",
+                have.len(),
+                held.len()
+            ),
+        );
     }
     if let Some(missing) = source.iter().find(|id| !held.contains(id.as_str())) {
-        push(findings, Counter::Lost, format!("after importing the whole log, event {missing} is missing"));
+        push(
+            findings,
+            Counter::Lost,
+            format!("after importing the whole log, event {missing} is missing"),
+        );
     }
     Ok(format!("{count} events imported before the kill"))
 }

@@ -90,7 +90,8 @@ impl Tally {
             Counter::EffectsTwice => self.effects_twice += 1,
             Counter::Other => {}
         }
-        self.problems.push(format!("{}: {trial}: {what}", self.command));
+        self.problems
+            .push(format!("{}: {trial}: {what}", self.command));
     }
 }
 
@@ -189,7 +190,9 @@ pub fn table(tallies: &[Tally]) -> String {
     let mut out = String::new();
     let line = |cells: &[&str]| format!("| {} |\n", cells.join(" | "));
     out.push_str(&line(&header));
-    out.push_str(&line(&header.map(|h| if h == "command" { "---" } else { "---:" })));
+    out.push_str(&line(
+        &header.map(|h| if h == "command" { "---" } else { "---:" }),
+    ));
     for row in &rows {
         let cells: Vec<&str> = row.iter().map(String::as_str).collect();
         out.push_str(&line(&cells));

@@ -283,10 +283,25 @@ pub fn run(backend: Backend, options: &Options) -> Result<Tally, String> {
     let store = Store::new(&backend)?;
     let url = store.url.clone();
     admin(&baton, &url, false, &["project", "add", "shop"])?;
-    admin(&baton, &url, true, &["agent", "add", "planner", "--role", "planner"])?;
-    admin(&baton, &url, true, &["agent", "add", "impl-1", "--role", "executor"])?;
+    admin(
+        &baton,
+        &url,
+        true,
+        &["agent", "add", "planner", "--role", "planner"],
+    )?;
+    admin(
+        &baton,
+        &url,
+        true,
+        &["agent", "add", "impl-1", "--role", "executor"],
+    )?;
     let token = |who: &str| -> Result<String, String> {
-        let issued = admin(&baton, &url, true, &["key", "issue", who, "--scope", "write"])?;
+        let issued = admin(
+            &baton,
+            &url,
+            true,
+            &["key", "issue", who, "--scope", "write"],
+        )?;
         issued["token"]
             .as_str()
             .map(str::to_owned)
@@ -342,7 +357,11 @@ pub fn run(backend: Backend, options: &Options) -> Result<Tally, String> {
         }
         match restarted {
             Some(s) => server = Some(s),
-            None => return Err(format!("{name}: baton serve does not start again on {address}")),
+            None => {
+                return Err(format!(
+                    "{name}: baton serve does not start again on {address}"
+                ));
+            }
         }
     }
     shared.stop.store(true, Ordering::SeqCst);
@@ -368,12 +387,24 @@ pub fn run(backend: Backend, options: &Options) -> Result<Tally, String> {
     }
     for (key, id) in &acknowledged {
         match by_id.get(id.as_str()) {
-            None => tally.problem("after the kills", Counter::Lost, format!("{key} ({id}) got a 2xx and is not stored")),
+            None => tally.problem(
+                "after the kills",
+                Counter::Lost,
+                format!("{key} ({id}) got a 2xx and is not stored"),
+            ),
             Some(1) => {}
-            Some(n) => tally.problem("after the kills", Counter::Duplicated, format!("{id} is stored {n} times")),
+            Some(n) => tally.problem(
+                "after the kills",
+                Counter::Duplicated,
+                format!("{id} is stored {n} times"),
+            ),
         }
         if let Some(n) = by_body.get(key.as_str()).filter(|n| **n > 1) {
-            tally.problem("after the kills", Counter::Duplicated, format!("{key} is stored {n} times"));
+            tally.problem(
+                "after the kills",
+                Counter::Duplicated,
+                format!("{key} is stored {n} times"),
+            );
         }
     }
     let problem = match (&backend, &store.sqlite_file) {

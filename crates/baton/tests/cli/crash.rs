@@ -41,15 +41,32 @@ fn killed_writers_and_servers_lose_no_acknowledged_write() {
     want.sort_unstable();
     assert_eq!(names, want, "every command and backend was tried");
     for t in &tallies {
-        assert!(t.clean(), "{}: a loss, duplicate or torn file:\n{table}", t.command);
-        assert_eq!(t.trials, u64::from(if t.command.starts_with("serve") { SERVER_KILLS } else { TRIALS }));
+        assert!(
+            t.clean(),
+            "{}: a loss, duplicate or torn file:\n{table}",
+            t.command
+        );
+        assert_eq!(
+            t.trials,
+            u64::from(if t.command.starts_with("serve") {
+                SERVER_KILLS
+            } else {
+                TRIALS
+            })
+        );
     }
     // Without these the test would pass if the kills never landed or nothing was written.
     let mid_run: u64 = tallies.iter().map(|t| t.killed_mid_run).sum();
     let trials: u64 = tallies.iter().map(|t| t.trials).sum();
-    assert!(mid_run * 2 >= trials, "only {mid_run} of {trials} kills landed mid-run:\n{table}");
+    assert!(
+        mid_run * 2 >= trials,
+        "only {mid_run} of {trials} kills landed mid-run:\n{table}"
+    );
     let acknowledged: u64 = tallies.iter().map(|t| t.acknowledged).sum();
-    assert!(acknowledged >= trials, "only {acknowledged} writes acknowledged in {trials} trials:\n{table}");
+    assert!(
+        acknowledged >= trials,
+        "only {acknowledged} writes acknowledged in {trials} trials:\n{table}"
+    );
 }
 
 #[cfg(baton_test_postgres)]
