@@ -13,18 +13,8 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// A tiny xorshift generator, so kill moments differ per trial without a dependency: the
-/// delays need spread, not quality.
-pub struct XorShift(pub u64);
-
-impl XorShift {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+/// The crash harness's generator: kill moments that differ per trial, without a dependency.
+pub use baton_crash::XorShift;
 
 pub fn baton_exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_baton"))
