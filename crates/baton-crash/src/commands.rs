@@ -21,8 +21,8 @@ pub struct Scenario {
     prepare: fn(&Baton, &Path) -> Result<(), String>,
     /// The loop, `sh -c` with `$1` the `baton` executable, run in the project.
     script: &'static str,
-    /// Kill instants in ms after the loop starts; `None`: from 0 to a little past how long
-    /// the loop takes unkilled (a single command, measured on a copy first).
+    /// Kill instants in ms after the loop starts; `None`: from 0 to half again as long as
+    /// the loop takes unkilled (measured on copies first).
     delay: Option<(u64, u64)>,
     /// What must hold after the kill; each finding under its counter. Says in a few words
     /// what the kill left (for `--verbose`).
@@ -115,8 +115,15 @@ pub fn run(scenario: &Scenario, options: &Options) -> Result<Tally, String> {
     let (min, max) = match scenario.delay {
         Some(range) => range,
         None => {
-            let taken = unkilled(&baton, start.path(), scenario)?;
-            (0, (taken.as_millis() as u64 * 6 / 5).max(2))
+            // The median of three unkilled runs; kills spread to half as long again, so
+            // some land after the command acknowledged.
+            let mut taken = [
+                unkilled(&baton, start.path(), scenario)?,
+                unkilled(&baton, start.path(), scenario)?,
+                unkilled(&baton, start.path(), scenario)?,
+            ];
+            taken.sort_unstable();
+            (0, (taken[1].as_millis() as u64 * 3 / 2).max(2))
         }
     };
     let mut rng = XorShift::stream(options.seed, scenario.name);

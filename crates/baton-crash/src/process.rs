@@ -167,6 +167,10 @@ pub fn kill_loop(
         .join()
         .map_err(|_| "the loop's waiter panicked".to_owned())?
         .map_err(|e| format!("cannot reap the loop: {e}"))?;
+    // The shell is reaped, but a `baton` it ran may still be dying: SIGKILL lands once a
+    // process leaves the kernel (an fsync in flight finishes first). The store is read only
+    // once none of the group is left.
+    until_gone(group.as_raw())?;
     // A grandchild that left the group could hold the pipes open; the group is dead,
     // so the readers end.
     let out = out_reader.join().unwrap_or_default();
@@ -190,6 +194,34 @@ pub fn kill_loop(
         acknowledged,
         mid_run,
     })
+}
+
+/// Waits until no process of group `group` is left but zombies (dead, not yet collected).
+fn until_gone(group: i32) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let alive = std::fs::read_dir("/proc")
+            .map_err(|e| format!("cannot read /proc: {e}"))?
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_name().to_string_lossy().parse::<u32>().is_ok())
+            .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
+            .any(|stat| {
+                // After the command's name: state, ppid, process group, …
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+                fields.len() > 2 && fields[0] != "Z" && fields[2] == group.to_string()
+            });
+        if !alive {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!(
+                "a process of the killed group {group} is still alive after 30 s"
+            ));
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// Copies the directory `from` into `to` (which exists), modes and all.
