@@ -424,8 +424,8 @@ fn on_a_full_disk_writes_fail_clearly_nothing_acknowledged_is_lost_and_room_brin
         let mut file = std::fs::File::create(&filler).unwrap();
         let chunk = vec![0u8; 64 * 1024];
         while file.write_all(&chunk).is_ok() {}
-        let mut byte = [0u8; 1];
-        while file.write_all(&mut byte).is_ok() {}
+        let byte = [0u8; 1];
+        while file.write_all(&byte).is_ok() {}
         let _ = file.sync_all();
     }
     let mut refused = None;
