@@ -423,9 +423,18 @@ mod tests {
     fn a_number_the_boundary_accepted_is_accepted_again_as_written_out() {
         // Parsed without correct rounding, `20e-200` became a double that prints as
         // `2e-199`, which parses to its neighbour: accepted once, refused written out.
-        for raw in ["20e-200", "2e-199", "0.30000000000000004", "1.7976931348623157e308"] {
+        for raw in [
+            "20e-200",
+            "2e-199",
+            "0.30000000000000004",
+            "1.7976931348623157e308",
+        ] {
             let value = boundary(raw, 0).unwrap_or_else(|e| panic!("{raw}: {e:?}"));
-            assert_eq!(boundary(&value.to_string(), 0).as_ref(), Ok(&value), "{raw}");
+            assert_eq!(
+                boundary(&value.to_string(), 0).as_ref(),
+                Ok(&value),
+                "{raw}"
+            );
         }
     }
 
