@@ -7,6 +7,7 @@
 //! types the handlers return. It reads no configuration: the caller opens the database
 //! and passes the settings.
 
+mod a2a;
 mod api;
 mod auth;
 mod board;
