@@ -87,10 +87,26 @@ struct Shop {
 }
 
 /// Project `shop` (a planner that hands out work, an executor that takes it on topics
-/// `billing` and `billing-*`), and project `other` with a participant of its own.
+/// `billing` and `billing-*`), and project `other` with a participant of its own, in a
+/// directory of SQLite projects.
 fn shop() -> Shop {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite:{}", dir.path().join("projects").display());
+    shop_in(dir, url)
+}
+
+/// The same projects in a schema of their own on the test PostgreSQL.
+fn shop_on_postgresql() -> Shop {
+    let base = baton_testdb::url();
+    let schema = format!("baton_a2a_{}", std::process::id());
+    let separator = if base.contains('?') { '&' } else { '?' };
+    shop_in(
+        tempfile::tempdir().unwrap(),
+        format!("{base}{separator}schema={schema}"),
+    )
+}
+
+fn shop_in(dir: tempfile::TempDir, url: String) -> Shop {
     admin(&url, None, &["project", "add", "shop"]);
     admin(&url, None, &["project", "add", "other"]);
     admin(
@@ -145,7 +161,21 @@ fn state(task: &Value) -> &str {
 
 #[test]
 fn an_a2a_client_hands_work_to_a_participant_and_reads_it_back_after_a_restart() {
-    let shop = shop();
+    hand_work_over_and_read_it_back(&shop());
+}
+
+#[test]
+#[cfg_attr(
+    not(baton_test_postgres),
+    ignore = "PostgreSQL not found: apt-get install postgresql, or set BATON_TEST_POSTGRES"
+)]
+fn an_a2a_client_hands_work_to_a_participant_on_postgresql_and_reads_it_back_after_a_restart() {
+    hand_work_over_and_read_it_back(&shop_on_postgresql());
+}
+
+/// The round of an A2A client with `shop`: card, send, resend, work, completion, list,
+/// another project's key, a restart.
+fn hand_work_over_and_read_it_back(shop: &Shop) {
     let server = serve(&shop.url);
     let base = agent(&server, "shop", "impl-1");
 
@@ -204,11 +234,23 @@ fn an_a2a_client_hands_work_to_a_participant_and_reads_it_back_after_a_restart()
         "TASK_STATE_WORKING"
     );
     let note = "Rounded half-even; the totals match the ledger";
+    let landed = "https://ci.example.org/shop/runs/812";
+    cli(
+        &server,
+        &shop.executor,
+        &["receipt", "write", "--step", &id, "--artifact", landed],
+    );
     cli(&server, &shop.executor, &["complete", &id, "--note", note]);
     let done = ok(sdk(&base, &shop.planner, &["get", &id]));
     assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{done}");
     assert_eq!(done["artifacts"][0]["name"], "completion note", "{done}");
     assert_eq!(done["artifacts"][0]["parts"], json!([{"text": note}]));
+    assert_eq!(done["artifacts"][1]["name"], "receipt", "{done}");
+    assert_eq!(done["artifacts"][1]["parts"][0], json!({"url": landed}));
+    assert_eq!(
+        done["artifacts"][1]["parts"][1]["data"]["step"],
+        id.as_str()
+    );
     assert_eq!(
         done["history"][0]["parts"],
         json!([{"text": "Fix the invoice rounding"}])
@@ -297,6 +339,24 @@ fn a2a_task_states_follow_the_delivery_status_and_the_thread() {
     assert_eq!(last["from"], "planner");
     assert_eq!(last["to"], json!(["impl-1"]));
     assert_eq!(last["reply_to"], json!(asked));
+    assert_eq!(last["type"], "message");
+    let shown = cli(
+        &server,
+        &shop.executor,
+        &["show", last["id"].as_str().unwrap()],
+    );
+    assert_eq!(
+        shown["payload"],
+        json!({"body": "EUR", "data": [{"rate": "daily"}]})
+    );
+    // The answer is in the task's history, as the client's.
+    let history = ok(sdk(&base, &shop.planner, &["get", &asked]))["history"].clone();
+    let answer = history.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(answer["role"], "ROLE_USER");
+    assert_eq!(
+        answer["parts"],
+        json!([{"text": "EUR"}, {"data": {"rate": "daily"}, "mediaType": "application/json"}])
+    );
 
     // Handed back: failed, with the reason.
     let blocked = send("h-1", "Close the quarter");
