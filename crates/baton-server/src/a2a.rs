@@ -10,6 +10,7 @@
 //! module holds no rule and no state of its own.
 
 pub mod map;
+pub mod outbound;
 pub mod wire;
 
 use std::sync::Arc;
@@ -554,7 +555,7 @@ async fn list_tasks(s: &Session<'_>, params_value: Value) -> Result<Value, RpcEr
 
 /// The text and data of a stored payload, as parts: `body` a text part, a `data` list one
 /// data part each, anything else one data part; a note's status marker left out.
-fn payload_parts(shown: &Show) -> Vec<Part> {
+pub(crate) fn payload_parts(shown: &Show) -> Vec<Part> {
     let Some(payload) = &shown.payload else {
         return vec![Part::text(shown.payload_text.clone().unwrap_or_default())];
     };

@@ -267,6 +267,18 @@ impl Server {
         webhooks::deliver(self, poster, tick).await;
     }
 
+    /// Hands the requests sent to outside A2A agents' participants to their agents and
+    /// brings their tasks back, until dropped (abort it at shutdown). `key` reads the
+    /// environment variable an agent's key is in.
+    pub async fn hand_to_outside_agents(
+        self: Arc<Self>,
+        poster: Arc<HttpPoster>,
+        key: a2a::outbound::KeyOf,
+    ) {
+        let tick = self.options.webhook_tick;
+        a2a::outbound::run(self, a2a::outbound::Outside { poster, key }, tick).await;
+    }
+
     /// How many requests failed to authenticate since the server started.
     pub fn failed_authentications(&self) -> u64 {
         self.failed_authentications.load(Ordering::Relaxed)

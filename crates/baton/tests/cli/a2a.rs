@@ -1,7 +1,9 @@
 //! Participants as A2A 1.0 agents, driven by the official Python SDK (`a2a-sdk`, pinned)
 //! against a real `baton serve`: the card resolved by the SDK's resolver, tasks sent,
 //! worked on with the command line, read back, listed and canceled, a resend that creates
-//! nothing, another project's key that finds nothing, and a task read after a restart.
+//! nothing, another project's key that finds nothing, and a task read after a restart; and
+//! the other way, a participant standing for a small agent made with the SDK's server side
+//! (`tests/a2a/agent.py`), whose requests come back completed or asking a question.
 //!
 //! The SDK lives in a virtual environment under the cargo target dir, made on first use
 //! like the MCP clients' (`crate::mcp::make_venv`). Without python3, its venv module or
@@ -15,14 +17,14 @@ use serde_json::{Value, json};
 
 use crate::common::{baton_exe, stderr};
 use crate::mcp::{Venv, make_venv};
-use crate::server::{Serving, admin, serve};
+use crate::server::{Serving, admin, serve, serve_in};
 
 /// The SDK the clients are written against; pinned so a new release cannot change what
 /// these tests mean.
 const A2A_VENV: Venv = Venv {
     name: "a2a-venv",
-    requirements: &["a2a-sdk[http-server]==1.3.0"],
-    check: "import importlib.metadata as m, a2a.client; \
+    requirements: &["a2a-sdk[http-server]==1.3.0", "uvicorn==0.55.0"],
+    check: "import importlib.metadata as m, a2a.client, a2a.server, uvicorn; \
             assert m.version('a2a-sdk') == '1.3.0'",
     tests: "A2A",
 };
@@ -492,5 +494,213 @@ fn a2a_json_rpc_holds_to_the_version_rule_and_a2a_error_codes() {
     assert!(
         events.to_string().contains("planner"),
         "the refusal is a security event: {events}"
+    );
+}
+
+/// A small A2A agent made with the SDK's server side (`tests/a2a/agent.py`), taking `token`
+/// as its key: the process (killed on drop) and its URL.
+struct OutsideAgent {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for OutsideAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn outside_agent(token: &str) -> OutsideAgent {
+    use std::io::BufRead;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/a2a/agent.py");
+    let mut child = Command::new(python())
+        .arg("-B")
+        .arg(&script)
+        .arg(token)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the agent");
+    let mut port = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let port: u16 = port
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("the agent printed {port:?}, not its port"));
+    OutsideAgent {
+        child,
+        url: format!("http://127.0.0.1:{port}/"),
+    }
+}
+
+/// What `check` finds, once it finds something: asked again each time something new
+/// concerns `token`'s participant (`baton wait`), for at most a minute.
+fn until<T>(server: &Serving, token: &str, what: &str, check: impl Fn() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut after = 0;
+    loop {
+        if let Some(found) = check() {
+            return found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {what} within a minute"
+        );
+        let news = cli(
+            server,
+            token,
+            &["wait", "--after", &after.to_string(), "--timeout", "10s"],
+        );
+        after = news["after"].as_i64().unwrap();
+    }
+}
+
+/// Request `id`'s recipient `to`'s status, once it is neither pending nor delivered.
+fn settled(server: &Serving, token: &str, id: &str, to: &str) -> String {
+    until(server, token, "settled request", || {
+        let outbox = cli(server, token, &["outbox", "--all"]);
+        let status = outbox["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .map(|r| r["status"][to].as_str().unwrap_or("").to_owned())
+            .unwrap_or_default();
+        (!matches!(status.as_str(), "pending" | "delivered")).then_some(status)
+    })
+}
+
+/// The messages of request `id`'s thread.
+fn thread_of(server: &Serving, token: &str, id: &str) -> Vec<Value> {
+    cli(server, token, &["thread", id])["items"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn a_request_to_an_outside_a2a_agent_is_handed_to_it_and_comes_back_completed() {
+    let shop = shop();
+    let agent = outside_agent("outside-secret");
+    admin(
+        &shop.url,
+        Some("shop"),
+        &[
+            "agent",
+            "add",
+            "researcher",
+            "--role",
+            "executor",
+            "--a2a",
+            &agent.url,
+            "--key-env",
+            "RESEARCHER_KEY",
+        ],
+    );
+    let listed = admin(
+        &shop.url,
+        Some("shop"),
+        &["agent", "add", "researcher", "--role", "executor"],
+    );
+    assert_eq!(
+        listed["a2a"],
+        json!({"url": agent.url, "key_env": "RESEARCHER_KEY"}),
+        "{listed}"
+    );
+    let server = serve_in(
+        &shop.url,
+        &["--allow-private-webhooks"],
+        &[("RESEARCHER_KEY", "outside-secret")],
+    );
+    let send = |server: &Serving, text: &str| -> String {
+        let sent = cli(
+            server,
+            &shop.planner,
+            &[
+                "send",
+                "--to",
+                "researcher",
+                "--type",
+                "request",
+                "--topic",
+                "ledger",
+                "--body",
+                text,
+            ],
+        );
+        sent["id"].as_str().unwrap().to_owned()
+    };
+
+    // Handed over with SendMessage, polled with GetTask, completed with its artifact.
+    let id = send(&server, "Summarise the ledger");
+    assert_eq!(
+        settled(&server, &shop.planner, &id, "researcher"),
+        "completed"
+    );
+    let note = thread_of(&server, &shop.planner, &id)
+        .into_iter()
+        .find(|r| r["from"] == "researcher" && r["type"] == "info")
+        .expect("a completion note");
+    let shown = cli(
+        &server,
+        &shop.planner,
+        &["show", note["id"].as_str().unwrap()],
+    );
+    assert_eq!(
+        shown["payload"]["body"], "Done: Summarise the ledger",
+        "{shown}"
+    );
+    // Where it landed: the agent's task, as a receipt of the request.
+    let receipt = cli(&server, &shop.planner, &["receipt", "show", &id]);
+    let artifact = receipt["receipt"]["artifact"].as_str().unwrap();
+    assert!(
+        artifact.starts_with(&format!("{}#task=", agent.url)),
+        "{receipt}"
+    );
+
+    // A question back from the agent is a reply in the request's thread.
+    let asked = send(&server, "A question? about the ledger");
+    let question = until(&server, &shop.planner, "question back", || {
+        thread_of(&server, &shop.planner, &asked)
+            .into_iter()
+            .find(|r| r["from"] == "researcher" && r["type"] == "message")
+    });
+    let shown = cli(
+        &server,
+        &shop.planner,
+        &["show", question["id"].as_str().unwrap()],
+    );
+    assert_eq!(shown["payload"]["body"], "Which quarter?");
+    let before = thread_of(&server, &shop.planner, &asked).len();
+
+    // After a restart the loop goes on from the log: the question is not asked again
+    // (each pass reads the inbox oldest first, and the request sent now takes two passes:
+    // handed over, then found completed).
+    drop(server);
+    let server = serve_in(
+        &shop.url,
+        &["--allow-private-webhooks"],
+        &[("RESEARCHER_KEY", "outside-secret")],
+    );
+    let later = send(&server, "Count the invoices");
+    assert_eq!(
+        settled(&server, &shop.planner, &later, "researcher"),
+        "completed"
+    );
+    assert_eq!(thread_of(&server, &shop.planner, &asked).len(), before);
+    let outbox = cli(&server, &shop.planner, &["outbox"]);
+    let row = outbox["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == asked.as_str())
+        .unwrap_or_else(|| panic!("{outbox}"))
+        .clone();
+    assert_eq!(
+        row["status"]["researcher"], "delivered",
+        "the question leaves it open"
     );
 }

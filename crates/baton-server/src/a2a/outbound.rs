@@ -1,0 +1,369 @@
+//! Outside A2A agents as participants (`baton agent add NAME --a2a URL --key-env VAR`): a
+//! loop beside the HTTP listener that, for each such participant, hands the requests in
+//! its inbox to its agent with `SendMessage` and brings the agent's task back by polling
+//! `GetTask`.
+//!
+//! The loop acts as the participant through the one dispatcher, as any edge does: it reads
+//! a request (`show`, which marks it delivered), records where the request landed as a
+//! receipt whose step is the request's id (the artifact `URL#task=ID`), and takes the
+//! participant's steps as the task moves (`complete` with the task's artifacts as the
+//! note, `hand-back`, `refuse`, a `reply` for a question). A request is handed over at
+//! least once: a `SendMessage` whose receipt was not recorded is sent again, with the same
+//! `messageId` (the request's id). Failures wait longer each time, as webhooks do. Nothing
+//! of it is kept but the log; the backoff lives in memory.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use baton_app::App;
+use baton_app::doc::{Inbox, ReceiptShown, Show};
+use baton_app::ops::{self, Typed, Who};
+use baton_core::key::Scope;
+use baton_core::participant::OutsideAgent;
+use baton_core::{MessageType, Passname, ProjectName, RefusalKind};
+use baton_store::StoreError;
+use serde_json::{Value, json};
+
+use super::wire::{self, TaskState};
+use crate::Server;
+use crate::webhooks::HttpPoster;
+
+/// The longest answer read from an outside agent.
+const MAX_ANSWER: u64 = 1 << 20;
+/// The longest note or reason brought back from an agent's task, in characters.
+const MAX_NOTE: usize = 4000;
+/// Where a receipt's artifact names the agent's task.
+const TASK_MARK: &str = "#task=";
+
+/// The key an environment variable holds, by the variable's name (the binary reads its
+/// environment; this crate reads none).
+pub type KeyOf = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// What the loop needs beyond the server: an HTTP client, and where keys are found.
+pub struct Outside {
+    pub poster: Arc<HttpPoster>,
+    pub key: KeyOf,
+}
+
+/// Hands requests to outside agents and brings their tasks back, every `tick`, until
+/// dropped (the caller aborts it at shutdown; a hand-over cut short is sent again).
+pub async fn run(server: Arc<Server>, outside: Outside, tick: Duration) {
+    let mut waits: HashMap<String, (u32, Instant, String)> = HashMap::new();
+    loop {
+        if let Err(e) = round(&server, &outside, &mut waits).await {
+            eprintln!("baton serve: outside agents: {e}");
+        }
+        tokio::time::sleep(tick).await;
+    }
+}
+
+async fn round(
+    server: &Server,
+    outside: &Outside,
+    waits: &mut HashMap<String, (u32, Instant, String)>,
+) -> Result<(), String> {
+    let projects = server
+        .database
+        .projects()
+        .await
+        .map_err(|e| e.to_string())?;
+    for project in projects {
+        let app = server.app(&project).await.map_err(|e| e.to_string())?;
+        let agents = app.outside_agents().await.map_err(|e| e.to_string())?;
+        for (name, agent) in agents {
+            let who = Who {
+                actor: name.as_str(),
+                scope: Scope::Write,
+            };
+            let inbox: Inbox = call::<ops::InboxList>(&app, who, json!({ "limit": 100 }))
+                .await
+                .map_err(|e| e.to_string())?;
+            for row in inbox
+                .items
+                .iter()
+                .filter(|r| r.kind == MessageType::Request)
+            {
+                let key = format!("{project}/{}", row.id);
+                if waits
+                    .get(&key)
+                    .is_some_and(|(_, at, _)| Instant::now() < *at)
+                {
+                    continue;
+                }
+                match hand_over(&app, who, &agent, outside, &row.id).await {
+                    Ok(()) => {
+                        waits.remove(&key);
+                    }
+                    Err(e) => failed(waits, &project, &name, &row.id, key, e),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Counts a failure of request `id`'s hand-over: the next try waits longer; said on
+/// stderr when it first fails and when its reason changes.
+fn failed(
+    waits: &mut HashMap<String, (u32, Instant, String)>,
+    project: &ProjectName,
+    name: &Passname,
+    id: &str,
+    key: String,
+    error: String,
+) {
+    let (failures, _, said) = waits
+        .remove(&key)
+        .unwrap_or((0, Instant::now(), String::new()));
+    if said != error {
+        eprintln!(
+            "baton serve: project {project}: request {id} to {name} (an outside agent): \
+             {error}; retrying with backoff"
+        );
+    }
+    let wait = baton_core::webhook::backoff(failures);
+    let at = Instant::now() + Duration::from_millis(u64::try_from(wait).unwrap_or(0));
+    waits.insert(key, (failures.saturating_add(1), at, error));
+}
+
+async fn call<T: Typed>(app: &App, who: Who<'_>, input: Value) -> Result<T::Output, StoreError> {
+    let answer = app.dispatch(who, &T::OP, input).await?;
+    Ok(serde_json::from_value(answer).expect("a document reads back as its type"))
+}
+
+/// One step of request `id` to the participant `who` stands as: hand it over when no
+/// receipt says where it landed, else ask the agent how its task stands; then take the
+/// step the task's state calls for.
+async fn hand_over(
+    app: &App,
+    who: Who<'_>,
+    agent: &OutsideAgent,
+    outside: &Outside,
+    id: &str,
+) -> Result<(), String> {
+    let said = |e: StoreError| crate::error::ApiError::from(e).message;
+    // Reading it delivers it: the participant (its agent) has the payload.
+    let shown: Show = call::<ops::ShowMessage>(app, who, json!({ "id": id }))
+        .await
+        .map_err(said)?;
+    let landed = match call::<ops::ReceiptShow>(app, who, json!({ "step": id })).await {
+        Ok(ReceiptShown { receipt }) => receipt
+            .record
+            .artifact
+            .rsplit_once(TASK_MARK)
+            .map(|(_, task)| task.to_owned()),
+        Err(StoreError::Refused(r)) if r.kind() == RefusalKind::NotFound => None,
+        Err(e) => return Err(said(e)),
+    };
+    let task = match landed {
+        Some(task) => {
+            outside
+                .call(agent, "GetTask", json!({ "id": task }))
+                .await?
+        }
+        None => {
+            let message = wire::Message {
+                message_id: id.to_owned(),
+                context_id: Some(shown.message.topic.to_string()),
+                task_id: None,
+                role: wire::Role::User,
+                parts: super::payload_parts(&shown),
+                metadata: None,
+                extensions: Vec::new(),
+                reference_task_ids: Vec::new(),
+            };
+            let params = json!({
+                "message": message,
+                "configuration": { "returnImmediately": true },
+            });
+            let answer = outside.call(agent, "SendMessage", params).await?;
+            if let Some(reply) = answer.get("message") {
+                // The agent answered at once, without a task: its answer completes it.
+                let note = text_of(reply.get("parts"));
+                return step(app, who, id, TaskState::Completed, note).await;
+            }
+            let task = answer
+                .get("task")
+                .cloned()
+                .ok_or("the agent answered SendMessage with neither a task nor a message")?;
+            let task_id = task
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty() && t.len() <= 256 && !t.contains(char::is_control))
+                .ok_or("the agent's task has no usable id")?;
+            let artifact = format!("{}{TASK_MARK}{task_id}", agent.url);
+            call::<ops::ReceiptWrite>(app, who, json!({ "step": id, "artifact": artifact }))
+                .await
+                .map_err(said)?;
+            task
+        }
+    };
+    let state = task
+        .pointer("/status/state")
+        .and_then(Value::as_str)
+        .and_then(TaskState::parse);
+    let Some(state) = state else {
+        return Ok(()); // unspecified, or a state Baton has no step for (auth required)
+    };
+    let note = match state {
+        TaskState::Completed => {
+            let artifacts: Vec<String> = task
+                .get("artifacts")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|a| text_of(a.get("parts")))
+                .filter(|t| !t.is_empty())
+                .collect();
+            artifacts.join("\n")
+        }
+        _ => text_of(task.pointer("/status/message/parts")),
+    };
+    let question = task
+        .pointer("/status/message/messageId")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    match state {
+        TaskState::InputRequired => ask(app, who, id, note, question).await,
+        _ => step(app, who, id, state, note).await,
+    }
+}
+
+/// The agent's question, as a reply in the request's thread to its sender, once (the
+/// question's message id keys it).
+async fn ask(
+    app: &App,
+    who: Who<'_>,
+    id: &str,
+    question: String,
+    message: Option<String>,
+) -> Result<(), String> {
+    let body = if question.is_empty() {
+        "the outside agent asks for more input".to_owned()
+    } else {
+        question
+    };
+    let key = format!("a2a-input-{}", message.unwrap_or_else(|| body.clone()));
+    let key: String = key.chars().take(128).collect();
+    call::<ops::Reply>(
+        app,
+        who,
+        json!({ "id": id, "type": "message", "body": body, "idempotency_key": key }),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| crate::error::ApiError::from(e).message)
+}
+
+/// The participant's step for a task that reached `state` (none while it is submitted
+/// or working), with `note` as its note or reason.
+async fn step(
+    app: &App,
+    who: Who<'_>,
+    id: &str,
+    state: TaskState,
+    note: String,
+) -> Result<(), String> {
+    let or = |fallback: &str| {
+        if note.is_empty() {
+            fallback.to_owned()
+        } else {
+            note.clone()
+        }
+    };
+    let done = match state {
+        TaskState::Submitted | TaskState::Working | TaskState::InputRequired => return Ok(()),
+        TaskState::Completed => {
+            let mut input = json!({ "id": id });
+            if !note.is_empty() {
+                input["note"] = json!(note);
+            }
+            call::<ops::Complete>(app, who, input).await.map(|_| ())
+        }
+        TaskState::Rejected => call::<ops::Refuse>(
+            app,
+            who,
+            json!({ "id": id, "reason": or("the outside agent rejected the task") }),
+        )
+        .await
+        .map(|_| ()),
+        TaskState::Failed => call::<ops::HandBack>(
+            app,
+            who,
+            json!({ "id": id, "reason": or("the outside agent's task failed") }),
+        )
+        .await
+        .map(|_| ()),
+        TaskState::Canceled => call::<ops::HandBack>(
+            app,
+            who,
+            json!({ "id": id, "reason": or("the outside agent canceled the task") }),
+        )
+        .await
+        .map(|_| ()),
+    };
+    done.map_err(|e| crate::error::ApiError::from(e).message)
+}
+
+/// The text of A2A parts: text parts as they are, data parts as JSON, one a line, cut at
+/// [`MAX_NOTE`] characters.
+fn text_of(parts: Option<&Value>) -> String {
+    let lines: Vec<String> = parts
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| match (p.get("text"), p.get("data")) {
+            (Some(Value::String(t)), _) => Some(t.clone()),
+            (_, Some(data)) => Some(data.to_string()),
+            _ => None,
+        })
+        .collect();
+    lines.join("\n").chars().take(MAX_NOTE).collect()
+}
+
+impl Outside {
+    /// Calls `method` of the agent `agent` with `params`: its result, or why there is
+    /// none (the agent's error, an HTTP status, no answer).
+    async fn call(
+        &self,
+        agent: &OutsideAgent,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, String> {
+        let key = (self.key)(&agent.key_env).ok_or_else(|| {
+            format!(
+                "the environment variable {} holding its key is not set for baton serve",
+                agent.key_env
+            )
+        })?;
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+        let headers = vec![
+            ("authorization", format!("Bearer {key}")),
+            ("content-type", "application/json".to_owned()),
+            (wire::VERSION_HEADER, wire::VERSION.to_owned()),
+        ];
+        let (status, bytes) = self
+            .poster
+            .exchange(
+                &agent.url,
+                headers,
+                serde_json::to_vec(&body).expect("JSON"),
+                MAX_ANSWER,
+            )
+            .await?;
+        if status != 200 {
+            return Err(format!("{method} was answered HTTP {status}"));
+        }
+        let answer: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{method} was answered with something not JSON: {e}"))?;
+        if let Some(error) = answer.get("error") {
+            let text: String = error.to_string().chars().take(300).collect();
+            return Err(format!("{method} failed: {text}"));
+        }
+        answer
+            .get("result")
+            .cloned()
+            .ok_or_else(|| format!("{method} was answered without a result"))
+    }
+}
