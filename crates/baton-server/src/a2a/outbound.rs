@@ -46,85 +46,170 @@ pub struct Outside {
     pub key: KeyOf,
 }
 
+/// The first wait before a task that has not moved is asked about again; it doubles each
+/// time the task is found unmoved, up to [`MAX_POLL`].
+const FIRST_POLL: Duration = Duration::from_secs(1);
+const MAX_POLL: Duration = Duration::from_secs(60);
+
+/// When each request (`project/id`) is next looked at, and why it waits.
+#[derive(Default)]
+struct Waits {
+    each: HashMap<String, Wait>,
+}
+
+struct Wait {
+    /// Looks in a row that found the task unmoved, or calls that failed.
+    count: u32,
+    at: Instant,
+    /// The last failure said on stderr (empty while the task merely waits).
+    said: String,
+}
+
+/// How a look at a request ended.
+enum Looked {
+    /// A step was taken (or the request was handed over): look again soon.
+    Moved,
+    /// The agent's task is where it was.
+    Unmoved,
+}
+
 /// Hands requests to outside agents and brings their tasks back, every `tick`, until
 /// dropped (the caller aborts it at shutdown; a hand-over cut short is sent again).
 pub async fn run(server: Arc<Server>, outside: Outside, tick: Duration) {
-    let mut waits: HashMap<String, (u32, Instant, String)> = HashMap::new();
+    let mut waits = Waits::default();
+    let mut turn = 0usize;
     loop {
-        if let Err(e) = round(&server, &outside, &mut waits).await {
+        if let Err(e) = round(&server, &outside, &mut waits, &mut turn).await {
             eprintln!("baton serve: outside agents: {e}");
         }
         tokio::time::sleep(tick).await;
     }
 }
 
+/// One pass over the next projects in turn (no more than half of those a server keeps
+/// open, as webhook rounds take them): each outside agent's participant's requests that
+/// are due.
 async fn round(
     server: &Server,
     outside: &Outside,
-    waits: &mut HashMap<String, (u32, Instant, String)>,
+    waits: &mut Waits,
+    turn: &mut usize,
 ) -> Result<(), String> {
-    let projects = server
+    let all = server
         .database
         .projects()
         .await
         .map_err(|e| e.to_string())?;
+    let size = (server.options.open_projects / 2).max(1);
+    let projects: Vec<ProjectName> = if all.len() <= size {
+        all
+    } else {
+        let start = *turn % all.len();
+        *turn = turn.wrapping_add(size);
+        all.iter().cycle().skip(start).take(size).cloned().collect()
+    };
+    let mut skipped = Vec::new();
     for project in projects {
-        let app = server.app(&project).await.map_err(|e| e.to_string())?;
-        let agents = app.outside_agents().await.map_err(|e| e.to_string())?;
-        for (name, agent) in agents {
-            let who = Who {
-                actor: name.as_str(),
-                scope: Scope::Write,
-            };
-            let inbox: Inbox = call::<ops::InboxList>(&app, who, json!({ "limit": 100 }))
-                .await
-                .map_err(|e| e.to_string())?;
-            for row in inbox
-                .items
-                .iter()
-                .filter(|r| r.kind == MessageType::Request)
-            {
-                let key = format!("{project}/{}", row.id);
-                if waits
-                    .get(&key)
-                    .is_some_and(|(_, at, _)| Instant::now() < *at)
-                {
-                    continue;
+        if let Err(e) = project_round(server, outside, waits, &project).await {
+            skipped.push(format!("project {project}: {e}"));
+        }
+    }
+    if skipped.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("skipped {}", skipped.join("; ")))
+    }
+}
+
+async fn project_round(
+    server: &Server,
+    outside: &Outside,
+    waits: &mut Waits,
+    project: &ProjectName,
+) -> Result<(), String> {
+    let app = server.app(project).await.map_err(|e| e.to_string())?;
+    let agents = app.outside_agents().await.map_err(|e| e.to_string())?;
+    for (name, agent) in agents {
+        let who = Who {
+            actor: name.as_str(),
+            scope: Scope::Write,
+        };
+        let inbox: Inbox = call::<ops::InboxList>(&app, who, json!({ "limit": 100 }))
+            .await
+            .map_err(|e| e.to_string())?;
+        for row in inbox
+            .items
+            .iter()
+            .filter(|r| r.kind == MessageType::Request)
+        {
+            let key = format!("{project}/{}", row.id);
+            if waits.each.get(&key).is_some_and(|w| Instant::now() < w.at) {
+                continue;
+            }
+            match hand_over(&app, who, &agent, outside, &row.id).await {
+                Ok(Looked::Moved) => {
+                    waits.each.remove(&key);
                 }
-                match hand_over(&app, who, &agent, outside, &row.id).await {
-                    Ok(()) => {
-                        waits.remove(&key);
-                    }
-                    Err(e) => failed(waits, &project, &name, &row.id, key, e),
-                }
+                Ok(Looked::Unmoved) => waits.unmoved(key),
+                Err(e) => waits.failed(project, &name, &row.id, key, e),
             }
         }
     }
     Ok(())
 }
 
-/// Counts a failure of request `id`'s hand-over: the next try waits longer; said on
-/// stderr when it first fails and when its reason changes.
-fn failed(
-    waits: &mut HashMap<String, (u32, Instant, String)>,
-    project: &ProjectName,
-    name: &Passname,
-    id: &str,
-    key: String,
-    error: String,
-) {
-    let (failures, _, said) = waits
-        .remove(&key)
-        .unwrap_or((0, Instant::now(), String::new()));
-    if said != error {
-        eprintln!(
-            "baton serve: project {project}: request {id} to {name} (an outside agent): \
-             {error}; retrying with backoff"
+impl Waits {
+    /// The task has not moved: the next look waits twice as long as the last, from
+    /// [`FIRST_POLL`] to [`MAX_POLL`].
+    fn unmoved(&mut self, key: String) {
+        let count = self
+            .each
+            .remove(&key)
+            .filter(|w| w.said.is_empty())
+            .map_or(0, |w| w.count);
+        let wait = FIRST_POLL.saturating_mul(1 << count.min(10)).min(MAX_POLL);
+        self.each.insert(
+            key,
+            Wait {
+                count: count.saturating_add(1),
+                at: Instant::now() + wait,
+                said: String::new(),
+            },
         );
     }
-    let wait = baton_core::webhook::backoff(failures);
-    let at = Instant::now() + Duration::from_millis(u64::try_from(wait).unwrap_or(0));
-    waits.insert(key, (failures.saturating_add(1), at, error));
+
+    /// A call failed: the next try waits longer (as a webhook's does); said on stderr
+    /// when it first fails and when its reason changes.
+    fn failed(
+        &mut self,
+        project: &ProjectName,
+        name: &Passname,
+        id: &str,
+        key: String,
+        error: String,
+    ) {
+        let (count, said) = self
+            .each
+            .remove(&key)
+            .filter(|w| !w.said.is_empty())
+            .map_or((0, String::new()), |w| (w.count, w.said));
+        if said != error {
+            eprintln!(
+                "baton serve: project {project}: request {id} to {name} (an outside agent): \
+                 {error}; retrying with backoff"
+            );
+        }
+        let wait = baton_core::webhook::backoff(count);
+        let at = Instant::now() + Duration::from_millis(u64::try_from(wait).unwrap_or(0));
+        self.each.insert(
+            key,
+            Wait {
+                count: count.saturating_add(1),
+                at,
+                said: error,
+            },
+        );
+    }
 }
 
 async fn call<T: Typed>(app: &App, who: Who<'_>, input: Value) -> Result<T::Output, StoreError> {
@@ -141,7 +226,7 @@ async fn hand_over(
     agent: &OutsideAgent,
     outside: &Outside,
     id: &str,
-) -> Result<(), String> {
+) -> Result<Looked, String> {
     let said = |e: StoreError| crate::error::ApiError::from(e).message;
     // Reading it delivers it: the participant (its agent) has the payload.
     let shown: Show = call::<ops::ShowMessage>(app, who, json!({ "id": id }))
@@ -204,7 +289,7 @@ async fn hand_over(
         .and_then(Value::as_str)
         .and_then(TaskState::parse);
     let Some(state) = state else {
-        return Ok(()); // unspecified, or a state Baton has no step for (auth required)
+        return Ok(Looked::Unmoved); // unspecified, or a state Baton has no step for
     };
     let note = match state {
         TaskState::Completed => {
@@ -238,7 +323,7 @@ async fn ask(
     id: &str,
     question: String,
     message: Option<String>,
-) -> Result<(), String> {
+) -> Result<Looked, String> {
     let body = if question.is_empty() {
         "the outside agent asks for more input".to_owned()
     } else {
@@ -252,7 +337,14 @@ async fn ask(
         json!({ "id": id, "type": "message", "body": body, "idempotency_key": key }),
     )
     .await
-    .map(|_| ())
+    .map(|sent| {
+        // Asked once; while the question stands, the task has not moved.
+        if sent.duplicate {
+            Looked::Unmoved
+        } else {
+            Looked::Moved
+        }
+    })
     .map_err(|e| crate::error::ApiError::from(e).message)
 }
 
@@ -264,7 +356,7 @@ async fn step(
     id: &str,
     state: TaskState,
     note: String,
-) -> Result<(), String> {
+) -> Result<Looked, String> {
     let or = |fallback: &str| {
         if note.is_empty() {
             fallback.to_owned()
@@ -273,7 +365,9 @@ async fn step(
         }
     };
     let done = match state {
-        TaskState::Submitted | TaskState::Working | TaskState::InputRequired => return Ok(()),
+        TaskState::Submitted | TaskState::Working | TaskState::InputRequired => {
+            return Ok(Looked::Unmoved);
+        }
         TaskState::Completed => {
             let mut input = json!({ "id": id });
             if !note.is_empty() {
@@ -303,7 +397,8 @@ async fn step(
         .await
         .map(|_| ()),
     };
-    done.map_err(|e| crate::error::ApiError::from(e).message)
+    done.map(|()| Looked::Moved)
+        .map_err(|e| crate::error::ApiError::from(e).message)
 }
 
 /// The text of A2A parts: text parts as they are, data parts as JSON, one a line, cut at

@@ -610,6 +610,22 @@ fn a_request_to_an_outside_a2a_agent_is_handed_to_it_and_comes_back_completed() 
         json!({"url": agent.url, "key_env": "RESEARCHER_KEY"}),
         "{listed}"
     );
+    // A second participant for the same agent, whose key the first server lacks.
+    admin(
+        &shop.url,
+        Some("shop"),
+        &[
+            "agent",
+            "add",
+            "analyst",
+            "--role",
+            "executor",
+            "--a2a",
+            &agent.url,
+            "--key-env",
+            "ANALYST_KEY",
+        ],
+    );
     let server = serve_in(
         &shop.url,
         &["--allow-private-webhooks"],
@@ -676,6 +692,44 @@ fn a_request_to_an_outside_a2a_agent_is_handed_to_it_and_comes_back_completed() 
     assert_eq!(shown["payload"]["body"], "Which quarter?");
     let before = thread_of(&server, &shop.planner, &asked).len();
 
+    // Without its key the analyst's request is read but lands nowhere: no receipt.
+    let waiting = cli(
+        &server,
+        &shop.planner,
+        &[
+            "send",
+            "--to",
+            "analyst",
+            "--type",
+            "request",
+            "--topic",
+            "ledger",
+            "--body",
+            "Check the totals",
+        ],
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    until(&server, &shop.planner, "the analyst's read", || {
+        let outbox = cli(&server, &shop.planner, &["outbox"]);
+        outbox["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == waiting.as_str() && r["status"]["analyst"] == "delivered")
+            .then_some(())
+    });
+    let unlanded = Command::new(baton_exe())
+        .env_remove("BATON_PROJECT")
+        .env_remove("BATON_AS")
+        .env("BATON_URL", format!("{}/v1/projects/shop", server.base))
+        .env("BATON_KEY", &shop.planner)
+        .args(["receipt", "show", &waiting])
+        .output()
+        .unwrap();
+    assert_eq!(unlanded.status.code(), Some(4), "{}", stderr(&unlanded));
+
     // After a restart the loop goes on from the log: the question is not asked again
     // (each pass reads the inbox oldest first, and the request sent now takes two passes:
     // handed over, then found completed).
@@ -683,7 +737,10 @@ fn a_request_to_an_outside_a2a_agent_is_handed_to_it_and_comes_back_completed() 
     let server = serve_in(
         &shop.url,
         &["--allow-private-webhooks"],
-        &[("RESEARCHER_KEY", "outside-secret")],
+        &[
+            ("RESEARCHER_KEY", "outside-secret"),
+            ("ANALYST_KEY", "outside-secret"),
+        ],
     );
     let later = send(&server, "Count the invoices");
     assert_eq!(
@@ -702,5 +759,10 @@ fn a_request_to_an_outside_a2a_agent_is_handed_to_it_and_comes_back_completed() 
     assert_eq!(
         row["status"]["researcher"], "delivered",
         "the question leaves it open"
+    );
+    // With its key, the analyst's request is handed over after all.
+    assert_eq!(
+        settled(&server, &shop.planner, &waiting, "analyst"),
+        "completed"
     );
 }
