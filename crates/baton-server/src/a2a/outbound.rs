@@ -301,7 +301,7 @@ async fn hand_over(
                 .map(|a| text_of(a.get("parts")))
                 .filter(|t| !t.is_empty())
                 .collect();
-            artifacts.join("\n")
+            artifacts.join("\n").chars().take(MAX_NOTE).collect()
         }
         _ => text_of(task.pointer("/status/message/parts")),
     };
