@@ -7,7 +7,8 @@
 //! a request (`show`, which marks it delivered), records where the request landed as a
 //! receipt whose step is the request's id (the artifact `URL#task=ID`), and takes the
 //! participant's steps as the task moves (`complete` with the task's artifacts as the
-//! note, `hand-back`, `refuse`, a `reply` for a question). A request is handed over at
+//! note, `hand-back`, `refuse`, a `reply` for a question, whose answer in the thread is
+//! sent on to the task and acknowledged). A request is handed over at
 //! least once: a `SendMessage` whose receipt was not recorded is sent again, with the same
 //! `messageId` (the request's id). Failures wait longer each time, as webhooks do. Nothing
 //! of it is kept but the log; the backoff lives in memory.
@@ -140,13 +141,18 @@ async fn project_round(
         for row in inbox
             .items
             .iter()
-            .filter(|r| r.kind == MessageType::Request)
+            .filter(|r| matches!(r.kind, MessageType::Request | MessageType::Message))
         {
             let key = format!("{project}/{}", row.id);
             if waits.each.get(&key).is_some_and(|w| Instant::now() < w.at) {
                 continue;
             }
-            match hand_over(&app, who, &agent, outside, &row.id).await {
+            let looked = if row.kind == MessageType::Request {
+                hand_over(&app, who, &agent, outside, &row.id).await
+            } else {
+                answer(&app, who, &agent, outside, &row.id).await
+            };
+            match looked {
                 Ok(Looked::Moved) => {
                     waits.each.remove(&key);
                 }
@@ -232,16 +238,7 @@ async fn hand_over(
     let shown: Show = call::<ops::ShowMessage>(app, who, json!({ "id": id }))
         .await
         .map_err(said)?;
-    let landed = match call::<ops::ReceiptShow>(app, who, json!({ "step": id })).await {
-        Ok(ReceiptShown { receipt }) => receipt
-            .record
-            .artifact
-            .rsplit_once(TASK_MARK)
-            .map(|(_, task)| task.to_owned()),
-        Err(StoreError::Refused(r)) if r.kind() == RefusalKind::NotFound => None,
-        Err(e) => return Err(said(e)),
-    };
-    let task = match landed {
+    let task = match landed(app, who, id).await? {
         Some(task) => {
             outside
                 .call(agent, "GetTask", json!({ "id": task }))
@@ -313,6 +310,77 @@ async fn hand_over(
         TaskState::InputRequired => ask(app, who, id, note, question).await,
         _ => step(app, who, id, state, note).await,
     }
+}
+
+/// The agent's task request `id` landed in, from its receipt.
+async fn landed(app: &App, who: Who<'_>, id: &str) -> Result<Option<String>, String> {
+    match call::<ops::ReceiptShow>(app, who, json!({ "step": id })).await {
+        Ok(ReceiptShown { receipt }) => Ok(receipt
+            .record
+            .artifact
+            .rsplit_once(TASK_MARK)
+            .map(|(_, task)| task.to_owned())),
+        Err(StoreError::Refused(r)) if r.kind() == RefusalKind::NotFound => Ok(None),
+        Err(e) => Err(crate::error::ApiError::from(e).message),
+    }
+}
+
+/// A message to the participant in the thread of a request it handed over (the sender's
+/// answer to the agent's question): sent on to the agent's task with `SendMessage`
+/// (its id the `messageId`), then acknowledged. A message outside such a thread is left
+/// to whoever reads the inbox.
+async fn answer(
+    app: &App,
+    who: Who<'_>,
+    agent: &OutsideAgent,
+    outside: &Outside,
+    id: &str,
+) -> Result<Looked, String> {
+    let said = |e: StoreError| crate::error::ApiError::from(e).message;
+    let thread: baton_app::doc::Thread = call::<ops::ThreadOf>(app, who, json!({ "id": id }))
+        .await
+        .map_err(said)?;
+    let me = who.actor;
+    // Up from the message to the request the participant was sent.
+    let mut at = thread.items.iter().find(|r| r.message.id == id);
+    let request = loop {
+        let Some(row) = at else { break None };
+        if row.message.kind == MessageType::Request
+            && row.message.to.iter().any(|p| p.as_str() == me)
+        {
+            break Some(row.message.id.clone());
+        }
+        at = row
+            .message
+            .reply_to
+            .as_ref()
+            .and_then(|parent| thread.items.iter().find(|r| &r.message.id == parent));
+    };
+    let Some(request) = request else {
+        return Ok(Looked::Unmoved);
+    };
+    let Some(task) = landed(app, who, &request).await? else {
+        return Ok(Looked::Unmoved);
+    };
+    let shown: Show = call::<ops::ShowMessage>(app, who, json!({ "id": id }))
+        .await
+        .map_err(said)?;
+    let message = wire::Message {
+        message_id: id.to_owned(),
+        context_id: None,
+        task_id: Some(task),
+        role: wire::Role::User,
+        parts: super::payload_parts(&shown),
+        metadata: None,
+        extensions: Vec::new(),
+        reference_task_ids: Vec::new(),
+    };
+    let params = json!({ "message": message, "configuration": { "returnImmediately": true } });
+    outside.call(agent, "SendMessage", params).await?;
+    call::<ops::Ack>(app, who, json!({ "id": id }))
+        .await
+        .map_err(said)?;
+    Ok(Looked::Moved)
 }
 
 /// The agent's question, as a reply in the request's thread to its sender, once (the

@@ -5,8 +5,9 @@ serves until killed.
     agent.py TOKEN
 
 Every request must carry `Authorization: Bearer TOKEN`. A task whose text asks a
-"question?" is answered INPUT_REQUIRED with a question back; any other is completed with
-one artifact, `Done: TEXT`. Tasks are kept in memory.
+"question?" is answered INPUT_REQUIRED with a question back; any other message (an
+answer to that question included) completes its task with one artifact, `Done: TEXT`.
+Tasks are kept in memory.
 """
 
 import asyncio
@@ -28,8 +29,10 @@ from a2a.types import a2a_pb2 as pb
 
 class Worker(AgentExecutor):
     async def execute(self, context, event_queue):
-        task = context.current_task or new_task_from_user_message(context.message)
-        await event_queue.enqueue_event(task)
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         text = get_message_text(context.message)
         if "question?" in text:

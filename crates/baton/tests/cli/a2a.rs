@@ -760,6 +760,35 @@ fn a_request_to_an_outside_a2a_agent_is_handed_to_it_and_comes_back_completed() 
         row["status"]["researcher"], "delivered",
         "the question leaves it open"
     );
+    // The sender's answer in the thread goes on to the agent's task, which completes.
+    cli(
+        &server,
+        &shop.planner,
+        &[
+            "send",
+            "--reply-to",
+            question["id"].as_str().unwrap(),
+            "--body",
+            "The third quarter",
+        ],
+    );
+    assert_eq!(
+        settled(&server, &shop.planner, &asked, "researcher"),
+        "completed"
+    );
+    let note = thread_of(&server, &shop.planner, &asked)
+        .into_iter()
+        .find(|r| r["from"] == "researcher" && r["type"] == "info")
+        .expect("a completion note");
+    let shown = cli(
+        &server,
+        &shop.planner,
+        &["show", note["id"].as_str().unwrap()],
+    );
+    assert_eq!(
+        shown["payload"]["body"], "Done: The third quarter",
+        "{shown}"
+    );
     // With its key, the analyst's request is handed over after all.
     assert_eq!(
         settled(&server, &shop.planner, &waiting, "analyst"),
