@@ -185,6 +185,7 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
         | Refusal::TopicPattern { .. }
         | Refusal::PowerName { .. }
         | Refusal::WebhookUrl { .. }
+        | Refusal::KeyEnv { .. }
         | Refusal::StatusNeedsIdentity
         | Refusal::Input { .. }
         | Refusal::NotARequest { .. }

@@ -158,6 +158,7 @@ fn hint(r: &Refusal) -> Option<String> {
         | Refusal::TopicPattern { .. }
         | Refusal::PowerName { .. }
         | Refusal::WebhookUrl { .. }
+        | Refusal::KeyEnv { .. }
         | Refusal::Cursor { .. }
         | Refusal::Ambiguous { .. }
         | Refusal::ShortPrefix { .. }

@@ -417,6 +417,7 @@ pub fn refusal(r: &Refusal) -> String {
         | Refusal::TopicPattern { .. }
         | Refusal::PowerName { .. }
         | Refusal::WebhookUrl { .. }
+        | Refusal::KeyEnv { .. }
         | Refusal::NotARequest { .. }
         | Refusal::Superseded { .. }
         | Refusal::TooManyChanges { .. }

@@ -3,6 +3,7 @@
 
 mod common;
 
+mod a2a;
 mod agents;
 mod awl_conformance;
 mod board;

@@ -221,9 +221,15 @@ pub fn serve(url: &str) -> Serving {
 
 /// `baton serve` on `url` with the flags `extra`.
 pub fn serve_with(url: &str, extra: &[&str]) -> Serving {
+    serve_in(url, extra, &[])
+}
+
+/// `baton serve` on `url` with the flags `extra` and the environment variables `envs`.
+pub fn serve_in(url: &str, extra: &[&str], envs: &[(&str, &str)]) -> Serving {
     let mut child = Command::new(baton_exe())
         .args(["--db", url, "serve", "--bind", "127.0.0.1:0"])
         .args(extra)
+        .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
