@@ -222,6 +222,15 @@ impl From<StoreError> for ApiError {
                     .retryable()
                     .hinted("retry: nothing was written")
             }
+            // A failover: the answer is retryable, and a write cut off by it is settled
+            // by retrying it with its idempotency key.
+            StoreError::Reconnecting { .. } => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "reconnecting",
+                e.to_string(),
+            )
+            .retryable()
+            .hinted("retry in a moment; retry a write with the same idempotency_key"),
             // An operator's to fix; the client may retry once there is room.
             StoreError::Full => {
                 eprintln!("baton serve: {e}");
