@@ -320,7 +320,7 @@ fn a_failover_under_load_loses_and_duplicates_no_acknowledged_write() {
         for (key, id) in &seen.acknowledged {
             assert_eq!(
                 by_body[&format!("job {key}")],
-                [id.clone()],
+                std::slice::from_ref(id),
                 "{key}: the id acknowledged"
             );
         }
