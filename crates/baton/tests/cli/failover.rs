@@ -219,6 +219,15 @@ fn a_failover_under_load_loses_and_duplicates_no_acknowledged_write() {
         assert!(Instant::now() < deadline, "the load does not get going");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // A wait on each replica, so each listens for commits on the first primary.
+    for base in bases.iter() {
+        let response = agent
+            .get(&format!("{base}/wait?after=0&timeout_seconds=0"))
+            .header("Authorization", &format!("Bearer {worker}"))
+            .call()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+    }
     let first = formation.primary().expect("a primary");
     let before = seen.lock().unwrap().acknowledged.len();
     let killed_at = Instant::now();
@@ -274,6 +283,49 @@ fn a_failover_under_load_loses_and_duplicates_no_acknowledged_write() {
         sender.join().unwrap();
     }
     let seen = Arc::try_unwrap(seen).ok().unwrap().into_inner().unwrap();
+
+    // After the switch, a long poll on one replica still wakes on a write through the
+    // other: both listen on the new primary now (the 1 s re-check would be the bound
+    // otherwise).
+    let generation = {
+        let mut response = agent
+            .get(&format!("{}/status", bases[0]))
+            .header("Authorization", &format!("Bearer {worker}"))
+            .call()
+            .unwrap();
+        let status: Value = response.body_mut().read_json().unwrap();
+        status["generation"].as_i64().unwrap()
+    };
+    let poll = {
+        let (agent, url, worker) = (
+            agent.clone(),
+            format!("{}/wait?after={generation}&timeout_seconds=30", bases[0]),
+            worker.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut response = agent
+                .get(&url)
+                .header("Authorization", &format!("Bearer {worker}"))
+                .call()
+                .unwrap();
+            let status = response.status().as_u16();
+            let news: Value = response.body_mut().read_json().unwrap_or(Value::Null);
+            (status, news, Instant::now())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let poked_at = Instant::now();
+    let Ok(Answer::Stored(poke)) = send(&agent, &bases[1], &planner, "poke") else {
+        panic!("a send after the switch is stored");
+    };
+    let (status, news, woke_at) = poll.join().unwrap();
+    assert_eq!(status, 200, "{news}");
+    assert!(
+        news.to_string().contains(&poke),
+        "the poll is told of {poke}: {news}"
+    );
+    let woke = woke_at.saturating_duration_since(poked_at);
+
     assert!(
         seen.wrong.is_empty(),
         "answers neither right nor retryable: {:?}; the replicas said: {:?}",
@@ -326,8 +378,8 @@ fn a_failover_under_load_loses_and_duplicates_no_acknowledged_write() {
         }
         assert_eq!(
             by_body.len(),
-            seen.acknowledged.len() + 1,
-            "{base}: the load's sends and the command line's, nothing else"
+            seen.acknowledged.len() + 2,
+            "{base}: the load's sends, the command line's and the poke, nothing else"
         );
     }
     let retrying = seen
@@ -345,7 +397,7 @@ fn a_failover_under_load_loses_and_duplicates_no_acknowledged_write() {
         "failover: killed the primary on port {first}; the monitor settled the new primary \
          {} ms later; unavailability window {} ms (no write acknowledged); retryable answers \
          for {} ms ({} of them); command line exits {:?}; acknowledged writes {} ({before} \
-         before the kill); lost {lost}; duplicated {duplicated}; slowest answer {} ms",
+         before the kill); lost {lost}; duplicated {duplicated}; slowest answer {} ms; a long poll woke {} ms after a write through the other replica",
         promoted_at.duration_since(killed_at).as_millis(),
         window.as_millis(),
         retrying.as_millis(),
@@ -353,6 +405,7 @@ fn a_failover_under_load_loses_and_duplicates_no_acknowledged_write() {
         dedup(&cli_exits),
         seen.acknowledged.len(),
         seen.slowest.as_millis(),
+        woke.as_millis(),
     );
     assert!(
         cli_exits.contains(&6) || seen.retry_count > 0,
