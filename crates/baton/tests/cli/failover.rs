@@ -287,14 +287,19 @@ fn a_failover_under_load_loses_and_duplicates_no_acknowledged_write() {
     // After the switch, a long poll on one replica still wakes on a write through the
     // other: both listen on the new primary now (the 1 s re-check would be the bound
     // otherwise).
-    let generation = {
+    let generation = loop {
         let mut response = agent
             .get(&format!("{}/status", bases[0]))
             .header("Authorization", &format!("Bearer {worker}"))
             .call()
             .unwrap();
+        let code = response.status().as_u16();
         let status: Value = response.body_mut().read_json().unwrap();
-        status["generation"].as_i64().unwrap()
+        match code {
+            200 => break status["generation"].as_i64().unwrap(),
+            503 => std::thread::sleep(Duration::from_millis(50)),
+            _ => panic!("status after the switch: {code} {status}"),
+        }
     };
     let poll = {
         let (agent, url, worker) = (
@@ -315,8 +320,12 @@ fn a_failover_under_load_loses_and_duplicates_no_acknowledged_write() {
     };
     std::thread::sleep(Duration::from_millis(300));
     let poked_at = Instant::now();
-    let Ok(Answer::Stored(poke)) = send(&agent, &bases[1], &planner, "poke") else {
-        panic!("a send after the switch is stored");
+    let poke = loop {
+        match send(&agent, &bases[1], &planner, "poke") {
+            Ok(Answer::Stored(id)) => break id,
+            Ok(Answer::Retry) => std::thread::sleep(Duration::from_millis(50)),
+            Err(wrong) => panic!("a send after the switch: {wrong}"),
+        }
     };
     let (status, news, woke_at) = poll.join().unwrap();
     assert_eq!(status, 200, "{news}");
