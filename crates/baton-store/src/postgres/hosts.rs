@@ -13,7 +13,7 @@
 //! retries a statement: whether a write cut off mid-flight committed is for its caller to
 //! settle by retrying it with its idempotency key.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use sqlx::Connection;
@@ -27,6 +27,10 @@ const TARGET: &str = "target_session_attrs";
 
 /// The longest a look for the primary waits on one host that does not answer.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where the pool connects while there is no primary: no such socket, which fails at once
+/// (a refused connection would be retried until the busy timeout).
+const NOWHERE: &str = "/nonexistent/baton: no primary";
 
 /// Whether a connection may write: the question libpq's `read-write` asks, and whether the
 /// server is a standby.
@@ -163,6 +167,8 @@ pub(super) struct Primary {
     now: Mutex<Now>,
     /// Held by the one caller looking for the primary.
     looking: tokio::sync::Mutex<()>,
+    /// The pool that follows it (its hooks hold this weakly).
+    pool: OnceLock<PgPool>,
 }
 
 #[derive(Debug)]
@@ -188,6 +194,7 @@ impl Primary {
                 since: Instant::now(),
             }),
             looking: tokio::sync::Mutex::new(()),
+            pool: OnceLock::new(),
         }
     }
 
@@ -199,8 +206,14 @@ impl Primary {
         self.now().at.is_some()
     }
 
+    /// The primary is gone: until it is found again the pool connects nowhere, so a
+    /// caller already waiting for a connection is answered at once rather than retrying
+    /// a dead host until the busy timeout.
     fn lost(&self) {
         self.now().at = None;
+        if let Some(pool) = self.pool.get() {
+            pool.set_connect_options(PgConnectOptions::new_without_pgpass().socket(NOWHERE));
+        }
     }
 
     fn reconnecting(&self) -> StoreError {
@@ -276,31 +289,48 @@ pub(super) async fn follow(
 ) -> Result<(PgConnection, PgPool, Link)> {
     let primary = Arc::new(Primary::new(hosts));
     let (at, conn) = primary.find().await.ok_or_else(|| primary.reconnecting())?;
-    let (checked, kept) = (Arc::clone(&primary), Arc::clone(&primary));
+    let (checked, kept) = (Arc::downgrade(&primary), Arc::downgrade(&primary));
     let pool = pool
         // A new connection must reach a primary: a host demoted since it was found is a
         // standby now, whose reads may be behind.
         .after_connect(move |conn, _| {
-            let primary = Arc::clone(&checked);
+            let primary = Weak::clone(&checked);
             Box::pin(async move {
                 let writable: bool = sqlx::query_scalar(WRITABLE).fetch_one(&mut *conn).await?;
+                if !writable && let Some(primary) = primary.upgrade() {
+                    primary.lost();
+                }
                 if writable {
                     Ok(())
                 } else {
-                    primary.lost();
                     Err(sqlx::Error::Protocol(
                         "the host is no longer the primary".into(),
                     ))
                 }
             })
         })
-        // A connection opened before the pool was pointed at the current primary is
-        // dropped, not used.
-        .before_acquire(move |_, meta| {
-            let fresh = kept.fresh(meta.age);
-            Box::pin(async move { Ok(fresh) })
+        // An idle connection is checked here rather than by the pool, so that one that
+        // broke tells the primary is lost; one opened before the pool was pointed at the
+        // current primary is dropped, not used.
+        .test_before_acquire(false)
+        .before_acquire(move |conn, meta| {
+            let primary = Weak::clone(&kept);
+            Box::pin(async move {
+                let Some(primary) = primary.upgrade() else {
+                    return Ok(false);
+                };
+                if !primary.fresh(meta.age) {
+                    return Ok(false);
+                }
+                if conn.ping().await.is_err() {
+                    primary.lost();
+                    return Ok(false);
+                }
+                Ok(true)
+            })
         })
         .connect_lazy_with(primary.hosts[at].clone());
+    let _ = primary.pool.set(pool.clone());
     primary.settle(&pool, at);
     Ok((
         conn,
