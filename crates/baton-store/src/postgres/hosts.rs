@@ -6,8 +6,9 @@
 //! of these that takes writes". [`split`] makes one URL per host; a [`Primary`] finds the
 //! host answering `NOT pg_is_in_recovery()`, points the pool at it, and looks again when
 //! the connection to it fails or it answers read-only. Until it has found one, every call
-//! is refused at once with [`StoreError::Reconnecting`] (retryable), rather than waiting on a
-//! host that is gone or writing to one that is no longer the primary.
+//! is refused at once with [`StoreError::Reconnecting`] (retryable), and the pool connects
+//! nowhere, rather than waiting on a host that is gone or writing to one that is no longer
+//! the primary.
 //!
 //! With one host none of this runs: the store behaves as it always has. Nothing here ever
 //! retries a statement: whether a write cut off mid-flight committed is for its caller to
