@@ -223,11 +223,12 @@ impl From<StoreError> for ApiError {
                     .hinted("retry: nothing was written")
             }
             // A failover: the answer is retryable, and a write cut off by it is settled
-            // by retrying it with its idempotency key.
+            // by retrying it with its idempotency key. The database's hosts are the
+            // server's business, not the client's.
             StoreError::Reconnecting { .. } => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "reconnecting",
-                e.to_string(),
+                "the database is failing over: none of its hosts takes writes yet",
             )
             .retryable()
             .hinted("retry in a moment; retry a write with the same idempotency_key"),

@@ -233,39 +233,34 @@ fn a_failover_under_load_loses_and_duplicates_no_acknowledged_write() {
     let killed_at = Instant::now();
     assert_eq!(formation.kill_primary(), first);
 
-    // The command line during the switch: exit 6 while there is no primary, then 0.
-    let mut cli_exits = Vec::new();
-    let cli_message = loop {
-        let out = baton(&uri)
-            .args([
-                "--project",
-                "shop",
-                "--as",
-                "planner",
-                "send",
-                "--to",
-                "impl-1",
-            ])
-            .args(["--type", "request", "--topic", "load", "--body", "job cli"])
-            .args(["--idempotency-key", "job-cli"])
-            .output()
-            .unwrap();
-        cli_exits.push(code(&out));
-        match code(&out) {
-            0 => break None,
-            6 => {
-                if cli_exits.iter().filter(|c| **c == 6).count() == 1 {
-                    eprintln!("failover: the command line said: {}", stderr(&out).trim());
-                }
-                if killed_at.elapsed() > Duration::from_secs(90) {
-                    break Some(stderr(&out));
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            other => panic!("the command line exited {other}: {}", stderr(&out)),
-        }
+    // The command line during the switch, on the database and over a replica: exit 6
+    // while there is no primary, then 0.
+    let local = {
+        let uri = uri.clone();
+        std::thread::spawn(move || {
+            until_sent(killed_at, "job-cli", || {
+                let mut cmd = baton(&uri);
+                cmd.args(["--project", "shop", "--as", "planner"]);
+                cmd
+            })
+        })
     };
-    assert_eq!(cli_message, None, "the command line finds the new primary");
+    let remote = {
+        let (url, key) = (bases[0].clone(), planner.clone());
+        std::thread::spawn(move || {
+            until_sent(killed_at, "job-cli-remote", || {
+                let mut cmd = Command::new(baton_exe());
+                cmd.env_remove("BATON_PROJECT")
+                    .env_remove("BATON_AS")
+                    .env_remove("BATON_DB")
+                    .env("BATON_URL", &url)
+                    .env("BATON_KEY", &key);
+                cmd
+            })
+        })
+    };
+    let cli_exits = local.join().unwrap();
+    let remote_exits = remote.join().unwrap();
 
     formation
         .wait_for(Duration::from_secs(90), |states| {
@@ -387,8 +382,8 @@ fn a_failover_under_load_loses_and_duplicates_no_acknowledged_write() {
         }
         assert_eq!(
             by_body.len(),
-            seen.acknowledged.len() + 2,
-            "{base}: the load's sends, the command line's and the poke, nothing else"
+            seen.acknowledged.len() + 3,
+            "{base}: the load's sends, the command line's two and the poke, nothing else"
         );
     }
     let retrying = seen
@@ -405,19 +400,20 @@ fn a_failover_under_load_loses_and_duplicates_no_acknowledged_write() {
     eprintln!(
         "failover: killed the primary on port {first}; the monitor settled the new primary \
          {} ms later; unavailability window {} ms (no write acknowledged); retryable answers \
-         for {} ms ({} of them); command line exits {:?}; acknowledged writes {} ({before} \
+         for {} ms ({} of them); command line exits {:?} (over a replica {:?}); acknowledged writes {} ({before} \
          before the kill); lost {lost}; duplicated {duplicated}; slowest answer {} ms; a long poll woke {} ms after a write through the other replica",
         promoted_at.duration_since(killed_at).as_millis(),
         window.as_millis(),
         retrying.as_millis(),
         seen.retry_count,
         dedup(&cli_exits),
+        dedup(&remote_exits),
         seen.acknowledged.len(),
         seen.slowest.as_millis(),
         woke.as_millis(),
     );
     assert!(
-        cli_exits.contains(&6) || seen.retry_count > 0,
+        cli_exits.contains(&6) || remote_exits.contains(&6) || seen.retry_count > 0,
         "the switch was seen by some client"
     );
     drop(replicas);
@@ -449,6 +445,37 @@ fn the_command_line_exits_6_while_no_host_is_the_primary() {
     );
     assert!(said.contains("--idempotency-key"), "{said}");
     assert!(started.elapsed() < Duration::from_secs(5), "at once");
+}
+
+/// Runs `baton send` (on `command`) with idempotency key `key` until it exits 0; every
+/// other exit must be 6, whose message is shown once. Its exit codes, in order.
+fn until_sent(since: Instant, key: &str, command: impl Fn() -> Command) -> Vec<i32> {
+    let mut exits = Vec::new();
+    loop {
+        let out = command()
+            .args([
+                "send", "--to", "impl-1", "--type", "request", "--topic", "load",
+            ])
+            .args(["--body", &format!("job {key}"), "--idempotency-key", key])
+            .output()
+            .unwrap();
+        exits.push(code(&out));
+        match code(&out) {
+            0 => return exits,
+            6 => {
+                if exits.iter().filter(|c| **c == 6).count() == 1 {
+                    eprintln!("failover: the command line said: {}", stderr(&out).trim());
+                }
+                assert!(
+                    since.elapsed() < Duration::from_secs(90),
+                    "{key}: still exit 6 after 90 s: {}",
+                    stderr(&out)
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            other => panic!("{key}: the command line exited {other}: {}", stderr(&out)),
+        }
+    }
 }
 
 /// `exits` with runs of one code counted: `[(6, 12), (0, 1)]`.
