@@ -280,6 +280,38 @@ impl Formation {
         port
     }
 
+    /// After [`Self::kill_primary`] killed the postmaster of the primary on `port`: waits
+    /// until the monitor starts a failover, and returns how many times the postmaster was
+    /// killed. pg_auto_failover's keeper restarts a killed postmaster where it was; when
+    /// the restart wins the race with the keeper's report, the monitor never hears of it
+    /// and keeps the primary, so the postmaster is killed again (at most five times).
+    ///
+    /// # Panics
+    ///
+    /// When no failover starts.
+    pub fn until_failover(&self, port: u16) -> usize {
+        for kills in 1..=5 {
+            let moved = self.wait_for(Duration::from_secs(5), |states| {
+                states
+                    .iter()
+                    .any(|s| s.port == port && s.assigned != "primary")
+            });
+            if moved.is_ok() {
+                return kills;
+            }
+            let pid = self.postmaster(port).expect("the primary's postmaster.pid");
+            let killed = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status()
+                .expect("kill runs");
+            assert!(killed.success(), "kill -KILL {pid}");
+        }
+        panic!(
+            "five kills of the primary's postmaster and no failover: {:?}",
+            self.states()
+        );
+    }
+
     /// Waits until the monitor's states satisfy `done`, or `timeout` passes.
     ///
     /// # Errors
@@ -366,9 +398,11 @@ impl Formation {
         Ok(())
     }
 
-    /// The processes running from the formation's directory (pg_autoctl and the
-    /// postmasters, whose command lines name it).
+    /// Every process of the formation: each inherits the `XDG_CONFIG_HOME` it was started
+    /// with (pg_autoctl renames its own processes, so their command lines may not name the
+    /// directory; PostgreSQL's do).
     fn processes(&self) -> Vec<u32> {
+        let marker = format!("XDG_CONFIG_HOME={}", self.dir.join("config").display());
         let dir = self.dir.to_string_lossy().into_owned();
         let Ok(entries) = fs::read_dir("/proc") else {
             return Vec::new();
@@ -377,10 +411,14 @@ impl Formation {
             .filter_map(|e| {
                 let e = e.ok()?;
                 let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-                let cmdline = fs::read(e.path().join("cmdline")).ok()?;
-                String::from_utf8_lossy(&cmdline)
-                    .contains(dir.as_str())
-                    .then_some(pid)
+                let ours = |file: &str, needle: &str| {
+                    fs::read(e.path().join(file)).is_ok_and(|bytes| {
+                        bytes
+                            .split(|b| *b == 0)
+                            .any(|part| String::from_utf8_lossy(part).contains(needle))
+                    })
+                };
+                (ours("environ", &marker) || ours("cmdline", &dir)).then_some(pid)
             })
             .filter(|pid| *pid != std::process::id())
             .collect()

@@ -259,6 +259,7 @@ fn a_failover_under_load_loses_and_duplicates_no_acknowledged_write() {
             })
         })
     };
+    let kills = formation.until_failover(first);
     let cli_exits = local.join().unwrap();
     let remote_exits = remote.join().unwrap();
 
@@ -398,7 +399,7 @@ fn a_failover_under_load_loses_and_duplicates_no_acknowledged_write() {
         .max()
         .unwrap_or_default();
     eprintln!(
-        "failover: killed the primary on port {first}; the monitor settled the new primary \
+        "failover: killed the primary's postmaster on port {first} ({kills} time(s)); the monitor settled the new primary \
          {} ms later; unavailability window {} ms (no write acknowledged); retryable answers \
          for {} ms ({} of them); command line exits {:?} (over a replica {:?}); acknowledged writes {} ({before} \
          before the kill); lost {lost}; duplicated {duplicated}; slowest answer {} ms; a long poll woke {} ms after a write through the other replica",
