@@ -8,6 +8,7 @@
 //! Where `pg_autoctl` is not installed the failover tests are not compiled to run:
 //! [`crate::build_script`] sets `cfg(baton_test_failover)` only when it is found.
 
+use std::cell::Cell;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -63,6 +64,8 @@ pub struct Formation {
     nodes: Vec<Node>,
     children: Vec<Child>,
     uri: String,
+    /// The postmaster [`Self::kill_primary`] killed last.
+    killed: Cell<Option<u32>>,
 }
 
 impl Formation {
@@ -98,6 +101,7 @@ impl Formation {
             nodes: Vec::new(),
             children: Vec::new(),
             uri: String::new(),
+            killed: Cell::new(None),
         };
         if let Err(e) = formation.create() {
             panic!("the failover formation in {}: {e}", formation.dir.display());
@@ -272,11 +276,8 @@ impl Formation {
     pub fn kill_primary(&self) -> u16 {
         let port = self.primary().expect("a primary to kill");
         let pid = self.postmaster(port).expect("the primary's postmaster.pid");
-        let killed = Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(killed.success(), "kill -KILL {pid}");
+        kill(pid);
+        self.killed.set(Some(pid));
         port
     }
 
@@ -284,32 +285,44 @@ impl Formation {
     /// until the monitor starts a failover, and returns how many times the postmaster was
     /// killed. pg_auto_failover's keeper restarts a killed postmaster where it was; when
     /// the restart wins the race with the keeper's report, the monitor never hears of it
-    /// and keeps the primary, so the postmaster is killed again (at most five times).
+    /// and keeps the primary, so a postmaster back for two seconds with the monitor none
+    /// the wiser is killed again.
     ///
     /// # Panics
     ///
-    /// When no failover starts.
+    /// When no failover starts within a minute.
     pub fn until_failover(&self, port: u16) -> usize {
-        for kills in 1..=5 {
-            let moved = self.wait_for(Duration::from_secs(5), |states| {
-                states
-                    .iter()
-                    .any(|s| s.port == port && s.assigned != "primary")
-            });
-            if moved.is_ok() {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut kills = 1;
+        let mut last = self.killed.get();
+        let mut back_since: Option<Instant> = None;
+        loop {
+            let states = self.states();
+            if states
+                .iter()
+                .any(|s| s.port == port && s.assigned != "primary")
+            {
                 return kills;
             }
-            let pid = self.postmaster(port).expect("the primary's postmaster.pid");
-            let killed = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status()
-                .expect("kill runs");
-            assert!(killed.success(), "kill -KILL {pid}");
+            assert!(
+                Instant::now() < deadline,
+                "no failover in a minute: {states:?}"
+            );
+            let back = self
+                .postmaster(port)
+                .filter(|pid| Some(*pid) != last && alive(*pid));
+            match (back, back_since) {
+                (Some(_), None) => back_since = Some(Instant::now()),
+                (Some(pid), Some(since)) if since.elapsed() > Duration::from_secs(2) => {
+                    kill(pid);
+                    kills += 1;
+                    last = Some(pid);
+                    back_since = None;
+                }
+                _ => {}
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
-        panic!(
-            "five kills of the primary's postmaster and no failover: {:?}",
-            self.states()
-        );
     }
 
     /// Waits until the monitor's states satisfy `done`, or `timeout` passes.
@@ -453,6 +466,23 @@ impl Drop for Formation {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
+
+/// Sends SIGKILL to `pid`.
+fn kill(pid: u32) {
+    let killed = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success(), "kill -KILL {pid}");
+}
+
+/// Whether process `pid` runs (exists, and is not a zombie waiting for its parent).
+fn alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
 }
 
 fn signal(name: &str, pids: &[u32]) {
