@@ -274,6 +274,12 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            // A 503 may come before the request's body was read (the key checked while
+            // the store is failing over, say); the connection then cannot be reused, and
+            // saying so keeps a client from retrying on a connection about to close.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
