@@ -12,6 +12,7 @@ mod concurrency;
 mod crash;
 mod demo;
 mod differential;
+mod failover;
 mod gateway;
 mod hostile;
 mod interrupt;

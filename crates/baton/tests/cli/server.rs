@@ -162,7 +162,9 @@ impl Drop for Serving {
 
 /// The address a `baton serve` just started says it listens on (its first line on
 /// stderr), and the rest of its stderr's lines.
-fn announced(child: &mut Child) -> (String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
+pub fn announced(
+    child: &mut Child,
+) -> (String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let first = lines.next().expect("a first line").unwrap();
     let address = first
