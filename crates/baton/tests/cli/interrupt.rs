@@ -12,7 +12,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::common::{Project, baton_exe, code, stderr};
+use crate::common::{Project, baton_exe, code, stderr, until_waiting};
 use crate::server::{admin, serve};
 
 const TEAM: [(&str, &str); 3] = [
@@ -58,9 +58,12 @@ fn a_request_sent_while_its_recipient_is_frozen_reaches_it_once_it_runs_again() 
             &["--json", "wait", "--after", &after, "--timeout", "60s"],
         )
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Frozen once it waits: stopped earlier, it could be stopped while opening the store,
+    // holding its lock, which is another interruption (a writer frozen holding the lock).
+    until_waiting(&mut waiter);
     signal(&waiter, Signal::SIGSTOP);
     let deadline = Instant::now() + Duration::from_secs(10);
     while !is_stopped(&waiter) {
