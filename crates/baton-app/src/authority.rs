@@ -60,6 +60,37 @@ impl App {
             .await
     }
 
+    /// Makes `name` stand for the outside A2A agent `agent`.
+    pub async fn set_outside_agent(
+        &self,
+        actor: &str,
+        name: &Passname,
+        agent: baton_core::participant::OutsideAgent,
+    ) -> Result<baton_core::participant::OutsideAgent> {
+        self.store().set_outside_agent(actor, name, agent).await
+    }
+
+    /// The outside A2A agent `name` stands for, if any.
+    pub async fn outside_agent(
+        &self,
+        name: &Passname,
+    ) -> Result<Option<baton_core::participant::OutsideAgent>> {
+        self.store().outside_agent(name).await
+    }
+
+    /// Every participant that stands for an outside A2A agent, and its agent.
+    pub async fn outside_agents(
+        &self,
+    ) -> Result<Vec<(Passname, baton_core::participant::OutsideAgent)>> {
+        let mut all = Vec::new();
+        for p in self.store().participants().await? {
+            if let Some(agent) = self.store().outside_agent(&p.name).await? {
+                all.push((p.name, agent));
+            }
+        }
+        Ok(all)
+    }
+
     /// Changes `name`'s policy: `edit` applied to the policy in force (or, with
     /// `default`, to its role's default). `default` alone returns it to the default.
     pub async fn set_policy(

@@ -319,6 +319,9 @@ pub struct AgentAdded {
     /// True when the policy given was set (it differed from the one held).
     pub policy_set: bool,
     pub policy: PolicyView,
+    /// The outside A2A agent it stands for, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a: Option<baton_core::participant::OutsideAgent>,
 }
 doc!(AgentAdded, "baton/agent-add@1");
 
@@ -331,6 +334,7 @@ impl AgentAdded {
             created: added.created,
             policy_set: added.policy_set,
             policy: PolicyView::of(p),
+            a2a: None,
         }
     }
 }

@@ -47,6 +47,13 @@ pub enum Change {
         name: Passname,
         policy: Option<Policy>,
     },
+    /// A participant was made an outside A2A agent (`None`: no longer one): requests to it
+    /// are handed to the agent at its URL.
+    #[serde(rename = "participant.a2a")]
+    A2aAgent {
+        name: Passname,
+        agent: Option<crate::participant::OutsideAgent>,
+    },
     /// An action beyond authority was refused: a security event.
     #[serde(rename = "security.refused")]
     Denied(Denied),
@@ -102,6 +109,7 @@ impl Change {
         match self {
             Self::ParticipantAdded { .. } => "participant.added",
             Self::PolicySet { .. } => "participant.policy",
+            Self::A2aAgent { .. } => crate::participant::A2A_KIND,
             Self::Denied(_) => "security.refused",
             Self::MessageSent(_) => "message.sent",
             Self::DeliveryChanged { .. } => "delivery.changed",
@@ -120,7 +128,9 @@ impl Change {
     /// The thing the event is about: a passname, a message, run, order or negotiation id.
     pub fn subject(&self) -> &str {
         match self {
-            Self::ParticipantAdded { name, .. } | Self::PolicySet { name, .. } => name.as_str(),
+            Self::ParticipantAdded { name, .. }
+            | Self::PolicySet { name, .. }
+            | Self::A2aAgent { name, .. } => name.as_str(),
             Self::Denied(d) => d.participant.as_str(),
             Self::MessageSent(m) => &m.id,
             Self::DeliveryChanged { message, .. } | Self::RequestChanged { message, .. } => message,

@@ -420,6 +420,25 @@ mod tests {
     }
 
     #[test]
+    fn a_number_the_boundary_accepted_is_accepted_again_as_written_out() {
+        // Parsed without correct rounding, `20e-200` became a double that prints as
+        // `2e-199`, which parses to its neighbour: accepted once, refused written out.
+        for raw in [
+            "20e-200",
+            "2e-199",
+            "0.30000000000000004",
+            "1.7976931348623157e308",
+        ] {
+            let value = boundary(raw, 0).unwrap_or_else(|e| panic!("{raw}: {e:?}"));
+            assert_eq!(
+                boundary(&value.to_string(), 0).as_ref(),
+                Ok(&value),
+                "{raw}"
+            );
+        }
+    }
+
+    #[test]
     fn a_frame_id_is_found_without_parsing_the_frame() {
         let frame = format!(r#"{{"jsonrpc":"2.0","params":{},"id":7}}"#, nested(200));
         assert_eq!(top_level_scalar(&frame, "id"), Some(Value::from(7)));

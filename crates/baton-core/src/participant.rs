@@ -1,6 +1,6 @@
 //! Participants: the passnames registered in a project, each with a role.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::authority::Policy;
 use crate::event::Change;
@@ -18,6 +18,66 @@ pub struct Participant {
     pub added_at: Millis,
     /// The policy set for it; `None`, its role's default ([`Participant::policy`]).
     pub policy: Option<Policy>,
+}
+
+/// The kind of the event that makes a participant an outside A2A agent.
+pub const A2A_KIND: &str = "participant.a2a";
+/// Longest name of the environment variable holding an outside agent's key.
+pub const MAX_KEY_ENV: usize = 64;
+
+/// An outside agent a participant stands for: requests to the participant are handed to
+/// the A2A agent at `url`, with the key the server finds in its environment variable
+/// `key_env` (the key itself is never stored).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct OutsideAgent {
+    pub url: String,
+    pub key_env: String,
+}
+
+impl OutsideAgent {
+    /// The agent at `url` (an http or https URL) with its key in `key_env` (an
+    /// environment variable's name: `A-Z`, `0-9` and `_`, not starting with a digit).
+    pub fn new(url: &str, key_env: &str) -> Result<Self, Refusal> {
+        let url = crate::webhook::check_url(url)?;
+        let bytes = key_env.as_bytes();
+        let named = !bytes.is_empty()
+            && bytes.len() <= MAX_KEY_ENV
+            && !bytes[0].is_ascii_digit()
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_');
+        if !named {
+            return Err(Refusal::KeyEnv {
+                name: key_env.chars().take(80).collect(),
+            });
+        }
+        Ok(Self {
+            url,
+            key_env: key_env.to_owned(),
+        })
+    }
+}
+
+/// The outside agent `name` stands for now, from its `participant.a2a` events (oldest
+/// first): the last one's.
+pub fn outside_agent(events: &[crate::event::Event]) -> Option<OutsideAgent> {
+    events.iter().rev().find_map(|e| match &e.change {
+        Change::A2aAgent { agent, .. } => Some(agent.clone()),
+        _ => None,
+    })?
+}
+
+/// Making `name` stand for `agent`, given the agent it stands for now: the change to
+/// append, or none when it is the same.
+pub fn plan_outside(
+    current: Option<&OutsideAgent>,
+    name: &Passname,
+    agent: OutsideAgent,
+) -> Option<Change> {
+    (current != Some(&agent)).then(|| Change::A2aAgent {
+        name: name.clone(),
+        agent: Some(agent),
+    })
 }
 
 /// Registering `name` with `role` (and `policy`, when one is given), given who holds the
@@ -64,6 +124,55 @@ pub fn plan_add(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_outside_agent_names_a_url_and_the_variable_holding_its_key() {
+        let agent = OutsideAgent::new(" https://agents.example.org/a2a ", "RESEARCH_KEY").unwrap();
+        assert_eq!(agent.url, "https://agents.example.org/a2a");
+        for bad in [
+            "",
+            "research_key",
+            "1KEY",
+            "KEY-1",
+            "A KEY",
+            &"K".repeat(65),
+        ] {
+            assert!(
+                matches!(
+                    OutsideAgent::new("https://a.example", bad),
+                    Err(Refusal::KeyEnv { .. })
+                ),
+                "{bad:?}"
+            );
+        }
+        assert!(matches!(
+            OutsideAgent::new("ftp://a.example", "KEY"),
+            Err(Refusal::WebhookUrl { .. })
+        ));
+        assert!(OutsideAgent::new("https://user:pw@a.example", "KEY").is_err());
+    }
+
+    #[test]
+    fn the_last_outside_agent_set_stands_and_setting_it_again_changes_nothing() {
+        let name = Passname::new("researcher").unwrap();
+        let one = OutsideAgent::new("https://one.example", "ONE").unwrap();
+        let two = OutsideAgent::new("https://two.example", "TWO").unwrap();
+        let event = |seq, change| crate::event::Event {
+            seq,
+            id: format!("e{seq}"),
+            at: 0,
+            actor: "@local".into(),
+            change,
+        };
+        let first = plan_outside(None, &name, one.clone()).unwrap();
+        assert_eq!(plan_outside(Some(&one), &name, one.clone()), None);
+        let second = plan_outside(Some(&one), &name, two.clone()).unwrap();
+        assert_eq!(outside_agent(&[]), None);
+        assert_eq!(
+            outside_agent(&[event(1, first), event(2, second)]),
+            Some(two)
+        );
+    }
 
     #[test]
     fn a_name_takes_one_role() {

@@ -38,6 +38,7 @@ pub fn parse_line(number: usize, text: &str) -> Result<Event, Refusal> {
 pub const SETUP_KINDS: &[&str] = &[
     "participant.added",
     "participant.policy",
+    "participant.a2a",
     "key.changed",
     "security.refused",
 ];
@@ -84,7 +85,9 @@ pub fn wants(lines: &[(usize, Event)]) -> Wants {
     for (_, event) in lines {
         wants.events.insert(event.id.clone());
         match &event.change {
-            Change::ParticipantAdded { name, .. } | Change::PolicySet { name, .. } => {
+            Change::ParticipantAdded { name, .. }
+            | Change::PolicySet { name, .. }
+            | Change::A2aAgent { name, .. } => {
                 wants.participants.insert(name.to_string());
             }
             Change::MessageSent(m) => {
@@ -193,6 +196,16 @@ pub fn plan(
             },
             Change::PolicySet { name, .. } => {
                 known(&roles, name.as_str())?;
+                take = held || !(merge && holding.roles.contains_key(name.as_str()));
+            }
+            // Whom a participant stands for is its setup, like its policy: held to the
+            // live rule, and a merge keeps the project's own.
+            Change::A2aAgent { name, agent } => {
+                known(&roles, name.as_str())?;
+                if let Some(agent) = agent {
+                    crate::participant::OutsideAgent::new(&agent.url, &agent.key_env)
+                        .map_err(|e| refused(format!("its outside agent is refused: {e}")))?;
+                }
                 take = held || !(merge && holding.roles.contains_key(name.as_str()));
             }
             Change::MessageSent(m) => {

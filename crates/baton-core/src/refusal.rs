@@ -438,6 +438,11 @@ pub enum Refusal {
     PowerName { name: String },
     #[error("webhook URL {url:?} is refused: {why}")]
     WebhookUrl { url: String, why: String },
+    /// An outside agent's key is named by an environment variable: `A-Z`, `0-9`, `_`.
+    #[error(
+        "{name:?} is not an environment variable's name: use A-Z, 0-9 and _ (not first), at most 64"
+    )]
+    KeyEnv { name: String },
     #[error("cursor {cursor:?} is not one this store issued")]
     Cursor { cursor: String },
     /// Filtering by "my status" without saying who I am.
@@ -694,6 +699,7 @@ impl Refusal {
             | Self::TopicPattern { .. }
             | Self::PowerName { .. }
             | Self::WebhookUrl { .. }
+            | Self::KeyEnv { .. }
             | Self::StatusNeedsIdentity
             | Self::Input { .. }
             | Self::Transition(_)

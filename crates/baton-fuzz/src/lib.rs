@@ -13,8 +13,11 @@ use baton_core::message::{DEFAULT_PAYLOAD_CAP, Payload};
 use baton_core::negotiation::{self, Input, Position, Spec};
 use baton_core::{gate, json, portable, statefile};
 
+/// A target: arbitrary bytes in, a panic on what it must never do.
+pub type Target = fn(&[u8]);
+
 /// Every target, by the name of its corpus directory.
-pub const TARGETS: [(&str, fn(&[u8])); 8] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("payload", payload),
     ("http_body", http_body),
     ("mcp_frame", mcp_frame),

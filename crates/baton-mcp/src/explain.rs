@@ -185,6 +185,7 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
         | Refusal::TopicPattern { .. }
         | Refusal::PowerName { .. }
         | Refusal::WebhookUrl { .. }
+        | Refusal::KeyEnv { .. }
         | Refusal::StatusNeedsIdentity
         | Refusal::Input { .. }
         | Refusal::NotARequest { .. }
@@ -228,7 +229,9 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
 pub fn explain(id: &str, e: StoreError) -> String {
     match &e {
         StoreError::Refused(r) => refusal(id, r),
-        StoreError::Busy { .. } => format!("{e}: call the tool again"),
+        StoreError::Busy { .. } | StoreError::Reconnecting { .. } => {
+            format!("{e}: call the tool again")
+        }
         _ => e.to_string(),
     }
 }

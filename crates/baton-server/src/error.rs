@@ -158,6 +158,7 @@ fn hint(r: &Refusal) -> Option<String> {
         | Refusal::TopicPattern { .. }
         | Refusal::PowerName { .. }
         | Refusal::WebhookUrl { .. }
+        | Refusal::KeyEnv { .. }
         | Refusal::Cursor { .. }
         | Refusal::Ambiguous { .. }
         | Refusal::ShortPrefix { .. }
@@ -222,6 +223,16 @@ impl From<StoreError> for ApiError {
                     .retryable()
                     .hinted("retry: nothing was written")
             }
+            // A failover: the answer is retryable, and a write cut off by it is settled
+            // by retrying it with its idempotency key. The database's hosts are the
+            // server's business, not the client's.
+            StoreError::Reconnecting { .. } => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "reconnecting",
+                "the database is failing over: none of its hosts takes writes yet",
+            )
+            .retryable()
+            .hinted("retry in a moment; retry a write with the same idempotency_key"),
             // An operator's to fix; the client may retry once there is room.
             StoreError::Full => {
                 eprintln!("baton serve: {e}");
@@ -264,6 +275,12 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            // A 503 may come before the request's body was read (the key checked while
+            // the store is failing over, say); the connection then cannot be reused, and
+            // saying so keeps a client from retrying on a connection about to close.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(

@@ -7,6 +7,7 @@
 //! types the handlers return. It reads no configuration: the caller opens the database
 //! and passes the settings.
 
+mod a2a;
 mod api;
 mod auth;
 mod board;
@@ -264,6 +265,18 @@ impl Server {
     pub async fn deliver_webhooks(self: Arc<Self>, poster: Arc<dyn baton_app::Poster>) {
         let tick = self.options.webhook_tick;
         webhooks::deliver(self, poster, tick).await;
+    }
+
+    /// Hands the requests sent to outside A2A agents' participants to their agents and
+    /// brings their tasks back, until dropped (abort it at shutdown). `key` reads the
+    /// environment variable an agent's key is in.
+    pub async fn hand_to_outside_agents(
+        self: Arc<Self>,
+        poster: Arc<HttpPoster>,
+        key: a2a::outbound::KeyOf,
+    ) {
+        let tick = self.options.webhook_tick;
+        a2a::outbound::run(self, a2a::outbound::Outside { poster, key }, tick).await;
     }
 
     /// How many requests failed to authenticate since the server started.

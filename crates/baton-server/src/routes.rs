@@ -317,6 +317,7 @@ pub fn router(server: Arc<Server>) -> Router {
         .saturating_mul(2)
         .saturating_add(64 * 1024);
     routes
+        .merge(crate::a2a::routes(p))
         .route(
             &p("/mcp"),
             axum::routing::any(mcp).layer(tower_http::timeout::TimeoutLayer::with_status_code(

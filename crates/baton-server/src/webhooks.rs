@@ -55,6 +55,38 @@ impl HttpPoster {
     }
 }
 
+impl HttpPoster {
+    /// POSTs `body` with `headers` to `url`: the answer's status and body (at most `max`
+    /// bytes), or why none came. An outside A2A agent is called through this.
+    pub async fn exchange(
+        &self,
+        url: &str,
+        headers: Vec<(&'static str, String)>,
+        body: Vec<u8>,
+        max: u64,
+    ) -> Result<(u16, Vec<u8>), String> {
+        let agent = self.agent.clone();
+        let url = url.to_owned();
+        let posted = tokio::task::spawn_blocking(move || {
+            let mut request = agent.post(&url);
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            let mut response = request.send(&body[..]).map_err(|e| e.to_string())?;
+            let status = response.status().as_u16();
+            let bytes = response
+                .body_mut()
+                .with_config()
+                .limit(max)
+                .read_to_vec()
+                .map_err(|e| e.to_string())?;
+            Ok((status, bytes))
+        })
+        .await;
+        posted.unwrap_or_else(|e| Err(format!("the calling thread failed: {e}")))
+    }
+}
+
 /// A resolver that refuses a host any of whose addresses is not public
 /// (`webhook::private_address`): the refusal says "refused by policy" and the address,
 /// never what the target would have answered.

@@ -56,6 +56,14 @@ pub enum StoreError {
         "the disk holding the store is full: nothing was written; free some space and run it again"
     )]
     Full,
+    /// A database named by several hosts has no writable primary now (a failover is
+    /// under way). A write cut off by it may or may not have committed: retrying it with
+    /// its idempotency key settles which, once.
+    #[error(
+        "the database's primary cannot be reached (a failover among {hosts}?); retry in a \
+         moment, with the same idempotency key for a write"
+    )]
+    Reconnecting { hosts: String },
     #[error("store error: {0}")]
     Engine(String),
 }
@@ -80,7 +88,7 @@ impl StoreError {
     /// Whether running the same command again may succeed.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Busy { .. } => true,
+            Self::Busy { .. } | Self::Reconnecting { .. } => true,
             Self::Refused(r) => r.is_retryable(),
             _ => false,
         }

@@ -336,6 +336,19 @@ pub trait Store: Backend {
         name: &Passname,
         policy: Option<Policy>,
     ) -> Result<Participant>;
+    /// Makes `name` stand for the outside A2A agent `agent`; returns the agent it stands
+    /// for now.
+    async fn set_outside_agent(
+        &self,
+        actor: &str,
+        name: &Passname,
+        agent: baton_core::participant::OutsideAgent,
+    ) -> Result<baton_core::participant::OutsideAgent>;
+    /// The outside A2A agent `name` stands for, if any.
+    async fn outside_agent(
+        &self,
+        name: &Passname,
+    ) -> Result<Option<baton_core::participant::OutsideAgent>>;
     /// Records a security event: an action refused as beyond authority. The writes below
     /// record their own; an edge records those it refuses itself (a key's scope). A
     /// repeat of one recorded within the window is counted on it instead
@@ -509,6 +522,25 @@ impl<B: Backend + ?Sized> Store for B {
         policy: Option<Policy>,
     ) -> Result<Participant> {
         write::set_policy(self, actor, name, policy).await
+    }
+
+    async fn set_outside_agent(
+        &self,
+        actor: &str,
+        name: &Passname,
+        agent: baton_core::participant::OutsideAgent,
+    ) -> Result<baton_core::participant::OutsideAgent> {
+        write::set_outside_agent(self, actor, name, agent).await
+    }
+
+    async fn outside_agent(
+        &self,
+        name: &Passname,
+    ) -> Result<Option<baton_core::participant::OutsideAgent>> {
+        let events = self
+            .events_about(name.as_str(), baton_core::participant::A2A_KIND)
+            .await?;
+        Ok(baton_core::participant::outside_agent(&events))
     }
 
     async fn record_denied(&self, denied: Denied) -> Result<Option<Event>> {

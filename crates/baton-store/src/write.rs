@@ -772,6 +772,29 @@ pub async fn set_webhook<B: Backend + ?Sized>(
     Ok(now_set)
 }
 
+/// Makes `name` stand for the outside agent `agent` (an administrator's write, like its
+/// policy); nothing is appended when it stands for that agent already.
+pub async fn set_outside_agent<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &str,
+    name: &Passname,
+    agent: baton_core::participant::OutsideAgent,
+) -> Result<baton_core::participant::OutsideAgent> {
+    let mut tx = backend.begin().await?;
+    require_participant(tx.as_mut(), name.as_str()).await?;
+    let events = tx
+        .events_about(name.as_str(), baton_core::participant::A2A_KIND)
+        .await?;
+    let current = baton_core::participant::outside_agent(&events);
+    if let Some(change) =
+        baton_core::participant::plan_outside(current.as_ref(), name, agent.clone())
+    {
+        tx.append(NewEvent::new(actor, change, now())).await?;
+    }
+    tx.commit().await?;
+    Ok(agent)
+}
+
 /// Appends events that already have an id and a time, in order, skipping those whose id
 /// the log holds already: importing the same events twice changes nothing, and two logs
 /// merge by union.

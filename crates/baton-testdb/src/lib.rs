@@ -13,6 +13,9 @@
 //! database can be had, and those tests carry
 //! `#[cfg_attr(not(baton_test_postgres), ignore = "…")]`, so `cargo test` lists them as
 //! ignored, with the reason, rather than as passed.
+//!
+//! The failover tests run on a cluster of their own with automatic failover
+//! ([`formation`]), where `pg_autoctl` is installed: `cfg(baton_test_failover)`.
 
 use std::fs::{self, File};
 use std::io::ErrorKind;
@@ -21,6 +24,8 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output, Stdio};
+
+pub mod formation;
 
 /// The variable naming a database the tests use instead of a cluster of their own.
 pub const URL_VAR: &str = "BATON_TEST_POSTGRES";
@@ -36,6 +41,7 @@ pub const IGNORED: &str =
 /// `BATON_TEST_POSTGRES` is set or PostgreSQL's server binaries are found.
 pub fn build_script() {
     println!("cargo::rustc-check-cfg=cfg(baton_test_postgres)");
+    println!("cargo::rustc-check-cfg=cfg(baton_test_failover)");
     println!("cargo::rerun-if-env-changed={URL_VAR}");
     println!("cargo::rerun-if-env-changed={BIN_VAR}");
     // Installing PostgreSQL later changes this directory: the cfg is decided again.
@@ -45,6 +51,10 @@ pub fn build_script() {
     }
     if std::env::var_os(URL_VAR).is_some() || binaries().is_some() {
         println!("cargo::rustc-cfg=baton_test_postgres");
+    }
+    // pg_auto_failover's package also adds its extension under DEBIAN, watched above.
+    if binaries().is_some() && formation::autoctl().is_some() {
+        println!("cargo::rustc-cfg=baton_test_failover");
     }
 }
 
@@ -118,18 +128,7 @@ impl Cluster {
         let uid = fs::metadata("/proc/self")
             .map(|m| m.uid())
             .map_err(|e| format!("/proc/self: {e}"))?;
-        let runs_as = if uid == 0 {
-            let account = ["postgres", "nobody"]
-                .into_iter()
-                .find_map(|name| {
-                    let id = run(Command::new("id").args(["-u", name])).ok()?;
-                    Some((name.to_owned(), id.trim().parse().ok()?))
-                })
-                .ok_or("running as root, and neither a postgres nor a nobody account exists")?;
-            Some(account)
-        } else {
-            None
-        };
+        let runs_as = account()?;
         let dir = std::env::temp_dir().join(format!("baton-postgres-{uid}-{major}"));
         Ok(Self { bin, dir, runs_as })
     }
@@ -237,6 +236,25 @@ impl Cluster {
             stderr: format!("{}: {e}", program.display()).into_bytes(),
         })
     }
+}
+
+/// The account PostgreSQL runs as when the tests run as root (PostgreSQL refuses root):
+/// Debian's `postgres`, else `nobody`; `None` when the tests are not root.
+fn account() -> Result<Option<(String, u32)>> {
+    let uid = fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .map_err(|e| format!("/proc/self: {e}"))?;
+    if uid != 0 {
+        return Ok(None);
+    }
+    let account = ["postgres", "nobody"]
+        .into_iter()
+        .find_map(|name| {
+            let id = run(Command::new("id").args(["-u", name])).ok()?;
+            Some((name.to_owned(), id.trim().parse().ok()?))
+        })
+        .ok_or("running as root, and neither a postgres nor a nobody account exists")?;
+    Ok(Some(account))
 }
 
 /// A loopback port nothing listens on now.

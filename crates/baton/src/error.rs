@@ -137,7 +137,7 @@ impl From<StoreError> for CommandError {
         let kind = match &e {
             StoreError::Refused(r) if r.is_retryable() => ErrorKind::Contention,
             StoreError::Refused(r) => r.kind().into(),
-            StoreError::Busy { .. } => ErrorKind::Contention,
+            StoreError::Busy { .. } | StoreError::Reconnecting { .. } => ErrorKind::Contention,
             StoreError::Missing { .. }
             | StoreError::TooNew { .. }
             | StoreError::Unavailable { .. }
@@ -188,6 +188,11 @@ pub fn explain(e: &StoreError) -> String {
             "the store is damaged ({what}); nothing was changed. Restore it: run `baton init` \
              in a fresh directory and `baton import` your latest `baton export` log there; \
              `sqlite3 .baton/baton.db 'PRAGMA integrity_check'` shows what is broken"
+        ),
+        StoreError::Reconnecting { hosts } => format!(
+            "no host of the database takes writes now ({hosts}): a failover is under way or \
+             every host is down. Run the command again in a moment; give a send the same \
+             --idempotency-key so it is stored once"
         ),
         other => other.to_string(),
     }
@@ -417,6 +422,7 @@ pub fn refusal(r: &Refusal) -> String {
         | Refusal::TopicPattern { .. }
         | Refusal::PowerName { .. }
         | Refusal::WebhookUrl { .. }
+        | Refusal::KeyEnv { .. }
         | Refusal::NotARequest { .. }
         | Refusal::Superseded { .. }
         | Refusal::TooManyChanges { .. }

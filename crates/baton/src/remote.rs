@@ -203,7 +203,9 @@ pub fn server_error(status: u16, text: &str) -> CommandError {
         "forbidden" => (refusal(RefusalKind::Forbidden), false),
         "conflict" => (refusal(RefusalKind::Conflict), false),
         "unauthenticated" => (refusal(RefusalKind::Unauthenticated), false),
-        "busy" | "stopping" | "timeout" | "too_many_failures" => (ErrorKind::Contention, true),
+        "busy" | "reconnecting" | "stopping" | "timeout" | "too_many_failures" => {
+            (ErrorKind::Contention, true)
+        }
         _ => (ErrorKind::Failed, false),
     };
     if code == "unauthenticated" {

@@ -2,6 +2,7 @@
 //! policies and webhooks, keys, security events, the state, alerts, receipts and runs.
 
 use baton_core::key::Scope;
+use baton_core::participant::OutsideAgent;
 use baton_core::{Refusal, time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,13 @@ pub struct AgentInput {
     /// The topics they reach (`billing`, `billing-*`, `*`); absent, every topic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topics: Option<Vec<String>>,
+    /// The URL of an outside A2A agent it stands for: requests to it are handed to that
+    /// agent (with `key_env`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a: Option<String>,
+    /// The environment variable of the server holding the outside agent's key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_env: Option<String>,
 }
 
 pub struct AgentAdd;
@@ -47,6 +55,17 @@ impl Typed for AgentAdd {
     .idempotent();
 
     async fn run(app: &App, Who { actor, .. }: Who<'_>, input: AgentInput) -> Result<AgentAdded> {
+        let outside = match (&input.a2a, &input.key_env) {
+            (Some(url), Some(key_env)) => Some(OutsideAgent::new(url, key_env)?),
+            (None, None) => None,
+            _ => {
+                return Err(Refusal::Input {
+                    operation: Self::OP.name,
+                    problem: "an outside agent takes both `a2a` (its URL) and `key_env`".into(),
+                }
+                .into());
+            }
+        };
         let edit = PolicyEdit {
             may: input.may,
             topics: input.topics,
@@ -55,7 +74,17 @@ impl Typed for AgentAdd {
         let added = app
             .add_participant(actor, &input.name, &input.role, &edit)
             .await?;
-        Ok(AgentAdded::new(&added))
+        let a2a = match outside {
+            Some(agent) => Some(
+                app.set_outside_agent(actor, &added.participant.name, agent)
+                    .await?,
+            ),
+            None => app.outside_agent(&added.participant.name).await?,
+        };
+        Ok(AgentAdded {
+            a2a,
+            ..AgentAdded::new(&added)
+        })
     }
 }
 

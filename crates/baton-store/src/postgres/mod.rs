@@ -8,12 +8,14 @@
 //! Each event takes the next `seq` from that locked row: per project, strictly increasing,
 //! gap-free for committed events. Lock timeouts, serialization failures and deadlocks are
 //! [`StoreError::Busy`], never an engine message. A read that makes more than one query
-//! runs in one read-only repeatable-read transaction, so it sees one snapshot.
+//! runs in one read-only repeatable-read transaction, so it sees one snapshot. A commit is
+//! told on `LISTEN/NOTIFY` (`notify.rs`), which wakes waits. A URL naming several hosts
+//! (a cluster with automatic failover) is followed to its writable primary (`hosts.rs`);
+//! while there is none, calls are [`StoreError::Reconnecting`].
 //!
 //! This module holds SQL and migrations only; it must never decide anything — every rule
-//! is in `baton_core`, called from [`crate::write`]. It uses only SQL that
-//! PostgreSQL-compatible distributed databases also have: no table inheritance, no
-//! extensions, no `LISTEN/NOTIFY`.
+//! is in `baton_core`, called from [`crate::write`]. It uses no table inheritance and no
+//! extensions.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -35,6 +37,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRo
 use sqlx::{AssertSqlSafe, Connection, Postgres, QueryBuilder, Row, Transaction};
 
 mod attention;
+mod hosts;
 mod keys;
 mod metrics;
 mod notify;
@@ -50,6 +53,7 @@ use crate::{
 use baton_core::metrics::Tally;
 use baton_core::negotiation::Negotiation;
 use baton_core::webhook::Webhook;
+use hosts::Link;
 
 /// Schema migrations, applied in order; the `migrations` table records which ran.
 /// The migration that added the messages' words and the `state` projection: a database
@@ -87,7 +91,7 @@ const MAX_CONNECTIONS: u32 = 8;
 /// missing). Any other query parameter is libpq's, as sqlx reads it.
 pub struct PostgresDatabase {
     pool: PgPool,
-    busy_timeout: Duration,
+    link: Link,
     notifier: Arc<notify::Notifier>,
 }
 
@@ -109,57 +113,79 @@ pub struct PostgresStore {
     pool: PgPool,
     project: i64,
     name: ProjectName,
-    busy_timeout: Duration,
+    link: Link,
     notifier: Arc<notify::Notifier>,
 }
 
 impl PostgresDatabase {
-    /// Connects and brings the schema up to date.
+    /// Connects and brings the schema up to date. A URL naming several hosts connects to
+    /// the one that takes writes, and follows it from then on (`hosts.rs`).
     pub async fn connect(url: &str, busy_timeout: Duration) -> Result<Self> {
-        let (options, schema) = parse_url(url)?;
-        let place = place(&options, schema.as_deref());
-        let options = match &schema {
-            Some(schema) => options.options([("search_path", schema)]),
-            None => options,
+        let urls = hosts::split(url).map_err(|reason| StoreError::Unavailable {
+            path: redact(url),
+            reason,
+        })?;
+        let mut hosts = Vec::with_capacity(urls.len());
+        let mut schema = None;
+        for url in &urls {
+            let (options, named) = parse_url(url)?;
+            hosts.push(match &named {
+                Some(schema) => options.options([("search_path", schema)]),
+                None => options,
+            });
+            schema = named;
+        }
+        let place = match &hosts[..] {
+            [one] => place(one, schema.as_deref()),
+            _ => redact(url),
         };
-        // A connection of its own first, for the migrations: a server that cannot be
-        // reached says why at once, where a pool would retry until its timeout.
-        let mut conn =
-            PgConnection::connect_with(&options)
-                .await
-                .map_err(|e| StoreError::Unavailable {
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(busy_timeout);
+        let (mut conn, pool, link) = if hosts.len() > 1 {
+            hosts::follow(hosts, pool, busy_timeout).await?
+        } else {
+            let options = hosts.pop().expect("a URL names a host");
+            // A connection of its own first, for the migrations: a server that cannot be
+            // reached says why at once, where a pool would retry until its timeout.
+            let conn = PgConnection::connect_with(&options).await.map_err(|e| {
+                StoreError::Unavailable {
                     path: place.clone(),
                     reason: match &e {
                         sqlx::Error::Database(db) => db.message().to_owned(),
                         other => other.to_string(),
                     },
-                })?;
-        migrate(&mut conn, schema.as_deref(), &place, busy_timeout).await?;
-        conn.close().await.map_err(|e| classify(&e, busy_timeout))?;
-        let pool = PgPoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
-            .acquire_timeout(busy_timeout)
-            .connect_lazy_with(options);
+                }
+            })?;
+            let pool = pool.connect_lazy_with(options);
+            (conn, pool, Link::single(busy_timeout))
+        };
+        migrate(&mut conn, schema.as_deref(), &place, &link).await?;
+        conn.close().await.map_err(|e| link.classify(&e))?;
         Ok(Self {
             pool,
-            busy_timeout,
+            link,
             notifier: Arc::default(),
         })
+    }
+
+    async fn pool(&self) -> Result<&PgPool> {
+        self.link.ready(&self.pool).await
     }
 
     /// Project `name`'s store; refused as not found when there is no such project.
     pub async fn store(&self, name: &ProjectName) -> Result<PostgresStore> {
         let id: Option<i64> = sqlx::query_scalar("SELECT id FROM projects WHERE name = $1")
             .bind(name.as_str())
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.pool().await?)
             .await
-            .map_err(|e| classify(&e, self.busy_timeout))?;
+            .map_err(|e| self.link.classify(&e))?;
         let project = id.ok_or_else(|| Refusal::not_found(Record::Project, name.as_str()))?;
         Ok(PostgresStore {
             pool: self.pool.clone(),
             project,
             name: name.clone(),
-            busy_timeout: self.busy_timeout,
+            link: self.link.clone(),
             notifier: Arc::clone(&self.notifier),
         })
     }
@@ -178,17 +204,17 @@ impl Database for PostgresDatabase {
         )
         .bind(name.as_str())
         .bind(now())
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.pool().await?)
         .await
-        .map_err(|e| classify(&e, self.busy_timeout))?;
+        .map_err(|e| self.link.classify(&e))?;
         Ok(created.is_some())
     }
 
     async fn projects(&self) -> Result<Vec<ProjectName>> {
         let names: Vec<String> = sqlx::query_scalar("SELECT name FROM projects")
-            .fetch_all(&self.pool)
+            .fetch_all(self.pool().await?)
             .await
-            .map_err(|e| classify(&e, self.busy_timeout))?;
+            .map_err(|e| self.link.classify(&e))?;
         // Sorted here, byte-wise as SQLite's directory listing is, whatever the collation.
         let mut names: Vec<ProjectName> = names
             .into_iter()
@@ -206,9 +232,10 @@ async fn migrate(
     conn: &mut PgConnection,
     schema: Option<&str>,
     place: &str,
-    busy_timeout: Duration,
+    link: &Link,
 ) -> Result<()> {
-    let err = |e: sqlx::Error| classify(&e, busy_timeout);
+    let err = |e: sqlx::Error| link.classify(&e);
+    let busy_timeout = link.busy_timeout;
     let latest = MIGRATIONS.len() as i64;
     let mut tx = conn
         .begin_with(AssertSqlSafe(begin_bounded(busy_timeout)))
@@ -357,25 +384,6 @@ fn begin_bounded(busy_timeout: Duration) -> String {
     format!("BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {ms}")
 }
 
-/// Maps an engine error to what the user can act on: lock contention is `Busy`
-/// (retryable), never a raw "lock timeout" or "could not serialize".
-fn classify(e: &sqlx::Error, busy_timeout: Duration) -> StoreError {
-    let busy = StoreError::Busy {
-        timeout_ms: busy_timeout.as_millis() as u64,
-        holder: None,
-    };
-    match e {
-        sqlx::Error::PoolTimedOut => busy,
-        sqlx::Error::Database(db) => match db.code().as_deref() {
-            // lock_not_available (lock_timeout ran out), serialization_failure,
-            // deadlock_detected: another writer won; the same write may succeed again.
-            Some("55P03" | "40001" | "40P01") => busy,
-            _ => StoreError::Engine(db.message().to_owned()),
-        },
-        other => StoreError::Engine(other.to_string()),
-    }
-}
-
 /// The store's clock, for the bookkeeping rows (`projects`, `migrations`).
 fn now() -> Millis {
     SystemTime::now()
@@ -392,15 +400,21 @@ impl PostgresStore {
     }
 
     fn err(&self, e: sqlx::Error) -> StoreError {
-        classify(&e, self.busy_timeout)
+        self.link.classify(&e)
+    }
+
+    /// The pool, once it reaches the primary.
+    async fn pool(&self) -> Result<&PgPool> {
+        self.link.ready(&self.pool).await
     }
 
     /// Starts a write transaction holding the project's write lock, waiting at most the
     /// busy timeout for it.
     async fn write(&self) -> Result<Transaction<'static, Postgres>> {
         let mut tx = self
-            .pool
-            .begin_with(AssertSqlSafe(begin_bounded(self.busy_timeout)))
+            .pool()
+            .await?
+            .begin_with(AssertSqlSafe(begin_bounded(self.link.busy_timeout)))
             .await
             .map_err(|e| self.err(e))?;
         let locked: Option<i64> =
@@ -417,7 +431,8 @@ impl PostgresStore {
 
     /// Starts a read that sees one snapshot across its queries; end it with [`Self::done`].
     async fn snapshot(&self) -> Result<Transaction<'static, Postgres>> {
-        self.pool
+        self.pool()
+            .await?
             .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             .await
             .map_err(|e| self.err(e))
@@ -734,7 +749,8 @@ async fn project_tables(conn: &mut PgConnection, project: i64, event: &Event) ->
         Change::Denied(_) => {}
         // A negotiation is folded in memory from its events (`Negotiation::replay`), and
         // so are an order's effects (`Effects::replay`), but for whether one is stuck.
-        Change::Negotiation(_) => {}
+        // Whom a participant stands for is folded from its events when asked.
+        Change::Negotiation(_) | Change::A2aAgent { .. } => {}
         Change::Effect(change) => attention::effect(conn, project, change).await?,
         // Verdicts and acknowledgements are read from the log by subject; open needs are
         // projected.
@@ -1009,7 +1025,7 @@ impl Backend for PostgresStore {
         Ok(Box::new(PostgresTx {
             tx: self.write().await?,
             project: self.project,
-            busy_timeout: self.busy_timeout,
+            link: self.link.clone(),
             appended: None,
         }))
     }
@@ -1020,7 +1036,7 @@ impl Backend for PostgresStore {
              ORDER BY name COLLATE \"C\"",
         )
         .bind(self.project)
-        .fetch_all(&self.pool)
+        .fetch_all(self.pool().await?)
         .await
         .map_err(|e| self.err(e))?;
         found
@@ -1031,7 +1047,12 @@ impl Backend for PostgresStore {
     }
 
     async fn participant(&self, name: &str) -> Result<Option<Participant>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        let mut conn = self
+            .pool()
+            .await?
+            .acquire()
+            .await
+            .map_err(|e| self.err(e))?;
         fetch_participant(&mut conn, self.project, name)
             .await
             .map_err(|e| self.err(e))
@@ -1209,28 +1230,43 @@ impl Backend for PostgresStore {
         .bind(kind)
         .bind(before_seq.unwrap_or(i64::MAX))
         .bind(i64::from(limit))
-        .fetch_all(&self.pool)
+        .fetch_all(self.pool().await?)
         .await
         .map_err(|e| self.err(e))?;
         rows::events(&found).map_err(|e| self.err(e))
     }
 
     async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        let mut conn = self
+            .pool()
+            .await?
+            .acquire()
+            .await
+            .map_err(|e| self.err(e))?;
         read_events(&mut conn, self.project, after_seq, i64::from(limit))
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn state(&self) -> Result<ProjectState> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        let mut conn = self
+            .pool()
+            .await?
+            .acquire()
+            .await
+            .map_err(|e| self.err(e))?;
         read_state(&mut conn, self.project)
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn state_digest(&self) -> Result<StateDigest> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        let mut conn = self
+            .pool()
+            .await?
+            .acquire()
+            .await
+            .map_err(|e| self.err(e))?;
         read_digest(&mut conn, self.project)
             .await
             .map_err(|e| self.err(e))
@@ -1249,7 +1285,12 @@ impl Backend for PostgresStore {
     }
 
     async fn acks(&self, items: &[String]) -> Result<Vec<Option<Millis>>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        let mut conn = self
+            .pool()
+            .await?
+            .acquire()
+            .await
+            .map_err(|e| self.err(e))?;
         attention::acks(&mut conn, self.project, items)
             .await
             .map_err(|e| self.err(e))
@@ -1262,7 +1303,7 @@ impl Backend for PostgresStore {
         .bind(self.project)
         .bind(subject)
         .bind(after_seq)
-        .fetch_one(&self.pool)
+        .fetch_one(self.pool().await?)
         .await
         .map_err(|e| self.err(e))
     }
@@ -1271,7 +1312,7 @@ impl Backend for PostgresStore {
         // The counter moves in the same transaction as the events it numbers.
         sqlx::query_scalar("SELECT last_seq FROM projects WHERE id = $1")
             .bind(self.project)
-            .fetch_one(&self.pool)
+            .fetch_one(self.pool().await?)
             .await
             .map_err(|e| self.err(e))
     }
@@ -1317,7 +1358,7 @@ impl Backend for PostgresStore {
                 .bind(self.project)
                 .bind(&span.from)
                 .bind(&span.to)
-                .fetch_all(&self.pool)
+                .fetch_all(self.pool().await?)
                 .await
                 .map_err(|e| self.err(e))?;
             found.extend(ids);
@@ -1326,7 +1367,7 @@ impl Backend for PostgresStore {
     }
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<Run>> {
-        runs::query(&self.pool, self.project, query)
+        runs::query(self.pool().await?, self.project, query)
             .await
             .map_err(|e| self.err(e))
     }
@@ -1337,9 +1378,15 @@ impl Backend for PostgresStore {
         quiet_before: Millis,
         parents: Option<&[String]>,
     ) -> Result<Vec<crate::RunCount>> {
-        runs::counts(&self.pool, self.project, ended_since, quiet_before, parents)
-            .await
-            .map_err(|e| self.err(e))
+        runs::counts(
+            self.pool().await?,
+            self.project,
+            ended_since,
+            quiet_before,
+            parents,
+        )
+        .await
+        .map_err(|e| self.err(e))
     }
 
     async fn failures(&self, since: Millis) -> Result<Vec<Run>> {
@@ -1349,32 +1396,37 @@ impl Backend for PostgresStore {
     }
 
     async fn order(&self, id: &str) -> Result<Option<Order>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        let mut conn = self
+            .pool()
+            .await?
+            .acquire()
+            .await
+            .map_err(|e| self.err(e))?;
         orders::load(&mut conn, self.project, id)
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn orders(&self, query: &OrderQuery) -> Result<Vec<Order>> {
-        orders::query(&self.pool, self.project, query)
+        orders::query(self.pool().await?, self.project, query)
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>> {
-        orders::events_since(&self.pool, self.project, id, after_seq)
+        orders::events_since(self.pool().await?, self.project, id, after_seq)
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn key(&self, id: &str) -> Result<Option<Key>> {
-        keys::used(&self.pool, self.project, id)
+        keys::used(self.pool().await?, self.project, id)
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn key_used(&self, id: &str, at: Millis) -> Result<()> {
-        keys::record_use(&self.pool, self.project, id, at)
+        keys::record_use(self.pool().await?, self.project, id, at)
             .await
             .map_err(|e| self.err(e))
     }
@@ -1388,7 +1440,7 @@ impl Backend for PostgresStore {
         .bind(self.project)
         .bind(seq)
         .bind(at)
-        .execute(&self.pool)
+        .execute(self.pool().await?)
         .await
         .map_err(|e| self.err(e))?;
         Ok(())
@@ -1401,7 +1453,7 @@ impl Backend for PostgresStore {
         )
         .bind(self.project)
         .bind(seqs)
-        .fetch_all(&self.pool)
+        .fetch_all(self.pool().await?)
         .await
         .map_err(|e| self.err(e))?;
         Ok(found
@@ -1415,46 +1467,61 @@ impl Backend for PostgresStore {
     }
 
     async fn keys(&self) -> Result<Vec<Key>> {
-        keys::all(&self.pool, self.project)
+        keys::all(self.pool().await?, self.project)
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn webhook(&self, participant: &str) -> Result<Option<Webhook>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        let mut conn = self
+            .pool()
+            .await?
+            .acquire()
+            .await
+            .map_err(|e| self.err(e))?;
         webhooks::load(&mut conn, self.project, participant)
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn negotiation(&self, id: &str) -> Result<Option<Negotiation>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        let mut conn = self
+            .pool()
+            .await?
+            .acquire()
+            .await
+            .map_err(|e| self.err(e))?;
         read_negotiation(&mut conn, self.project, id)
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn events_about(&self, subject: &str, kind: &str) -> Result<Vec<Event>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.err(e))?;
+        let mut conn = self
+            .pool()
+            .await?
+            .acquire()
+            .await
+            .map_err(|e| self.err(e))?;
         read_about(&mut conn, self.project, subject, kind)
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn webhooks(&self) -> Result<Vec<Webhook>> {
-        webhooks::all(&self.pool, self.project)
+        webhooks::all(self.pool().await?, self.project)
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn claim_webhook(&self, now: Millis, lease_until: Millis) -> Result<Option<Webhook>> {
-        webhooks::claim(&self.pool, self.project, now, lease_until)
+        webhooks::claim(self.pool().await?, self.project, now, lease_until)
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn settle_webhook(&self, hook: &Webhook, settled: Settled) -> Result<()> {
-        webhooks::settle(&self.pool, self.project, hook, &settled)
+        webhooks::settle(self.pool().await?, self.project, hook, &settled)
             .await
             .map_err(|e| self.err(e))
     }
@@ -1464,14 +1531,14 @@ impl Backend for PostgresStore {
 struct PostgresTx {
     tx: Transaction<'static, Postgres>,
     project: i64,
-    busy_timeout: Duration,
+    link: Link,
     /// The newest event appended, told to waiters when the transaction commits.
     appended: Option<i64>,
 }
 
 impl PostgresTx {
     fn err(&self, e: sqlx::Error) -> StoreError {
-        classify(&e, self.busy_timeout)
+        self.link.classify(&e)
     }
 }
 
@@ -1606,7 +1673,7 @@ impl Tx for PostgresTx {
     }
 
     async fn commit(mut self: Box<Self>) -> Result<()> {
-        let busy_timeout = self.busy_timeout;
+        let link = self.link.clone();
         if let Some(seq) = self.appended {
             // Delivered to listeners when, and only if, the transaction commits.
             let told = sqlx::query("SELECT pg_notify($1, $2)")
@@ -1614,12 +1681,9 @@ impl Tx for PostgresTx {
                 .bind(format!("{}:{seq}", self.project))
                 .execute(&mut *self.tx)
                 .await;
-            told.map_err(|e| classify(&e, busy_timeout))?;
+            told.map_err(|e| link.classify(&e))?;
         }
-        self.tx
-            .commit()
-            .await
-            .map_err(|e| classify(&e, busy_timeout))
+        self.tx.commit().await.map_err(|e| link.classify(&e))
     }
 }
 

@@ -2,7 +2,9 @@
 //! `baton_events` with `PROJECT:SEQ` (delivered when it commits), and one listening
 //! connection per database fans those out to the waits in this process. A wait wakes when
 //! its project's generation moves, not on a timer; if the listening connection cannot be
-//! had, waits fall back to looking every [`crate::POLL`].
+//! had, waits fall back to looking every [`crate::POLL`]. Once listening, a lost connection
+//! is opened again from the pool, so the listener follows the primary the pool follows
+//! (`hosts.rs`) after a failover.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,7 +35,18 @@ impl Notifier {
                 let (sender, _) = broadcast::channel(1024);
                 let fan_out = sender.clone();
                 tokio::spawn(async move {
-                    while let Ok(notice) = listener.recv().await {
+                    loop {
+                        let notice = match listener.recv().await {
+                            Ok(notice) => notice,
+                            Err(sqlx::Error::PoolClosed) => return,
+                            // No connection now (the server restarting, a failover):
+                            // the next `recv` opens one again. Waits look at the
+                            // generation meanwhile (`SAFETY`).
+                            Err(_) => {
+                                tokio::time::sleep(SAFETY).await;
+                                continue;
+                            }
+                        };
                         let told = notice.payload().split_once(':').and_then(|(p, s)| {
                             Some((p.parse::<i64>().ok()?, s.parse::<i64>().ok()?))
                         });

@@ -83,7 +83,7 @@ const ROOM: u64 = 1 << 20;
 pub(super) fn out_of_room(path: &Path) -> bool {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
     match nix::sys::statvfs::statvfs(dir.unwrap_or(Path::new("."))) {
-        Ok(fs) => (fs.blocks_available() as u64).saturating_mul(fs.fragment_size() as u64) < ROOM,
+        Ok(fs) => fs.blocks_available().saturating_mul(fs.fragment_size()) < ROOM,
         Err(_) => false,
     }
 }

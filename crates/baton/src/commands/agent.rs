@@ -40,13 +40,22 @@ pub struct PolicyFlags {
 /// name with another role is refused (exit 6).
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  baton agent add impl-1 --role executor\n  \
-                  baton agent add billing-bot --role executor --may send,accept,request --topics 'billing-*'")]
+                  baton agent add billing-bot --role executor --may send,accept,request --topics 'billing-*'\n  \
+                  baton agent add researcher --role executor --a2a https://agents.example.org/research --key-env RESEARCH_KEY")]
 pub struct AddArgs {
     pub name: String,
     #[arg(long)]
     pub role: String,
     #[command(flatten)]
     pub policy: PolicyFlags,
+    /// An outside A2A agent's URL: the participant stands for it, and `baton serve` hands
+    /// the requests sent to it to that agent and brings its tasks' states back.
+    #[arg(long, value_name = "URL", requires = "key_env")]
+    pub a2a: Option<String>,
+    /// The environment variable of `baton serve` holding the outside agent's key (the key
+    /// itself is never stored).
+    #[arg(long, value_name = "VAR", requires = "a2a")]
+    pub key_env: Option<String>,
 }
 
 /// List the registered participants and what each may do.
@@ -134,6 +143,8 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
                 role: args.role,
                 may: args.policy.may,
                 topics: args.policy.topics,
+                a2a: args.a2a,
+                key_env: args.key_env,
             };
             let doc = ctx.call::<ops::AgentAdd>(input).await?;
             let may = described(&doc.policy);

@@ -86,12 +86,20 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
     };
     let server = baton_server::Server::with_options(database, settings, options);
     let poster = std::sync::Arc::new(baton_server::HttpPoster::new(args.allow_private_webhooks));
-    let webhooks = tokio::spawn(std::sync::Arc::clone(&server).deliver_webhooks(poster));
+    let webhooks = tokio::spawn(
+        std::sync::Arc::clone(&server).deliver_webhooks(std::sync::Arc::clone(&poster) as _),
+    );
+    // Outside A2A agents' keys are read from this process's environment, by name.
+    let outside = tokio::spawn(std::sync::Arc::clone(&server).hand_to_outside_agents(
+        poster,
+        std::sync::Arc::new(|var: &str| std::env::var(var).ok()),
+    ));
     // The address goes to stderr: stdout stays empty until the server has stopped.
     eprintln!("baton serve: listening on http://{bound}/v1 (API: http://{bound}/v1/openapi.json)");
     let served = baton_server::serve(listener, server, shutdown).await;
     // A delivery cut short here is retried (by this or another server) when its lease ends.
     webhooks.abort();
+    outside.abort();
     served?;
     eprintln!("baton serve: stopped");
     Ok(Output::nothing())

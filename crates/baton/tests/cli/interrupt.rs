@@ -12,7 +12,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::common::{Project, baton_exe, code, stderr};
+use crate::common::{Project, baton_exe, code, stderr, until_waiting};
 use crate::server::{admin, serve};
 
 const TEAM: [(&str, &str); 3] = [
@@ -58,9 +58,12 @@ fn a_request_sent_while_its_recipient_is_frozen_reaches_it_once_it_runs_again() 
             &["--json", "wait", "--after", &after, "--timeout", "60s"],
         )
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Frozen once it waits: stopped earlier, it could be stopped while opening the store,
+    // holding its lock, which is another interruption (a writer frozen holding the lock).
+    until_waiting(&mut waiter);
     signal(&waiter, Signal::SIGSTOP);
     let deadline = Instant::now() + Duration::from_secs(10);
     while !is_stopped(&waiter) {
@@ -424,8 +427,8 @@ fn on_a_full_disk_writes_fail_clearly_nothing_acknowledged_is_lost_and_room_brin
         let mut file = std::fs::File::create(&filler).unwrap();
         let chunk = vec![0u8; 64 * 1024];
         while file.write_all(&chunk).is_ok() {}
-        let mut byte = [0u8; 1];
-        while file.write_all(&mut byte).is_ok() {}
+        let byte = [0u8; 1];
+        while file.write_all(&byte).is_ok() {}
         let _ = file.sync_all();
     }
     let mut refused = None;

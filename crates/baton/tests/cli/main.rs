@@ -3,6 +3,7 @@
 
 mod common;
 
+mod a2a;
 mod agents;
 mod awl_conformance;
 mod board;
@@ -11,6 +12,7 @@ mod concurrency;
 mod crash;
 mod demo;
 mod differential;
+mod failover;
 mod gateway;
 mod hostile;
 mod interrupt;

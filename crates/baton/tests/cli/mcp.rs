@@ -20,8 +20,12 @@ use crate::common::{Project, baton_exe, code};
 
 /// The client the scripts are written against; pinned so a new SDK release cannot change
 /// what these tests mean.
-const MCP_REQUIREMENT: &str = "mcp==2.3.0";
-const MCP_VERSION: &str = "2.3.0";
+const MCP_VENV: Venv = Venv {
+    name: "mcp-venv",
+    requirements: &["mcp==2.3.0"],
+    check: "import importlib.metadata as m, jsonschema, mcp; assert m.version('mcp') == '2.3.0'",
+    tests: "MCP",
+};
 
 const TEAM: &[(&str, &str)] = &[("planner", "planner"), ("impl-1", "executor")];
 
@@ -29,7 +33,7 @@ pub(crate) fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
 }
 
-fn run(cmd: &mut Command) -> Result<Output, String> {
+pub(crate) fn run(cmd: &mut Command) -> Result<Output, String> {
     let out = cmd
         .output()
         .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
@@ -45,47 +49,63 @@ fn run(cmd: &mut Command) -> Result<Output, String> {
     }
 }
 
+/// A virtual environment of the tests' own under the cargo target dir: one pinned
+/// requirements, and the Python line that proves they are installed.
+pub(crate) struct Venv {
+    /// Its directory's name under `CARGO_TARGET_TMPDIR`.
+    pub name: &'static str,
+    /// What `pip install` is given.
+    pub requirements: &'static [&'static str],
+    /// What `python -c` must run without failing once it is installed.
+    pub check: &'static str,
+    /// Which tests need it, for the message when it cannot be made.
+    pub tests: &'static str,
+}
+
 /// Whether the venv's python imports the pinned SDK.
-fn ready(python: &Path) -> bool {
+fn ready(python: &Path, venv: &Venv) -> bool {
     python.exists()
         && Command::new(python)
-            .args([
-                "-c",
-                &format!(
-                    "import importlib.metadata as m, jsonschema, mcp; \
-                     assert m.version('mcp') == '{MCP_VERSION}'"
-                ),
-            ])
+            .args(["-c", venv.check])
             .output()
             .is_ok_and(|o| o.status.success())
 }
 
-fn make_venv() -> Result<PathBuf, String> {
+/// The venv's python, made on first use (and reused after).
+pub(crate) fn make_venv(wanted: &Venv) -> Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let venv = root.join("mcp-venv");
+    let venv = root.join(wanted.name);
     let python = venv.join("bin/python");
-    if ready(&python) {
+    if ready(&python, wanted) {
         return Ok(python);
     }
     // Built aside and renamed into place, so a concurrent `cargo test` never sees half a venv.
-    let staging = root.join(format!("mcp-venv.{}", std::process::id()));
+    let staging = root.join(format!("{}.{}", wanted.name, std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
     run(Command::new("python3").arg("-m").arg("venv").arg(&staging)).map_err(|e| {
         format!(
-            "the MCP tests need python3 with its venv module (apt-get install python3-venv): {e}"
+            "the {} tests need python3 with its venv module (apt-get install python3-venv): {e}",
+            wanted.tests
         )
     })?;
-    run(Command::new(staging.join("bin/python")).args([
-        "-m",
-        "pip",
-        "install",
-        "--disable-pip-version-check",
-        "--quiet",
-        MCP_REQUIREMENT,
-    ]))
-    .map_err(|e| format!("the MCP tests need `pip install {MCP_REQUIREMENT}` from PyPI: {e}"))?;
+    run(Command::new(staging.join("bin/python"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--quiet",
+        ])
+        .args(wanted.requirements))
+    .map_err(|e| {
+        format!(
+            "the {} tests need `pip install {}` from PyPI: {e}",
+            wanted.tests,
+            wanted.requirements.join(" ")
+        )
+    })?;
     // Another test process may have put its venv in place meanwhile, and be using it.
-    if ready(&python) {
+    if ready(&python, wanted) {
         let _ = std::fs::remove_dir_all(&staging);
         return Ok(python);
     }
@@ -93,20 +113,21 @@ fn make_venv() -> Result<PathBuf, String> {
     if std::fs::rename(&staging, &venv).is_err() {
         let _ = std::fs::remove_dir_all(&staging);
     }
-    if ready(&python) {
+    if ready(&python, wanted) {
         Ok(python)
     } else {
         Err(format!(
-            "{} does not import {MCP_REQUIREMENT}",
-            python.display()
+            "{} does not import {}",
+            python.display(),
+            wanted.requirements.join(" ")
         ))
     }
 }
 
-/// The venv's python, made once per test run.
+/// The MCP venv's python, made once per test run.
 pub(crate) fn python() -> &'static Path {
     static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match PYTHON.get_or_init(make_venv) {
+    match PYTHON.get_or_init(|| make_venv(&MCP_VENV)) {
         Ok(python) => python,
         Err(e) => panic!("{e}"),
     }

@@ -162,7 +162,9 @@ impl Drop for Serving {
 
 /// The address a `baton serve` just started says it listens on (its first line on
 /// stderr), and the rest of its stderr's lines.
-fn announced(child: &mut Child) -> (String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
+pub fn announced(
+    child: &mut Child,
+) -> (String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let first = lines.next().expect("a first line").unwrap();
     let address = first
@@ -221,9 +223,15 @@ pub fn serve(url: &str) -> Serving {
 
 /// `baton serve` on `url` with the flags `extra`.
 pub fn serve_with(url: &str, extra: &[&str]) -> Serving {
+    serve_in(url, extra, &[])
+}
+
+/// `baton serve` on `url` with the flags `extra` and the environment variables `envs`.
+pub fn serve_in(url: &str, extra: &[&str], envs: &[(&str, &str)]) -> Serving {
     let mut child = Command::new(baton_exe())
         .args(["--db", url, "serve", "--bind", "127.0.0.1:0"])
         .args(extra)
+        .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
