@@ -33,6 +33,7 @@ use baton_core::{
     Record, Refusal, RequestStatus,
 };
 use serde_json::{Map, Value};
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Connection, Postgres, QueryBuilder, Row, Transaction};
 
@@ -406,6 +407,11 @@ impl PostgresStore {
     /// The pool, once it reaches the primary.
     async fn pool(&self) -> Result<&PgPool> {
         self.link.ready(&self.pool).await
+    }
+
+    /// A connection of the pool, once it reaches the primary.
+    async fn conn(&self) -> Result<PoolConnection<Postgres>> {
+        self.pool().await?.acquire().await.map_err(|e| self.err(e))
     }
 
     /// Starts a write transaction holding the project's write lock, waiting at most the
@@ -1047,12 +1053,7 @@ impl Backend for PostgresStore {
     }
 
     async fn participant(&self, name: &str) -> Result<Option<Participant>> {
-        let mut conn = self
-            .pool()
-            .await?
-            .acquire()
-            .await
-            .map_err(|e| self.err(e))?;
+        let mut conn = self.conn().await?;
         fetch_participant(&mut conn, self.project, name)
             .await
             .map_err(|e| self.err(e))
@@ -1237,36 +1238,21 @@ impl Backend for PostgresStore {
     }
 
     async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>> {
-        let mut conn = self
-            .pool()
-            .await?
-            .acquire()
-            .await
-            .map_err(|e| self.err(e))?;
+        let mut conn = self.conn().await?;
         read_events(&mut conn, self.project, after_seq, i64::from(limit))
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn state(&self) -> Result<ProjectState> {
-        let mut conn = self
-            .pool()
-            .await?
-            .acquire()
-            .await
-            .map_err(|e| self.err(e))?;
+        let mut conn = self.conn().await?;
         read_state(&mut conn, self.project)
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn state_digest(&self) -> Result<StateDigest> {
-        let mut conn = self
-            .pool()
-            .await?
-            .acquire()
-            .await
-            .map_err(|e| self.err(e))?;
+        let mut conn = self.conn().await?;
         read_digest(&mut conn, self.project)
             .await
             .map_err(|e| self.err(e))
@@ -1285,12 +1271,7 @@ impl Backend for PostgresStore {
     }
 
     async fn acks(&self, items: &[String]) -> Result<Vec<Option<Millis>>> {
-        let mut conn = self
-            .pool()
-            .await?
-            .acquire()
-            .await
-            .map_err(|e| self.err(e))?;
+        let mut conn = self.conn().await?;
         attention::acks(&mut conn, self.project, items)
             .await
             .map_err(|e| self.err(e))
@@ -1396,12 +1377,7 @@ impl Backend for PostgresStore {
     }
 
     async fn order(&self, id: &str) -> Result<Option<Order>> {
-        let mut conn = self
-            .pool()
-            .await?
-            .acquire()
-            .await
-            .map_err(|e| self.err(e))?;
+        let mut conn = self.conn().await?;
         orders::load(&mut conn, self.project, id)
             .await
             .map_err(|e| self.err(e))
@@ -1473,36 +1449,21 @@ impl Backend for PostgresStore {
     }
 
     async fn webhook(&self, participant: &str) -> Result<Option<Webhook>> {
-        let mut conn = self
-            .pool()
-            .await?
-            .acquire()
-            .await
-            .map_err(|e| self.err(e))?;
+        let mut conn = self.conn().await?;
         webhooks::load(&mut conn, self.project, participant)
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn negotiation(&self, id: &str) -> Result<Option<Negotiation>> {
-        let mut conn = self
-            .pool()
-            .await?
-            .acquire()
-            .await
-            .map_err(|e| self.err(e))?;
+        let mut conn = self.conn().await?;
         read_negotiation(&mut conn, self.project, id)
             .await
             .map_err(|e| self.err(e))
     }
 
     async fn events_about(&self, subject: &str, kind: &str) -> Result<Vec<Event>> {
-        let mut conn = self
-            .pool()
-            .await?
-            .acquire()
-            .await
-            .map_err(|e| self.err(e))?;
+        let mut conn = self.conn().await?;
         read_about(&mut conn, self.project, subject, kind)
             .await
             .map_err(|e| self.err(e))
