@@ -364,6 +364,9 @@ pub struct AgentRow {
     pub role: String,
     pub added_at: String,
     pub policy: PolicyView,
+    /// The outside A2A agent it stands for, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a: Option<baton_core::participant::OutsideAgent>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -373,7 +376,11 @@ pub struct Agents {
 doc!(Agents, "baton/agent-list@1");
 
 impl Agents {
-    pub fn new(all: &[Participant]) -> Self {
+    /// The participants `all`, each with the outside agent `outside` names for it.
+    pub fn new(
+        all: &[Participant],
+        outside: &[(Passname, baton_core::participant::OutsideAgent)],
+    ) -> Self {
         Self {
             items: all
                 .iter()
@@ -382,6 +389,10 @@ impl Agents {
                     role: p.role.clone(),
                     added_at: rfc3339(p.added_at),
                     policy: PolicyView::of(p),
+                    a2a: outside
+                        .iter()
+                        .find(|(name, _)| *name == p.name)
+                        .map(|(_, agent)| agent.clone()),
                 })
                 .collect(),
         }

@@ -103,7 +103,10 @@ impl Typed for AgentList {
     .idempotent();
 
     async fn run(app: &App, _: Who<'_>, _: Nothing) -> Result<Agents> {
-        Ok(Agents::new(&app.participants().await?))
+        Ok(Agents::new(
+            &app.participants().await?,
+            &app.outside_agents().await?,
+        ))
     }
 }
 

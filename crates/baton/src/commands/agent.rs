@@ -163,6 +163,8 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
         }
         AgentCommand::List(_) => {
             let doc = ctx.call::<ops::AgentList>(ops::Nothing {}).await?;
+            // A column for the outside agents only where a participant stands for one.
+            let outside = doc.items.iter().any(|row| row.a2a.is_some());
             let rows: Vec<Vec<String>> = doc
                 .items
                 .iter()
@@ -171,16 +173,24 @@ pub async fn run(ctx: &Context, cmd: AgentCommand) -> CommandResult<Output> {
                     if !row.policy.default {
                         may.push_str(" (set)");
                     }
-                    vec![
+                    let mut row_text = vec![
                         row.name.to_string(),
                         row.role.clone(),
                         may,
                         row.added_at.clone(),
-                    ]
+                    ];
+                    if outside {
+                        row_text.push(row.a2a.as_ref().map_or_else(String::new, |a| {
+                            format!("{} (key in ${})", a.url, a.key_env)
+                        }));
+                    }
+                    row_text
                 })
                 .collect();
             let human = if doc.items.is_empty() {
                 "No participants yet: baton agent add NAME --role ROLE".to_owned()
+            } else if outside {
+                table(&["NAME", "ROLE", "MAY", "ADDED", "A2A AGENT"], &rows)
             } else {
                 table(&["NAME", "ROLE", "MAY", "ADDED"], &rows)
             };

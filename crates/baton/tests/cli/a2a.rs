@@ -626,6 +626,34 @@ fn a_request_to_an_outside_a2a_agent_is_handed_to_it_and_comes_back_completed() 
             "ANALYST_KEY",
         ],
     );
+    // The list says which participants stand for an outside agent, and where.
+    let agents = admin(&shop.url, Some("shop"), &["agent", "list"]);
+    let linked: Vec<(&str, &Value)> = agents["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|row| row.get("a2a").is_some())
+        .map(|row| (row["name"].as_str().unwrap(), &row["a2a"]["key_env"]))
+        .collect();
+    assert_eq!(
+        linked,
+        [
+            ("analyst", &json!("ANALYST_KEY")),
+            ("researcher", &json!("RESEARCHER_KEY"))
+        ],
+        "{agents}"
+    );
+    let text = Command::new(baton_exe())
+        .env_remove("BATON_PROJECT")
+        .args(["--db", &shop.url, "--project", "shop", "agent", "list"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("A2A AGENT")
+            && text.contains(&format!("{} (key in $ANALYST_KEY)", agent.url)),
+        "{text}"
+    );
     let server = serve_in(
         &shop.url,
         &["--allow-private-webhooks"],
