@@ -174,18 +174,42 @@ impl Log {
     /// synced too: a new file's name must be on disk with its data.
     fn sync(&mut self) -> std::io::Result<()> {
         if !self.file.as_ref().is_some_and(|f| same_file(f, &self.path)) {
-            let file = File::open(&self.path)?;
+            let file = open_patiently(&self.path)?;
             if let Some(dir) = self.path.parent() {
                 let dir = if dir.as_os_str().is_empty() {
                     Path::new(".")
                 } else {
                     dir
                 };
-                File::open(dir)?.sync_all()?;
+                open_patiently(dir)?.sync_all()?;
             }
             self.file = Some(file);
         }
         self.file.as_ref().expect("opened above").sync_data()
+    }
+}
+
+/// Opens `path`, waiting while the process is out of descriptors (EMFILE, ENFILE) rather
+/// than failing: nothing has been synced yet, so waiting loses nothing, where a failed sync
+/// refuses every write after it. Writers and readers wait meanwhile, as for a slow disk.
+fn open_patiently(path: &Path) -> std::io::Result<File> {
+    patiently(|| File::open(path))
+}
+
+/// `open` tried again, after a pause that doubles up to a second, while it fails for want
+/// of descriptors.
+fn patiently<T>(mut open: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    use nix::errno::Errno;
+    let out_of_descriptors = [Errno::EMFILE, Errno::ENFILE].map(|n| Some(n as i32));
+    let mut pause = Duration::from_millis(10);
+    loop {
+        match open() {
+            Err(e) if out_of_descriptors.contains(&e.raw_os_error()) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            opened => return opened,
+        }
     }
 }
 
@@ -561,6 +585,33 @@ mod tests {
 
     /// A sync that fails fails the writers it carried, and every write and read after
     /// it: the store can no longer say what is on disk.
+    /// Out of descriptors, the log is opened again until it opens, instead of failing the
+    /// sync (which would refuse every write after it); any other error is the sync's.
+    #[test]
+    fn the_log_is_opened_again_while_the_process_is_out_of_descriptors() {
+        use nix::errno::Errno;
+        let mut tries = 0;
+        let opened = super::patiently(|| {
+            tries += 1;
+            match tries {
+                1 => Err(std::io::Error::from_raw_os_error(Errno::EMFILE as i32)),
+                2 => Err(std::io::Error::from_raw_os_error(Errno::ENFILE as i32)),
+                _ => Ok(tries),
+            }
+        });
+        assert_eq!(opened.unwrap(), 3);
+        let mut tries = 0;
+        let failed = super::patiently(|| -> std::io::Result<()> {
+            tries += 1;
+            Err(std::io::Error::from_raw_os_error(Errno::EACCES as i32))
+        });
+        assert!(failed.is_err());
+        assert_eq!(
+            tries, 1,
+            "an error other than want of descriptors is not retried"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failed_sync_refuses_everything_after_it() {
         let dir = tempfile::tempdir().unwrap();
