@@ -62,8 +62,7 @@ impl Session<'_> {
             actor: self.caller.participant.as_str(),
             scope: self.caller.scope,
         };
-        let answer = self.app.dispatch(who, &T::OP, input).await?;
-        Ok(serde_json::from_value(answer).expect("a document reads back as its type"))
+        self.app.call::<T>(who, input).await
     }
 }
 

@@ -65,14 +65,7 @@ impl HttpPoster {
         body: Vec<u8>,
         max: u64,
     ) -> Result<(u16, Vec<u8>), String> {
-        let agent = self.agent.clone();
-        let url = url.to_owned();
-        let posted = tokio::task::spawn_blocking(move || {
-            let mut request = agent.post(&url);
-            for (name, value) in headers {
-                request = request.header(name, value);
-            }
-            let mut response = request.send(&body[..]).map_err(|e| e.to_string())?;
+        self.posting(url, headers, body, move |mut response| {
             let status = response.status().as_u16();
             let bytes = response
                 .body_mut()
@@ -82,8 +75,29 @@ impl HttpPoster {
                 .map_err(|e| e.to_string())?;
             Ok((status, bytes))
         })
+        .await
+    }
+
+    /// POSTs on a blocking thread, bounded by [`POST_TIMEOUT`]; `read` takes what is
+    /// wanted of the answer there.
+    async fn posting<T: Send + 'static>(
+        &self,
+        url: &str,
+        headers: Vec<(&'static str, String)>,
+        body: Vec<u8>,
+        read: impl FnOnce(ureq::http::Response<ureq::Body>) -> Result<T, String> + Send + 'static,
+    ) -> Result<T, String> {
+        let agent = self.agent.clone();
+        let url = url.to_owned();
+        let posted = tokio::task::spawn_blocking(move || {
+            let mut request = agent.post(&url);
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            read(request.send(&body[..]).map_err(|e| e.to_string())?)
+        })
         .await;
-        posted.unwrap_or_else(|e| Err(format!("the calling thread failed: {e}")))
+        posted.unwrap_or_else(|e| Err(format!("the posting thread failed: {e}")))
     }
 }
 
@@ -129,20 +143,10 @@ impl Poster for HttpPoster {
         headers: Vec<(&'static str, String)>,
         body: Vec<u8>,
     ) -> Result<u16, String> {
-        let agent = self.agent.clone();
-        let url = url.to_owned();
-        let posted = tokio::task::spawn_blocking(move || {
-            let mut request = agent.post(&url);
-            for (name, value) in headers {
-                request = request.header(name, value);
-            }
-            request
-                .send(&body[..])
-                .map(|response| response.status().as_u16())
-                .map_err(|e| e.to_string())
+        self.posting(url, headers, body, |response| {
+            Ok(response.status().as_u16())
         })
-        .await;
-        posted.unwrap_or_else(|e| Err(format!("the delivery thread failed: {e}")))
+        .await
     }
 }
 

@@ -449,6 +449,13 @@ impl App {
         }
         declared.call.run(self, who, input).await
     }
+
+    /// [`App::dispatch`] of the typed operation `T`, its document read back as its type:
+    /// for an edge inside the server that acts through the operations (A2A).
+    pub async fn call<T: Typed>(&self, who: Who<'_>, input: Value) -> Result<T::Output> {
+        let answer = self.dispatch(who, &T::OP, input).await?;
+        Ok(serde_json::from_value(answer).expect("a document reads back as its type"))
+    }
 }
 
 /// `actor` as the participant an operation is taken by, for an operation that is always

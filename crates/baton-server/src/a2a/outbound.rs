@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use baton_app::App;
 use baton_app::doc::{Inbox, ReceiptShown, Show};
-use baton_app::ops::{self, Typed, Who};
+use baton_app::ops::{self, Who};
 use baton_core::key::Scope;
 use baton_core::participant::OutsideAgent;
 use baton_core::{MessageType, Passname, ProjectName, RefusalKind};
@@ -135,7 +135,8 @@ async fn project_round(
             actor: name.as_str(),
             scope: Scope::Write,
         };
-        let inbox: Inbox = call::<ops::InboxList>(&app, who, json!({ "limit": 100 }))
+        let inbox: Inbox = app
+            .call::<ops::InboxList>(who, json!({ "limit": 100 }))
             .await
             .map_err(|e| e.to_string())?;
         for row in inbox
@@ -218,11 +219,6 @@ impl Waits {
     }
 }
 
-async fn call<T: Typed>(app: &App, who: Who<'_>, input: Value) -> Result<T::Output, StoreError> {
-    let answer = app.dispatch(who, &T::OP, input).await?;
-    Ok(serde_json::from_value(answer).expect("a document reads back as its type"))
-}
-
 /// One step of request `id` to the participant `who` stands as: hand it over when no
 /// receipt says where it landed, else ask the agent how its task stands; then take the
 /// step the task's state calls for.
@@ -235,7 +231,8 @@ async fn hand_over(
 ) -> Result<Looked, String> {
     let said = |e: StoreError| crate::error::ApiError::from(e).message;
     // Reading it delivers it: the participant (its agent) has the payload.
-    let shown: Show = call::<ops::ShowMessage>(app, who, json!({ "id": id }))
+    let shown: Show = app
+        .call::<ops::ShowMessage>(who, json!({ "id": id }))
         .await
         .map_err(said)?;
     let task = match landed(app, who, id).await? {
@@ -275,7 +272,7 @@ async fn hand_over(
                 .filter(|t| !t.is_empty() && t.len() <= 256 && !t.contains(char::is_control))
                 .ok_or("the agent's task has no usable id")?;
             let artifact = format!("{}{TASK_MARK}{task_id}", agent.url);
-            call::<ops::ReceiptWrite>(app, who, json!({ "step": id, "artifact": artifact }))
+            app.call::<ops::ReceiptWrite>(who, json!({ "step": id, "artifact": artifact }))
                 .await
                 .map_err(said)?;
             task
@@ -314,7 +311,10 @@ async fn hand_over(
 
 /// The agent's task request `id` landed in, from its receipt.
 async fn landed(app: &App, who: Who<'_>, id: &str) -> Result<Option<String>, String> {
-    match call::<ops::ReceiptShow>(app, who, json!({ "step": id })).await {
+    match app
+        .call::<ops::ReceiptShow>(who, json!({ "step": id }))
+        .await
+    {
         Ok(ReceiptShown { receipt }) => Ok(receipt
             .record
             .artifact
@@ -337,7 +337,8 @@ async fn answer(
     id: &str,
 ) -> Result<Looked, String> {
     let said = |e: StoreError| crate::error::ApiError::from(e).message;
-    let thread: baton_app::doc::Thread = call::<ops::ThreadOf>(app, who, json!({ "id": id }))
+    let thread: baton_app::doc::Thread = app
+        .call::<ops::ThreadOf>(who, json!({ "id": id }))
         .await
         .map_err(said)?;
     let me = who.actor;
@@ -362,7 +363,8 @@ async fn answer(
     let Some(task) = landed(app, who, &request).await? else {
         return Ok(Looked::Unmoved);
     };
-    let shown: Show = call::<ops::ShowMessage>(app, who, json!({ "id": id }))
+    let shown: Show = app
+        .call::<ops::ShowMessage>(who, json!({ "id": id }))
         .await
         .map_err(said)?;
     let message = wire::Message {
@@ -377,7 +379,7 @@ async fn answer(
     };
     let params = json!({ "message": message, "configuration": { "returnImmediately": true } });
     outside.call(agent, "SendMessage", params).await?;
-    call::<ops::Ack>(app, who, json!({ "id": id }))
+    app.call::<ops::Ack>(who, json!({ "id": id }))
         .await
         .map_err(said)?;
     Ok(Looked::Moved)
@@ -399,8 +401,7 @@ async fn ask(
     };
     let key = format!("a2a-input-{}", message.unwrap_or_else(|| body.clone()));
     let key: String = key.chars().take(128).collect();
-    call::<ops::Reply>(
-        app,
+    app.call::<ops::Reply>(
         who,
         json!({ "id": id, "type": "message", "body": body, "idempotency_key": key }),
     )
@@ -425,13 +426,7 @@ async fn step(
     state: TaskState,
     note: String,
 ) -> Result<Looked, String> {
-    let or = |fallback: &str| {
-        if note.is_empty() {
-            fallback.to_owned()
-        } else {
-            note.clone()
-        }
-    };
+    let reason = |fallback: &str| json!({ "id": id, "reason": if note.is_empty() { fallback } else { note.as_str() } });
     let done = match state {
         TaskState::Submitted | TaskState::Working | TaskState::InputRequired => {
             return Ok(Looked::Unmoved);
@@ -441,29 +436,22 @@ async fn step(
             if !note.is_empty() {
                 input["note"] = json!(note);
             }
-            call::<ops::Complete>(app, who, input).await.map(|_| ())
+            app.call::<ops::Complete>(who, input).await.map(|_| ())
         }
-        TaskState::Rejected => call::<ops::Refuse>(
-            app,
-            who,
-            json!({ "id": id, "reason": or("the outside agent rejected the task") }),
-        )
-        .await
-        .map(|_| ()),
-        TaskState::Failed => call::<ops::HandBack>(
-            app,
-            who,
-            json!({ "id": id, "reason": or("the outside agent's task failed") }),
-        )
-        .await
-        .map(|_| ()),
-        TaskState::Canceled => call::<ops::HandBack>(
-            app,
-            who,
-            json!({ "id": id, "reason": or("the outside agent canceled the task") }),
-        )
-        .await
-        .map(|_| ()),
+        TaskState::Rejected => app
+            .call::<ops::Refuse>(who, reason("the outside agent rejected the task"))
+            .await
+            .map(|_| ()),
+        TaskState::Failed | TaskState::Canceled => {
+            let fallback = if state == TaskState::Failed {
+                "the outside agent's task failed"
+            } else {
+                "the outside agent canceled the task"
+            };
+            app.call::<ops::HandBack>(who, reason(fallback))
+                .await
+                .map(|_| ())
+        }
     };
     done.map(|()| Looked::Moved)
         .map_err(|e| crate::error::ApiError::from(e).message)
