@@ -50,24 +50,36 @@ impl App {
         role: &str,
         edit: &PolicyEdit,
     ) -> Result<Added> {
+        self.add_participant_as(actor, name, role, edit, None).await
+    }
+
+    /// [`App::add_participant`], standing for the outside A2A agent `outside` when given,
+    /// in one transaction.
+    pub async fn add_participant_as(
+        &self,
+        actor: &str,
+        name: &str,
+        role: &str,
+        edit: &PolicyEdit,
+        outside: Option<baton_core::participant::OutsideAgent>,
+    ) -> Result<Added> {
         let name = passname(name)?;
         let policy = match edit.is_empty() {
             true => None,
             false => Some(edit.apply(Policy::for_role(role.trim()))?),
         };
-        self.store()
-            .add_participant(actor, &name, role, policy)
-            .await
-    }
-
-    /// Makes `name` stand for the outside A2A agent `agent`.
-    pub async fn set_outside_agent(
-        &self,
-        actor: &str,
-        name: &Passname,
-        agent: baton_core::participant::OutsideAgent,
-    ) -> Result<baton_core::participant::OutsideAgent> {
-        self.store().set_outside_agent(actor, name, agent).await
+        match outside {
+            None => {
+                self.store()
+                    .add_participant(actor, &name, role, policy)
+                    .await
+            }
+            Some(agent) => {
+                self.store()
+                    .add_outside_participant(actor, &name, role, policy, agent)
+                    .await
+            }
+        }
     }
 
     /// The outside A2A agent `name` stands for, if any.

@@ -336,14 +336,16 @@ pub trait Store: Backend {
         name: &Passname,
         policy: Option<Policy>,
     ) -> Result<Participant>;
-    /// Makes `name` stand for the outside A2A agent `agent`; returns the agent it stands
-    /// for now.
-    async fn set_outside_agent(
+    /// [`Store::add_participant`], standing for the outside A2A agent `agent`, in one
+    /// transaction.
+    async fn add_outside_participant(
         &self,
         actor: &str,
         name: &Passname,
+        role: &str,
+        policy: Option<Policy>,
         agent: baton_core::participant::OutsideAgent,
-    ) -> Result<baton_core::participant::OutsideAgent>;
+    ) -> Result<Added>;
     /// The outside A2A agent `name` stands for, if any.
     async fn outside_agent(
         &self,
@@ -512,7 +514,7 @@ impl<B: Backend + ?Sized> Store for B {
         role: &str,
         policy: Option<Policy>,
     ) -> Result<Added> {
-        write::add_participant(self, actor, name, role, policy).await
+        write::add_participant(self, actor, name, role, policy, None).await
     }
 
     async fn set_policy(
@@ -524,13 +526,15 @@ impl<B: Backend + ?Sized> Store for B {
         write::set_policy(self, actor, name, policy).await
     }
 
-    async fn set_outside_agent(
+    async fn add_outside_participant(
         &self,
         actor: &str,
         name: &Passname,
+        role: &str,
+        policy: Option<Policy>,
         agent: baton_core::participant::OutsideAgent,
-    ) -> Result<baton_core::participant::OutsideAgent> {
-        write::set_outside_agent(self, actor, name, agent).await
+    ) -> Result<Added> {
+        write::add_participant(self, actor, name, role, policy, Some(agent)).await
     }
 
     async fn outside_agent(

@@ -110,14 +110,27 @@ pub async fn add_participant<B: Backend + ?Sized>(
     name: &Passname,
     role: &str,
     policy: Option<Policy>,
+    outside: Option<baton_core::participant::OutsideAgent>,
 ) -> Result<Added> {
     let mut tx = backend.begin().await?;
     let existing = tx.participant(name.as_str()).await?;
     let created = existing.is_none();
-    let changes = participant::plan_add(existing.as_ref(), name, role, policy)?;
+    let mut changes = participant::plan_add(existing.as_ref(), name, role, policy)?;
     let policy_set = changes
         .iter()
         .any(|c| matches!(c, Change::PolicySet { .. }));
+    // The outside agent it stands for, in the same transaction: never registered without it.
+    if let Some(agent) = outside {
+        let events = tx
+            .events_about(name.as_str(), baton_core::participant::A2A_KIND)
+            .await?;
+        let current = baton_core::participant::outside_agent(&events);
+        changes.extend(baton_core::participant::plan_outside(
+            current.as_ref(),
+            name,
+            agent,
+        ));
+    }
     let at = now();
     for change in changes {
         tx.append(NewEvent::new(actor, change, at)).await?;
@@ -770,29 +783,6 @@ pub async fn set_webhook<B: Backend + ?Sized>(
     let now_set = tx.webhook(participant.as_str()).await?;
     tx.commit().await?;
     Ok(now_set)
-}
-
-/// Makes `name` stand for the outside agent `agent` (an administrator's write, like its
-/// policy); nothing is appended when it stands for that agent already.
-pub async fn set_outside_agent<B: Backend + ?Sized>(
-    backend: &B,
-    actor: &str,
-    name: &Passname,
-    agent: baton_core::participant::OutsideAgent,
-) -> Result<baton_core::participant::OutsideAgent> {
-    let mut tx = backend.begin().await?;
-    require_participant(tx.as_mut(), name.as_str()).await?;
-    let events = tx
-        .events_about(name.as_str(), baton_core::participant::A2A_KIND)
-        .await?;
-    let current = baton_core::participant::outside_agent(&events);
-    if let Some(change) =
-        baton_core::participant::plan_outside(current.as_ref(), name, agent.clone())
-    {
-        tx.append(NewEvent::new(actor, change, now())).await?;
-    }
-    tx.commit().await?;
-    Ok(agent)
 }
 
 /// Appends events that already have an id and a time, in order, skipping those whose id

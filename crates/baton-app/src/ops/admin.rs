@@ -72,15 +72,9 @@ impl Typed for AgentAdd {
             default: false,
         };
         let added = app
-            .add_participant(actor, &input.name, &input.role, &edit)
+            .add_participant_as(actor, &input.name, &input.role, &edit, outside)
             .await?;
-        let a2a = match outside {
-            Some(agent) => Some(
-                app.set_outside_agent(actor, &added.participant.name, agent)
-                    .await?,
-            ),
-            None => app.outside_agent(&added.participant.name).await?,
-        };
+        let a2a = app.outside_agent(&added.participant.name).await?;
         Ok(AgentAdded {
             a2a,
             ..AgentAdded::new(&added)
