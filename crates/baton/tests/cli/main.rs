@@ -20,6 +20,7 @@ mod ledger;
 mod mcp;
 mod memory;
 mod negotiate;
+mod node;
 mod orders;
 mod portable;
 mod queue;
