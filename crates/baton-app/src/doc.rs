@@ -1044,6 +1044,10 @@ doc!(Orders, "baton/orders@1");
 pub struct OrderShown {
     pub order: OrderRow,
     pub document: Map<String, Value>,
+    /// The newest Work Report, when there is one.
+    // Always an object, and said so: a bare `Value`'s schema is the boolean `true`, which
+    // the strictest MCP clients refuse where a property's schema must be an object.
+    #[schemars(with = "Option<Map<String, Value>>")]
     pub report: Option<Value>,
     pub events: Vec<EventRow>,
     /// The calls the gateway held for approval, in order.

@@ -30,7 +30,9 @@ pub enum Side {
 /// - outputs lose every `description` (what their fields mean is said once, in the
 ///   server's instructions), and no output property is `null` (a field that does not
 ///   apply is left out);
-/// - outputs also lose `required` and `minimum: 0` (counts and sizes), and a nested
+/// - `minimum: 0` goes (an unsigned count's type adds it; the server refuses a negative
+///   count whatever the schema says);
+/// - outputs also lose `required`, and a nested
 ///   object with `properties` loses its `type: object` (the root keeps it, as MCP asks):
 ///   a client reads what is there, and a validator accepts the same documents less
 ///   strictly, never wrongly.
@@ -94,13 +96,15 @@ fn trim(schema: &mut JsonObject, defs: &JsonObject, side: Side) {
     {
         schema.remove("default");
     }
+    // `minimum: 0` is what an unsigned count's type adds: a client sends no negative
+    // count, and the server refuses one whatever the schema said.
+    if schema.get("minimum") == Some(&Value::from(0)) {
+        schema.remove("minimum");
+    }
     if side == Side::Output {
         // Outputs are data the model reads after the call; what their fields mean is said
         // once, in the server's instructions.
         schema.remove("description");
-        if schema.get("minimum") == Some(&Value::from(0)) {
-            schema.remove("minimum");
-        }
         if schema.contains_key("properties") && schema.get("type") == Some(&Value::from("object")) {
             schema.remove("type");
         }

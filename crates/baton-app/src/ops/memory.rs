@@ -343,7 +343,7 @@ impl Typed for AckItem {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NeedInput {
-    /// What is needed, in a sentence.
+    /// What is needed.
     pub text: String,
     /// The order it is about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -358,7 +358,7 @@ impl Typed for Need {
     const OP: Operation = memory(
         "need",
         "/needs",
-        "Raise a need for a person (the human queue), optionally on an order.",
+        "Raise a need for a person (the human queue).",
         &The::<Self>::ONE,
     )
     .offered("need", &[Role::Executor, Role::Reviewer]);

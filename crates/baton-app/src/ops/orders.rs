@@ -73,19 +73,19 @@ impl OrderVerb {
 #[serde(deny_unknown_fields)]
 pub struct OrderInput {
     pub action: OrderVerb,
-    /// The order's id; every action but `create`.
+    /// The order; not on `create`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// On `create` the Work Order (from you), on `report` the Work Report.
+    /// On `create` your Work Order, on `report` your Work Report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub document: Option<Map<String, Value>>,
-    /// On `create`: the topic it travels on (default `work-order`).
+    /// On `create`: its topic (default `work-order`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
     /// On `answer`: the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    /// On `decline` and `cancel` (optional) and `rework` (required).
+    /// On `rework`; optional on `decline` and `cancel`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Refuse unless the order is still at this seq.
@@ -194,7 +194,7 @@ impl Typed for OrderTake {
         "order",
         Needs::OneOf(&[Power::Accept, Power::Approve, Power::Request]),
         route(POST, "/orders"),
-        "Take a Work Order step, as you: `create` one, or one of an order's `allowed` actions.",
+        "Take a Work Order step as you: `create`, or an order's `allowed` action.",
         &The::<Self>::ONE,
     )
     .offered("order", &[Role::Executor, Role::Planner, Role::Owner]);
@@ -223,7 +223,7 @@ pub struct OrderShowInput {
     /// Wait for steps after this seq and list only those.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<i64>,
-    /// With `since`: how long to wait (default 30, at most 300).
+    /// With `since`: seconds to wait (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = 300))]
     pub timeout_seconds: Option<f64>,
@@ -238,7 +238,7 @@ impl Typed for OrderShow {
         "order show",
         Needs::Read,
         route(GET, "/orders/{id}"),
-        "A Work Order and its steps; or wait for steps after `since`.",
+        "A Work Order and its steps.",
         &The::<Self>::ONE,
     )
     .offered(
@@ -273,7 +273,7 @@ impl Typed for OrderShow {
 #[serde(deny_unknown_fields)]
 pub struct ReceiptInput {
     pub step: String,
-    /// A URI, or a path from the project's root (hashed where the store is).
+    /// A URI, or a path from the project root.
     pub artifact: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,

@@ -42,10 +42,10 @@ pub struct ListInput {
     /// Finished ones too.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all: bool,
-    /// The page after this cursor (the `next` of the previous page).
+    /// A page's `next`: the page after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
-    /// Entries per page: 1 to 1000, 100 when absent.
+    /// Entries per page, default 100.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: Option<u32>,
@@ -107,10 +107,10 @@ pub const SHOW_BYTES: usize = 8192;
 #[serde(deny_unknown_fields)]
 pub struct ShowInput {
     pub id: String,
-    /// Cut the payload text at this many bytes (default 8192).
+    /// Cut the payload text here (default 8192).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<usize>,
-    /// Lay the payload text out indented (the cut counts those bytes).
+    /// Indent the payload text (the cut counts it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pretty: bool,
 }
@@ -264,7 +264,7 @@ impl Typed for SearchMessages {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResumeInput {
-    /// The packet's bytes, default 6000.
+    /// Packet bytes, default 6000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<usize>,
 }

@@ -24,7 +24,7 @@ use crate::output::Output;
 #[command(after_help = "Example (an MCP client's server entry):\n  \
                         {\"command\": \"baton\", \"args\": [\"--as\", \"impl-1\", \"mcp\"]}")]
 pub struct McpArgs {
-    /// The tools offered: executor, planner, reviewer, owner (each under 8 KB of
+    /// The tools offered: executor, planner, reviewer, owner (each under 7.5 KB of
     /// `tools/list`), or all. Default: the participant's role's profile (all for a role
     /// without one). A tool outside the profile is refused naming a profile that has it.
     #[arg(long, value_name = "PROFILE")]
