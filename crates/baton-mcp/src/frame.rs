@@ -6,15 +6,20 @@
 //! request's `id` when one can be found, and the session goes on. Good lines pass through
 //! unchanged.
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
 use baton_core::json::{Unfit, boundary, top_level_scalar};
+pub(crate) use baton_core::packet::clip;
 
 /// JSON-RPC's codes for what the gate refuses.
 const PARSE_ERROR: i64 = -32700;
-const INVALID_REQUEST: i64 = -32600;
+pub(crate) const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC's code for a refusal of the server's own (a request it will not serve).
+pub(crate) const SERVER_ERROR: i64 = -32000;
 
 /// Levels a JSON-RPC frame adds around a payload (`params.arguments.payload` and a little
 /// room): a payload at [`MAX_DEPTH`] still passes.
@@ -93,13 +98,28 @@ fn error(id: Option<Value>, code: i64, message: String) -> Verdict {
     Verdict::Answer(error_value(id, code, message))
 }
 
-/// A JSON-RPC error answering the request `id` (null when none could be found).
+/// A JSON-RPC error answering the request `id` (null when none could be found). The
+/// message is cut at [`MESSAGE`] bytes: what it quotes of the refused request (a
+/// parser's excerpt, a name) never comes back whole.
 pub fn error_value(id: Option<Value>, code: i64, message: String) -> Value {
     json!({
         "jsonrpc": "2.0",
         "id": id.unwrap_or(Value::Null),
-        "error": {"code": code, "message": message},
+        "error": {"code": code, "message": clip(&message, MESSAGE)},
     })
+}
+
+/// The longest error message the gate writes, in bytes.
+const MESSAGE: usize = 300;
+/// The most of a name (a method, a prompt, a resource) an answer quotes, in bytes.
+pub(crate) const ECHO: usize = 64;
+
+/// An error answering `id`, or nothing for a notification (which JSON-RPC never answers).
+fn refuse(id: Option<&Value>, code: i64, message: String) -> Verdict {
+    match id {
+        Some(id) => error(Some(id.clone()), code, message),
+        None => Verdict::Ignore,
+    }
 }
 
 /// An `id` written last in a line too long to keep: `"id": 7}` at its very end.
@@ -192,18 +212,49 @@ pub fn judge_text(text: &str) -> Verdict {
             None => Verdict::Ignore,
         };
     }
+    // A method is a short name and its params an object (every MCP request's are): anything
+    // else is answered here, with its id, rather than by a server that could not read the
+    // id (its answer would never reach the request) or would quote the whole name.
+    if let Some(method) = value.get("method") {
+        let Some(method) = method.as_str() else {
+            return refuse(
+                id,
+                INVALID_REQUEST,
+                "invalid request: `method` must be a string".to_owned(),
+            );
+        };
+        if method.len() > ECHO {
+            return refuse(
+                id,
+                METHOD_NOT_FOUND,
+                format!("method not found: {:?}", clip(method, ECHO)),
+            );
+        }
+        if value
+            .get("params")
+            .is_some_and(|p| !p.is_object() && !p.is_null())
+        {
+            return refuse(
+                id,
+                INVALID_PARAMS,
+                "invalid params: `params` must be an object".to_owned(),
+            );
+        }
+    }
     let arguments = value.pointer("/params/arguments");
     if value.get("method").and_then(Value::as_str) == Some("tools/call")
         && arguments.is_some_and(|a| !a.is_object() && !a.is_null())
     {
-        return match value.get("id") {
-            Some(id) => error(
-                Some(id.clone()),
-                INVALID_PARAMS,
-                "invalid params: `arguments` must be an object of the tool's arguments".to_owned(),
-            ),
-            None => Verdict::Ignore,
-        };
+        return refuse(
+            id,
+            INVALID_PARAMS,
+            "invalid params: `arguments` must be an object of the tool's arguments".to_owned(),
+        );
+    }
+    // The last check is the server's own reading: a message rmcp cannot read as a client's
+    // would be answered without its id, or not at all.
+    if let Err(e) = rmcp::model::ClientJsonRpcMessage::deserialize(&value) {
+        return refuse(id, INVALID_REQUEST, format!("invalid request: {e}"));
     }
     Verdict::Pass(text.to_owned())
 }
@@ -392,5 +443,68 @@ mod tests {
             ),
             Verdict::Pass(_)
         ));
+    }
+
+    #[test]
+    fn params_that_are_not_an_object_are_answered_with_their_id() {
+        for (params, code) in [
+            (r#""x""#, -32602),
+            ("[1]", -32602),
+            ("7", -32602),
+            // An object rmcp cannot read as a client's message is answered here too.
+            (r#"{"name":"inbox","arguments":{},"_meta":7}"#, -32600),
+        ] {
+            let text = format!(
+                r#"{{"jsonrpc":"2.0","id":"r-1","method":"tools/call","params":{params}}}"#
+            );
+            let a = answer(judge(line(&text), 1 << 20));
+            assert_eq!(
+                (a["id"].clone(), a["error"]["code"].clone()),
+                (json!("r-1"), json!(code)),
+                "{params}: {a}"
+            );
+        }
+        let a = answer(judge(
+            line(r#"{"jsonrpc":"2.0","id":8,"method":5}"#),
+            1 << 20,
+        ));
+        assert_eq!(
+            (a["id"].clone(), a["error"]["code"].clone()),
+            (json!(8), json!(-32600))
+        );
+        // A notification is never answered, however broken.
+        assert!(matches!(
+            judge(
+                line(r#"{"jsonrpc":"2.0","method":"notifications/x","params":[1]}"#),
+                1 << 20
+            ),
+            Verdict::Ignore
+        ));
+        // Omitted and null params pass on to the server, which reads them as none.
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":null}"#,
+        ] {
+            assert!(
+                matches!(judge(line(text), 1 << 20), Verdict::Pass(_)),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_answer_quotes_at_most_a_short_prefix_of_what_it_refuses() {
+        let long = "m".repeat(400 * 1024);
+        let text = format!(r#"{{"jsonrpc":"2.0","id":3,"method":"{long}"}}"#);
+        let a = answer(judge(line(&text), 1 << 20));
+        assert_eq!(
+            (a["id"].clone(), a["error"]["code"].clone()),
+            (json!(3), json!(-32601))
+        );
+        let message = a["error"]["message"].as_str().unwrap();
+        assert!(message.contains("mmm") && message.len() <= 100, "{message}");
+        // A parser's or a rule's words are cut as well.
+        let a = error_value(Some(json!(1)), -32602, format!("invalid params: {long}"));
+        assert!(a["error"]["message"].as_str().unwrap().len() <= MESSAGE);
     }
 }

@@ -50,8 +50,8 @@ pub type HttpResponse =
 /// message. A write key is offered `profile`'s tools, as `baton mcp` offers them on
 /// stdio; a read key (its `scope`) only the read-only tools, listed and callable.
 /// The body passes the same gate as a line on stdio ([`frame::judge_text`]) before rmcp
-/// reads it, within `max_body` bytes. The caller has authenticated the request; `Host` is
-/// not checked here, since the key, not the address, proves who asks.
+/// reads it, within `max_body` bytes. The caller has authenticated the request and
+/// checked its `Host` and `Origin`.
 pub async fn serve_http<B>(
     app: App,
     me: Passname,
@@ -82,8 +82,10 @@ where
             );
         }
     };
+    let mut id = None;
     if parts.method == http::Method::POST {
         let text = String::from_utf8_lossy(&bytes);
+        id = baton_core::json::top_level_scalar(&text, "id");
         match frame::judge_text(&text) {
             frame::Verdict::Pass(_) => {}
             frame::Verdict::Answer(refused) => {
@@ -110,7 +112,45 @@ where
         std::sync::Arc::new(NeverSessionManager::default()),
         config,
     );
-    service.handle(request).await
+    shaped(service.handle(request).await, id).await
+}
+
+/// rmcp's own refusals of a request — 406 without `Accept: application/json,
+/// text/event-stream`, 415 without a JSON body, 405 for a method it does not serve — are
+/// plain text: said again as a JSON-RPC error, with the same status and the request's id
+/// where it was readable, so a client reads MCP's own shape whatever it got wrong.
+async fn shaped(response: HttpResponse, id: Option<serde_json::Value>) -> HttpResponse {
+    use http_body_util::BodyExt;
+    let json = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    if !response.status().is_client_error() || json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(never) => match never {},
+    };
+    let message = String::from_utf8_lossy(&text).trim().to_owned();
+    let mut shaped = answer(
+        parts.status,
+        frame::error_value(id, frame::INVALID_REQUEST, message),
+    );
+    if let Some(allow) = parts.headers.get(http::header::ALLOW) {
+        shaped
+            .headers_mut()
+            .insert(http::header::ALLOW, allow.clone());
+    }
+    shaped
+}
+
+/// A request refused before MCP reads it (over HTTP: a `Host` or `Origin` the server does
+/// not answer to), as `status` with a JSON-RPC error saying `why`: MCP's own shape, so a
+/// client reports the reason rather than failing to parse the answer.
+pub fn refused(status: http::StatusCode, why: String) -> HttpResponse {
+    answer(status, frame::error_value(None, frame::SERVER_ERROR, why))
 }
 
 /// An answer made here rather than by rmcp: a JSON-RPC error with its status, or an empty

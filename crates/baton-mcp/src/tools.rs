@@ -152,11 +152,13 @@ impl BatonTools {
             &object(declared.call.output(&mut inline)),
             Side::Output,
         ));
+        // Each hint is said only where it differs from MCP's default (`idempotentHint`
+        // defaults to false): `tools/list` is read into every session's context.
         let hints = rmcp::model::ToolAnnotations::new().open_world(false);
-        let annotations = if op.changes() {
-            hints.destructive(false).idempotent(op.idempotent)
-        } else {
-            hints.read_only(true)
+        let annotations = match (op.changes(), op.idempotent) {
+            (true, true) => hints.destructive(false).idempotent(true),
+            (true, false) => hints.destructive(false),
+            (false, _) => hints.read_only(true),
         };
         let attr = rmcp::model::Tool::new(name, declared.summary, Arc::new(input))
             .with_raw_output_schema(Arc::new(shallow(&output)))
@@ -306,12 +308,16 @@ impl ServerHandler for BatonTools {
     ) -> Result<GetPromptResponse, ErrorData> {
         if request.name != "resume" {
             return Err(ErrorData::invalid_params(
-                format!("no prompt {:?}: the one prompt is `resume`", request.name),
+                format!(
+                    "no prompt {:?}: the one prompt is `resume`",
+                    crate::frame::clip(&request.name, crate::frame::ECHO)
+                ),
                 None,
             ));
         }
         let arguments = request.arguments.unwrap_or_default();
         if let Some(unknown) = arguments.keys().find(|k| *k != "max_bytes") {
+            let unknown = crate::frame::clip(unknown, crate::frame::ECHO);
             return Err(ErrorData::invalid_params(
                 format!("the `resume` prompt takes only `max_bytes`, not `{unknown}`"),
                 None,
@@ -326,7 +332,10 @@ impl ServerHandler for BatonTools {
                 .or_else(|| value.as_u64().and_then(|n| usize::try_from(n).ok()))
                 .ok_or_else(|| {
                     ErrorData::invalid_params(
-                        format!("`max_bytes`: {value} is not a byte count such as \"6000\""),
+                        format!(
+                            "`max_bytes`: {} is not a byte count such as \"6000\"",
+                            crate::frame::clip(&value.to_string(), crate::frame::ECHO)
+                        ),
                         None,
                     )
                 })?,
@@ -369,7 +378,7 @@ impl ServerHandler for BatonTools {
             return Err(ErrorData::resource_not_found(
                 format!(
                     "no resource {:?}: the one resource is {RESUME_URI}",
-                    request.uri
+                    crate::frame::clip(&request.uri, crate::frame::ECHO)
                 ),
                 None,
             ));
@@ -513,7 +522,11 @@ mod tests {
             input["required"],
             serde_json::json!(["always", "written_null"])
         );
-        assert_eq!(input["properties"]["always"]["minimum"], 0);
+        assert_eq!(
+            input["properties"]["always"].get("minimum"),
+            None,
+            "an unsigned count's minimum: 0 goes from inputs too"
+        );
         assert_eq!(
             input["properties"]["written_null"]["type"],
             serde_json::json!(["string", "null"])
