@@ -51,7 +51,7 @@ pub const DRAIN: Duration = Duration::from_secs(30);
 pub const FAILURE_LIMIT: u32 = 20;
 
 /// How a server behaves beyond its projects' settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// Failed authentications per source and minute before its failures are answered 429.
     pub failure_limit: u32,
@@ -66,6 +66,20 @@ pub struct Options {
     /// How many connections are held at once; past it the oldest connection that has not
     /// shown a valid key is closed ([`default_max_connections`] by default).
     pub max_connections: usize,
+    /// The URL clients reach this server by (`http://` or `https://`, a proxy's say): its
+    /// host is one the MCP endpoint and the board answer to, beside the names of the
+    /// address a request came in on. Checked by [`Options::check`].
+    pub public_url: Option<String>,
+    /// More hosts the MCP endpoint and the board answer to, `HOST` (any port) or
+    /// `HOST:PORT`.
+    pub allow_hosts: Vec<String>,
+}
+
+impl Options {
+    /// Whether the public URL and the allowed hosts can be read; says which cannot.
+    pub fn check(&self) -> Result<(), String> {
+        routes::Hosts::new(self).map(drop)
+    }
 }
 
 impl Default for Options {
@@ -76,6 +90,8 @@ impl Default for Options {
             metrics_token: None,
             open_projects: OPEN_PROJECTS,
             max_connections: default_max_connections(),
+            public_url: None,
+            allow_hosts: Vec::new(),
         }
     }
 }
@@ -119,7 +135,14 @@ pub struct Server {
     stopping: tokio::sync::watch::Sender<bool>,
     /// The connections held, at most [`Options::max_connections`].
     connections: Arc<connections::Connections>,
+    /// The hosts the MCP endpoint and the board answer to beyond the address's own names.
+    hosts: routes::Hosts,
 }
+
+/// The address of this server a connection came in on (its local end): the names it
+/// answers to follow from it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Local(pub SocketAddr);
 
 impl Server {
     pub fn new(database: Arc<dyn Database>, settings: Settings) -> Arc<Self> {
@@ -160,6 +183,9 @@ impl Server {
         options: Options,
         keyless: Option<ProjectName>,
     ) -> Self {
+        // A host that cannot be read answers to nothing; `baton serve` checks them first.
+        let hosts = routes::Hosts::new(&options).unwrap_or_default();
+        let connections = connections::Connections::new(options.max_connections);
         Self {
             database,
             settings,
@@ -171,7 +197,8 @@ impl Server {
             keyless,
             webhook_turn: std::sync::atomic::AtomicUsize::new(0),
             stopping: tokio::sync::watch::Sender::new(false),
-            connections: connections::Connections::new(options.max_connections),
+            connections,
+            hosts,
         }
     }
 
@@ -368,6 +395,7 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let local = stream.local_addr().ok().map(Local);
         // Past the cap, the oldest connection without a valid key is closed.
         let admitted = server.connections.admit();
         let service = hyper::service::service_fn({
@@ -377,6 +405,9 @@ pub async fn serve(
                 let mut request = request.map(axum::body::Body::new);
                 request.extensions_mut().insert(ConnectInfo(peer));
                 request.extensions_mut().insert(keyed.clone());
+                if let Some(local) = local {
+                    request.extensions_mut().insert(local);
+                }
                 router.clone().oneshot(request)
             }
         });

@@ -1,6 +1,7 @@
 //! The routes: each handler parses its request, calls one use case as the key's
 //! participant, and answers with the document the CLI prints for the same command.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::rejection::BytesRejection;
@@ -174,32 +175,157 @@ async fn dispatched(
     Ok(answer)
 }
 
-/// On a keyless server (`baton board`, bound to loopback), a request must name a loopback
-/// host: a page whose name was made to point here (DNS rebinding) names its own host, and
-/// is refused before it reads anything.
-async fn loopback_host(
+/// The hosts a server answers to beyond the names of the address a request came in on
+/// (see [`Hosts::named`]): its public URL's host, and the hosts allowed by name. Each is a
+/// host in lowercase (an IPv6 address without brackets) and the ports it is asked for
+/// on: `None` is a `Host` without a port; no ports at all means any.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Hosts(Vec<(String, Vec<Option<u16>>)>);
+
+impl Hosts {
+    pub(crate) fn new(options: &crate::Options) -> Result<Self, String> {
+        let mut hosts = Vec::new();
+        if let Some(url) = &options.public_url {
+            let (scheme, rest) = url
+                .split_once("://")
+                .ok_or_else(|| format!("the public URL {:?} has no scheme", clip(url)))?;
+            let default = match scheme.to_ascii_lowercase().as_str() {
+                "http" => 80,
+                "https" => 443,
+                _ => {
+                    return Err(format!(
+                        "the public URL {:?} is not http:// or https://",
+                        clip(url)
+                    ));
+                }
+            };
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+            let (host, port) = authority_of(authority)
+                .ok_or_else(|| format!("the public URL {:?} names no host", clip(url)))?;
+            // A client asking for the scheme's default port may leave the port out.
+            let ports = match port {
+                Some(port) if port != default => vec![Some(port)],
+                _ => vec![None, Some(default)],
+            };
+            hosts.push((host, ports));
+        }
+        for allowed in &options.allow_hosts {
+            let (host, port) = authority_of(allowed)
+                .ok_or_else(|| format!("{:?} is not HOST or HOST:PORT", clip(allowed)))?;
+            hosts.push((host, port.map(|p| vec![Some(p)]).unwrap_or_default()));
+        }
+        Ok(Self(hosts))
+    }
+
+    /// Whether `authority` (a `Host` header, or an `Origin`'s host and port) names this
+    /// server on a connection that came in at `local`: that address itself
+    /// (`127.0.0.1:7878`), its loopback names when it is loopback (`localhost:7878`,
+    /// `[::1]:7878`), or a host of [`Hosts`]. A page whose name was pointed at this
+    /// address (DNS rebinding) names its own host, which is none of these.
+    fn named(&self, local: Option<SocketAddr>, authority: &str) -> bool {
+        let Some((host, port)) = authority_of(authority) else {
+            return false;
+        };
+        if let Some(local) = local {
+            let loopback = local.ip().is_loopback()
+                && matches!(host.as_str(), "localhost" | "127.0.0.1" | "::1");
+            if (loopback || host == local.ip().to_string()) && port == Some(local.port()) {
+                return true;
+            }
+        }
+        self.0
+            .iter()
+            .any(|(h, ports)| *h == host && (ports.is_empty() || ports.contains(&port)))
+    }
+}
+
+/// `HOST` or `HOST:PORT` (an IPv6 host in brackets) as a lowercase host without brackets
+/// and its port; `None` when it is neither.
+fn authority_of(text: &str) -> Option<(String, Option<u16>)> {
+    let text = text.trim().to_ascii_lowercase();
+    let (host, port) = match text.strip_prefix('[') {
+        Some(v6) => {
+            let (host, rest) = v6.split_once(']')?;
+            host.parse::<std::net::Ipv6Addr>().ok()?;
+            (host, rest)
+        }
+        None => match text.split_once(':') {
+            Some((host, _)) => (host, &text[host.len()..]),
+            None => (text.as_str(), ""),
+        },
+    };
+    let port = match port {
+        "" => None,
+        port => Some(port.strip_prefix(':')?.parse::<u16>().ok()?),
+    };
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':');
+    (!host.is_empty() && host.chars().all(plain)).then(|| (host.to_owned(), port))
+}
+
+/// At most a short prefix of what a refusal names, so an answer never echoes a long
+/// header back.
+fn clip(text: &str) -> String {
+    baton_core::packet::clip(text, 64)
+}
+
+/// Why a request may not reach the MCP endpoint or the board, if it may not: its `Host`
+/// is not one this server answers to ([`Hosts::named`]), or it comes from a page whose
+/// `Origin` is not (MCP's transport asks for both). A program sends no `Origin`.
+fn foreign(server: &Server, request: &Request) -> Option<String> {
+    let local = request.extensions().get::<crate::Local>().map(|l| l.0);
+    let header = |name| {
+        request
+            .headers()
+            .get(name)
+            .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+    };
+    // HTTP/2 names the host in the URI rather than in `Host`.
+    let host = header(axum::http::header::HOST)
+        .or_else(|| request.uri().authority().map(ToString::to_string))
+        .unwrap_or_default();
+    if !server.hosts.named(local, &host) {
+        return Some(format!(
+            "this server does not answer to the host {:?}: ask it by the address it listens \
+             on, or name that host when starting it (`baton serve --public-url URL` or \
+             `--allow-host HOST`)",
+            clip(&host)
+        ));
+    }
+    let origin = header(axum::http::header::ORIGIN)?;
+    let authority = origin
+        .split_once("://")
+        .map(|(_, rest)| rest.trim_end_matches('/'));
+    if authority.is_some_and(|a| server.hosts.named(local, a)) {
+        return None;
+    }
+    Some(format!(
+        "a page of another origin ({:?}) may not reach this server",
+        clip(&origin)
+    ))
+}
+
+/// The board's page and files, and every route of a keyless server (`baton board`),
+/// answer only a request that names this server ([`foreign`]): a page whose name was
+/// pointed here (DNS rebinding) is refused before it reads anything.
+async fn named_host(
+    axum::extract::State(server): axum::extract::State<Arc<Server>>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if let Some(why) = foreign(&server, &request) {
+        return ApiError::new(StatusCode::FORBIDDEN, "forbidden", why).into_response();
+    }
+    next.run(request).await
+}
+
+/// [`named_host`] on every route of a keyless server.
+async fn keyless_host(
     axum::extract::State(server): axum::extract::State<Arc<Server>>,
     request: Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     if server.keyless.is_some() {
-        let host = request
-            .headers()
-            .get(axum::http::header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("");
-        let name = match host.strip_prefix('[') {
-            Some(v6) => v6.split(']').next().unwrap_or(""),
-            None => host.split(':').next().unwrap_or(""),
-        };
-        if !matches!(name, "localhost" | "127.0.0.1" | "::1") {
-            return ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "the board answers requests for localhost or 127.0.0.1 only",
-            )
-            .into_response();
-        }
+        return named_host(axum::extract::State(server), request, next).await;
     }
     next.run(request).await
 }
@@ -227,29 +353,21 @@ async fn unless_stopping<T, E: Into<ApiError>>(
 // ---- handlers -------------------------------------------------------------------------------
 
 /// MCP over Streamable HTTP: the tools of `baton mcp`, as the key's participant (a read
-/// key gets the read-only ones).
-async fn mcp(a: Authed, request: axum::extract::Request) -> axum::response::Response {
-    // A browser page of another origin must not reach MCP (DNS rebinding): an `Origin`
-    // that is not this server's is refused, as MCP's transport asks.
-    if let Some(origin) = request.headers().get(axum::http::header::ORIGIN) {
-        let host = request
-            .headers()
-            .get(axum::http::header::HOST)
-            .and_then(|h| h.to_str().ok());
-        let authority = origin
-            .to_str()
-            .ok()
-            .and_then(|o| o.split_once("://"))
-            .map(|(_, rest)| rest.trim_end_matches('/'));
-        if authority.is_none() || authority != host {
-            return ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "a request from another origin may not reach MCP",
-            )
-            .into_response();
-        }
+/// key gets the read-only ones). A request that does not name this server, or comes from
+/// a page of another origin ([`foreign`]), is refused first, with a JSON-RPC error.
+async fn mcp(
+    axum::extract::State(server): axum::extract::State<Arc<Server>>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    if let Some(why) = foreign(&server, &request) {
+        return baton_mcp::refused(StatusCode::FORBIDDEN, why).map(axum::body::Body::new);
     }
+    let (mut parts, body) = request.into_parts();
+    let a = match Authed::from_request_parts(&mut parts, &server).await {
+        Ok(a) => a,
+        Err(e) => return e.into_response(),
+    };
+    let request = Request::from_parts(parts, body);
     let scope = a.caller.scope;
     let me = a.caller.participant.clone();
     // The key's participant gets its role's profile, as `baton mcp` gives it on stdio.
@@ -316,6 +434,7 @@ pub fn router(server: Arc<Server>) -> Router {
         .payload_cap
         .saturating_mul(2)
         .saturating_add(64 * 1024);
+    let board_host = axum::middleware::from_fn_with_state(Arc::clone(&server), named_host);
     routes
         .merge(crate::a2a::routes(p))
         .route(
@@ -326,9 +445,9 @@ pub fn router(server: Arc<Server>) -> Router {
             )),
         )
         .route("/metrics", get(crate::metrics::endpoint))
-        .route("/", get(board::page))
-        .route("/board.js", get(board::script))
-        .route("/board.css", get(board::style))
+        .route("/", get(board::page).layer(board_host.clone()))
+        .route("/board.js", get(board::script).layer(board_host.clone()))
+        .route("/board.css", get(board::style).layer(board_host))
         .route(
             "/v1/openapi.json",
             get(move || {
@@ -343,7 +462,7 @@ pub fn router(server: Arc<Server>) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&server),
-            loopback_host,
+            keyless_host,
         ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&server),

@@ -18,7 +18,8 @@ use crate::output::Output;
 /// It also delivers the projects' webhooks (`baton agent webhook`).
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  baton --db sqlite:/srv/baton serve\n  \
-                  baton --db postgres://baton@db.internal/baton serve --bind 0.0.0.0:7878")]
+                  baton --db postgres://baton@db.internal/baton serve --bind 0.0.0.0:7878 \
+                  --public-url https://baton.example.com")]
 pub struct ServeArgs {
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:7878", value_name = "HOST:PORT")]
@@ -46,6 +47,16 @@ pub struct ServeArgs {
     /// descriptor limit (`ulimit -n`), at most 16,384.
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
+    /// The URL clients reach this server by (behind a proxy, say): the MCP endpoint and
+    /// the board answer requests naming its host, besides the address it listens on
+    /// (and, on loopback, `localhost` and `[::1]` at that port). Any other `Host` or
+    /// `Origin` is refused there (DNS rebinding).
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
+    /// Another host the MCP endpoint and the board answer to, HOST (any port) or
+    /// HOST:PORT; repeatable.
+    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+    pub allow_hosts: Vec<String>,
 }
 
 pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
@@ -82,8 +93,13 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
             .max_connections
             .unwrap_or_else(baton_server::default_max_connections)
             .max(1),
+        public_url: args.public_url,
+        allow_hosts: args.allow_hosts,
         ..baton_server::Options::default()
     };
+    options
+        .check()
+        .map_err(|e| CommandError::usage(format!("--public-url or --allow-host: {e}")))?;
     let server = baton_server::Server::with_options(database, settings, options);
     let poster = std::sync::Arc::new(baton_server::HttpPoster::new(args.allow_private_webhooks));
     let webhooks = tokio::spawn(
