@@ -506,7 +506,8 @@ fn mcp_profiles_default_from_the_role_stay_small_and_refuse_other_tools_with_a_h
         ("bot", "observer"),
     ]);
     let tools_list = json!({"method": "tools/list"});
-    // Each role's default profile: its own tools, under 8 KiB.
+    // Each role's default profile: its own tools, within 8 KB with room to spare (the
+    // budget is 7.5 KB).
     for (who, has, lacks) in [
         ("impl-1", "need", "queue"),
         ("planner", "complete", "need"),
@@ -515,7 +516,11 @@ fn mcp_profiles_default_from_the_role_stay_small_and_refuse_other_tools_with_a_h
     ] {
         let r = exchange(&p, who, std::slice::from_ref(&tools_list));
         let (names, bytes) = listed(&r[0]);
-        assert!(bytes < 8 * 1024, "{who}: tools/list is {bytes} bytes");
+        assert!(
+            bytes < baton_mcp::PROFILE_BUDGET,
+            "{who}: tools/list is {bytes} bytes, over {}",
+            baton_mcp::PROFILE_BUDGET
+        );
         assert!(names.iter().any(|n| n == has), "{who}: {names:?}");
         assert!(!names.iter().any(|n| n == lacks), "{who}: {names:?}");
     }
@@ -552,4 +557,470 @@ fn mcp_profiles_default_from_the_role_stay_small_and_refuse_other_tools_with_a_h
     assert!(listed(&r[0]).0.iter().any(|n| n == "queue"));
     let out = p.run(Some("impl-1"), &["mcp", "--profile", "boss"]);
     assert_eq!(code(&out), 2);
+}
+
+/// Where `value`, a JSON Schema, holds a boolean where a schema object is wanted: every
+/// subschema keyword but `additionalProperties` and `unevaluatedProperties` (whose `false`
+/// MCP's, OpenAPI's and JSON Schema's drafts all take). MCP's schema wants each property
+/// an object, and a client built on the TypeScript SDK refuses a whole `tools/list`
+/// otherwise.
+fn boolean_subschemas(value: &Value, path: &str, found: &mut Vec<String>) {
+    let Value::Object(schema) = value else {
+        if value.is_boolean() {
+            found.push(path.to_owned());
+        }
+        return;
+    };
+    for (key, sub) in schema {
+        let at = format!("{path}/{key}");
+        match (key.as_str(), sub) {
+            (
+                "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas",
+                Value::Object(named),
+            ) => {
+                for (name, s) in named {
+                    boolean_subschemas(s, &format!("{at}/{name}"), found);
+                }
+            }
+            ("anyOf" | "oneOf" | "allOf" | "prefixItems", Value::Array(subs)) => {
+                for (i, s) in subs.iter().enumerate() {
+                    boolean_subschemas(s, &format!("{at}/{i}"), found);
+                }
+            }
+            (
+                "items" | "contains" | "not" | "if" | "then" | "else" | "propertyNames"
+                | "additionalItems" | "unevaluatedItems",
+                s,
+            ) => boolean_subschemas(s, &at, found),
+            ("additionalProperties" | "unevaluatedProperties", s @ Value::Object(_)) => {
+                boolean_subschemas(s, &at, found);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Every schema a published document holds (a `tools/list` result, an OpenAPI document,
+/// an A2A card), walked with [`boolean_subschemas`]: whatever sits under `schema`,
+/// `schemas`, `inputSchema` or `outputSchema`, wherever in the document.
+fn published_booleans(document: &Value, path: &str, found: &mut Vec<String>) {
+    match document {
+        Value::Object(fields) => {
+            for (key, value) in fields {
+                let at = format!("{path}/{key}");
+                match (key.as_str(), value) {
+                    ("schema" | "inputSchema" | "outputSchema", schema) => {
+                        boolean_subschemas(schema, &at, found);
+                    }
+                    ("schemas", Value::Object(named)) => {
+                        for (name, s) in named {
+                            boolean_subschemas(s, &format!("{at}/{name}"), found);
+                        }
+                    }
+                    _ => published_booleans(value, &at, found),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                published_booleans(item, &format!("{path}/{i}"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn the_schema_walk_finds_a_boolean_subschema_wherever_it_is_published() {
+    // The walk itself, on the shapes it must catch and the ones it must let be.
+    let listed = json!({"tools": [{"name": "t", "inputSchema": {"type": "object",
+        "additionalProperties": false, "properties": {"a": {"type": "string"}}},
+        "outputSchema": {"type": "object", "properties": {"report": true,
+        "rows": {"type": "array", "items": false}, "any": {"anyOf": [{}, true]}}}}]});
+    let mut found = Vec::new();
+    published_booleans(&listed, "", &mut found);
+    assert_eq!(
+        found,
+        [
+            "/tools/0/outputSchema/properties/report",
+            "/tools/0/outputSchema/properties/rows/items",
+            "/tools/0/outputSchema/properties/any/anyOf/1",
+        ]
+    );
+    let openapi = json!({"components": {"schemas": {"Shown": {"properties": {"r": true}}}},
+        "paths": {"/x": {"get": {"responses": {"200": {"content": {"application/json":
+        {"schema": {"$ref": "#/components/schemas/Shown"}}}}}}}}});
+    let mut found = Vec::new();
+    published_booleans(&openapi, "", &mut found);
+    assert_eq!(found, ["/components/schemas/Shown/properties/r"]);
+}
+
+#[test]
+fn every_published_schema_is_an_object_where_a_schema_is_wanted() {
+    use crate::server::{admin, serve};
+    let mut found = Vec::new();
+    // Every profile's tools/list over stdio: each role's, and every tool's.
+    let p = Project::new(&[("impl-1", "executor")]);
+    for profile in ["executor", "planner", "reviewer", "owner", "all"] {
+        let r = exchange_with(
+            p.cmd(Some("impl-1"), &["mcp", "--profile", profile]),
+            &[json!({"method": "tools/list"})],
+        );
+        let tools = &r[0]["result"];
+        assert!(
+            tools["tools"].as_array().is_some_and(|t| !t.is_empty()),
+            "{profile}: {r:?}"
+        );
+        published_booleans(tools, &format!("tools/list({profile})"), &mut found);
+    }
+    // The OpenAPI document and a participant's A2A card, as `baton serve` publishes them.
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("projects").display());
+    admin(&url, None, &["project", "add", "shop"]);
+    admin(
+        &url,
+        Some("shop"),
+        &["agent", "add", "impl-1", "--role", "executor"],
+    );
+    let token = admin(
+        &url,
+        Some("shop"),
+        &["key", "issue", "impl-1", "--scope", "read"],
+    )["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let serving = serve(&url);
+    let get = |path: &str| -> Value {
+        ureq::get(&format!("{}{path}", serving.base))
+            .header("Authorization", &format!("Bearer {token}"))
+            .call()
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+            .body_mut()
+            .read_json()
+            .unwrap()
+    };
+    let openapi = get("/v1/openapi.json");
+    assert!(openapi["components"]["schemas"].is_object(), "{openapi}");
+    published_booleans(&openapi, "openapi", &mut found);
+    let card = get("/v1/projects/shop/a2a/impl-1/.well-known/agent-card.json");
+    assert!(card["name"].is_string(), "{card}");
+    published_booleans(&card, "agent-card", &mut found);
+    assert!(
+        found.is_empty(),
+        "boolean subschemas where an object is wanted: {found:#?}"
+    );
+}
+
+/// One HTTP/1.1 POST of `body` to `path` on `address`, with the `Host` and headers given
+/// as written (no client library renames them): the status and the body.
+fn raw_post(
+    address: &str,
+    path: &str,
+    host: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let mut all = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    for (name, value) in headers {
+        all.retain(|(n, _)| n != name);
+        all.push((name, value));
+    }
+    raw_http(address, "POST", path, host, &all, body)
+}
+
+/// One HTTP/1.1 request on a connection of its own, exactly as given: the status and the
+/// body of its answer.
+fn raw_http(
+    address: &str,
+    method: &str,
+    path: &str,
+    host: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer:?}"));
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// A project `shop` on a fresh store with `impl-1` (executor) and `planner`, and a write
+/// key for each: the store's URL, its directory, and the keys.
+fn shop_with_keys() -> (tempfile::TempDir, String, String, String) {
+    use crate::server::admin;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("projects").display());
+    admin(&url, None, &["project", "add", "shop"]);
+    admin(
+        &url,
+        Some("shop"),
+        &["agent", "add", "impl-1", "--role", "executor"],
+    );
+    admin(
+        &url,
+        Some("shop"),
+        &["agent", "add", "planner", "--role", "planner"],
+    );
+    let key = |who: &str| {
+        admin(
+            &url,
+            Some("shop"),
+            &["key", "issue", who, "--scope", "write"],
+        )["token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (executor, planner) = (key("impl-1"), key("planner"));
+    (dir, url, executor, planner)
+}
+
+#[test]
+fn mcp_over_http_answers_only_a_host_it_is_named_by() {
+    use crate::server::serve_with;
+    let (_dir, url, token, _) = shop_with_keys();
+    let serving = serve_with(
+        &url,
+        &[
+            "--public-url",
+            "https://baton.example.com/",
+            "--allow-host",
+            "other.test:8443",
+        ],
+    );
+    let address = serving.base.trim_start_matches("http://").to_owned();
+    let port = address.rsplit(':').next().unwrap().to_owned();
+    let bearer = format!("Bearer {token}");
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let mcp = "/v1/projects/shop/mcp";
+    let ask = |host: &str, origin: Option<&str>| {
+        let mut headers = vec![("Authorization", bearer.as_str())];
+        if let Some(origin) = origin {
+            headers.push(("Origin", origin));
+        }
+        raw_post(&address, mcp, host, &headers, list)
+    };
+    let own = format!("127.0.0.1:{port}");
+    for host in [
+        own.clone(),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        "baton.example.com".to_owned(),
+        "BATON.example.com:443".to_owned(),
+        "other.test:8443".to_owned(),
+    ] {
+        let (status, body) = ask(&host, None);
+        assert_eq!(status, 200, "{host}: {body}");
+    }
+    for host in [
+        "evil.example.com".to_owned(),
+        format!("evil.example.com:{port}"),
+        "baton.example.com:8080".to_owned(),
+        "other.test".to_owned(),
+        format!("127.0.0.1:{}", port.parse::<u16>().unwrap().wrapping_add(1)),
+        format!("{}:{port}", "a".repeat(5000)),
+    ] {
+        let (status, body) = ask(&host, None);
+        assert_eq!(status, 403, "{host}: {body}");
+        // MCP's own shape, quoting at most a short prefix of the host it refuses.
+        let error: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        assert_eq!(
+            (&error["jsonrpc"], &error["error"]["code"]),
+            (&json!("2.0"), &json!(-32000)),
+            "{body}"
+        );
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("does not answer to the host") && message.len() < 400,
+            "{message}"
+        );
+    }
+    // Origin is checked against the same names: the conformance suite's rebinding pair,
+    // another site, and another port of this host are refused; the server's own are not.
+    for (host, origin, status) in [
+        ("evil.example.com", "http://evil.example.com", 403),
+        (own.as_str(), "http://evil.example.com", 403),
+        (own.as_str(), "http://127.0.0.1:1", 403),
+        (own.as_str(), "null", 403),
+        (own.as_str(), &format!("http://localhost:{port}"), 200),
+        (own.as_str(), "https://baton.example.com", 200),
+    ] {
+        let (got, body) = ask(host, Some(origin));
+        assert_eq!(got, status, "{host} {origin}: {body}");
+    }
+    // The board's page answers the same names.
+    let page = |host: &str| {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(&address).unwrap();
+        write!(
+            stream,
+            "GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    assert!(page(&own).starts_with("HTTP/1.1 200"));
+    assert!(page("rebound.example").starts_with("HTTP/1.1 403"));
+    // A public URL or a host that cannot be read is refused before serving.
+    for bad in [
+        ["--public-url", "ftp://baton.example.com"],
+        ["--allow-host", "a b"],
+    ] {
+        let out = Command::new(baton_exe())
+            .args(["--db", &url, "serve", "--bind", "127.0.0.1:0"])
+            .args(bad)
+            .output()
+            .unwrap();
+        assert_eq!(
+            code(&out),
+            2,
+            "{bad:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Malformed frames, each with the id it was sent with: what must come back is an error
+/// in JSON-RPC's shape, carrying that id, with the code that fits.
+fn malformed() -> Vec<(Value, i64)> {
+    let long = "m".repeat(400 * 1024);
+    vec![
+        (json!({"method": "tools/call", "params": "send"}), -32602),
+        (
+            json!({"method": "tools/call", "params": [{"name": "send", "arguments": {
+                "to": ["impl-1"], "topic": "lane", "body": "smuggled"}}]}),
+            -32602,
+        ),
+        (json!({"method": 5}), -32600),
+        (json!({"method": long}), -32601),
+        (
+            json!({"method": "tools/call", "params": {"name": "send", "arguments": "x"}}),
+            -32602,
+        ),
+    ]
+}
+
+fn judged(answer: &Value, id: &Value, code: i64) {
+    assert_eq!(
+        (&answer["jsonrpc"], &answer["id"], &answer["error"]["code"]),
+        (&json!("2.0"), id, &json!(code)),
+        "{}",
+        baton_core::packet::clip(&answer.to_string(), 500)
+    );
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.len() <= 300,
+        "a refusal quotes at most a prefix: {} bytes",
+        message.len()
+    );
+}
+
+#[test]
+fn malformed_frames_are_answered_with_their_ids_and_change_nothing_on_both_transports() {
+    // stdio: each frame answered with its id, and the session goes on.
+    let p = Project::new(TEAM);
+    let frames = malformed();
+    let mut requests: Vec<Value> = frames.iter().map(|(f, _)| f.clone()).collect();
+    requests.push(call("inbox", json!({})));
+    let r = exchange(&p, "planner", &requests);
+    for (i, (_, code)) in frames.iter().enumerate() {
+        judged(&r[i], &json!(i + 1), *code);
+    }
+    assert!(
+        structured(&r[frames.len()])["items"].is_array(),
+        "{:?}",
+        r[frames.len()]
+    );
+    let inbox = p.json(Some("impl-1"), &["inbox"]);
+    assert_eq!(
+        inbox["items"],
+        json!([]),
+        "a refused frame stored nothing: {inbox}"
+    );
+
+    // Streamable HTTP: the same frames answered 400 with their ids, nothing stored.
+    let (_dir, url, executor, planner) = shop_with_keys();
+    let serving = crate::server::serve(&url);
+    let address = serving.base.trim_start_matches("http://").to_owned();
+    let bearer = format!("Bearer {planner}");
+    for (i, (frame, code)) in frames.iter().enumerate() {
+        let id = json!(format!("req-{i}"));
+        let mut frame = frame.clone();
+        frame["jsonrpc"] = json!("2.0");
+        frame["id"] = id.clone();
+        let (status, body) = raw_post(
+            &address,
+            "/v1/projects/shop/mcp",
+            &address,
+            &[("Authorization", &bearer)],
+            &frame.to_string(),
+        );
+        assert_eq!(status, 400, "{}", baton_core::packet::clip(&body, 500));
+        judged(&serde_json::from_str(&body).unwrap(), &id, *code);
+    }
+    // What rmcp itself refuses (a client that does not accept its answers, a body not said
+    // to be JSON) comes back in the same shape, with its status and id.
+    let list = r#"{"jsonrpc":"2.0","id":"h-1","method":"tools/list"}"#;
+    for (header, value, status) in [
+        ("Accept", "text/html", 406),
+        ("Content-Type", "text/plain", 415),
+    ] {
+        let (got, body) = raw_post(
+            &address,
+            "/v1/projects/shop/mcp",
+            &address,
+            &[("Authorization", &bearer), (header, value)],
+            list,
+        );
+        assert_eq!(got, status, "{header}: {value}: {body}");
+        judged(&serde_json::from_str(&body).unwrap(), &json!("h-1"), -32600);
+    }
+    let (got, body) = raw_http(
+        &address,
+        "GET",
+        "/v1/projects/shop/mcp",
+        &address,
+        &[("Authorization", &bearer), ("Accept", "text/event-stream")],
+        "",
+    );
+    assert_eq!(got, 405, "{body}");
+    judged(&serde_json::from_str(&body).unwrap(), &json!(null), -32600);
+    let inbox: Value = ureq::get(&format!("{}/v1/projects/shop/inbox", serving.base))
+        .header("Authorization", &format!("Bearer {executor}"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_json()
+        .unwrap();
+    assert_eq!(
+        inbox["items"],
+        json!([]),
+        "a refused frame stored nothing: {inbox}"
+    );
 }
