@@ -152,26 +152,11 @@ fn suite(url: &str, transport: &str) {
 
 #[test]
 fn the_conformance_suite_passes_every_applicable_scenario_over_streamable_http() {
-    use crate::server::{admin, serve};
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite:{}", dir.path().join("projects").display());
-    admin(&url, None, &["project", "add", "shop"]);
-    admin(
-        &url,
-        Some("shop"),
-        &["agent", "add", "impl-1", "--role", "executor"],
-    );
-    let token = admin(
-        &url,
-        Some("shop"),
-        &["key", "issue", "impl-1", "--scope", "write"],
-    )["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let serving = serve(&url);
+    let (_dir, url, tokens) = crate::mcp::shop_keyed(&[("impl-1", "executor")], "write");
+    let token = &tokens[0];
+    let serving = crate::server::serve(&url);
     let mcp = format!("{}/v1/projects/shop/mcp", serving.base);
-    let bridge = bridge(&["http", &mcp, &token]);
+    let bridge = bridge(&["http", &mcp, token]);
     suite(&bridge.url, "http");
 }
 

@@ -657,7 +657,7 @@ fn the_schema_walk_finds_a_boolean_subschema_wherever_it_is_published() {
 
 #[test]
 fn every_published_schema_is_an_object_where_a_schema_is_wanted() {
-    use crate::server::{admin, serve};
+    use crate::server::serve;
     let mut found = Vec::new();
     // Every profile's tools/list over stdio: each role's, and every tool's.
     let p = Project::new(&[("impl-1", "executor")]);
@@ -674,22 +674,8 @@ fn every_published_schema_is_an_object_where_a_schema_is_wanted() {
         published_booleans(tools, &format!("tools/list({profile})"), &mut found);
     }
     // The OpenAPI document and a participant's A2A card, as `baton serve` publishes them.
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite:{}", dir.path().join("projects").display());
-    admin(&url, None, &["project", "add", "shop"]);
-    admin(
-        &url,
-        Some("shop"),
-        &["agent", "add", "impl-1", "--role", "executor"],
-    );
-    let token = admin(
-        &url,
-        Some("shop"),
-        &["key", "issue", "impl-1", "--scope", "read"],
-    )["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (_dir, url, tokens) = shop_keyed(&[("impl-1", "executor")], "read");
+    let token = &tokens[0];
     let serving = serve(&url);
     let get = |path: &str| -> Value {
         ureq::get(&format!("{}{path}", serving.base))
@@ -768,41 +754,39 @@ fn raw_http(
     (status, body)
 }
 
-/// A project `shop` on a fresh store with `impl-1` (executor) and `planner`, and a write
-/// key for each: the store's URL, its directory, and the keys.
-fn shop_with_keys() -> (tempfile::TempDir, String, String, String) {
+/// A shared store holding project `shop` with `team` as `(name, role)`, and a key of
+/// `scope` for each: the directory (kept while it lives), the store's URL and the tokens,
+/// in the team's order.
+pub(crate) fn shop_keyed(
+    team: &[(&str, &str)],
+    scope: &str,
+) -> (tempfile::TempDir, String, Vec<String>) {
     use crate::server::admin;
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite:{}", dir.path().join("projects").display());
     admin(&url, None, &["project", "add", "shop"]);
-    admin(
-        &url,
-        Some("shop"),
-        &["agent", "add", "impl-1", "--role", "executor"],
-    );
-    admin(
-        &url,
-        Some("shop"),
-        &["agent", "add", "planner", "--role", "planner"],
-    );
-    let key = |who: &str| {
-        admin(
-            &url,
-            Some("shop"),
-            &["key", "issue", who, "--scope", "write"],
-        )["token"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
-    let (executor, planner) = (key("impl-1"), key("planner"));
-    (dir, url, executor, planner)
+    let tokens = team
+        .iter()
+        .map(|(name, role)| {
+            admin(&url, Some("shop"), &["agent", "add", name, "--role", role]);
+            admin(
+                &url,
+                Some("shop"),
+                &["key", "issue", name, "--scope", scope],
+            )["token"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    (dir, url, tokens)
 }
 
 #[test]
 fn mcp_over_http_answers_only_a_host_it_is_named_by() {
     use crate::server::serve_with;
-    let (_dir, url, token, _) = shop_with_keys();
+    let (_dir, url, tokens) = shop_keyed(&[("impl-1", "executor")], "write");
+    let token = &tokens[0];
     let serving = serve_with(
         &url,
         &[
@@ -873,20 +857,9 @@ fn mcp_over_http_answers_only_a_host_it_is_named_by() {
         assert_eq!(got, status, "{host} {origin}: {body}");
     }
     // The board's page answers the same names.
-    let page = |host: &str| {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(&address).unwrap();
-        write!(
-            stream,
-            "GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).unwrap();
-        answer
-    };
-    assert!(page(&own).starts_with("HTTP/1.1 200"));
-    assert!(page("rebound.example").starts_with("HTTP/1.1 403"));
+    let page = |host: &str| raw_http(&address, "GET", "/", host, &[], "").0;
+    assert_eq!(page(&own), 200);
+    assert_eq!(page("rebound.example"), 403);
     // A public URL or a host that cannot be read is refused before serving.
     for bad in [
         ["--public-url", "ftp://baton.example.com"],
@@ -965,7 +938,9 @@ fn malformed_frames_are_answered_with_their_ids_and_change_nothing_on_both_trans
     );
 
     // Streamable HTTP: the same frames answered 400 with their ids, nothing stored.
-    let (_dir, url, executor, planner) = shop_with_keys();
+    let (_dir, url, tokens) =
+        shop_keyed(&[("impl-1", "executor"), ("planner", "planner")], "write");
+    let (executor, planner) = (&tokens[0], &tokens[1]);
     let serving = crate::server::serve(&url);
     let address = serving.base.trim_start_matches("http://").to_owned();
     let bearer = format!("Bearer {planner}");

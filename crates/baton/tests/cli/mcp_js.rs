@@ -94,21 +94,9 @@ fn the_typescript_sdk_runs_a_round_over_stdio_on_every_profile() {
 
 #[test]
 fn the_typescript_sdk_runs_a_round_over_streamable_http_on_every_profile() {
-    use crate::server::{admin, serve};
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite:{}", dir.path().join("projects").display());
-    admin(&url, None, &["project", "add", "shop"]);
-    let mut tokens = Vec::new();
-    for (name, role) in TEAM {
-        admin(&url, Some("shop"), &["agent", "add", name, "--role", role]);
-        let issued = admin(
-            &url,
-            Some("shop"),
-            &["key", "issue", name, "--scope", "write"],
-        );
-        tokens.push((*name, issued["token"].as_str().unwrap().to_owned()));
-    }
-    let serving = serve(&url);
+    let (_dir, url, keys) = crate::mcp::shop_keyed(TEAM, "write");
+    let tokens: Vec<(&str, String)> = TEAM.iter().map(|(name, _)| *name).zip(keys).collect();
+    let serving = crate::server::serve(&url);
     let config = json!({
         "transport": "http",
         "url": format!("{}/v1/projects/shop/mcp", serving.base),
