@@ -227,9 +227,11 @@ impl Hosts {
             return false;
         };
         if let Some(local) = local {
-            let loopback = local.ip().is_loopback()
-                && matches!(host.as_str(), "localhost" | "127.0.0.1" | "::1");
-            if (loopback || host == local.ip().to_string()) && port == Some(local.port()) {
+            // A dual-stack listener sees an IPv4 client at an IPv4-mapped address.
+            let ip = local.ip().to_canonical();
+            let loopback =
+                ip.is_loopback() && matches!(host.as_str(), "localhost" | "127.0.0.1" | "::1");
+            if (loopback || host == ip.to_string()) && port == Some(local.port()) {
                 return true;
             }
         }
@@ -469,4 +471,69 @@ pub fn router(server: Arc<Server>) -> Router {
             crate::metrics::count,
         ))
         .with_state(server)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_is_named_by_the_address_its_loopback_names_the_public_url_or_the_allowed() {
+        let options = crate::Options {
+            public_url: Some("https://Baton.example.com/base".into()),
+            allow_hosts: vec!["other.test:8443".into(), "any.test".into()],
+            ..crate::Options::default()
+        };
+        let hosts = Hosts::new(&options).unwrap();
+        let v4: SocketAddr = "127.0.0.1:7878".parse().unwrap();
+        let v6: SocketAddr = "[::1]:7878".parse().unwrap();
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:7878".parse().unwrap();
+        let lan: SocketAddr = "10.0.0.5:7878".parse().unwrap();
+        for (local, host, named) in [
+            (Some(v4), "127.0.0.1:7878", true),
+            (Some(v4), "localhost:7878", true),
+            (Some(v4), "LOCALHOST:7878", true),
+            (Some(v4), "[::1]:7878", true),
+            (Some(v6), "[::1]:7878", true),
+            (Some(mapped), "127.0.0.1:7878", true),
+            (Some(v4), "127.0.0.1:7879", false),
+            (Some(v4), "127.0.0.1", false),
+            (Some(v4), "evil.example.com:7878", false),
+            (Some(v4), "evil.example.com", false),
+            (Some(lan), "10.0.0.5:7878", true),
+            (Some(lan), "localhost:7878", false),
+            (None, "127.0.0.1:7878", false),
+            (Some(lan), "baton.example.com", true),
+            (Some(lan), "baton.example.com:443", true),
+            (Some(lan), "baton.example.com:80", false),
+            (Some(lan), "other.test:8443", true),
+            (Some(lan), "other.test", false),
+            (Some(lan), "any.test:1", true),
+            (Some(lan), "any.test", true),
+            (Some(v4), "", false),
+            (Some(v4), "a b:7878", false),
+            (Some(v4), "[::1:7878", false),
+            (Some(v4), "localhost:7878:1", false),
+        ] {
+            assert_eq!(hosts.named(local, host), named, "{local:?} {host:?}");
+        }
+        for (public_url, allow, refused) in [
+            (Some("ftp://baton.example.com"), "", "not http"),
+            (Some("baton.example.com"), "", "no scheme"),
+            (Some("https:///path"), "", "names no host"),
+            (None, "a b", "not HOST or HOST:PORT"),
+            (None, "host:99999", "not HOST or HOST:PORT"),
+        ] {
+            let options = crate::Options {
+                public_url: public_url.map(Into::into),
+                allow_hosts: (!allow.is_empty())
+                    .then(|| allow.into())
+                    .into_iter()
+                    .collect(),
+                ..crate::Options::default()
+            };
+            let e = Hosts::new(&options).unwrap_err();
+            assert!(e.contains(refused), "{public_url:?} {allow:?}: {e}");
+        }
+    }
 }

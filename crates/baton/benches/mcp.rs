@@ -15,8 +15,8 @@ use support::baton;
 
 use serde_json::{Value, json};
 
-/// The budget each role profile's `tools/list` must stay under.
-const PROFILE_BUDGET: usize = 8 * 1024;
+// The budget each role profile's `tools/list` must stay under.
+use baton_mcp::PROFILE_BUDGET;
 
 struct Session {
     stdin: ChildStdin,
