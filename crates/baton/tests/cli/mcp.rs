@@ -921,6 +921,9 @@ fn malformed_frames_are_answered_with_their_ids_and_change_nothing_on_both_trans
     let frames = malformed();
     let mut requests: Vec<Value> = frames.iter().map(|(f, _)| f.clone()).collect();
     requests.push(call("inbox", json!({})));
+    // A well-formed call whose argument does not fit is the tool's own refusal, quoting
+    // as little of the value.
+    requests.push(call("inbox", json!({"limit": "m".repeat(400 * 1024)})));
     let r = exchange(&p, "planner", &requests);
     for (i, (_, code)) in frames.iter().enumerate() {
         judged(&r[i], &json!(i + 1), *code);
@@ -929,6 +932,13 @@ fn malformed_frames_are_answered_with_their_ids_and_change_nothing_on_both_trans
         structured(&r[frames.len()])["items"].is_array(),
         "{:?}",
         r[frames.len()]
+    );
+    let refused = &r[frames.len() + 1]["result"];
+    let text = refused["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        refused["isError"] == json!(true) && text.contains("`limit`") && text.len() <= 300,
+        "{}",
+        baton_core::packet::clip(&refused.to_string(), 500)
     );
     let inbox = p.json(Some("impl-1"), &["inbox"]);
     assert_eq!(
