@@ -70,7 +70,6 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
         ..Settings::default()
     };
     let database = baton_store::database(url, settings.busy_timeout).await?;
-    let (listener, bound, shutdown) = listen(args.bind).await?;
     let metrics_token = match &args.metrics_token_env {
         Some(var) => match std::env::var(var) {
             Ok(token) if !token.trim().is_empty() => {
@@ -100,6 +99,7 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
     options
         .check()
         .map_err(|e| CommandError::usage(format!("--public-url or --allow-host: {e}")))?;
+    let (listener, bound, shutdown) = listen(args.bind).await?;
     let server = baton_server::Server::with_options(database, settings, options);
     let poster = std::sync::Arc::new(baton_server::HttpPoster::new(args.allow_private_webhooks));
     let webhooks = tokio::spawn(
