@@ -308,28 +308,49 @@ async fn record(g: &GlobalArgs, args: &HookArgs) -> CommandResult<String> {
 // `baton init --claude | --codex`
 // ---------------------------------------------------------------------------------------
 
+/// A hook event Baton installs: its name, whether it injects the packet, and how long the
+/// agent lets it run (seconds).
+type HookSpec = (&'static str, bool, u32);
+
+/// How long an agent lets one of Baton's hooks run: far more than a hook's own budget
+/// ([`TOTAL_BUDGET`]), so only a stuck process reaches it.
+const HOOK_TIMEOUT_SECS: u32 = 5;
+
 /// The Claude Code hook events Baton listens to; `true` where it injects the packet. Only
 /// SessionStart does: it also fires after a compaction (`source: compact`), which is when
 /// the packet is needed again, and PreCompact's stdout is not added to the context.
-const CLAUDE_EVENTS: [(&str, bool); 10] = [
-    ("SessionStart", true),
-    ("UserPromptSubmit", false),
-    ("PreToolUse", false),
-    ("PostToolUse", false),
-    ("SubagentStart", false),
-    ("SubagentStop", false),
-    ("PreCompact", false),
-    ("Stop", false),
-    ("SessionEnd", false),
+const CLAUDE_EVENTS: [HookSpec; 10] = [
+    ("SessionStart", true, HOOK_TIMEOUT_SECS),
+    ("UserPromptSubmit", false, HOOK_TIMEOUT_SECS),
+    ("PreToolUse", false, HOOK_TIMEOUT_SECS),
+    ("PostToolUse", false, HOOK_TIMEOUT_SECS),
+    ("SubagentStart", false, HOOK_TIMEOUT_SECS),
+    ("SubagentStop", false, HOOK_TIMEOUT_SECS),
+    ("PreCompact", false, HOOK_TIMEOUT_SECS),
+    ("Stop", false, HOOK_TIMEOUT_SECS),
+    ("SessionEnd", false, HOOK_TIMEOUT_SECS),
     // A permission prompt or an idle session waiting for input: a need in `baton queue`.
-    ("Notification", false),
+    ("Notification", false, HOOK_TIMEOUT_SECS),
 ];
-const CODEX_EVENTS: [(&str, bool); 5] = [
-    ("SessionStart", true),
-    ("UserPromptSubmit", false),
-    ("PreToolUse", false),
-    ("PostToolUse", false),
-    ("Stop", false),
+
+/// The longest SessionEnd timeout Codex accepts: it clamps a longer one to this, with a
+/// warning on every start.
+const CODEX_SESSION_END_TIMEOUT_SECS: u32 = 3;
+
+/// The Codex hook events Baton listens to. Codex calls SessionEnd when a session ends
+/// (`codex exec` exiting included), SubagentStart/SubagentStop around a helper it spawns
+/// (`spawn_agent`), and PreCompact/PostCompact around a compaction.
+const CODEX_EVENTS: [HookSpec; 10] = [
+    ("SessionStart", true, HOOK_TIMEOUT_SECS),
+    ("UserPromptSubmit", false, HOOK_TIMEOUT_SECS),
+    ("PreToolUse", false, HOOK_TIMEOUT_SECS),
+    ("PostToolUse", false, HOOK_TIMEOUT_SECS),
+    ("SubagentStart", false, HOOK_TIMEOUT_SECS),
+    ("SubagentStop", false, HOOK_TIMEOUT_SECS),
+    ("PreCompact", false, HOOK_TIMEOUT_SECS),
+    ("PostCompact", false, HOOK_TIMEOUT_SECS),
+    ("Stop", false, HOOK_TIMEOUT_SECS),
+    ("SessionEnd", false, CODEX_SESSION_END_TIMEOUT_SECS),
 ];
 
 /// The markers around Baton's section of AGENTS.md and CLAUDE.md.
@@ -380,14 +401,14 @@ fn is_ours(group: &Value, agent: Agent) -> bool {
 fn merge_hooks(
     doc: &mut Map<String, Value>,
     agent: Agent,
-    events: &[(&str, bool)],
+    events: &[HookSpec],
 ) -> Result<(), String> {
     let hooks = doc
         .entry("hooks")
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
         .ok_or("its \"hooks\" is not an object")?;
-    for (event, inject) in events {
+    for (event, inject, timeout) in events {
         let groups = hooks
             .entry(*event)
             .or_insert_with(|| Value::Array(Vec::new()))
@@ -395,7 +416,7 @@ fn merge_hooks(
             .ok_or_else(|| format!("its hooks.{event} is not a list"))?;
         groups.retain(|g| !is_ours(g, agent));
         groups.push(json!({
-            "hooks": [{ "type": "command", "command": hook_command(agent, event, *inject), "timeout": 5 }]
+            "hooks": [{ "type": "command", "command": hook_command(agent, event, *inject), "timeout": timeout }]
         }));
     }
     Ok(())
@@ -618,7 +639,11 @@ pub fn one_time_steps(claude: bool, codex: bool) -> Vec<String> {
     if codex {
         steps.push(
             "Codex: trust this project when Codex asks (it reads .codex/ only in trusted \
-             projects), then review and approve Baton's hooks with /hooks."
+             projects), then review and trust Baton's hooks with /hooks: Codex skips, silently, \
+             every hook nobody trusted (`baton runs` marks such a session `hooks skipped`). The \
+             trust is kept in ~/.codex/config.toml ([hooks.state], by each hook's hash), so \
+             unattended `codex exec` runs here use it too; or start them with \
+             `codex exec --dangerously-bypass-hook-trust` where .codex/hooks.json is vetted."
                 .to_owned(),
         );
         steps.push(format!(
@@ -626,11 +651,12 @@ pub fn one_time_steps(claude: bool, codex: bool) -> Vec<String> {
              the MCP entry forwards {} by name.",
             CODEX_FORWARDED.join(", ")
         ));
-        steps.push(
+        steps.push(format!(
             "Codex: `notify` is read only from ~/.codex/config.toml; to record each finished \
-             turn, add there: notify = [\"baton\", \"hook\", \"codex\", \"agent-turn-complete\"]"
-                .to_owned(),
-        );
+             turn (and see when hooks were skipped), add there: \
+             notify = [\"baton\", \"hook\", \"codex\", \"{}\"]",
+            baton_core::run::NOTIFY_EVENT
+        ));
     }
     steps
 }
