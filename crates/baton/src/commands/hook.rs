@@ -316,42 +316,41 @@ type HookSpec = (&'static str, bool, u32);
 /// ([`TOTAL_BUDGET`]), so only a stuck process reaches it.
 const HOOK_TIMEOUT_SECS: u32 = 5;
 
-/// The Claude Code hook events Baton listens to; `true` where it injects the packet. Only
-/// SessionStart does: it also fires after a compaction (`source: compact`), which is when
-/// the packet is needed again, and PreCompact's stdout is not added to the context.
-const CLAUDE_EVENTS: [HookSpec; 10] = [
-    ("SessionStart", true, HOOK_TIMEOUT_SECS),
-    ("UserPromptSubmit", false, HOOK_TIMEOUT_SECS),
-    ("PreToolUse", false, HOOK_TIMEOUT_SECS),
-    ("PostToolUse", false, HOOK_TIMEOUT_SECS),
-    ("SubagentStart", false, HOOK_TIMEOUT_SECS),
-    ("SubagentStop", false, HOOK_TIMEOUT_SECS),
-    ("PreCompact", false, HOOK_TIMEOUT_SECS),
-    ("Stop", false, HOOK_TIMEOUT_SECS),
-    ("SessionEnd", false, HOOK_TIMEOUT_SECS),
-    // A permission prompt or an idle session waiting for input: a need in `baton queue`.
-    ("Notification", false, HOOK_TIMEOUT_SECS),
-];
-
 /// The longest SessionEnd timeout Codex accepts: it clamps a longer one to this, with a
 /// warning on every start.
 const CODEX_SESSION_END_TIMEOUT_SECS: u32 = 3;
 
-/// The Codex hook events Baton listens to. Codex calls SessionEnd when a session ends
-/// (`codex exec` exiting included), SubagentStart/SubagentStop around a helper it spawns
-/// (`spawn_agent`), and PreCompact/PostCompact around a compaction.
-const CODEX_EVENTS: [HookSpec; 10] = [
-    ("SessionStart", true, HOOK_TIMEOUT_SECS),
-    ("UserPromptSubmit", false, HOOK_TIMEOUT_SECS),
-    ("PreToolUse", false, HOOK_TIMEOUT_SECS),
-    ("PostToolUse", false, HOOK_TIMEOUT_SECS),
-    ("SubagentStart", false, HOOK_TIMEOUT_SECS),
-    ("SubagentStop", false, HOOK_TIMEOUT_SECS),
-    ("PreCompact", false, HOOK_TIMEOUT_SECS),
-    ("PostCompact", false, HOOK_TIMEOUT_SECS),
-    ("Stop", false, HOOK_TIMEOUT_SECS),
-    ("SessionEnd", false, CODEX_SESSION_END_TIMEOUT_SECS),
-];
+/// The hook events Baton listens to for `agent`; `true` where it injects the packet. Only
+/// SessionStart does: it also fires after a compaction (`source: compact`), which is when
+/// the packet is needed again, and PreCompact's stdout is not added to the context.
+/// Both agents call SessionEnd when a session ends (`codex exec` exiting included) and
+/// SubagentStart/SubagentStop around a helper (Claude Code's `Agent`, Codex's
+/// `spawn_agent`).
+fn hook_events(agent: Agent) -> Vec<HookSpec> {
+    let mut events = vec![
+        ("SessionStart", true, HOOK_TIMEOUT_SECS),
+        ("UserPromptSubmit", false, HOOK_TIMEOUT_SECS),
+        ("PreToolUse", false, HOOK_TIMEOUT_SECS),
+        ("PostToolUse", false, HOOK_TIMEOUT_SECS),
+        ("SubagentStart", false, HOOK_TIMEOUT_SECS),
+        ("SubagentStop", false, HOOK_TIMEOUT_SECS),
+        ("PreCompact", false, HOOK_TIMEOUT_SECS),
+        ("Stop", false, HOOK_TIMEOUT_SECS),
+    ];
+    match agent {
+        Agent::Claude => events.extend([
+            ("SessionEnd", false, HOOK_TIMEOUT_SECS),
+            // A permission prompt or an idle session waiting for input: a need in
+            // `baton queue`.
+            ("Notification", false, HOOK_TIMEOUT_SECS),
+        ]),
+        Agent::Codex => events.extend([
+            ("PostCompact", false, HOOK_TIMEOUT_SECS),
+            ("SessionEnd", false, CODEX_SESSION_END_TIMEOUT_SECS),
+        ]),
+    }
+    events
+}
 
 /// The markers around Baton's section of AGENTS.md and CLAUDE.md.
 pub const BEGIN: &str = "<!-- baton:begin (written by `baton init`; edits inside are replaced) -->";
@@ -398,25 +397,21 @@ fn is_ours(group: &Value, agent: Agent) -> bool {
 
 /// Puts Baton's hook groups into a `{"hooks": {EVENT: [groups]}}` document, replacing
 /// only groups that are Baton's own.
-fn merge_hooks(
-    doc: &mut Map<String, Value>,
-    agent: Agent,
-    events: &[HookSpec],
-) -> Result<(), String> {
+fn merge_hooks(doc: &mut Map<String, Value>, agent: Agent) -> Result<(), String> {
     let hooks = doc
         .entry("hooks")
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
         .ok_or("its \"hooks\" is not an object")?;
-    for (event, inject, timeout) in events {
+    for (event, inject, timeout) in hook_events(agent) {
         let groups = hooks
-            .entry(*event)
+            .entry(event)
             .or_insert_with(|| Value::Array(Vec::new()))
             .as_array_mut()
             .ok_or_else(|| format!("its hooks.{event} is not a list"))?;
         groups.retain(|g| !is_ours(g, agent));
         groups.push(json!({
-            "hooks": [{ "type": "command", "command": hook_command(agent, event, *inject), "timeout": timeout }]
+            "hooks": [{ "type": "command", "command": hook_command(agent, event, inject), "timeout": timeout }]
         }));
     }
     Ok(())
@@ -667,7 +662,7 @@ pub fn install(root: &Path, claude: bool, codex: bool) -> CommandResult<Vec<Writ
     let at = |p: &str| -> PathBuf { root.join(p) };
     if claude {
         written.push(edit_json(&at(".claude/settings.json"), |doc| {
-            merge_hooks(doc, Agent::Claude, &CLAUDE_EVENTS)
+            merge_hooks(doc, Agent::Claude)
         })?);
         written.push(edit_json(&at(".mcp.json"), |doc| {
             doc.entry("mcpServers")
@@ -681,7 +676,7 @@ pub fn install(root: &Path, claude: bool, codex: bool) -> CommandResult<Vec<Writ
     }
     if codex {
         written.push(edit_json(&at(".codex/hooks.json"), |doc| {
-            merge_hooks(doc, Agent::Codex, &CODEX_EVENTS)
+            merge_hooks(doc, Agent::Codex)
         })?);
         written.push(edit_codex_config(&at(".codex/config.toml"))?);
     }
@@ -775,8 +770,8 @@ mod tests {
             ]}
         }))
         .unwrap();
-        merge_hooks(&mut doc, Agent::Claude, &CLAUDE_EVENTS).unwrap();
-        merge_hooks(&mut doc, Agent::Claude, &CLAUDE_EVENTS).unwrap();
+        merge_hooks(&mut doc, Agent::Claude).unwrap();
+        merge_hooks(&mut doc, Agent::Claude).unwrap();
         let pre = doc["hooks"]["PreToolUse"].as_array().unwrap();
         assert_eq!(pre.len(), 2, "{pre:?}");
         assert_eq!(pre[0]["hooks"][0]["command"], "./lint.sh");

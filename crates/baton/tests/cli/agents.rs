@@ -516,7 +516,7 @@ fn codex_starts_mcp(
 }
 
 /// Sends one JSON-RPC request line and reads lines until its response.
-fn request(
+pub(crate) fn request(
     stdin: &mut impl Write,
     stdout: &mut impl BufRead,
     id: u64,
