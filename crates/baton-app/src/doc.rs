@@ -774,6 +774,7 @@ pub struct RunDoc {
     pub tools: Vec<String>,
     /// Its agent's `notify` reached Baton but none of its hooks did: the agent skipped
     /// them (Codex runs only hooks a person has reviewed and trusted).
+    #[serde(default)]
     pub hooks_skipped: bool,
     /// A session's or run's helpers, counted (on `status` and the board).
     pub helpers: Option<HelperCounts>,
