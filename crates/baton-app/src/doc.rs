@@ -772,6 +772,10 @@ pub struct RunDoc {
     pub agent_type: Option<String>,
     /// The tools its hooks named (the first 32).
     pub tools: Vec<String>,
+    /// Its agent's `notify` reached Baton but none of its hooks did: the agent skipped
+    /// them (Codex runs only hooks a person has reviewed and trusted).
+    #[serde(default)]
+    pub hooks_skipped: bool,
     /// A session's or run's helpers, counted (on `status` and the board).
     pub helpers: Option<HelperCounts>,
     /// What it is, in a line: its command, or for a session or helper what its hooks say
@@ -816,6 +820,7 @@ impl RunDoc {
             parent: run.parent.clone(),
             agent_type: run.agent_type.clone(),
             tools: run.tools.clone(),
+            hooks_skipped: baton_core::run::hooks_skipped(run),
             helpers: None,
             what: describe(run, None),
             registered_at: rfc3339(run.registered_at),
@@ -856,6 +861,10 @@ impl RunDoc {
 /// helpers and the tools it used.
 fn describe(run: &baton_core::run::Run, helpers: Option<&HelperCounts>) -> String {
     let mut parts: Vec<String> = Vec::new();
+    // First, so a narrow column still shows it.
+    if baton_core::run::hooks_skipped(run) {
+        parts.push("hooks skipped".to_owned());
+    }
     if !run.command.is_empty() {
         parts.push(run.command.join(" "));
     }

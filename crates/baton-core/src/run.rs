@@ -618,12 +618,19 @@ impl HookCall {
     /// under it); otherwise the agent's session (`claude:SESSION`) or a helper of it
     /// (`claude:SESSION/AGENT_ID`). `None` when the hook names neither a run nor a
     /// session.
+    ///
+    /// A Codex helper is a thread of its own, whose id is the helper's `agent_id`, and
+    /// Codex's `notify` names only that thread: outside `baton run` such a helper's row is
+    /// `codex:THREAD`, so what its thread's notify says lands on the helper's row.
     pub fn row_of(
         run: Option<&str>,
         agent: &str,
         session: Option<&str>,
         agent_id: Option<&str>,
     ) -> Option<String> {
+        if let (None, Some(thread), true) = (run, agent_id, agent == "codex") {
+            return Some(format!("{agent}:{thread}"));
+        }
         let base = match (run, session) {
             (Some(run), _) => run.to_owned(),
             (None, Some(session)) => format!("{agent}:{session}"),
@@ -642,6 +649,31 @@ impl HookCall {
             None => self.event == "SessionEnd",
         }
     }
+
+    /// Whether this is Codex's `notify` (a finished turn) rather than a lifecycle hook.
+    /// Codex runs `notify` whatever it does with hooks, so a row that heard only from it
+    /// had its hooks skipped ([`hooks_skipped`]).
+    pub fn is_notify(&self) -> bool {
+        self.event == NOTIFY_EVENT
+    }
+
+    /// Whether this hook makes a row of its own when its row is not there yet. Not a
+    /// `SubagentStop` of a helper never started and of no kind: Claude Code's compaction
+    /// ends internal forks that way, which are no helper of anyone's.
+    fn makes_row(&self) -> bool {
+        !(self.agent_id.is_some() && self.event == "SubagentStop" && self.agent_type.is_none())
+    }
+}
+
+/// The event name `baton hook codex` records Codex's `notify` under: the `type` of its
+/// payload, as `baton init --codex` tells a person to configure it.
+pub const NOTIFY_EVENT: &str = "agent-turn-complete";
+
+/// Whether a row's hooks were skipped: it heard from its agent's `notify`, which runs
+/// whatever the agent does with hooks, and never from a lifecycle hook. Codex runs only
+/// the hooks a person has reviewed (trusted), and says nothing when it skips the others.
+pub fn hooks_skipped(run: &Run) -> bool {
+    run.notified && !run.hooked
 }
 
 /// Whether the agents read a hook's stdout into the model's context for `event`: Claude
@@ -775,6 +807,12 @@ pub struct Run {
     /// The tools its hooks named, the first [`MAX_TOOLS`] of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
+    /// A lifecycle hook (any but `notify`) landed on it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hooked: bool,
+    /// Its agent's `notify` landed on it ([`NOTIFY_EVENT`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub notified: bool,
 }
 
 impl Run {
@@ -817,6 +855,8 @@ impl Run {
             parent: None,
             agent_type: None,
             tools: Vec::new(),
+            hooked: false,
+            notified: false,
         }
     }
 
@@ -839,7 +879,7 @@ impl Run {
                 Source::Session
             },
             parent: helper
-                .then(|| id.rsplit_once('/').map(|(parent, _)| parent.to_owned()))
+                .then(|| HookCall::row_of(h.run.as_deref(), &h.agent, h.session.as_deref(), None))
                 .flatten(),
             agent_type: h.agent_type.clone(),
             ..Self::new(&registration, RunStatus::Running, seq, at)
@@ -1000,7 +1040,7 @@ pub fn fold(
             let id = h.row.as_deref()?;
             // A run's own row comes from `baton run`; a helper inside it, or a session,
             // from its first hook.
-            if h.run.as_deref() == Some(id) {
+            if h.run.as_deref() == Some(id) || !h.makes_row() {
                 return None;
             }
             let mut run = Run::seen(h, id, actor, seq, at);
@@ -1083,6 +1123,13 @@ fn hooked(run: &mut Run, h: &HookCall, at: Millis) {
     {
         run.tools.push(tool.clone());
     }
+    if h.is_notify() {
+        // A turn finished: no sign the row goes on after its end (Codex runs `notify`
+        // apart from its hooks, so it may come after SessionEnd or SubagentStop).
+        run.notified = true;
+        return;
+    }
+    run.hooked = true;
     if matches!(run.source, Source::Session | Source::Helper) {
         if h.ends() {
             run.status = RunStatus::Ended;
@@ -1607,6 +1654,117 @@ mod tests {
         );
         more.push(hook(None, "s1", "UserPromptSubmit", None));
         assert_eq!(self::rows(&more)["claude:s1"].status, RunStatus::Running);
+    }
+
+    /// A hook of `agent` as `baton hook` makes it, with the helper's kind when given.
+    fn agent_hook(
+        agent: &str,
+        run: Option<&str>,
+        session: &str,
+        event: &str,
+        helper: Option<(&str, Option<&str>)>,
+    ) -> RunChange {
+        let agent_id = helper.map(|(id, _)| id);
+        RunChange::Hook(HookCall {
+            row: HookCall::row_of(run, agent, Some(session), agent_id),
+            run: run.map(str::to_owned),
+            agent: agent.into(),
+            event: event.into(),
+            session: Some(session.into()),
+            tool: None,
+            agent_id: agent_id.map(str::to_owned),
+            agent_type: helper.and_then(|(_, kind)| kind.map(str::to_owned)),
+        })
+    }
+
+    #[test]
+    fn a_compactions_fork_that_only_stops_makes_no_helper_row() {
+        // As Claude Code 2.1 sends `/compact`: PreCompact, then a SubagentStop for each
+        // internal fork, with an agent_id, no agent_type and no SubagentStart before it.
+        let fork = Some(("aae473b795447fffd", None));
+        let rows = rows(&[
+            agent_hook("claude", None, "s1", "SessionStart", None),
+            agent_hook("claude", None, "s1", "PreCompact", None),
+            agent_hook("claude", None, "s1", "SubagentStop", fork),
+            agent_hook(
+                "claude",
+                None,
+                "s1",
+                "SubagentStop",
+                Some(("a3706ee", None)),
+            ),
+        ]);
+        assert_eq!(rows.keys().collect::<Vec<_>>(), ["claude:s1"]);
+        // A helper that was started, or one whose stop names its kind (its start was
+        // dropped), is a helper.
+        let rows = self::rows(&[
+            agent_hook("claude", None, "s1", "SubagentStart", Some(("a1", None))),
+            agent_hook("claude", None, "s1", "SubagentStop", Some(("a1", None))),
+            agent_hook(
+                "claude",
+                None,
+                "s1",
+                "SubagentStop",
+                Some(("a2", Some("Explore"))),
+            ),
+        ]);
+        assert_eq!(rows["claude:s1/a1"].status, RunStatus::Ended);
+        assert_eq!(rows["claude:s1/a2"].source, Source::Helper);
+    }
+
+    #[test]
+    fn a_row_that_heard_only_notify_had_its_hooks_skipped() {
+        let notify =
+            |run: Option<&str>, thread: &str| agent_hook("codex", run, thread, NOTIFY_EVENT, None);
+        // Codex skipped every hook: only its notify spoke, for the session and for a run.
+        let skipped = rows(&[
+            notify(None, "t1"),
+            registered("r1"),
+            started("r1"),
+            notify(Some("r1"), "t2"),
+        ]);
+        assert!(hooks_skipped(&skipped["codex:t1"]));
+        assert_eq!(skipped["codex:t1"].status, RunStatus::Running);
+        assert!(hooks_skipped(&skipped["r1"]));
+        // Hooks ran: not skipped, whatever notify said; no notify: nothing to tell by.
+        let ran = rows(&[
+            agent_hook("codex", None, "t1", "SessionStart", None),
+            notify(None, "t1"),
+            agent_hook("codex", None, "t3", "SessionStart", None),
+        ]);
+        assert!(!hooks_skipped(&ran["codex:t1"]));
+        assert!(!hooks_skipped(&ran["codex:t3"]));
+        assert!(!hooks_skipped(&rows(&[registered("r2")])["r2"]));
+    }
+
+    #[test]
+    fn a_codex_helper_is_the_row_of_its_thread_and_notify_revives_nothing() {
+        // Codex 0.171, as it ran: the helper's hooks name the parent session and the
+        // helper's thread (agent_id); its thread's notify names that thread alone, and
+        // may come after SubagentStop, as the session's may after SessionEnd.
+        let helper = Some(("t2", Some("default")));
+        let rows = rows(&[
+            agent_hook("codex", None, "t1", "SessionStart", None),
+            agent_hook("codex", None, "t1", "SubagentStart", helper),
+            agent_hook("codex", None, "t1", "UserPromptSubmit", helper),
+            agent_hook("codex", None, "t1", "SubagentStop", helper),
+            agent_hook("codex", None, "t2", NOTIFY_EVENT, None),
+            agent_hook("codex", None, "t1", "SessionEnd", None),
+            agent_hook("codex", None, "t1", NOTIFY_EVENT, None),
+        ]);
+        assert_eq!(rows.len(), 2, "{:?}", rows.keys());
+        let thread = &rows["codex:t2"];
+        assert_eq!(
+            (thread.source, thread.status, thread.parent.as_deref()),
+            (Source::Helper, RunStatus::Ended, Some("codex:t1"))
+        );
+        assert!(!hooks_skipped(thread));
+        assert_eq!(rows["codex:t1"].status, RunStatus::Ended);
+        // Inside `baton run`, a helper stays under the run.
+        assert_eq!(
+            HookCall::row_of(Some("r1"), "codex", Some("t1"), Some("t2")).as_deref(),
+            Some("r1/t2")
+        );
     }
 
     #[test]

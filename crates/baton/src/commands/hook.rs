@@ -308,29 +308,49 @@ async fn record(g: &GlobalArgs, args: &HookArgs) -> CommandResult<String> {
 // `baton init --claude | --codex`
 // ---------------------------------------------------------------------------------------
 
-/// The Claude Code hook events Baton listens to; `true` where it injects the packet. Only
+/// A hook event Baton installs: its name, whether it injects the packet, and how long the
+/// agent lets it run (seconds).
+type HookSpec = (&'static str, bool, u32);
+
+/// How long an agent lets one of Baton's hooks run: far more than a hook's own budget
+/// ([`TOTAL_BUDGET`]), so only a stuck process reaches it.
+const HOOK_TIMEOUT_SECS: u32 = 5;
+
+/// The longest SessionEnd timeout Codex accepts: it clamps a longer one to this, with a
+/// warning on every start.
+const CODEX_SESSION_END_TIMEOUT_SECS: u32 = 3;
+
+/// The hook events Baton listens to for `agent`; `true` where it injects the packet. Only
 /// SessionStart does: it also fires after a compaction (`source: compact`), which is when
 /// the packet is needed again, and PreCompact's stdout is not added to the context.
-const CLAUDE_EVENTS: [(&str, bool); 10] = [
-    ("SessionStart", true),
-    ("UserPromptSubmit", false),
-    ("PreToolUse", false),
-    ("PostToolUse", false),
-    ("SubagentStart", false),
-    ("SubagentStop", false),
-    ("PreCompact", false),
-    ("Stop", false),
-    ("SessionEnd", false),
-    // A permission prompt or an idle session waiting for input: a need in `baton queue`.
-    ("Notification", false),
-];
-const CODEX_EVENTS: [(&str, bool); 5] = [
-    ("SessionStart", true),
-    ("UserPromptSubmit", false),
-    ("PreToolUse", false),
-    ("PostToolUse", false),
-    ("Stop", false),
-];
+/// Both agents call SessionEnd when a session ends (`codex exec` exiting included) and
+/// SubagentStart/SubagentStop around a helper (Claude Code's `Agent`, Codex's
+/// `spawn_agent`).
+fn hook_events(agent: Agent) -> Vec<HookSpec> {
+    let mut events = vec![
+        ("SessionStart", true, HOOK_TIMEOUT_SECS),
+        ("UserPromptSubmit", false, HOOK_TIMEOUT_SECS),
+        ("PreToolUse", false, HOOK_TIMEOUT_SECS),
+        ("PostToolUse", false, HOOK_TIMEOUT_SECS),
+        ("SubagentStart", false, HOOK_TIMEOUT_SECS),
+        ("SubagentStop", false, HOOK_TIMEOUT_SECS),
+        ("PreCompact", false, HOOK_TIMEOUT_SECS),
+        ("Stop", false, HOOK_TIMEOUT_SECS),
+    ];
+    match agent {
+        Agent::Claude => events.extend([
+            ("SessionEnd", false, HOOK_TIMEOUT_SECS),
+            // A permission prompt or an idle session waiting for input: a need in
+            // `baton queue`.
+            ("Notification", false, HOOK_TIMEOUT_SECS),
+        ]),
+        Agent::Codex => events.extend([
+            ("PostCompact", false, HOOK_TIMEOUT_SECS),
+            ("SessionEnd", false, CODEX_SESSION_END_TIMEOUT_SECS),
+        ]),
+    }
+    events
+}
 
 /// The markers around Baton's section of AGENTS.md and CLAUDE.md.
 pub const BEGIN: &str = "<!-- baton:begin (written by `baton init`; edits inside are replaced) -->";
@@ -377,25 +397,21 @@ fn is_ours(group: &Value, agent: Agent) -> bool {
 
 /// Puts Baton's hook groups into a `{"hooks": {EVENT: [groups]}}` document, replacing
 /// only groups that are Baton's own.
-fn merge_hooks(
-    doc: &mut Map<String, Value>,
-    agent: Agent,
-    events: &[(&str, bool)],
-) -> Result<(), String> {
+fn merge_hooks(doc: &mut Map<String, Value>, agent: Agent) -> Result<(), String> {
     let hooks = doc
         .entry("hooks")
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
         .ok_or("its \"hooks\" is not an object")?;
-    for (event, inject) in events {
+    for (event, inject, timeout) in hook_events(agent) {
         let groups = hooks
-            .entry(*event)
+            .entry(event)
             .or_insert_with(|| Value::Array(Vec::new()))
             .as_array_mut()
             .ok_or_else(|| format!("its hooks.{event} is not a list"))?;
         groups.retain(|g| !is_ours(g, agent));
         groups.push(json!({
-            "hooks": [{ "type": "command", "command": hook_command(agent, event, *inject), "timeout": 5 }]
+            "hooks": [{ "type": "command", "command": hook_command(agent, event, inject), "timeout": timeout }]
         }));
     }
     Ok(())
@@ -618,7 +634,11 @@ pub fn one_time_steps(claude: bool, codex: bool) -> Vec<String> {
     if codex {
         steps.push(
             "Codex: trust this project when Codex asks (it reads .codex/ only in trusted \
-             projects), then review and approve Baton's hooks with /hooks."
+             projects), then review and trust Baton's hooks with /hooks: Codex skips, silently, \
+             every hook nobody trusted (`baton runs` marks such a session `hooks skipped`). The \
+             trust is kept in ~/.codex/config.toml ([hooks.state], by each hook's hash), so \
+             unattended `codex exec` runs here use it too; or start them with \
+             `codex exec --dangerously-bypass-hook-trust` where .codex/hooks.json is vetted."
                 .to_owned(),
         );
         steps.push(format!(
@@ -626,11 +646,12 @@ pub fn one_time_steps(claude: bool, codex: bool) -> Vec<String> {
              the MCP entry forwards {} by name.",
             CODEX_FORWARDED.join(", ")
         ));
-        steps.push(
+        steps.push(format!(
             "Codex: `notify` is read only from ~/.codex/config.toml; to record each finished \
-             turn, add there: notify = [\"baton\", \"hook\", \"codex\", \"agent-turn-complete\"]"
-                .to_owned(),
-        );
+             turn (and see when hooks were skipped), add there: \
+             notify = [\"baton\", \"hook\", \"codex\", \"{}\"]",
+            baton_core::run::NOTIFY_EVENT
+        ));
     }
     steps
 }
@@ -641,7 +662,7 @@ pub fn install(root: &Path, claude: bool, codex: bool) -> CommandResult<Vec<Writ
     let at = |p: &str| -> PathBuf { root.join(p) };
     if claude {
         written.push(edit_json(&at(".claude/settings.json"), |doc| {
-            merge_hooks(doc, Agent::Claude, &CLAUDE_EVENTS)
+            merge_hooks(doc, Agent::Claude)
         })?);
         written.push(edit_json(&at(".mcp.json"), |doc| {
             doc.entry("mcpServers")
@@ -655,7 +676,7 @@ pub fn install(root: &Path, claude: bool, codex: bool) -> CommandResult<Vec<Writ
     }
     if codex {
         written.push(edit_json(&at(".codex/hooks.json"), |doc| {
-            merge_hooks(doc, Agent::Codex, &CODEX_EVENTS)
+            merge_hooks(doc, Agent::Codex)
         })?);
         written.push(edit_codex_config(&at(".codex/config.toml"))?);
     }
@@ -749,8 +770,8 @@ mod tests {
             ]}
         }))
         .unwrap();
-        merge_hooks(&mut doc, Agent::Claude, &CLAUDE_EVENTS).unwrap();
-        merge_hooks(&mut doc, Agent::Claude, &CLAUDE_EVENTS).unwrap();
+        merge_hooks(&mut doc, Agent::Claude).unwrap();
+        merge_hooks(&mut doc, Agent::Claude).unwrap();
         let pre = doc["hooks"]["PreToolUse"].as_array().unwrap();
         assert_eq!(pre.len(), 2, "{pre:?}");
         assert_eq!(pre[0]["hooks"][0]["command"], "./lint.sh");

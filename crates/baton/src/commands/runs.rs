@@ -28,6 +28,14 @@ pub struct RunsArgs {
     pub cursor: Option<String>,
 }
 
+/// Said under a table with a row whose hooks were skipped (`hooks_skipped`); lines within
+/// the width of `baton status`.
+pub const HOOKS_SKIPPED: &str =
+    "hooks skipped: the agent's notify reached Baton, none of its hooks did.
+Codex runs only the hooks a person trusted: review Baton's with /hooks in codex, or start
+`codex exec --dangerously-bypass-hook-trust` where .codex/hooks.json is vetted
+(README: trusting Baton's hooks).";
+
 /// How much of a command the table shows, in bytes (JSON has all of it).
 const COMMAND_SHOWN: usize = 80;
 
@@ -87,6 +95,11 @@ pub async fn run(ctx: &Context, args: RunsArgs) -> CommandResult<Output> {
             ],
             &rows,
         )
+    };
+    let human = if doc.items.iter().any(|r| r.hooks_skipped) {
+        format!("{}\n{HOOKS_SKIPPED}\n", human.trim_end())
+    } else {
+        human
     };
     let human = match &doc.next {
         None => human,

@@ -150,6 +150,9 @@ pub fn render(s: &Status) -> String {
             ],
             &rows,
         )));
+        if s.runs.iter().any(|r| r.hooks_skipped) {
+            out.push_str(&narrow(crate::commands::runs::HOOKS_SKIPPED));
+        }
     }
 
     if !s.participants.is_empty() {

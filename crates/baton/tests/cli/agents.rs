@@ -372,6 +372,38 @@ fn agents_init_codex_forwards_the_identity_and_respects_the_hooks_setting() {
         "the steps are printed every time"
     );
 
+    // Codex's whole lifecycle, each with a timeout Codex takes as it is (it clamps a
+    // SessionEnd timeout above 3 s, and warns on every start).
+    let hooks: Value =
+        serde_json::from_str(&read(&project.path().join(".codex/hooks.json"))).unwrap();
+    for event in [
+        "SessionStart",
+        "SessionEnd",
+        "SubagentStart",
+        "SubagentStop",
+        "PreCompact",
+        "PostCompact",
+    ] {
+        let hook = &hooks["hooks"][event][0]["hooks"][0];
+        assert_eq!(
+            hook["command"],
+            json!(format!(
+                "baton hook codex {event}{}",
+                if event == "SessionStart" {
+                    " --inject"
+                } else {
+                    ""
+                }
+            )),
+            "{hooks}"
+        );
+        let limit = if event == "SessionEnd" { 3 } else { 5 };
+        assert!(
+            hook["timeout"].as_u64().is_some_and(|t| t <= limit),
+            "{event}: {hook}"
+        );
+    }
+
     // Nothing set either way: the current key, never the deprecated alias.
     let fresh = Project::new(&[]);
     let human = fresh.ok(None, &["init", "--codex"]);
@@ -484,7 +516,7 @@ fn codex_starts_mcp(
 }
 
 /// Sends one JSON-RPC request line and reads lines until its response.
-fn request(
+pub(crate) fn request(
     stdin: &mut impl Write,
     stdout: &mut impl BufRead,
     id: u64,

@@ -753,6 +753,72 @@ fn hooks_exit_0_print_nothing_and_tie_the_session_to_the_run() {
     assert!(said.contains("ghost is not a participant"), "{said}");
 }
 
+/// `/compact` in Claude Code 2.1.332 (payloads as it sent them, paths shortened): a
+/// PreCompact, then a SubagentStop for each internal fork, with an agent_id, an empty
+/// agent_type and no SubagentStart. They stay in the log and make no helper row; the
+/// helper the session really started is still its only one.
+#[test]
+fn a_compactions_forks_that_only_stop_make_no_helper_rows() {
+    let project = Project::new(&[("impl-1", "executor")]);
+    let session = "536a46b4-e8a0-4e05-8495-f1fdeebbeaad";
+    let stop = |agent: &str, kind: &str| {
+        format!(
+            r#"{{"session_id":"{session}","transcript_path":"/home/dev/.claude/projects/-home-dev-proj/{session}.jsonl","cwd":"/home/dev/proj","prompt_id":"8a694c70-c8a9-4af6-9039-be2652c1f83c","permission_mode":"default","agent_id":"{agent}","agent_type":"{kind}","effort":{{"level":"medium"}},"hook_event_name":"SubagentStop","stop_hook_active":false,"agent_transcript_path":"/home/dev/.claude/projects/-home-dev-proj/{session}/subagents/agent-{agent}.jsonl","last_assistant_message":"done","background_tasks":[],"session_crons":[]}}"#
+        )
+    };
+    let calls = [
+        (
+            "SessionStart",
+            format!(
+                r#"{{"session_id":"{session}","hook_event_name":"SessionStart","source":"startup"}}"#
+            ),
+        ),
+        (
+            "SubagentStart",
+            format!(
+                r#"{{"session_id":"{session}","hook_event_name":"SubagentStart","agent_id":"a0634772da1dea376","agent_type":"general-purpose"}}"#
+            ),
+        ),
+        ("SubagentStop", stop("a0634772da1dea376", "general-purpose")),
+        (
+            "PreCompact",
+            format!(
+                r#"{{"session_id":"{session}","cwd":"/home/dev/proj","prompt_id":"8a694c70-c8a9-4af6-9039-be2652c1f83c","hook_event_name":"PreCompact","trigger":"manual","custom_instructions":null}}"#
+            ),
+        ),
+        ("SubagentStop", stop("a7b4c5624d693ab9d", "")),
+        ("SubagentStop", stop("a056b7bddaadf4a3f", "")),
+    ];
+    for (event, payload) in &calls {
+        // A hook over its budget on a loaded machine drops its event (by design): again.
+        let landed = (0..20).any(|_| {
+            let out = hook(
+                &project,
+                Some("impl-1"),
+                &["claude", event],
+                payload.as_bytes(),
+            );
+            assert_eq!(code(out.status), 0, "{}", stderr(&out));
+            !stderr(&out).contains("event dropped")
+        });
+        assert!(landed, "every {event} call dropped its event");
+    }
+    let stops = project
+        .ok(None, &["export"])
+        .lines()
+        .filter(|l| l.contains(r#""event":"SubagentStop""#))
+        .count();
+    assert_eq!(stops, 3, "every stop is in the log");
+    let rows = runs(&project);
+    let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let id = format!("claude:{session}");
+    assert_eq!(
+        ids,
+        [id.clone(), format!("{id}/a0634772da1dea376")],
+        "a fork became a helper"
+    );
+}
+
 #[test]
 fn sessions_and_helpers_seen_through_hooks_are_rows_of_the_ledger() {
     let project = Project::new(&[("impl-1", "executor"), ("planner", "planner")]);

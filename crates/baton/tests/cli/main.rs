@@ -22,12 +22,15 @@ mod mcp;
 mod mcp_js;
 mod memory;
 mod negotiate;
+// Helpers for every counterpart's tests; not each is used by every module yet.
+#[allow(dead_code)]
 mod node;
 mod orders;
 mod portable;
 mod queue;
 mod race;
 mod readme;
+mod real_agents;
 mod remote;
 mod replicas;
 mod review;
