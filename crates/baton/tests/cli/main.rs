@@ -23,7 +23,6 @@ mod mcp_js;
 mod memory;
 mod negotiate;
 // Helpers for every counterpart's tests; not each is used by every module yet.
-#[allow(dead_code)]
 mod node;
 mod orders;
 mod portable;
