@@ -22,7 +22,6 @@ mod mcp;
 mod mcp_js;
 mod memory;
 mod negotiate;
-// Helpers for every counterpart's tests; not each is used by every module yet.
 mod node;
 mod orders;
 mod portable;
