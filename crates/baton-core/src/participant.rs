@@ -221,7 +221,7 @@ mod tests {
         }
         assert!(matches!(
             OutsideAgent::new("ftp://a.example", "KEY"),
-            Err(Refusal::WebhookUrl { .. })
+            Err(Refusal::AgentUrl { .. })
         ));
         assert!(OutsideAgent::new("https://user:pw@a.example", "KEY").is_err());
     }
