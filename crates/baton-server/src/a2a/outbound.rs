@@ -275,34 +275,55 @@ async fn project_round(
             let memory = Arc::clone(memory);
             let endpoint = endpoint.clone();
             looks.spawn(async move {
+                // Released however the look ends, a panic included.
+                let _flight = Flight {
+                    memory: Arc::clone(&memory),
+                    waiting: waiting.clone(),
+                    endpoint,
+                    project: look.project.clone(),
+                };
                 let looked = if request {
                     hand_over(&look, &outside).await
                 } else {
                     answer(&look, &outside).await
                 };
-                let mut guard = memory.lock().unwrap_or_else(|e| e.into_inner());
-                let m = &mut *guard;
+                let mut m = memory.lock().unwrap_or_else(|e| e.into_inner());
                 match looked {
                     Ok(Looked::Moved) => {
                         m.waits.remove(&waiting);
                     }
-                    Ok(Looked::Unmoved) => m.unmoved(waiting.clone()),
-                    Err(e) => m.failed(&look, waiting.clone(), e.said().to_owned()),
-                }
-                m.flying.remove(&waiting);
-                for count in [
-                    m.per_agent.get_mut(&endpoint),
-                    m.per_project.get_mut(&look.project),
-                ]
-                .into_iter()
-                .flatten()
-                {
-                    *count = count.saturating_sub(1);
+                    Ok(Looked::Unmoved) => m.unmoved(waiting),
+                    Err(e) => m.failed(&look, waiting, e.said().to_owned()),
                 }
             });
         }
     }
     Ok(())
+}
+
+/// A look in flight: its place in the bounds, given back when dropped.
+struct Flight {
+    memory: Arc<Mutex<Memory>>,
+    waiting: String,
+    endpoint: String,
+    project: ProjectName,
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        let mut guard = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+        let m = &mut *guard;
+        m.flying.remove(&self.waiting);
+        for count in [
+            m.per_agent.get_mut(&self.endpoint),
+            m.per_project.get_mut(&self.project),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *count = count.saturating_sub(1);
+        }
+    }
 }
 
 /// Says `line` on stderr the first time only.
