@@ -15,7 +15,8 @@ Tasks are kept in memory.
 `--log FILE` appends a line per JSON-RPC call (`METHOD MESSAGE-ID`) as it comes in;
 `--hold SECONDS` holds the answer to each new SendMessage that long, and `--hold-until
 FILE` until FILE exists (an agent that answers slowly, or not while the test says so):
-the task is made and stored at once, only the answer waits.
+the task is made and stored at once, only the answer waits; a caller that stops waiting
+for a held answer is logged as `GONE MESSAGE-ID`.
 """
 
 import argparse
@@ -81,6 +82,11 @@ class Key(BaseHTTPMiddleware):
         super().__init__(app)
         self.args = args
 
+    def note(self, line):
+        if self.args.log:
+            with open(self.args.log, "a") as log:
+                log.write(line + "\n")
+
     async def dispatch(self, request, call_next):
         if request.headers.get("authorization") != f"Bearer {self.args.token}":
             return JSONResponse({"error": "unauthorized"}, status_code=401)
@@ -91,14 +97,16 @@ class Key(BaseHTTPMiddleware):
         method = frame.get("method", "") if isinstance(frame, dict) else ""
         params = frame.get("params") or {} if isinstance(frame, dict) else {}
         message = params.get("message") or {}
-        if self.args.log:
-            with open(self.args.log, "a") as log:
-                log.write(f"{method} {message.get('messageId', params.get('id', ''))}\n")
+        self.note(f"{method} {message.get('messageId', params.get('id', ''))}")
         response = await call_next(request)
         if method == "SendMessage" and not message.get("taskId"):
             if self.args.hold:
                 await asyncio.sleep(self.args.hold)
             while self.args.hold_until and not os.path.exists(self.args.hold_until):
+                if await request.is_disconnected():
+                    # The caller stopped waiting for the answer.
+                    self.note(f"GONE {message.get('messageId', '')}")
+                    break
                 await asyncio.sleep(0.05)
         if method != "GetTask":
             return response
