@@ -90,6 +90,21 @@ impl App {
         self.store().outside_agent(name).await
     }
 
+    /// Where the hand-over of request `request` to an outside agent stands.
+    pub async fn handover(&self, request: &str) -> Result<baton_core::handover::Handover> {
+        self.store().handover(request).await
+    }
+
+    /// Records a step of a hand-over as the participant `actor` (the server's loop only):
+    /// `false` when the log shows another server got there first.
+    pub async fn record_handover(
+        &self,
+        actor: &str,
+        change: baton_core::handover::HandoverChange,
+    ) -> Result<bool> {
+        self.store().record_handover(actor, change).await
+    }
+
     /// Every participant that stands for an outside A2A agent, and its agent.
     pub async fn outside_agents(
         &self,

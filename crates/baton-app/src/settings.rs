@@ -83,6 +83,12 @@ pub struct Settings {
     /// Whether webhooks may go to loopback, private and link-local addresses
     /// (`[webhooks] allow_private = true`; `baton serve --allow-private-webhooks`).
     pub private_webhooks: bool,
+    /// What a server lets outside A2A agents be (`baton serve --agent-key-env`,
+    /// `--allow-private-agents`): the variables their keys may be read from, and whether
+    /// they may be at private addresses. `None` where no server decides — the operator
+    /// administering the store where it is, who names any variable and any address;
+    /// a server reads and reaches only what its own admission allows.
+    pub outside_agents: Option<baton_core::participant::Admission>,
 }
 
 impl Default for Settings {
@@ -100,6 +106,7 @@ impl Default for Settings {
             contract: ContractMode::Required,
             service_targets: std::collections::BTreeMap::new(),
             private_webhooks: false,
+            outside_agents: None,
             effect_timeout: Duration::from_secs(60),
         }
     }

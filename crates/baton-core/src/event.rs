@@ -102,6 +102,11 @@ pub enum Change {
     /// person, an acknowledged queue item.
     #[serde(rename = "gate.changed")]
     Gate(GateChange),
+    /// A server handed a request to an outside A2A agent, or took a step of that
+    /// hand-over: a send claimed, where it landed, a send ended, a question posted.
+    /// Written by the server only; no operation writes it.
+    #[serde(rename = "handover.changed")]
+    Handover(crate::handover::HandoverChange),
 }
 
 impl Change {
@@ -122,6 +127,7 @@ impl Change {
             Self::Negotiation(_) => "negotiation.changed",
             Self::Effect(_) => crate::effect::KIND,
             Self::Gate(_) => "gate.changed",
+            Self::Handover(_) => crate::handover::KIND,
         }
     }
 
@@ -142,6 +148,7 @@ impl Change {
             Self::Negotiation(change) => change.negotiation(),
             Self::Effect(change) => change.order(),
             Self::Gate(change) => change.subject(),
+            Self::Handover(change) => change.request(),
         }
     }
 

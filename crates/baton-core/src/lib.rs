@@ -13,6 +13,7 @@ pub mod delivery;
 pub mod effect;
 pub mod event;
 pub mod gate;
+pub mod handover;
 pub mod id;
 pub mod json;
 pub mod key;

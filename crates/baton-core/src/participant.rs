@@ -38,15 +38,11 @@ impl OutsideAgent {
     /// The agent at `url` (an http or https URL) with its key in `key_env` (an
     /// environment variable's name: `A-Z`, `0-9` and `_`, not starting with a digit).
     pub fn new(url: &str, key_env: &str) -> Result<Self, Refusal> {
-        let url = crate::webhook::check_url(url)?;
-        let bytes = key_env.as_bytes();
-        let named = !bytes.is_empty()
-            && bytes.len() <= MAX_KEY_ENV
-            && !bytes[0].is_ascii_digit()
-            && bytes
-                .iter()
-                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_');
-        if !named {
+        let url = crate::webhook::check_url(url).map_err(|refusal| match refusal {
+            Refusal::WebhookUrl { url, why } => Refusal::AgentUrl { url, why },
+            other => other,
+        })?;
+        if !env_name(key_env) {
             return Err(Refusal::KeyEnv {
                 name: key_env.chars().take(80).collect(),
             });
@@ -55,6 +51,84 @@ impl OutsideAgent {
             url,
             key_env: key_env.to_owned(),
         })
+    }
+}
+
+/// Whether `name` is an environment variable's name as Baton takes one: `A-Z`, `0-9` and
+/// `_`, not starting with a digit, at most [`MAX_KEY_ENV`] bytes.
+fn env_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= MAX_KEY_ENV
+        && !bytes[0].is_ascii_digit()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_')
+}
+
+/// What a server lets outside agents be — the operator's choice, never a project's:
+/// the environment variables that may hold their keys (each a name, or a prefix ending
+/// in `*`), and whether their URLs may name loopback, private or link-local addresses
+/// (a server for local testing).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Admission {
+    key_envs: Vec<String>,
+    pub private: bool,
+}
+
+impl Admission {
+    /// Admits keys from the variables `key_envs` names (`BATON_AGENT_KEY`, or `AGENT_*`
+    /// for every variable starting `AGENT_`); refused naming the first entry that is
+    /// neither.
+    pub fn new(key_envs: &[String], private: bool) -> Result<Self, Refusal> {
+        for entry in key_envs {
+            let name = entry.strip_suffix('*').unwrap_or(entry);
+            if !env_name(name) {
+                return Err(Refusal::KeyEnv {
+                    name: entry.chars().take(80).collect(),
+                });
+            }
+        }
+        Ok(Self {
+            key_envs: key_envs.to_vec(),
+            private,
+        })
+    }
+
+    /// Whether an outside agent's key may be read from the variable `name`.
+    pub fn allows_key(&self, name: &str) -> bool {
+        env_name(name)
+            && self
+                .key_envs
+                .iter()
+                .any(|entry| match entry.strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => entry == name,
+                })
+    }
+
+    /// The outside agent at `url` with its key in `key_env`, when this server would
+    /// reach it: a well-formed URL at an address it reaches, and a variable its operator
+    /// listed.
+    pub fn admit(&self, url: &str, key_env: &str) -> Result<OutsideAgent, Refusal> {
+        let agent = OutsideAgent::new(url, key_env)?;
+        if !self.allows_key(&agent.key_env) {
+            let listed = if self.key_envs.is_empty() {
+                "none".to_owned()
+            } else {
+                self.key_envs.join(", ")
+            };
+            return Err(Refusal::KeyEnvNotListed {
+                name: agent.key_env,
+                listed,
+            });
+        }
+        crate::webhook::check_destination_for(
+            crate::webhook::Destination::OutsideAgent,
+            &agent.url,
+            self.private,
+        )?;
+        Ok(agent)
     }
 }
 
@@ -147,7 +221,7 @@ mod tests {
         }
         assert!(matches!(
             OutsideAgent::new("ftp://a.example", "KEY"),
-            Err(Refusal::WebhookUrl { .. })
+            Err(Refusal::AgentUrl { .. })
         ));
         assert!(OutsideAgent::new("https://user:pw@a.example", "KEY").is_err());
     }
@@ -222,5 +296,47 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod admission_tests {
+    use super::*;
+
+    #[test]
+    fn only_the_variables_the_operator_lists_may_hold_an_outside_agents_key() {
+        let admission =
+            Admission::new(&["RESEARCHER_KEY".into(), "AGENT_KEY_*".into()], false).unwrap();
+        for listed in ["RESEARCHER_KEY", "AGENT_KEY_A", "AGENT_KEY_"] {
+            assert!(admission.allows_key(listed), "{listed}");
+        }
+        for other in [
+            "PGPASSWORD",
+            "BATON_DB",
+            "PATH",
+            "RESEARCHER_KEY2",
+            "AGENT_KEY",
+        ] {
+            assert!(!admission.allows_key(other), "{other}");
+            assert!(
+                matches!(
+                    admission.admit("https://agent.example.com/", other),
+                    Err(Refusal::KeyEnvNotListed { .. })
+                ),
+                "{other}"
+            );
+        }
+        assert!(!Admission::default().allows_key("RESEARCHER_KEY"));
+        assert!(Admission::new(&["lower".into()], false).is_err());
+        assert!(Admission::new(&["*".into()], false).is_err());
+        assert!(matches!(
+            admission.admit("http://127.0.0.1:9/", "RESEARCHER_KEY"),
+            Err(Refusal::AgentUrl { .. })
+        ));
+        assert!(
+            admission
+                .admit("https://agent.example.com/", "AGENT_KEY_A")
+                .is_ok()
+        );
     }
 }

@@ -438,6 +438,16 @@ pub enum Refusal {
     PowerName { name: String },
     #[error("webhook URL {url:?} is refused: {why}")]
     WebhookUrl { url: String, why: String },
+    /// An outside agent's URL is not one this server reaches.
+    #[error("outside agent URL {url:?} is refused: {why}")]
+    AgentUrl { url: String, why: String },
+    /// An outside agent's key would be read from a variable the server's operator did not
+    /// list: only the operator chooses which of its environment variables hold keys.
+    #[error(
+        "{name:?} is not an environment variable this server reads outside agents' keys from \
+         (its operator lists them: {listed})"
+    )]
+    KeyEnvNotListed { name: String, listed: String },
     /// An outside agent's key is named by an environment variable: `A-Z`, `0-9`, `_`.
     #[error(
         "{name:?} is not an environment variable's name: use A-Z, 0-9 and _ (not first), at most 64"
@@ -699,6 +709,8 @@ impl Refusal {
             | Self::TopicPattern { .. }
             | Self::PowerName { .. }
             | Self::WebhookUrl { .. }
+            | Self::AgentUrl { .. }
+            | Self::KeyEnvNotListed { .. }
             | Self::KeyEnv { .. }
             | Self::StatusNeedsIdentity
             | Self::Input { .. }

@@ -124,10 +124,16 @@ fn host_of(url: &str) -> String {
 }
 
 /// Why `ip` is not a public destination, when it is not: loopback, private, link-local
-/// (the cloud metadata address among them), unspecified, shared, broadcast or multicast.
+/// (the cloud metadata address among them), unspecified, shared, reserved, broadcast or
+/// multicast; and, for IPv6, every form that carries or reaches an IPv4 address or stays
+/// on a local network — IPv4-compatible (`::a.b.c.d`) and IPv4-mapped, NAT64
+/// (`64:ff9b::/96`, `64:ff9b:1::/48`), 6to4 (`2002::/16`), Teredo (`2001::/32`), unique
+/// local (`fc00::/7`), link-local (`fe80::/10`), site-local (`fec0::/10`), discard-only
+/// (`100::/64`) and documentation (`2001:db8::/32`) — whatever IPv4 address it embeds, since
+/// a gateway on the way may take it to any.
 pub fn private_address(ip: IpAddr) -> Option<&'static str> {
     let v4 = |v4: Ipv4Addr| {
-        let [a, b, ..] = v4.octets();
+        let [a, b, c, _] = v4.octets();
         if v4.is_loopback() {
             Some("loopback")
         } else if v4.is_private() {
@@ -142,6 +148,9 @@ pub fn private_address(ip: IpAddr) -> Option<&'static str> {
             Some("broadcast")
         } else if v4.is_multicast() {
             Some("multicast")
+        } else if a >= 240 || (a == 192 && b == 0 && c == 0) || (a == 198 && (18..20).contains(&b))
+        {
+            Some("reserved")
         } else {
             None
         }
@@ -149,18 +158,31 @@ pub fn private_address(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(a) => v4(a),
         IpAddr::V6(a) => {
-            if let Some(mapped) = a.to_ipv4_mapped() {
-                return v4(mapped);
-            }
-            let first = a.segments()[0];
+            let s = a.segments();
             if a.is_loopback() {
                 Some("loopback")
             } else if a.is_unspecified() {
                 Some("unspecified")
-            } else if first & 0xfe00 == 0xfc00 {
+            } else if a.to_ipv4_mapped().is_some() {
+                Some("IPv4-mapped")
+            } else if s[..6] == [0; 6] {
+                Some("IPv4-compatible")
+            } else if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..3] == [0x64, 0xff9b, 1] {
+                Some("NAT64")
+            } else if s[0] == 0x2002 {
+                Some("6to4")
+            } else if s[..2] == [0x2001, 0] {
+                Some("Teredo")
+            } else if s[..2] == [0x2001, 0xdb8] {
+                Some("documentation")
+            } else if s[..4] == [0x100, 0, 0, 0] {
+                Some("discard-only")
+            } else if s[0] & 0xfe00 == 0xfc00 {
                 Some("private (unique local)")
-            } else if first & 0xffc0 == 0xfe80 {
+            } else if s[0] & 0xffc0 == 0xfe80 {
                 Some("link-local")
+            } else if s[0] & 0xffc0 == 0xfec0 {
+                Some("site-local")
             } else if a.is_multicast() {
                 Some("multicast")
             } else {
@@ -170,22 +192,56 @@ pub fn private_address(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
+/// What a URL checked by [`check_destination`] is for: the words of its refusal, and the
+/// operator's switch that lets a server for local testing reach other addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    Webhook,
+    OutsideAgent,
+}
+
 /// Refuses a webhook URL (already well formed, [`check_url`]) whose host is an address
 /// that is not public, a loopback name, or a numeric address written other than as a
 /// dotted quad (`2130706433`, `0x7f.1`, `127.1`: each may name any address) — unless
 /// `private` allows every destination (a server run for local testing). A DNS name is
 /// taken here and its addresses are checked when it is told.
 pub fn check_destination(url: &str, private: bool) -> Result<(), Refusal> {
+    check_destination_for(Destination::Webhook, url, private)
+}
+
+/// [`check_destination`] for what `url` is for: a webhook's refusal is
+/// [`Refusal::WebhookUrl`], an outside agent's [`Refusal::AgentUrl`], each naming its
+/// switch.
+pub fn check_destination_for(
+    destination: Destination,
+    url: &str,
+    private: bool,
+) -> Result<(), Refusal> {
     if private {
         return Ok(());
     }
     let host = host_of(url.trim());
-    let refuse = |why: String| Refusal::WebhookUrl {
-        url: url.trim().chars().take(200).collect(),
-        why,
+    let url_said: String = url.trim().chars().take(200).collect();
+    let refuse = |why: String| match destination {
+        Destination::Webhook => Refusal::WebhookUrl {
+            url: url_said.clone(),
+            why,
+        },
+        Destination::OutsideAgent => Refusal::AgentUrl {
+            url: url_said.clone(),
+            why,
+        },
     };
-    let public = " (webhooks go to public addresses; `baton serve --allow-private-webhooks` \
-                  lets a server for local testing reach others)";
+    let public = match destination {
+        Destination::Webhook => {
+            " (webhooks go to public addresses; `baton serve --allow-private-webhooks` \
+             lets a server for local testing reach others)"
+        }
+        Destination::OutsideAgent => {
+            " (outside agents are reached at public addresses; `baton serve \
+             --allow-private-agents` lets a server for local testing reach others)"
+        }
+    };
     if host == "localhost" || host.ends_with(".localhost") {
         return Err(refuse(format!("{host} is a loopback name{public}")));
     }
@@ -317,6 +373,23 @@ mod tests {
             "http://localhost:9000/",
             "http://api.localhost/",
             "https://LOCALHOST/",
+            // Every special-purpose IPv6 form, whatever IPv4 address it carries.
+            "http://[::127.0.0.1]/",
+            "http://[::8.8.8.8]/",
+            "http://[::ffff:8.8.8.8]/",
+            "http://[64:ff9b::7f00:1]/",
+            "http://[64:ff9b::808:808]/",
+            "http://[64:ff9b:1::1]/",
+            "http://[2002:7f00:1::]/",
+            "http://[2002:808:808::1]/",
+            "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+            "http://[fc00::1]/",
+            "http://[fe80::1%25eth0]/",
+            "http://[fec0::1]/",
+            "http://[2001:db8::1]/",
+            "http://[100::1]/",
+            "http://240.0.0.1/",
+            "http://198.18.0.1/",
         ] {
             let refused = check_destination(bad, false);
             assert!(
@@ -337,6 +410,34 @@ mod tests {
         assert_eq!(
             private_address("169.254.169.254".parse().unwrap()),
             Some("link-local")
+        );
+    }
+
+    #[test]
+    fn an_outside_agent_is_refused_at_the_addresses_a_webhook_is() {
+        for bad in [
+            "http://127.0.0.1:9/",
+            "http://169.254.169.254/",
+            "http://[64:ff9b::a9fe:a9fe]/",
+            "http://[::ffff:10.0.0.1]/",
+        ] {
+            let refused = check_destination_for(Destination::OutsideAgent, bad, false);
+            assert!(
+                matches!(&refused, Err(Refusal::AgentUrl { why, .. }) if why.contains("--allow-private-agents")),
+                "{bad}: {refused:?}"
+            );
+            assert_eq!(
+                check_destination_for(Destination::OutsideAgent, bad, true),
+                Ok(())
+            );
+        }
+        assert_eq!(
+            check_destination_for(
+                Destination::OutsideAgent,
+                "https://agent.example.com/a2a",
+                false
+            ),
+            Ok(())
         );
     }
 

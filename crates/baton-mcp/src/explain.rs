@@ -185,6 +185,8 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
         | Refusal::TopicPattern { .. }
         | Refusal::PowerName { .. }
         | Refusal::WebhookUrl { .. }
+        | Refusal::AgentUrl { .. }
+        | Refusal::KeyEnvNotListed { .. }
         | Refusal::KeyEnv { .. }
         | Refusal::StatusNeedsIdentity
         | Refusal::NotARequest { .. }

@@ -158,6 +158,8 @@ fn hint(r: &Refusal) -> Option<String> {
         | Refusal::TopicPattern { .. }
         | Refusal::PowerName { .. }
         | Refusal::WebhookUrl { .. }
+        | Refusal::AgentUrl { .. }
+        | Refusal::KeyEnvNotListed { .. }
         | Refusal::KeyEnv { .. }
         | Refusal::Cursor { .. }
         | Refusal::Ambiguous { .. }

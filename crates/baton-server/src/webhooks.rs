@@ -35,6 +35,16 @@ impl HttpPoster {
     /// the addresses a URL's host resolves to are checked by the resolver the connection
     /// itself uses, so a name cannot resolve outward for a check and inward for the post.
     pub fn new(private: bool) -> Self {
+        Self::reaching(private, "--allow-private-webhooks")
+    }
+
+    /// The poster outside A2A agents are called with: [`HttpPoster::new`], whose refusals
+    /// name the agents' own switch.
+    pub fn for_agents(private: bool) -> Self {
+        Self::reaching(private, "--allow-private-agents")
+    }
+
+    fn reaching(private: bool, switch: &'static str) -> Self {
         let config = ureq::Agent::config_builder()
             .timeout_global(Some(POST_TIMEOUT))
             .http_status_as_error(false)
@@ -49,33 +59,87 @@ impl HttpPoster {
                 ureq::unversioned::resolver::DefaultResolver::default(),
             )
         } else {
-            ureq::Agent::with_parts(config, connector, PublicOnly::default())
+            ureq::Agent::with_parts(
+                config,
+                connector,
+                PublicOnly {
+                    inner: Default::default(),
+                    switch,
+                },
+            )
         };
         Self { agent }
     }
 }
 
+/// Why an exchange brought no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unanswered {
+    /// Nothing reached the other end: its name did not resolve, its address was refused
+    /// by policy, or no connection was made.
+    Unsent(String),
+    /// The request may have reached it (a timeout, a connection cut while waiting).
+    Lost(String),
+}
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unsent(why) | Self::Lost(why) => f.write_str(why),
+        }
+    }
+}
+
 impl HttpPoster {
-    /// POSTs `body` with `headers` to `url`: the answer's status and body (at most `max`
-    /// bytes), or why none came. An outside A2A agent is called through this.
+    /// POSTs `body` with `headers` to `url`, waiting at most `timeout` for the whole
+    /// exchange: the answer's status and body (at most `max` bytes), or why none came. An
+    /// outside A2A agent is called through this.
     pub async fn exchange(
         &self,
         url: &str,
         headers: Vec<(&'static str, String)>,
         body: Vec<u8>,
         max: u64,
-    ) -> Result<(u16, Vec<u8>), String> {
-        self.posting(url, headers, body, move |mut response| {
+        timeout: Duration,
+    ) -> Result<(u16, Vec<u8>), Unanswered> {
+        let agent = self.agent.clone();
+        let url = url.to_owned();
+        let posted = tokio::task::spawn_blocking(move || {
+            let mut request = agent
+                .post(&url)
+                .config()
+                .timeout_global(Some(timeout))
+                .build();
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            let mut response = request.send(&body[..]).map_err(|e| {
+                let unsent = matches!(
+                    e,
+                    ureq::Error::HostNotFound
+                        | ureq::Error::ConnectionFailed
+                        | ureq::Error::BadUri(_)
+                ) || matches!(&e, ureq::Error::Io(io) if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::PermissionDenied
+                ));
+                if unsent {
+                    Unanswered::Unsent(e.to_string())
+                } else {
+                    Unanswered::Lost(e.to_string())
+                }
+            })?;
             let status = response.status().as_u16();
             let bytes = response
                 .body_mut()
                 .with_config()
                 .limit(max)
                 .read_to_vec()
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| Unanswered::Lost(e.to_string()))?;
             Ok((status, bytes))
         })
-        .await
+        .await;
+        posted.unwrap_or_else(|e| Err(Unanswered::Lost(format!("the posting thread failed: {e}"))))
     }
 
     /// POSTs on a blocking thread, bounded by [`POST_TIMEOUT`]; `read` takes what is
@@ -103,10 +167,11 @@ impl HttpPoster {
 
 /// A resolver that refuses a host any of whose addresses is not public
 /// (`webhook::private_address`): the refusal says "refused by policy" and the address,
-/// never what the target would have answered.
-#[derive(Debug, Default)]
+/// never what the target would have answered, and names the switch that allows it.
+#[derive(Debug)]
 struct PublicOnly {
     inner: ureq::unversioned::resolver::DefaultResolver,
+    switch: &'static str,
 }
 
 impl ureq::unversioned::resolver::Resolver for PublicOnly {
@@ -124,10 +189,10 @@ impl ureq::unversioned::resolver::Resolver for PublicOnly {
             return Err(ureq::Error::Io(std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
                 format!(
-                    "refused by policy: {} resolves to {address}, a {kind} address (webhooks \
-                     go to public addresses; `baton serve --allow-private-webhooks` allows \
-                     others)",
-                    uri.host().unwrap_or("the host")
+                    "refused by policy: {} resolves to {address}, a {kind} address (only \
+                     public addresses are reached; `baton serve {}` allows others)",
+                    uri.host().unwrap_or("the host"),
+                    self.switch
                 ),
             )));
         }
@@ -235,6 +300,12 @@ mod tests {
             "http://localhost:9/hook",
             "http://[::1]:9/hook",
             "http://127.0.0.1:9/",
+            // The special-purpose IPv6 forms are refused when connecting too.
+            "http://[::127.0.0.1]:9/",
+            "http://[64:ff9b::7f00:1]:9/",
+            "http://[2002:7f00:1::]:9/",
+            "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]:9/",
+            "http://[fd00::1]:9/",
         ] {
             let refused = public.post(url, vec![], vec![]).await.unwrap_err();
             assert!(refused.contains("refused by policy"), "{url}: {refused}");
@@ -245,5 +316,21 @@ mod tests {
             .await
             .unwrap_err();
         assert!(!failed.contains("refused by policy"), "{failed}");
+        let agents = HttpPoster::for_agents(false);
+        let refused = agents
+            .exchange(
+                "http://[64:ff9b::7f00:1]:9/",
+                vec![],
+                vec![],
+                16,
+                std::time::Duration::from_secs(5),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&refused, super::Unanswered::Unsent(why)
+                if why.contains("refused by policy") && why.contains("--allow-private-agents")),
+            "{refused:?}"
+        );
     }
 }

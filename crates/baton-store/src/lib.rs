@@ -351,6 +351,18 @@ pub trait Store: Backend {
         &self,
         name: &Passname,
     ) -> Result<Option<baton_core::participant::OutsideAgent>>;
+    /// Where the hand-over of request `request` to an outside agent stands: the fold of
+    /// its `handover.changed` events.
+    async fn handover(&self, request: &str) -> Result<baton_core::handover::Handover>;
+    /// Records a step of a hand-over as `actor` (the participant standing for the agent),
+    /// when the core's rule admits it against what the log holds, in one transaction:
+    /// `false` when it does not (another server claimed the send first, or landed it).
+    /// Only the server's loop calls this; no operation does.
+    async fn record_handover(
+        &self,
+        actor: &str,
+        change: baton_core::handover::HandoverChange,
+    ) -> Result<bool>;
     /// Records a security event: an action refused as beyond authority. The writes below
     /// record their own; an edge records those it refuses itself (a key's scope). A
     /// repeat of one recorded within the window is counted on it instead
@@ -545,6 +557,21 @@ impl<B: Backend + ?Sized> Store for B {
             .events_about(name.as_str(), baton_core::participant::A2A_KIND)
             .await?;
         Ok(baton_core::participant::outside_agent(&events))
+    }
+
+    async fn handover(&self, request: &str) -> Result<baton_core::handover::Handover> {
+        let events = self
+            .events_about(request, baton_core::handover::KIND)
+            .await?;
+        Ok(baton_core::handover::Handover::replay(&events))
+    }
+
+    async fn record_handover(
+        &self,
+        actor: &str,
+        change: baton_core::handover::HandoverChange,
+    ) -> Result<bool> {
+        write::record_handover(self, actor, change).await
     }
 
     async fn record_denied(&self, denied: Denied) -> Result<Option<Event>> {

@@ -785,6 +785,34 @@ pub async fn set_webhook<B: Backend + ?Sized>(
     Ok(now_set)
 }
 
+/// Records a hand-over step when the core admits it against the request's hand-over as
+/// the log holds it, inside the write lock: two servers claiming one send find one claim.
+/// The actor must be the participant the request went to.
+pub async fn record_handover<B: Backend + ?Sized>(
+    backend: &B,
+    actor: &str,
+    change: baton_core::handover::HandoverChange,
+) -> Result<bool> {
+    use baton_core::handover::{self, Handover};
+    let mut tx = backend.begin().await?;
+    require_participant(tx.as_mut(), actor).await?;
+    if change.participant().as_str() != actor {
+        return Err(Refusal::UnknownParticipant {
+            name: actor.to_owned(),
+        }
+        .into());
+    }
+    let events = tx.events_about(change.request(), handover::KIND).await?;
+    let at = now();
+    if !handover::admits(&Handover::replay(&events), &change, at) {
+        return Ok(false);
+    }
+    tx.append(NewEvent::new(actor, Change::Handover(change), at))
+        .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
 /// Appends events that already have an id and a time, in order, skipping those whose id
 /// the log holds already: importing the same events twice changes nothing, and two logs
 /// merge by union.

@@ -422,6 +422,8 @@ pub fn refusal(r: &Refusal) -> String {
         | Refusal::TopicPattern { .. }
         | Refusal::PowerName { .. }
         | Refusal::WebhookUrl { .. }
+        | Refusal::AgentUrl { .. }
+        | Refusal::KeyEnvNotListed { .. }
         | Refusal::KeyEnv { .. }
         | Refusal::NotARequest { .. }
         | Refusal::Superseded { .. }

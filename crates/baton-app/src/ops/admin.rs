@@ -56,7 +56,11 @@ impl Typed for AgentAdd {
 
     async fn run(app: &App, Who { actor, .. }: Who<'_>, input: AgentInput) -> Result<AgentAdded> {
         let outside = match (&input.a2a, &input.key_env) {
-            (Some(url), Some(key_env)) => Some(OutsideAgent::new(url, key_env)?),
+            (Some(url), Some(key_env)) => Some(match &app.settings.outside_agents {
+                // A server: only the variables and addresses its operator allows.
+                Some(admission) => admission.admit(url, key_env)?,
+                None => OutsideAgent::new(url, key_env)?,
+            }),
             (None, None) => None,
             _ => {
                 return Err(Refusal::Input {

@@ -756,7 +756,7 @@ async fn project_tables(conn: &mut PgConnection, project: i64, event: &Event) ->
         // A negotiation is folded in memory from its events (`Negotiation::replay`), and
         // so are an order's effects (`Effects::replay`), but for whether one is stuck.
         // Whom a participant stands for is folded from its events when asked.
-        Change::Negotiation(_) | Change::A2aAgent { .. } => {}
+        Change::Negotiation(_) | Change::A2aAgent { .. } | Change::Handover(_) => {}
         Change::Effect(change) => attention::effect(conn, project, change).await?,
         // Verdicts and acknowledgements are read from the log by subject; open needs are
         // projected.

@@ -856,7 +856,7 @@ fn project_tables(conn: &Connection, event: &Event) -> Sql<()> {
         // A negotiation is folded in memory from its events (`Negotiation::replay`), and
         // so are an order's effects (`Effects::replay`), but for whether one is stuck.
         // Whom a participant stands for is folded from its events when asked.
-        Change::Negotiation(_) | Change::A2aAgent { .. } => {}
+        Change::Negotiation(_) | Change::A2aAgent { .. } | Change::Handover(_) => {}
         Change::Effect(change) => attention::effect(conn, change)?,
         // Verdicts and acknowledgements are read from the log by subject; open needs are
         // projected.

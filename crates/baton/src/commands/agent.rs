@@ -49,11 +49,14 @@ pub struct AddArgs {
     #[command(flatten)]
     pub policy: PolicyFlags,
     /// An outside A2A agent's URL: the participant stands for it, and `baton serve` hands
-    /// the requests sent to it to that agent and brings its tasks' states back.
+    /// the requests sent to it to that agent and brings its tasks' states back. Over a
+    /// server it must be a public address unless the server allows private agents
+    /// (`baton serve --allow-private-agents`).
     #[arg(long, value_name = "URL", requires = "key_env")]
     pub a2a: Option<String>,
     /// The environment variable of `baton serve` holding the outside agent's key (the key
-    /// itself is never stored).
+    /// itself is never stored). The server reads only the variables its operator lists
+    /// (`baton serve --agent-key-env VAR`); over a server, naming another is refused.
     #[arg(long, value_name = "VAR", requires = "a2a")]
     pub key_env: Option<String>,
 }

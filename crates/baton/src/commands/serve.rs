@@ -32,6 +32,16 @@ pub struct ServeArgs {
     /// testing); without it they go to public addresses only.
     #[arg(long)]
     pub allow_private_webhooks: bool,
+    /// An environment variable outside A2A agents' keys may be read from (`NAME`, or
+    /// `PREFIX*` for every variable starting so); repeat it for several. Only these: a
+    /// participant added over this server naming another is refused, and the requests of
+    /// one added where the database is that names another wait. Without it, no key is read.
+    #[arg(long = "agent-key-env", value_name = "NAME|PREFIX*")]
+    pub agent_key_envs: Vec<String>,
+    /// Let outside A2A agents be at loopback, private and link-local addresses (a server
+    /// for local testing); without it they are reached at public addresses only.
+    #[arg(long)]
+    pub allow_private_agents: bool,
     /// The environment variable holding the token `/metrics` takes from beyond this
     /// machine (`Authorization: Bearer TOKEN`); without it, `/metrics` answers loopback
     /// only, since it names every project.
@@ -65,8 +75,12 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
             "`baton serve` serves a shared store: pass --db URL (sqlite:DIR or postgres://…), or set BATON_DB",
         ));
     };
+    let admission =
+        baton_core::participant::Admission::new(&args.agent_key_envs, args.allow_private_agents)
+            .map_err(|e| CommandError::usage(format!("--agent-key-env: {e}")))?;
     let settings = Settings {
         private_webhooks: args.allow_private_webhooks,
+        outside_agents: Some(admission),
         ..Settings::default()
     };
     let database = baton_store::database(url, settings.busy_timeout).await?;
@@ -105,9 +119,13 @@ pub async fn run(g: &GlobalArgs, args: ServeArgs) -> CommandResult<Output> {
     let webhooks = tokio::spawn(
         std::sync::Arc::clone(&server).deliver_webhooks(std::sync::Arc::clone(&poster) as _),
     );
-    // Outside A2A agents' keys are read from this process's environment, by name.
+    // Outside A2A agents' keys are read from this process's environment, by name (only
+    // the names the operator listed: the loop asks for no other).
+    let agents = std::sync::Arc::new(baton_server::HttpPoster::for_agents(
+        args.allow_private_agents,
+    ));
     let outside = tokio::spawn(std::sync::Arc::clone(&server).hand_to_outside_agents(
-        poster,
+        agents,
         std::sync::Arc::new(|var: &str| std::env::var(var).ok()),
     ));
     // The address goes to stderr: stdout stays empty until the server has stopped.

@@ -66,11 +66,19 @@ fn ok(answer: Value) -> Value {
 
 /// `baton ARGS --json` as the key's participant, over the server (`BATON_URL`).
 fn cli(server: &Serving, token: &str, args: &[&str]) -> Value {
+    cli_in(server, "shop", token, args)
+}
+
+/// [`cli`] in `project`.
+fn cli_in(server: &Serving, project: &str, token: &str, args: &[&str]) -> Value {
     let out = Command::new(baton_exe())
         .env_remove("BATON_PROJECT")
         .env_remove("BATON_AS")
         .env_remove("BATON_DB")
-        .env("BATON_URL", format!("{}/v1/projects/shop", server.base))
+        .env(
+            "BATON_URL",
+            format!("{}/v1/projects/{project}", server.base),
+        )
         .env("BATON_KEY", token)
         .arg("--json")
         .args(args)
@@ -498,10 +506,12 @@ fn a2a_json_rpc_holds_to_the_version_rule_and_a2a_error_codes() {
 }
 
 /// A small A2A agent made with the SDK's server side (`tests/a2a/agent.py`), taking `token`
-/// as its key: the process (killed on drop) and its URL.
+/// as its key: the process (killed on drop), its URL, and the file it logs each call to.
 struct OutsideAgent {
     child: std::process::Child,
     url: String,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl Drop for OutsideAgent {
@@ -512,12 +522,22 @@ impl Drop for OutsideAgent {
 }
 
 fn outside_agent(token: &str) -> OutsideAgent {
+    outside_agent_with(token, &[])
+}
+
+/// [`outside_agent`] with `agent.py`'s options `extra` (`--hold`, `--hold-until`).
+fn outside_agent_with(token: &str, extra: &[&str]) -> OutsideAgent {
     use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.log");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/a2a/agent.py");
     let mut child = Command::new(python())
         .arg("-B")
         .arg(&script)
         .arg(token)
+        .arg("--log")
+        .arg(&log)
+        .args(extra)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -533,12 +553,125 @@ fn outside_agent(token: &str) -> OutsideAgent {
     OutsideAgent {
         child,
         url: format!("http://127.0.0.1:{port}/"),
+        log,
+        _dir: dir,
     }
 }
+
+impl OutsideAgent {
+    /// How many calls the agent logged whose line is `line` (`METHOD ID`).
+    fn calls(&self, line: &str) -> usize {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| *l == line)
+            .count()
+    }
+
+    /// How many calls of `method` the agent logged.
+    fn calls_of(&self, method: &str) -> usize {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.split(' ').next() == Some(method))
+            .count()
+    }
+
+    /// Returns once `check` holds of the agent's log, which the agent appends to as each
+    /// call comes in (looked at every 50 ms, for at most a minute): the agent process
+    /// tells nothing else.
+    fn until(&self, what: &str, check: impl Fn(&Self) -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !check(self) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the agent logged no {what} within a minute"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+/// Makes `name` in `project` stand for the agent at `url`, its key in `$var` (keyless,
+/// where the database is).
+fn stand_for(shop: &Shop, project: &str, name: &str, url: &str, var: &str) {
+    admin(
+        &shop.url,
+        Some(project),
+        &[
+            "agent",
+            "add",
+            name,
+            "--role",
+            "executor",
+            "--a2a",
+            url,
+            "--key-env",
+            var,
+        ],
+    );
+}
+
+/// The shop, with `researcher` standing for an agent made with `agent.py`'s options
+/// `extra`, and a server on loopback that has its key.
+fn researcher(extra: &[&str]) -> (Shop, OutsideAgent, Serving) {
+    let shop = shop();
+    let agent = outside_agent_with("outside-secret", extra);
+    stand_for(&shop, "shop", "researcher", &agent.url, "RESEARCHER_KEY");
+    let server = serve_in(&shop.url, &OUTSIDE, &[("RESEARCHER_KEY", "outside-secret")]);
+    (shop, agent, server)
+}
+
+/// A request from the key's participant to `to` on topic `ledger`: its id.
+fn request(server: &Serving, token: &str, to: &str, text: &str) -> String {
+    request_in(server, "shop", token, to, text)
+}
+
+fn request_in(server: &Serving, project: &str, token: &str, to: &str, text: &str) -> String {
+    let sent = cli_in(
+        server,
+        project,
+        token,
+        &[
+            "send", "--to", to, "--type", "request", "--topic", "ledger", "--body", text,
+        ],
+    );
+    sent["id"].as_str().unwrap().to_owned()
+}
+
+/// The body of the completion note `to` posted in request `id`'s thread.
+fn completion_note(server: &Serving, token: &str, id: &str, to: &str) -> Value {
+    let note = thread_of(server, token, id)
+        .into_iter()
+        .find(|r| r["from"] == to && r["type"] == "info")
+        .expect("a completion note");
+    cli(server, token, &["show", note["id"].as_str().unwrap()])["payload"]["body"].clone()
+}
+
+/// The switches of a server whose outside agents are on loopback, with their keys in
+/// `RESEARCHER_KEY` and `ANALYST_KEY`.
+const OUTSIDE: [&str; 5] = [
+    "--allow-private-agents",
+    "--agent-key-env",
+    "RESEARCHER_KEY",
+    "--agent-key-env",
+    "ANALYST_KEY",
+];
 
 /// What `check` finds, once it finds something: asked again each time something new
 /// concerns `token`'s participant (`baton wait`), for at most a minute.
 fn until<T>(server: &Serving, token: &str, what: &str, check: impl Fn() -> Option<T>) -> T {
+    until_in(server, "shop", token, what, check)
+}
+
+/// [`until`] for a participant of `project`.
+fn until_in<T>(
+    server: &Serving,
+    project: &str,
+    token: &str,
+    what: &str,
+    check: impl Fn() -> Option<T>,
+) -> T {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut after = 0;
     loop {
@@ -549,8 +682,9 @@ fn until<T>(server: &Serving, token: &str, what: &str, check: impl Fn() -> Optio
             std::time::Instant::now() < deadline,
             "no {what} within a minute"
         );
-        let news = cli(
+        let news = cli_in(
             server,
+            project,
             token,
             &["wait", "--after", &after.to_string(), "--timeout", "10s"],
         );
@@ -654,11 +788,7 @@ fn a_request_to_an_outside_a2a_agent_is_handed_to_it_and_comes_back_completed() 
             && text.contains(&format!("{} (key in $ANALYST_KEY)", agent.url)),
         "{text}"
     );
-    let server = serve_in(
-        &shop.url,
-        &["--allow-private-webhooks"],
-        &[("RESEARCHER_KEY", "outside-secret")],
-    );
+    let server = serve_in(&shop.url, &OUTSIDE, &[("RESEARCHER_KEY", "outside-secret")]);
     let send = |server: &Serving, text: &str| -> String {
         let sent = cli(
             server,
@@ -720,43 +850,23 @@ fn a_request_to_an_outside_a2a_agent_is_handed_to_it_and_comes_back_completed() 
     assert_eq!(shown["payload"]["body"], "Which quarter?");
     let before = thread_of(&server, &shop.planner, &asked).len();
 
-    // Without its key the analyst's request is read but lands nowhere: no receipt.
-    let waiting = cli(
-        &server,
-        &shop.planner,
-        &[
-            "send",
-            "--to",
-            "analyst",
-            "--type",
-            "request",
-            "--topic",
-            "ledger",
-            "--body",
-            "Check the totals",
-        ],
-    )["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    until(&server, &shop.planner, "the analyst's read", || {
-        let outbox = cli(&server, &shop.planner, &["outbox"]);
+    // Without its key the analyst's request waits unread: the agent is never called for it.
+    let waiting = request(&server, &shop.planner, "analyst", "Check the totals");
+    let later = request(&server, &shop.planner, "researcher", "Count the rows");
+    assert_eq!(
+        settled(&server, &shop.planner, &later, "researcher"),
+        "completed"
+    );
+    let outbox = cli(&server, &shop.planner, &["outbox"]);
+    assert!(
         outbox["items"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|r| r["id"] == waiting.as_str() && r["status"]["analyst"] == "delivered")
-            .then_some(())
-    });
-    let unlanded = Command::new(baton_exe())
-        .env_remove("BATON_PROJECT")
-        .env_remove("BATON_AS")
-        .env("BATON_URL", format!("{}/v1/projects/shop", server.base))
-        .env("BATON_KEY", &shop.planner)
-        .args(["receipt", "show", &waiting])
-        .output()
-        .unwrap();
-    assert_eq!(unlanded.status.code(), Some(4), "{}", stderr(&unlanded));
+            .any(|r| r["id"] == waiting.as_str() && r["status"]["analyst"] == "pending"),
+        "{outbox}"
+    );
+    assert_eq!(agent.calls(&format!("SendMessage {waiting}")), 0);
 
     // After a restart the loop goes on from the log: the question is not asked again
     // (each pass reads the inbox oldest first, and the request sent now takes two passes:
@@ -764,7 +874,7 @@ fn a_request_to_an_outside_a2a_agent_is_handed_to_it_and_comes_back_completed() 
     drop(server);
     let server = serve_in(
         &shop.url,
-        &["--allow-private-webhooks"],
+        &OUTSIDE,
         &[
             ("RESEARCHER_KEY", "outside-secret"),
             ("ANALYST_KEY", "outside-secret"),
@@ -776,6 +886,7 @@ fn a_request_to_an_outside_a2a_agent_is_handed_to_it_and_comes_back_completed() 
         "completed"
     );
     assert_eq!(thread_of(&server, &shop.planner, &asked).len(), before);
+    assert_eq!(agent.calls(&format!("SendMessage {asked}")), 1, "sent once");
     let outbox = cli(&server, &shop.planner, &["outbox"]);
     let row = outbox["items"]
         .as_array()
@@ -822,4 +933,522 @@ fn a_request_to_an_outside_a2a_agent_is_handed_to_it_and_comes_back_completed() 
         settled(&server, &shop.planner, &waiting, "analyst"),
         "completed"
     );
+}
+
+/// A key of `scope` for `who` in `project`, issued where the database is.
+fn key(shop: &Shop, project: &str, who: &str, scope: &str) -> String {
+    admin(
+        &shop.url,
+        Some(project),
+        &["key", "issue", who, "--scope", scope],
+    )["token"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// `baton ARGS` over the server as the key's participant, expected to fail: its exit code
+/// and stderr.
+fn cli_fails(server: &Serving, token: &str, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(baton_exe())
+        .env_remove("BATON_PROJECT")
+        .env_remove("BATON_AS")
+        .env_remove("BATON_DB")
+        .env("BATON_URL", format!("{}/v1/projects/shop", server.base))
+        .env("BATON_KEY", token)
+        .args(args)
+        .output()
+        .unwrap();
+    (out.status.code(), stderr(&out))
+}
+
+/// `POST {server}/v1/projects/shop{path}` with `body` as the key's participant: the status
+/// and the answer.
+fn post(server: &Serving, token: &str, path: &str, body: Value) -> (u16, Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut answer = agent
+        .post(&format!("{}/v1/projects/shop{path}", server.base))
+        .header("Authorization", &format!("Bearer {token}"))
+        .send_json(body)
+        .unwrap();
+    let status = answer.status().as_u16();
+    (status, answer.body_mut().read_json().unwrap_or(Value::Null))
+}
+
+#[test]
+fn only_the_variables_the_operator_lists_may_hold_an_outside_agents_key() {
+    let shop = shop();
+    let agent = outside_agent("outside-secret");
+    let owner = key(&shop, "shop", "planner", "admin");
+    let server = serve_in(
+        &shop.url,
+        &OUTSIDE,
+        &[
+            ("RESEARCHER_KEY", "outside-secret"),
+            ("SNEAKY_KEY", "outside-secret"),
+        ],
+    );
+    // A project admin naming any other variable is refused, over HTTP and the command line.
+    for var in ["PGPASSWORD", "BATON_DB", "PATH", "SNEAKY_KEY"] {
+        let (status, refused) = post(
+            &server,
+            &owner,
+            "/participants",
+            json!({"name": "evil", "role": "executor", "a2a": agent.url, "key_env": var}),
+        );
+        assert_eq!(status, 422, "{var}: {refused}");
+        assert_eq!(
+            refused["error"]["refusal"]["KeyEnvNotListed"]["name"], var,
+            "{refused}"
+        );
+        let (code, said) = cli_fails(
+            &server,
+            &owner,
+            &[
+                "agent",
+                "add",
+                "evil",
+                "--role",
+                "executor",
+                "--a2a",
+                &agent.url,
+                "--key-env",
+                var,
+            ],
+        );
+        assert_eq!(code, Some(3), "{said}");
+        assert!(
+            said.contains("not an environment variable this server reads"),
+            "{said}"
+        );
+    }
+    let agents = cli(&server, &owner, &["agent", "list"]);
+    assert!(!agents.to_string().contains("evil"), "{agents}");
+    // A listed one is taken.
+    let (status, added) = post(
+        &server,
+        &owner,
+        "/participants",
+        json!({"name": "researcher", "role": "executor", "a2a": agent.url,
+               "key_env": "RESEARCHER_KEY"}),
+    );
+    assert_eq!(status, 200, "{added}");
+    // The operator, where the database is, may name any variable; the server still reads
+    // none it was not told to: that participant's requests wait, and its agent never hears.
+    stand_for(&shop, "shop", "sneaky", &agent.url, "SNEAKY_KEY");
+    let sneaky = request(
+        &server,
+        &shop.planner,
+        "sneaky",
+        "Read the operator's secrets",
+    );
+    let fair = request(&server, &shop.planner, "researcher", "Summarise the ledger");
+    assert_eq!(
+        settled(&server, &shop.planner, &fair, "researcher"),
+        "completed"
+    );
+    assert_eq!(agent.calls(&format!("SendMessage {sneaky}")), 0);
+    let outbox = cli(&server, &shop.planner, &["outbox"]);
+    assert!(
+        outbox["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == sneaky.as_str() && r["status"]["sneaky"] == "pending"),
+        "{outbox}"
+    );
+}
+
+#[test]
+fn outside_agents_and_webhooks_at_special_purpose_addresses_are_refused_when_set() {
+    let shop = shop();
+    let owner = key(&shop, "shop", "planner", "admin");
+    let server = serve_in(&shop.url, &["--agent-key-env", "RESEARCHER_KEY"], &[]);
+    for url in [
+        "http://127.0.0.1:9/",
+        "http://169.254.169.254/latest/meta-data",
+        "http://10.1.2.3/",
+        "http://[::127.0.0.1]/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://[64:ff9b::7f00:1]/",
+        "http://[64:ff9b:1::7f00:1]/",
+        "http://[2002:7f00:1::]/",
+        "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+        "http://[fd00::1]/",
+        "http://[fe80::1]/",
+    ] {
+        let (status, refused) = post(
+            &server,
+            &owner,
+            "/participants",
+            json!({"name": "agent-x", "role": "executor", "a2a": url,
+                   "key_env": "RESEARCHER_KEY"}),
+        );
+        assert_eq!(status, 422, "{url}: {refused}");
+        assert!(
+            refused["error"]["refusal"]["AgentUrl"]["why"]
+                .as_str()
+                .is_some_and(|why| why.contains("--allow-private-agents")),
+            "{url}: {refused}"
+        );
+        let (status, refused) = post(
+            &server,
+            &owner,
+            "/participants/impl-1/webhook",
+            json!({"url": url}),
+        );
+        assert_eq!(status, 422, "{url}: {refused}");
+    }
+}
+
+#[test]
+fn a_slow_or_dead_outside_agent_delays_no_other_project() {
+    let shop = shop();
+    let dir = tempfile::tempdir().unwrap();
+    let release = dir.path().join("release");
+    let slow = outside_agent_with(
+        "outside-secret",
+        &["--hold-until", release.to_str().unwrap()],
+    );
+    let fast = outside_agent("outside-secret");
+    stand_for(&shop, "shop", "researcher", &slow.url, "RESEARCHER_KEY");
+    stand_for(&shop, "other", "helper", &fast.url, "RESEARCHER_KEY");
+    let server = serve_in(&shop.url, &OUTSIDE, &[("RESEARCHER_KEY", "outside-secret")]);
+    let held: Vec<String> = (0..6)
+        .map(|n| {
+            request(
+                &server,
+                &shop.planner,
+                "researcher",
+                &format!("Summarise ledger {n}"),
+            )
+        })
+        .collect();
+    // Four at once to one agent; the others wait their turn.
+    slow.until("four held sends", |a| a.calls_of("SendMessage") == 4);
+    // While the slow agent holds its answers, another project's request goes and comes
+    // back, and the server is still waiting for every held answer (none given up).
+    let other = request_in(
+        &server,
+        "other",
+        &shop.stranger,
+        "helper",
+        "Count the invoices",
+    );
+    until_in(
+        &server,
+        "other",
+        &shop.stranger,
+        "the other project's completion",
+        || {
+            let outbox = cli_in(&server, "other", &shop.stranger, &["outbox", "--all"]);
+            outbox["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["id"] == other.as_str() && r["status"]["helper"] == "completed")
+                .then_some(())
+        },
+    );
+    assert_eq!(slow.calls_of("GONE"), 0, "a held answer was given up");
+    assert_eq!(slow.calls_of("SendMessage"), 4, "at most four at once");
+    // Once it answers, its own requests complete, each sent once.
+    std::fs::write(&release, "").unwrap();
+    for id in &held {
+        assert_eq!(
+            settled(&server, &shop.planner, id, "researcher"),
+            "completed"
+        );
+        assert_eq!(slow.calls(&format!("SendMessage {id}")), 1);
+    }
+}
+
+#[test]
+fn an_answer_slower_than_a_webhook_is_waited_for_and_the_request_sent_once() {
+    // Longer than a webhook's POST may take (10 s): the answer is still waited for.
+    let (shop, agent, server) = researcher(&["--hold", "12"]);
+    let id = request(&server, &shop.planner, "researcher", "Summarise the ledger");
+    assert_eq!(
+        settled(&server, &shop.planner, &id, "researcher"),
+        "completed"
+    );
+    assert_eq!(
+        completion_note(&server, &shop.planner, &id, "researcher"),
+        "Done: Summarise the ledger"
+    );
+    assert_eq!(agent.calls(&format!("SendMessage {id}")), 1, "sent once");
+}
+
+#[test]
+fn a_server_killed_between_send_and_answer_finds_the_task_after_restart() {
+    let shop = shop();
+    let dir = tempfile::tempdir().unwrap();
+    let release = dir.path().join("release");
+    let agent = outside_agent_with(
+        "outside-secret",
+        &["--hold-until", release.to_str().unwrap()],
+    );
+    stand_for(&shop, "shop", "researcher", &agent.url, "RESEARCHER_KEY");
+    let env = [("RESEARCHER_KEY", "outside-secret")];
+    let server = serve_in(&shop.url, &OUTSIDE, &env);
+    let id = request(&server, &shop.planner, "researcher", "Summarise the ledger");
+    agent.until("SendMessage", |a| {
+        a.calls(&format!("SendMessage {id}")) == 1
+    });
+    // SIGKILL while the agent holds its answer: the answer is never read.
+    drop(server);
+    std::fs::write(&release, "").unwrap();
+    let server = serve_in(&shop.url, &OUTSIDE, &env);
+    assert_eq!(
+        settled(&server, &shop.planner, &id, "researcher"),
+        "completed"
+    );
+    assert_eq!(
+        completion_note(&server, &shop.planner, &id, "researcher"),
+        "Done: Summarise the ledger"
+    );
+    assert_eq!(
+        agent.calls(&format!("SendMessage {id}")),
+        1,
+        "no second task"
+    );
+    assert!(agent.calls_of("ListTasks") >= 1, "found by its context");
+}
+
+#[test]
+fn replicas_on_postgresql_hand_each_request_over_once() {
+    let shop = shop_on_postgresql();
+    // Each answer held a moment, so the other replica finds the request mid-hand-over.
+    let agent = outside_agent_with("outside-secret", &["--hold", "2"]);
+    stand_for(&shop, "shop", "researcher", &agent.url, "RESEARCHER_KEY");
+    let env = [("RESEARCHER_KEY", "outside-secret")];
+    let replicas = [
+        serve_in(&shop.url, &OUTSIDE, &env),
+        serve_in(&shop.url, &OUTSIDE, &env),
+    ];
+    let ids: Vec<String> = (0..4)
+        .map(|n| {
+            request(
+                &replicas[n % 2],
+                &shop.planner,
+                "researcher",
+                &format!("Summarise ledger {n}"),
+            )
+        })
+        .collect();
+    for (n, id) in ids.iter().enumerate() {
+        assert_eq!(
+            settled(&replicas[0], &shop.planner, id, "researcher"),
+            "completed"
+        );
+        assert_eq!(
+            completion_note(&replicas[1], &shop.planner, id, "researcher"),
+            format!("Done: Summarise ledger {n}").as_str()
+        );
+        assert_eq!(agent.calls(&format!("SendMessage {id}")), 1, "{id}");
+    }
+}
+
+#[test]
+fn a_planted_receipt_does_not_steer_where_the_loop_looks() {
+    let shop = shop();
+    let agent = outside_agent("outside-secret");
+    stand_for(&shop, "shop", "researcher", &agent.url, "RESEARCHER_KEY");
+    stand_for(&shop, "other", "helper", &agent.url, "RESEARCHER_KEY");
+    let env = [("RESEARCHER_KEY", "outside-secret")];
+    let server = serve_in(&shop.url, &OUTSIDE, &env);
+    // Another project's request lands in a task of the same agent.
+    let victim = request_in(
+        &server,
+        "other",
+        &shop.stranger,
+        "helper",
+        "The private plan",
+    );
+    until_in(
+        &server,
+        "other",
+        &shop.stranger,
+        "the victim's completion",
+        || {
+            let outbox = cli_in(&server, "other", &shop.stranger, &["outbox", "--all"]);
+            outbox["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["id"] == victim.as_str() && r["status"]["helper"] == "completed")
+                .then_some(())
+        },
+    );
+    let receipt = cli_in(
+        &server,
+        "other",
+        &shop.stranger,
+        &["receipt", "show", &victim],
+    );
+    let victim_task = receipt["receipt"]["artifact"].as_str().unwrap().to_owned();
+    drop(server);
+    // A participant of this project plants a receipt naming it, before the hand-over.
+    let local = |args: &[&str]| {
+        let out = Command::new(baton_exe())
+            .env_remove("BATON_PROJECT")
+            .env_remove("BATON_URL")
+            .args([
+                "--json",
+                "--db",
+                &shop.url,
+                "--project",
+                "shop",
+                "--as",
+                "planner",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let id = local(&[
+        "send",
+        "--to",
+        "researcher",
+        "--type",
+        "request",
+        "--topic",
+        "ledger",
+        "--body",
+        "Count the invoices",
+    ])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    local(&[
+        "receipt",
+        "write",
+        "--step",
+        &id,
+        "--artifact",
+        &victim_task,
+    ]);
+    let server = serve_in(&shop.url, &OUTSIDE, &env);
+    assert_eq!(
+        settled(&server, &shop.planner, &id, "researcher"),
+        "completed"
+    );
+    assert_eq!(
+        completion_note(&server, &shop.planner, &id, "researcher"),
+        "Done: Count the invoices",
+        "its own task's result, never the victim's"
+    );
+    assert_eq!(agent.calls(&format!("SendMessage {id}")), 1);
+}
+
+#[test]
+fn what_an_outside_agent_returns_passes_the_boundary_and_exports_importably() {
+    let (shop, _agent, server) = researcher(&[]);
+    // U+0000 in the agent's answer: refused whole, as a participant's would be; the
+    // request is handed back saying why.
+    let hostile = request(&server, &shop.planner, "researcher", "hostile work");
+    assert_eq!(
+        settled(&server, &shop.planner, &hostile, "researcher"),
+        "handed_back"
+    );
+    let thread = thread_of(&server, &shop.planner, &hostile).to_vec();
+    let why = thread
+        .iter()
+        .find(|r| r["from"] == "researcher")
+        .expect("a hand-back reason");
+    let shown = cli(
+        &server,
+        &shop.planner,
+        &["show", why["id"].as_str().unwrap()],
+    );
+    assert!(
+        shown.to_string().contains("U+0000"),
+        "the reason names the boundary's rule: {shown}"
+    );
+    // ESC and a right-to-left override are kept, and shown escaped.
+    let shady = request(&server, &shop.planner, "researcher", "shady work");
+    assert_eq!(
+        settled(&server, &shop.planner, &shady, "researcher"),
+        "completed"
+    );
+    let note = thread_of(&server, &shop.planner, &shady)
+        .into_iter()
+        .find(|r| r["from"] == "researcher" && r["type"] == "info")
+        .expect("a completion note");
+    let text = Command::new(baton_exe())
+        .env_remove("BATON_PROJECT")
+        .env_remove("BATON_AS")
+        .env_remove("BATON_DB")
+        .env("BATON_URL", format!("{}/v1/projects/shop", server.base))
+        .env("BATON_KEY", &shop.planner)
+        .args(["show", note["id"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("evil") && !text.contains('\u{1b}') && !text.contains('\u{202e}'),
+        "{text:?}"
+    );
+    // The log, hand-overs included, is importable.
+    drop(server);
+    let exported = Command::new(baton_exe())
+        .env_remove("BATON_PROJECT")
+        .args(["--db", &shop.url, "--project", "shop", "export"])
+        .output()
+        .unwrap();
+    assert!(exported.status.success(), "{}", stderr(&exported));
+    let log = String::from_utf8(exported.stdout).unwrap();
+    assert!(log.contains("handover.changed"), "{log}");
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &log).unwrap();
+    admin(&shop.url, None, &["project", "add", "copy"]);
+    let imported = admin(
+        &shop.url,
+        Some("copy"),
+        &["import", file.path().to_str().unwrap()],
+    );
+    assert!(imported.to_string().contains("imported"), "{imported}");
+}
+
+#[test]
+fn an_agent_asking_forever_asks_once_until_the_sender_answers() {
+    let (shop, agent, server) = researcher(&[]);
+    let id = request(&server, &shop.planner, "researcher", "A forever? question");
+    let questions = || {
+        thread_of(&server, &shop.planner, &id)
+            .into_iter()
+            .filter(|r| r["from"] == "researcher" && r["type"] == "message")
+            .collect::<Vec<Value>>()
+    };
+    let first = until(&server, &shop.planner, "a question", || {
+        questions().first().cloned()
+    });
+    // The agent is read three more times, each time with a new status message: still one
+    // question.
+    let read = agent.calls_of("GetTask");
+    agent.until("three more reads", |a| a.calls_of("GetTask") >= read + 3);
+    assert_eq!(questions().len(), 1, "{:?}", questions());
+    // Answered, the agent asks again: one more question, and no more until answered.
+    cli(
+        &server,
+        &shop.planner,
+        &[
+            "send",
+            "--reply-to",
+            first["id"].as_str().unwrap(),
+            "--body",
+            "Q3",
+        ],
+    );
+    until(&server, &shop.planner, "a second question", || {
+        (questions().len() == 2).then_some(())
+    });
+    let read = agent.calls_of("GetTask");
+    agent.until("three more reads", |a| a.calls_of("GetTask") >= read + 3);
+    assert_eq!(questions().len(), 2, "{:?}", questions());
 }
