@@ -1609,6 +1609,30 @@ impl Tx for PostgresTx {
         Ok(found.map_err(|e| self.err(e))?.is_some())
     }
 
+    async fn event(&mut self, id: &str) -> Result<Option<Event>> {
+        let found = sqlx::query(
+            "SELECT seq, id, at, actor, kind, data FROM events WHERE project = $1 AND id = $2",
+        )
+        .bind(self.project)
+        .bind(id)
+        .fetch_all(&mut *self.tx)
+        .await
+        .and_then(|found| rows::events(&found));
+        Ok(found.map_err(|e| self.err(e))?.into_iter().next())
+    }
+
+    async fn count_beyond_from(&mut self, seq: i64, kinds: &[&str]) -> Result<usize> {
+        let n: sqlx::Result<i64> = sqlx::query_scalar(
+            "SELECT count(*) FROM events WHERE project = $1 AND seq >= $2 AND kind <> ALL($3)",
+        )
+        .bind(self.project)
+        .bind(seq)
+        .bind(kinds)
+        .fetch_one(&mut *self.tx)
+        .await;
+        Ok(usize::try_from(n.map_err(|e| self.err(e))?).unwrap_or(0))
+    }
+
     async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool> {
         let result = runs::other_live(&mut self.tx, self.project, participant, except).await;
         result.map_err(|e| self.err(e))
