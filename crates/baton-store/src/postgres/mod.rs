@@ -89,7 +89,8 @@ const MAX_CONNECTIONS: u32 = 8;
 
 /// A PostgreSQL database holding projects by name: `postgres://USER@HOST[:PORT]/DATABASE`,
 /// with `?schema=NAME` to keep Baton's tables in a schema of their own (created when
-/// missing). Any other query parameter is libpq's, as sqlx reads it.
+/// missing). The other query parameters are those sqlx reads (any other is refused by
+/// name, `hosts.rs`).
 pub struct PostgresDatabase {
     pool: PgPool,
     link: Link,
@@ -319,6 +320,7 @@ fn parse_url(url: &str) -> Result<(PgConnectOptions, Option<String>)> {
                 path: redact(base),
                 reason: e.to_string(),
             })?;
+    let options = hosts::unbracket(options);
     if let Some(name) = &schema {
         let plain = name.len() <= 63
             && name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
