@@ -151,10 +151,20 @@ impl App {
             Err(why) => (false, json!({ "error": why })),
             Ok(arguments) => match runner.call(&e.upstream, tool, arguments).await {
                 // An upstream's answer is untrusted input like any other: held to a
-                // payload's rules (size, depth, no U+0000) before it is stored.
+                // payload's rules (size, depth, no U+0000) before it is stored. (The
+                // gateway's upstream is held to them on its text too, numbers included.)
                 Ok(result) => {
-                    match Payload::from_value(result.clone(), self.settings.payload_cap) {
-                        Ok(_) => {
+                    let fitted = Payload::from_value(result.clone(), self.settings.payload_cap)
+                        .map_err(|e| e.to_string())
+                        .and_then(|payload| {
+                            baton_core::json::check_text(
+                                payload.text(),
+                                baton_core::json::MAX_DEPTH,
+                            )
+                            .map_err(|e| e.to_string())
+                        });
+                    match fitted {
+                        Ok(()) => {
                             let failed =
                                 result.get("isError").and_then(Value::as_bool) == Some(true);
                             (!failed, result)

@@ -22,8 +22,10 @@ impl App {
     }
 
     /// Imports a whole portable log (each event with its line number) in one transaction,
-    /// or refuses it whole: keeping ids and times, skipping what the store holds already,
-    /// never taking keys. `merge` takes another project's log.
+    /// or refuses it whole: keeping ids and times, skipping what the store holds already
+    /// (when it is the same event), never taking keys. `merge` takes another project's
+    /// log, leaving out its setup of participants this project has and renaming the items
+    /// whose ids this project uses.
     pub async fn import(&self, lines: Vec<(usize, Event)>, merge: bool) -> Result<ImportDone> {
         let done = self
             .store()
@@ -33,6 +35,7 @@ impl App {
             imported: done.imported,
             skipped: done.skipped,
             left_out: done.left_out,
+            renamed: done.renamed,
         })
     }
 }

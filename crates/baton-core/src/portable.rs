@@ -3,15 +3,17 @@
 //! any of it is written; one refusal imports nothing.
 //!
 //! What an import never takes: keys (a credential is issued where it is used), and — when
-//! the log is another project's, merged on purpose — the roles and policies of the
-//! participants this project has already (authority stays the project's own).
+//! the log is another project's, merged on purpose — the roles, policies, outside agents
+//! and webhooks of the participants this project has already (authority and where news
+//! goes stay the project's own). A line whose id the project holds must be that event,
+//! whole; a log is this project's only when it continues this project's log.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::event::{Change, Event};
 use crate::message::Payload;
 use crate::refusal::Refusal;
-use crate::state::StateChange;
+use crate::state::{StateChange, Subject};
 
 /// The latest time an event may carry: the end of year 9999 (UTC), as RFC 3339 can say.
 const LATEST: crate::Millis = 253_402_300_799_999;
@@ -57,13 +59,16 @@ pub struct Wants {
 pub struct Holding {
     /// Whether the store's log holds more than setup ([`SETUP_KINDS`]).
     pub history: bool,
-    /// Which of the log's event ids the store holds already.
-    pub events: HashSet<String>,
+    /// The log's events the store holds already (by id), as the store holds them.
+    pub events: HashMap<String, Event>,
+    /// How many of the store's events other than setup are at or after the first of
+    /// [`Holding::events`] in its log: a log that continues this project's holds them all.
+    pub since_first: usize,
     /// The participants the log names that the store has, with their roles.
     pub roles: HashMap<String, String>,
-    /// The messages the log refers to that the store has.
+    /// The messages the log names (sends, replies, deliveries) that the store has.
     pub messages: HashSet<String>,
-    /// The ids of the store's decisions, constraints and notes.
+    /// The ids of the store's decisions, constraints, notes and alerts.
     pub items: HashSet<String>,
 }
 
@@ -72,11 +77,15 @@ pub struct Holding {
 pub struct Plan {
     /// The events to append, in the log's order.
     pub events: Vec<Event>,
-    /// Events the store holds already (by id).
+    /// Events the store holds already (by id, with the same contents).
     pub skipped: usize,
-    /// Events never imported: keys, and on a merge the authority of participants the
-    /// project has already.
+    /// Events never imported: keys, and on a merge the setup (policy, outside agent,
+    /// webhook) of participants the project has already.
     pub left_out: usize,
+    /// The log's decisions, constraints, notes and alerts that have another id in this
+    /// project (a merge, where this project uses their ids for items of its own): the
+    /// log's id → this project's. References to them are rewritten alike.
+    pub renamed: BTreeMap<String, String>,
 }
 
 /// What `lines` refer to beyond themselves.
@@ -90,11 +99,15 @@ pub fn wants(lines: &[(usize, Event)]) -> Wants {
             | Change::A2aAgent { name, .. } => {
                 wants.participants.insert(name.to_string());
             }
+            Change::Webhook(change) => {
+                wants.participants.insert(change.participant().to_string());
+            }
             Change::MessageSent(m) => {
                 wants.participants.insert(m.from.to_string());
                 wants
                     .participants
                     .extend(m.to.iter().map(ToString::to_string));
+                wants.messages.insert(m.id.clone());
                 wants.messages.extend(m.reply_to.clone());
             }
             Change::DeliveryChanged {
@@ -114,33 +127,103 @@ pub fn wants(lines: &[(usize, Event)]) -> Wants {
     wants
 }
 
+/// The id a state change gives the item it records (a decision, constraint, note or
+/// alert), if it records one.
+fn item_id(change: &mut Change) -> Option<&mut String> {
+    match change {
+        Change::State(
+            StateChange::Decision { id, .. }
+            | StateChange::Constraint { id, .. }
+            | StateChange::Note { id, .. }
+            | StateChange::AlertRaised { id, .. },
+        ) => Some(id),
+        _ => None,
+    }
+}
+
+/// Rewrites what `change` says of another item by the ids `renamed` gives it: the
+/// decision it supersedes, the alert it acknowledges, the record a note is about.
+fn follow(change: &mut Change, renamed: &BTreeMap<String, String>) {
+    let Change::State(state) = change else { return };
+    let reference = match state {
+        StateChange::Decision {
+            supersedes: Some(old),
+            ..
+        } => old,
+        StateChange::AlertAcked { id } => id,
+        StateChange::Note {
+            subject: Subject::Record(record),
+            ..
+        } => record,
+        _ => return,
+    };
+    if let Some(new) = renamed.get(reference.as_str()) {
+        reference.clone_from(new);
+    }
+}
+
+/// The `D`, `C`, `N` or `A` of an item id (`D-12`).
+fn prefix(id: &str) -> &str {
+    id.split_once('-').map_or(id, |(p, _)| p)
+}
+
+/// New ids for a merge's items: for each prefix the lowest number neither project uses.
+struct Fresh {
+    taken: HashSet<String>,
+    next: HashMap<String, u64>,
+}
+
+impl Fresh {
+    fn id(&mut self, prefix: &str) -> String {
+        let n = self.next.entry(prefix.to_owned()).or_insert(1);
+        loop {
+            let id = format!("{prefix}-{n}");
+            *n += 1;
+            if self.taken.insert(id.clone()) {
+                return id;
+            }
+        }
+    }
+}
+
 /// Judges a whole log against what the store holds and says what importing it appends.
-/// Refused, naming the line: a time outside 1970 to 9999; an id used twice for different
-/// events; a message whose payload is over `payload_cap` or whose size or hash does not
-/// match it; a message, delivery or reply naming a participant or message that neither
-/// the store nor the log has; a participant the log gives another role than the store
-/// does; a decision, constraint or note whose id this project uses for another. Refused
-/// whole: another project's log (it shares no event with a store that has a history of
-/// its own) unless `merge`.
+/// Refused, naming the line: an event this project holds with other contents (same id,
+/// another time, actor or change); a time outside 1970 to 9999; an id used twice for
+/// different events; a message whose payload is over `payload_cap` or whose size or hash
+/// does not match it, or whose id is another message's here; a message, delivery, reply,
+/// policy, outside agent or webhook naming a participant or message that neither the
+/// store nor the log has; a participant the log gives another role than the store does;
+/// without `merge`, a decision, constraint, note or alert whose id this project uses for
+/// another. Refused whole, unless `merge`: another project's log, one that is not the own
+/// log of a store with a history of its own (see [`continues`]).
+/// With `merge`, the setup of participants the store has already (policy, outside agent,
+/// webhook) is left out, and items whose ids the store uses take new ids.
 pub fn plan(
     lines: Vec<(usize, Event)>,
     holding: &Holding,
     merge: bool,
     payload_cap: usize,
 ) -> Result<Plan, Refusal> {
-    if !merge
-        && holding.history
-        && !lines.is_empty()
-        && lines.iter().all(|(_, e)| !holding.events.contains(&e.id))
-    {
+    if !merge && holding.history && !lines.is_empty() && !continues(&lines, holding) {
         return Err(Refusal::ForeignLog);
+    }
+    let mut fresh = Fresh {
+        taken: holding.items.clone(),
+        next: HashMap::new(),
+    };
+    for (_, event) in &lines {
+        if !holding.events.contains_key(&event.id)
+            && let Some(id) = item_id(&mut event.change.clone())
+        {
+            fresh.taken.insert(id.clone());
+        }
     }
     let mut seen: HashMap<String, Event> = HashMap::new();
     let mut roles = holding.roles.clone();
     let mut messages = holding.messages.clone();
     let mut items = holding.items.clone();
     let mut plan = Plan::default();
-    for (line, event) in lines {
+    for (line, mut event) in lines {
         let refused = |problem: String| Refusal::LogLine { line, problem };
         if !(0..=LATEST).contains(&event.at) {
             return Err(refused(format!(
@@ -159,7 +242,28 @@ pub fn plan(
             continue;
         }
         seen.insert(event.id.clone(), event.clone());
-        let held = holding.events.contains(&event.id);
+        follow(&mut event.change, &plan.renamed);
+        let stored = holding.events.get(&event.id);
+        let held = stored.is_some();
+        if let Some(stored) = stored {
+            // An item a merge renamed carries the project's id: the two are the same
+            // event, and what the log says of it follows.
+            let theirs = item_id(&mut stored.change.clone()).cloned();
+            if let (Some(mine), Some(theirs)) = (item_id(&mut event.change), theirs)
+                && *mine != theirs
+                && prefix(mine) == prefix(&theirs)
+            {
+                plan.renamed.insert(mine.clone(), theirs.clone());
+                *mine = theirs;
+            }
+            if (event.at, &event.actor, &event.change) != (stored.at, &stored.actor, &stored.change)
+            {
+                return Err(refused(format!(
+                    "event {} is in this project already, with other contents",
+                    event.id
+                )));
+            }
+        }
         let known = |roles: &HashMap<String, String>, name: &str| {
             if roles.contains_key(name) {
                 Ok(())
@@ -179,8 +283,11 @@ pub fn plan(
                 )))
             }
         };
+        // Setup the project has already for a participant is its own: a merge never
+        // changes it.
+        let own_setup = |name: &str| !held && merge && holding.roles.contains_key(name);
         let mut take = true;
-        match &event.change {
+        match &mut event.change {
             Change::Key(_) => take = false,
             Change::ParticipantAdded { name, role } => match roles.get(name.as_str()) {
                 Some(has) if has != role => {
@@ -196,7 +303,7 @@ pub fn plan(
             },
             Change::PolicySet { name, .. } => {
                 known(&roles, name.as_str())?;
-                take = held || !(merge && holding.roles.contains_key(name.as_str()));
+                take = !own_setup(name.as_str());
             }
             // Whom a participant stands for is its setup, like its policy: held to the
             // live rule, and a merge keeps the project's own.
@@ -206,9 +313,22 @@ pub fn plan(
                     crate::participant::OutsideAgent::new(&agent.url, &agent.key_env)
                         .map_err(|e| refused(format!("its outside agent is refused: {e}")))?;
                 }
-                take = held || !(merge && holding.roles.contains_key(name.as_str()));
+                take = !own_setup(name.as_str());
+            }
+            // Where a participant is told of news, and the secret it is signed with: setup
+            // too, never chosen for a participant of this project by another's log.
+            Change::Webhook(change) => {
+                let name = change.participant().as_str();
+                known(&roles, name)?;
+                take = !own_setup(name);
             }
             Change::MessageSent(m) => {
+                if !held && messages.contains(&m.id) {
+                    return Err(refused(format!(
+                        "message {} is another message in this project already",
+                        m.id
+                    )));
+                }
                 known(&roles, m.from.as_str())?;
                 for to in &m.to {
                     known(&roles, to.as_str())?;
@@ -236,17 +356,20 @@ pub fn plan(
                 known(&roles, participant.as_str())?;
             }
             Change::RequestChanged { message, .. } => message_known(&messages, message)?,
-            Change::State(
-                StateChange::Decision { id, .. }
-                | StateChange::Constraint { id, .. }
-                | StateChange::Note { id, .. },
-            ) => {
-                if !held && items.contains(id) {
-                    return Err(refused(format!(
-                        "{id} is another item in this project already"
-                    )));
+            change @ Change::State(_) => {
+                if let Some(id) = item_id(change) {
+                    if !held && items.contains(id.as_str()) {
+                        if !merge {
+                            return Err(refused(format!(
+                                "{id} is another item in this project already"
+                            )));
+                        }
+                        let new = fresh.id(prefix(id));
+                        plan.renamed.insert(id.clone(), new.clone());
+                        *id = new;
+                    }
+                    items.insert(id.clone());
                 }
-                items.insert(id.clone());
             }
             _ => {}
         }
@@ -259,4 +382,134 @@ pub fn plan(
         }
     }
     Ok(plan)
+}
+
+/// Whether `lines` are the store's own log: they share an event with it and, when they
+/// bring anything new, hold every event past setup it wrote since the first they share
+/// (each compared whole as it is planned). One event of the project's, copied into a log
+/// of another's making, is not enough; an older export of the project, all of it held,
+/// is.
+fn continues(lines: &[(usize, Event)], holding: &Holding) -> bool {
+    let adds = lines
+        .iter()
+        .any(|(_, e)| !holding.events.contains_key(&e.id) && !matches!(e.change, Change::Key(_)));
+    let shared: HashSet<&str> = lines
+        .iter()
+        .map(|(_, e)| e.id.as_str())
+        .filter(|id| holding.events.contains_key(*id))
+        .collect();
+    let past_setup = shared
+        .iter()
+        .filter(|id| !SETUP_KINDS.contains(&holding.events[**id].change.kind()))
+        .count();
+    !shared.is_empty() && (!adds || past_setup == holding.since_first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: &str, seq: i64, change: Change) -> Event {
+        Event {
+            seq,
+            id: id.into(),
+            at: 1_700_000_000_000,
+            actor: "planner".into(),
+            change,
+        }
+    }
+
+    fn state(change: StateChange) -> Change {
+        Change::State(change)
+    }
+
+    fn alert(id: &str) -> Change {
+        state(StateChange::AlertRaised {
+            id: id.into(),
+            key: format!("k-{id}"),
+            message: "m".into(),
+        })
+    }
+
+    fn lines(events: &[Event]) -> Vec<(usize, Event)> {
+        events
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, e)| (i + 1, e))
+            .collect()
+    }
+
+    #[test]
+    fn a_merge_renames_alerts_and_what_acknowledges_them() {
+        let holding = Holding {
+            history: true,
+            items: ["A-1".to_owned(), "A-2".to_owned()].into(),
+            ..Holding::default()
+        };
+        let log = [
+            event("e1", 1, alert("A-1")),
+            event("e2", 2, state(StateChange::AlertAcked { id: "A-1".into() })),
+            event("e3", 3, alert("A-2")),
+        ];
+        let planned = plan(lines(&log), &holding, true, 1 << 20).unwrap();
+        assert_eq!(
+            planned.renamed,
+            BTreeMap::from([("A-1".into(), "A-3".into()), ("A-2".into(), "A-4".into())])
+        );
+        assert_eq!(planned.events[0].change.subject(), "A-3");
+        assert_eq!(
+            planned.events[1].change,
+            state(StateChange::AlertAcked { id: "A-3".into() })
+        );
+        // Without a merge, an id the project uses is refused.
+        let holding = Holding {
+            items: ["A-1".to_owned()].into(),
+            ..Holding::default()
+        };
+        let refused = plan(lines(&log[..1]), &holding, false, 1 << 20).unwrap_err();
+        assert!(
+            refused.to_string().contains("A-1 is another item"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn a_log_is_this_projects_only_when_it_holds_what_the_project_wrote_since() {
+        let focus = |text: &str| state(StateChange::Focus { text: text.into() });
+        let shared = event("e1", 7, focus("one"));
+        let holding = |since_first| Holding {
+            history: true,
+            events: [("e1".to_owned(), shared.clone())].into(),
+            since_first,
+            ..Holding::default()
+        };
+        let log = [shared.clone(), event("e2", 8, focus("two"))];
+        // The project wrote one event since the first shared one: the log holds it.
+        assert_eq!(
+            plan(lines(&log), &holding(1), false, 1 << 20)
+                .unwrap()
+                .events
+                .len(),
+            1
+        );
+        // It wrote more the log does not hold: another project's log (or a diverged one).
+        assert_eq!(
+            plan(lines(&log), &holding(2), false, 1 << 20).unwrap_err(),
+            Refusal::ForeignLog
+        );
+        assert!(plan(lines(&log), &holding(2), true, 1 << 20).is_ok());
+        // An older export, all of it held, brings nothing new: taken.
+        assert!(plan(lines(&log[..1]), &holding(2), false, 1 << 20).is_ok());
+        // A shared id with other contents is refused, merge or not.
+        let mut other = shared.clone();
+        other.change = focus("forged");
+        for merge in [false, true] {
+            let refused = plan(lines(&[other.clone()]), &holding(1), merge, 1 << 20).unwrap_err();
+            assert!(
+                refused.to_string().contains("with other contents"),
+                "{refused}"
+            );
+        }
+    }
 }

@@ -507,11 +507,13 @@ pub enum Refusal {
     /// the log: the whole log is refused.
     #[error("line {line} is refused ({problem}); nothing was imported")]
     LogLine { line: usize, problem: String },
-    /// A portable log that shares no event with a project whose log has a history of its
-    /// own: another project's log, taken only when a merge is asked for.
+    /// A portable log that does not continue the log of a project with a history of its
+    /// own (it shares no event with it, or lacks some the project wrote since the first it
+    /// shares): another project's log, taken only when a merge is asked for.
     #[error(
-        "the log shares no event with this project, which has a history of its own: it is \
-         another project's log; nothing was imported"
+        "the log does not continue this project's, which has a history of its own (it \
+         shares no event with it, or lacks events this project wrote since the first it \
+         shares): it is another project's log; nothing was imported"
     )]
     ForeignLog,
     /// A negotiation spec or position that does not hold: the JSON path of the first

@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 
 use async_trait::async_trait;
@@ -39,13 +38,25 @@ fn max_upstream_line(payload_cap: usize) -> usize {
     crate::frame::max_frame(payload_cap).saturating_mul(2)
 }
 
+/// Levels a JSON-RPC answer puts around a tool's result (the frame, then `result`): an
+/// upstream's line may nest that much deeper than a payload.
+const FRAME_LEVELS: usize = 2;
+
 /// A running upstream: the MCP session, the process (killed when this is dropped) and
-/// whether it answered with a line over the limit.
+/// what was wrong with the line that ended it, if one did.
 pub(crate) struct Session {
     pub(crate) client: Client,
-    overlong: Arc<AtomicBool>,
-    limit: usize,
+    refused: Arc<std::sync::Mutex<Option<Unread>>>,
     process: tokio::process::Child,
+}
+
+/// Why a line of the upstream's was not read.
+#[derive(Debug, Clone)]
+enum Unread {
+    /// Longer than the limit, in bytes.
+    Overlong(usize),
+    /// It breaks the boundary every participant's input is held to.
+    Refused(baton_core::json::JsonProblem),
 }
 
 /// How long a closed session's server has to exit before it is killed.
@@ -65,14 +76,21 @@ impl Session {
 
     /// Why a call to `tool` failed, from the transport's error.
     fn failure(&self, tool: &str, e: impl std::fmt::Display) -> String {
-        if self.overlong.load(Ordering::Relaxed) {
-            format!(
-                "the upstream server answered `{tool}` with a line over {} bytes, more than \
-                 the payload cap lets through; it was not read",
-                self.limit
-            )
-        } else {
-            format!("the upstream server did not answer `{tool}`: {e}")
+        let unread = self
+            .refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        match unread {
+            Some(Unread::Overlong(limit)) => format!(
+                "the upstream server answered `{tool}` with a line over {limit} bytes, more \
+                 than the payload cap lets through; it was not read"
+            ),
+            Some(Unread::Refused(problem)) => format!(
+                "the upstream's answer is refused, as a participant's would be: {problem}; \
+                 the session with it was closed"
+            ),
+            None => format!("the upstream server did not answer `{tool}`: {e}"),
         }
     }
 }
@@ -95,34 +113,56 @@ pub(crate) async fn connect(command: &[String], payload_cap: usize) -> Result<Se
     let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take()) else {
         return Err(format!("the upstream server `{program}` has no pipes"));
     };
-    let overlong = Arc::new(AtomicBool::new(false));
-    let limit = max_upstream_line(payload_cap);
-    let read = BoundedLines {
-        inner: stdout,
-        line: 0,
-        limit,
-        overlong: Arc::clone(&overlong),
-    };
+    let refused = Arc::new(std::sync::Mutex::new(None));
+    let read = BoundedLines::new(stdout, max_upstream_line(payload_cap), Arc::clone(&refused));
     let client = ()
         .serve((read, stdin))
         .await
         .map_err(|e| format!("the upstream server `{program}` did not start MCP: {e}"))?;
     Ok(Session {
         client,
-        overlong,
-        limit,
+        refused,
         process,
     })
 }
 
-/// A reader that fails once a line runs past `limit` bytes, so an upstream's answer is
-/// never held in memory whole when it is too long to be taken anyway.
+/// A reader that holds each line of an upstream to the boundary a participant's input
+/// passes (depth, exact numbers, no repeated key, no U+0000), and fails at the first
+/// line that breaks it, or that runs past `limit` bytes (never held in memory whole when
+/// it is too long to be taken anyway). What an upstream answers can then be stored, and
+/// exported, like anything a participant sent.
 struct BoundedLines<R> {
     inner: R,
-    /// Bytes of the current line read so far.
-    line: usize,
+    /// The current line so far.
+    line: Vec<u8>,
     limit: usize,
-    overlong: Arc<AtomicBool>,
+    refused: Arc<std::sync::Mutex<Option<Unread>>>,
+}
+
+impl<R> BoundedLines<R> {
+    fn new(inner: R, limit: usize, refused: Arc<std::sync::Mutex<Option<Unread>>>) -> Self {
+        Self {
+            inner,
+            line: Vec::new(),
+            limit,
+            refused,
+        }
+    }
+
+    fn fail(&self, unread: Unread) -> Poll<std::io::Result<()>> {
+        let said = match &unread {
+            Unread::Overlong(limit) => format!("a line over {limit} bytes"),
+            Unread::Refused(problem) => problem.to_string(),
+        };
+        *self
+            .refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(unread);
+        Poll::Ready(Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            said,
+        )))
+    }
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
@@ -134,17 +174,34 @@ impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
         let this = self.get_mut();
         let before = buf.filled().len();
         ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        let mut unread = None;
         for &byte in &buf.filled()[before..] {
-            this.line = if byte == b'\n' { 0 } else { this.line + 1 };
-            if this.line > this.limit {
-                this.overlong.store(true, Ordering::Relaxed);
-                return Poll::Ready(Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("a line over {} bytes", this.limit),
-                )));
+            if byte != b'\n' {
+                this.line.push(byte);
+                if this.line.len() > this.limit {
+                    unread = Some(Unread::Overlong(this.limit));
+                    break;
+                }
+                continue;
+            }
+            // Text that is not JSON passes: the client's parser says what is wrong.
+            let checked = std::str::from_utf8(&this.line).map_or(Ok(()), |text| {
+                baton_core::json::check_text(text, baton_core::json::MAX_DEPTH + FRAME_LEVELS)
+            });
+            this.line.clear();
+            if let Err(problem) = checked {
+                unread = Some(Unread::Refused(problem));
+                break;
             }
         }
-        Poll::Ready(Ok(()))
+        match unread {
+            // Nothing of this read is passed on: the line it ends was not read.
+            Some(unread) => {
+                buf.set_filled(before);
+                this.fail(unread)
+            }
+            None => Poll::Ready(Ok(())),
+        }
     }
 }
 
@@ -373,4 +430,66 @@ pub async fn serve_gateway(
         tools,
     };
     crate::serve_gated(gateway, cap).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// What reading `text` through the bounded reader gives: all of it, or why not.
+    async fn read(text: &str, limit: usize) -> Result<String, String> {
+        let refused = Arc::new(std::sync::Mutex::new(None));
+        let mut reader = BoundedLines::new(text.as_bytes(), limit, Arc::clone(&refused));
+        let mut out = String::new();
+        match reader.read_to_string(&mut out).await {
+            Ok(_) => Ok(out),
+            Err(e) => {
+                assert!(refused.lock().unwrap().is_some(), "the reason is kept");
+                Err(e.to_string())
+            }
+        }
+    }
+
+    fn answer(structured: &str) -> String {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{{\"content\":[],\"structuredContent\":{structured}}}}}\n"
+        )
+    }
+
+    #[tokio::test]
+    async fn an_upstream_line_is_held_to_the_participants_boundary() {
+        let fine = answer("{\"text\":\"\\u001b[31mred\\u202e\",\"n\":12345678901234567}");
+        assert_eq!(
+            read(&fine, 1 << 20).await.unwrap(),
+            fine,
+            "ESC and RTL pass"
+        );
+        let deep = format!("{}1{}", "[".repeat(70), "]".repeat(70));
+        for (structured, why) in [
+            ("{\"text\":\"a\\u0000b\"}", "U+0000"),
+            (
+                "{\"n\":123456789012345678901234567890}",
+                "cannot be kept exactly",
+            ),
+            ("{\"n\":1e400}", "cannot be kept exactly"),
+            ("{\"a\":1,\"a\":2}", "duplicate key"),
+            (deep.as_str(), "nested too deeply"),
+        ] {
+            let refused = read(&answer(structured), 1 << 20).await.unwrap_err();
+            assert!(refused.contains(why), "{structured}: {refused}");
+        }
+        // A payload's own depth, inside the frame, is taken.
+        let deepest = format!("{}1{}", "[".repeat(63), "]".repeat(63));
+        assert!(
+            read(&answer(&format!("{{\"d\":{deepest}}}")), 1 << 20)
+                .await
+                .is_ok()
+        );
+        // A line split across reads is judged whole; a line over the limit is not read.
+        let refused = read(&answer(&format!("{{\"t\":\"{}\"}}", "x".repeat(200))), 100)
+            .await
+            .unwrap_err();
+        assert!(refused.contains("a line over 100 bytes"), "{refused}");
+    }
 }

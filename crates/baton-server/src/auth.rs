@@ -90,7 +90,7 @@ impl FromRequestParts<Arc<Server>> for Authed {
         match app.authenticate(token).await {
             Ok(caller) => {
                 if let Some(keyed) = parts.extensions.get::<crate::connections::Keyed>() {
-                    keyed.set();
+                    keyed.set(&caller.key);
                 }
                 parts.extensions.insert(Acting {
                     app: app.clone(),

@@ -64,7 +64,8 @@ pub struct Options {
     /// descriptors and a thread).
     pub open_projects: usize,
     /// How many connections are held at once; past it the oldest connection that has not
-    /// shown a valid key is closed ([`default_max_connections`] by default).
+    /// shown a valid key is closed, else the oldest idle one of the key holding the most
+    /// ([`default_max_connections`] by default).
     pub max_connections: usize,
     /// The URL clients reach this server by (`http://` or `https://`, a proxy's say): its
     /// host is one the MCP endpoint and the board answer to, beside the names of the
@@ -396,19 +397,30 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let local = stream.local_addr().ok().map(Local);
-        // Past the cap, the oldest connection without a valid key is closed.
+        // Past the cap, another connection is closed (`connections.rs`).
         let admitted = server.connections.admit();
         let service = hyper::service::service_fn({
             let router = router.clone();
             let keyed = admitted.keyed.clone();
+            let busy = admitted.busy.clone();
             move |request: hyper::Request<hyper::body::Incoming>| {
+                let in_flight = busy.start();
                 let mut request = request.map(axum::body::Body::new);
                 request.extensions_mut().insert(ConnectInfo(peer));
                 request.extensions_mut().insert(keyed.clone());
                 if let Some(local) = local {
                     request.extensions_mut().insert(local);
                 }
-                router.clone().oneshot(request)
+                let answered = router.clone().oneshot(request);
+                async move {
+                    let response = answered.await?;
+                    Ok::<_, std::convert::Infallible>(response.map(|body| {
+                        axum::body::Body::new(connections::Counted {
+                            body,
+                            _in_flight: in_flight,
+                        })
+                    }))
+                }
             }
         });
         let connection = builder

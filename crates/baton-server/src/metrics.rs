@@ -257,7 +257,7 @@ pub async fn render(server: &Server) -> Result<String, baton_store::StoreError> 
         &mut out,
         "baton_connections_shed_total",
         "counter",
-        "Connections without a valid key closed to stay under --max-connections.",
+        "Connections closed to stay under --max-connections (without a valid key first).",
     );
     let _ = writeln!(
         out,
@@ -291,19 +291,21 @@ pub async fn render(server: &Server) -> Result<String, baton_store::StoreError> 
     Ok(out)
 }
 
-/// `GET /metrics`.
-/// Whether `/metrics` answers: the server's token when one is presented (and the server
-/// has one), otherwise a peer on this machine.
+/// Whether `/metrics` answers: with an operator token configured, only a caller that
+/// presents it — from this machine too, since a reverse proxy on this host makes every
+/// caller look local; without one, a peer on this machine.
 fn allowed(token: Option<&str>, presented: Option<&str>, peer: std::net::IpAddr) -> bool {
     match (token, presented) {
         // Compared as hashes: equal length, so the time says nothing of the token.
         (Some(token), Some(presented)) => {
             baton_core::key::hash(token) == baton_core::key::hash(presented)
         }
-        _ => peer.is_loopback(),
+        (Some(_), None) => false,
+        (None, _) => peer.is_loopback(),
     }
 }
 
+/// `GET /metrics`.
 pub async fn endpoint(
     State(server): State<Arc<Server>>,
     ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
@@ -318,7 +320,7 @@ pub async fn endpoint(
         return crate::error::ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
-            "/metrics names every project: it answers this machine, or the token of `baton serve --metrics-token-env`",
+            "/metrics names every project: it answers the token of `baton serve --metrics-token-env` when one is set, otherwise this machine",
         )
         .into_response();
     }
@@ -344,5 +346,8 @@ mod tests {
         assert!(!super::allowed(Some("t0k"), Some("guess"), away));
         assert!(!super::allowed(Some("t0k"), Some("guess"), here));
         assert!(!super::allowed(Some("t0k"), None, away));
+        // With a token, this machine needs it too (a proxy here makes every caller local).
+        assert!(!super::allowed(Some("t0k"), None, here));
+        assert!(super::allowed(Some("t0k"), Some("t0k"), here));
     }
 }

@@ -37,6 +37,11 @@ impl Drop for Served {
 /// A server over a fresh database with project `shop` (planner, impl-1, owner) and
 /// project `docs` (planner).
 fn served() -> Served {
+    served_with(baton_server::Options::default())
+}
+
+/// [`served`], with `options` (its webhook tick made short).
+fn served_with(options: baton_server::Options) -> Served {
     let dir = tempfile::tempdir().unwrap();
     let runtime = Arc::new(
         tokio::runtime::Builder::new_multi_thread()
@@ -85,7 +90,7 @@ fn served() -> Served {
         },
         baton_server::Options {
             webhook_tick: Duration::from_millis(50),
-            ..baton_server::Options::default()
+            ..options
         },
     );
     let rt = Arc::clone(&runtime);
@@ -775,6 +780,107 @@ fn a_long_poll_in_flight_answers_stopping_at_once_when_the_server_stops() {
     // Well before either poll's 60 s: the stop did not wait them out.
     let took = asked.elapsed();
     assert!(took < Duration::from_secs(10), "stopped after {took:?}");
+}
+
+/// One request on an open keep-alive connection: `GET path` with `token`; its status once
+/// the whole answer is read, or the error that ended the connection.
+fn ask(stream: &mut std::net::TcpStream, path: &str, token: &str) -> std::io::Result<u16> {
+    use std::io::{BufRead, Read, Write};
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )?;
+    let mut reader = std::io::BufReader::new(stream.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let status = line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no status line: {line:?}")))?;
+    let mut length = 0;
+    loop {
+        line.clear();
+        reader.read_line(&mut line)?;
+        if line == "\r\n" {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    Ok(status)
+}
+
+#[test]
+fn a_key_over_its_share_loses_its_oldest_idle_connection_and_a_newcomer_is_heard() {
+    let s = served_with(baton_server::Options {
+        max_connections: 4,
+        ..baton_server::Options::default()
+    });
+    let hog = s.key("shop", "planner", Scope::Write);
+    let other = s.key("shop", "impl-1", Scope::Write);
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let path = "/v1/projects/shop/inbox";
+    // One key holds every place, each connection kept alive.
+    let mut held: Vec<std::net::TcpStream> = (0..4)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    for stream in &mut held {
+        assert_eq!(ask(stream, path, &hog).unwrap(), 200);
+    }
+    // A client with a key of its own is heard.
+    let mut newcomer = std::net::TcpStream::connect(&addr).unwrap();
+    assert_eq!(
+        ask(&mut newcomer, path, &other).expect("the newcomer was closed"),
+        200
+    );
+    // The hog lost its oldest idle connection: the server closed it.
+    let mut byte = [0u8; 1];
+    held[0]
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    match std::io::Read::read(&mut held[0], &mut byte) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the oldest connection is still open: {other:?}"),
+    }
+    // Its others are still served, and so is the newcomer.
+    for stream in &mut held[1..] {
+        assert_eq!(ask(stream, path, &hog).unwrap(), 200);
+    }
+    assert_eq!(ask(&mut newcomer, path, &other).unwrap(), 200);
+}
+
+#[test]
+fn with_an_operator_token_metrics_require_it_from_this_machine_too() {
+    let s = served_with(baton_server::Options {
+        metrics_token: Some("operator-t0ken"),
+        ..baton_server::Options::default()
+    });
+    let scrape = |token: Option<&str>| {
+        let mut request = agent().get(&format!("{}/metrics", s.base));
+        if let Some(token) = token {
+            request = request.header("Authorization", &format!("Bearer {token}"));
+        }
+        let mut response = request.call().unwrap();
+        let status = response.status().as_u16();
+        (status, response.body_mut().read_to_string().unwrap())
+    };
+    // From loopback (as through a reverse proxy on this host), without the token.
+    let (status, body) = scrape(None);
+    assert_eq!(status, 403, "{body}");
+    assert!(!body.contains("shop"), "{body}");
+    let (status, _) = scrape(Some("guess"));
+    assert_eq!(status, 403);
+    let (status, body) = scrape(Some("operator-t0ken"));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("project=\"shop\""), "{body}");
 }
 
 #[test]

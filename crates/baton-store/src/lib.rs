@@ -146,6 +146,10 @@ pub trait Tx: Send {
     async fn has_event(&mut self, id: &str) -> Result<bool>;
     /// Whether the log holds an event of a kind not among `kinds`.
     async fn has_event_beyond(&mut self, kinds: &[&str]) -> Result<bool>;
+    /// The event with this id, as the log holds it.
+    async fn event(&mut self, id: &str) -> Result<Option<Event>>;
+    /// How many events at or after `seq` are of a kind not among `kinds`.
+    async fn count_beyond_from(&mut self, seq: i64, kinds: &[&str]) -> Result<usize>;
     /// Whether `participant` has a registered or running run other than `except`.
     async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool>;
     /// The messages delivered to `participant` (and still only delivered) since `since`,

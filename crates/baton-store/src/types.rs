@@ -270,13 +270,15 @@ pub struct Repeats {
 }
 
 /// What an import of a portable log did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Imported {
     /// Events appended.
     pub imported: usize,
     /// Events the log held already (by id), left as they were.
     pub skipped: usize,
-    /// Events never imported: keys, and on a merge the roles and policies of participants
-    /// the project had already.
+    /// Events never imported: keys, and on a merge the setup (policy, outside agent,
+    /// webhook) of participants the project had already.
     pub left_out: usize,
+    /// Items of the log that have another id here (the log's id → this project's).
+    pub renamed: std::collections::BTreeMap<String, String>,
 }

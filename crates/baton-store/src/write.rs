@@ -830,9 +830,12 @@ pub async fn import<B: Backend + ?Sized>(
         ..portable::Holding::default()
     };
     for id in wants.events {
-        if tx.has_event(&id).await? {
-            holding.events.insert(id);
+        if let Some(event) = tx.event(&id).await? {
+            holding.events.insert(id, event);
         }
+    }
+    if let Some(first) = holding.events.values().map(|e| e.seq).min() {
+        holding.since_first = tx.count_beyond_from(first, portable::SETUP_KINDS).await?;
     }
     for name in wants.participants {
         if let Some(p) = tx.participant(&name).await? {
@@ -845,12 +848,14 @@ pub async fn import<B: Backend + ?Sized>(
         }
     }
     let state = tx.state().await?;
+    // Alerts leave the state when acknowledged; the ids raised are `A-1` to the count.
     holding.items = state
         .decisions
         .iter()
         .map(|d| d.id.clone())
         .chain(state.constraints.iter().map(|c| c.id.clone()))
         .chain(state.notes.iter().map(|n| n.id.clone()))
+        .chain((1..=state.alerts_raised).map(|n| format!("A-{n}")))
         .collect();
     let plan = portable::plan(lines, &holding, merge, payload_cap)?;
     let imported = plan.events.len();
@@ -862,6 +867,7 @@ pub async fn import<B: Backend + ?Sized>(
         imported,
         skipped: plan.skipped,
         left_out: plan.left_out,
+        renamed: plan.renamed,
     })
 }
 

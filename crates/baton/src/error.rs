@@ -416,7 +416,8 @@ pub fn refusal(r: &Refusal) -> String {
         }
         Refusal::ForeignLog => format!(
             "{r}. To add its work to this project, run `baton import --merge FILE`: its keys \
-             are never imported, and this project's participants keep their roles and policies"
+             are never imported, and this project's participants keep their roles, policies, \
+             outside agents and webhooks"
         ),
         Refusal::Role { .. }
         | Refusal::TopicPattern { .. }

@@ -38,13 +38,92 @@ const NOWHERE: &str = "/nonexistent/baton: no primary";
 const WRITABLE: &str =
     "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'";
 
+/// The query parameters a URL may carry: Baton's own (`schema`, [`TARGET`]) and those
+/// sqlx reads (`options[NAME]` too). sqlx passes over any other with a log line, so a
+/// misspelt `sslmode` would connect without what it asked for: it is refused instead.
+const PARAMETERS: &[&str] = &[
+    "schema",
+    TARGET,
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "application_name",
+    "options",
+];
+
+/// The values of [`TARGET`] Baton honours: it writes, so it always wants the writable host.
+const TARGETS: &[&str] = &["read-write", "primary", "any"];
+
+/// At most the first 40 characters of `text`, for a message about it.
+fn short(text: &str) -> String {
+    match text.char_indices().nth(40) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// Refuses, by name, a query parameter nobody reads and a [`TARGET`] other than one
+/// asking for the writable host.
+fn check_parameters(query: &str) -> std::result::Result<(), String> {
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let known =
+            PARAMETERS.contains(&name) || name.starts_with("options[") && name.ends_with(']');
+        if !known {
+            return Err(format!(
+                "the URL parameter {:?} is not one Baton or its PostgreSQL driver reads; \
+                 use {}, or options[NAME]",
+                short(name),
+                PARAMETERS.join(", ")
+            ));
+        }
+        if name == TARGET && !TARGETS.contains(&value) {
+            return Err(format!(
+                "{TARGET}={}: Baton writes, so it connects to the writable primary; use \
+                 {TARGET}=read-write",
+                short(value)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `options` with an IPv6 host as a socket address takes it: sqlx keeps the URL's
+/// brackets (`[::1]`), which no resolver reads.
+pub(super) fn unbracket(options: PgConnectOptions) -> PgConnectOptions {
+    let host = options.get_host();
+    match host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .map(str::to_owned)
+    {
+        Some(inner) => options.host(&inner),
+        None => options,
+    }
+}
+
 /// One URL per host `url` names, in its order: `url` itself when it names one host.
 /// `target_session_attrs` is read here, not by sqlx: with several hosts Baton connects to
-/// the writable one, so any value asking for another is refused.
+/// the writable one, so any value asking for another is refused, as is a parameter
+/// neither Baton nor sqlx reads.
 pub(super) fn split(url: &str) -> std::result::Result<Vec<String>, String> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Ok(vec![url.to_owned()]);
     };
+    check_parameters(url.split_once('?').map_or("", |(_, q)| q))?;
     let end = rest.find(['/', '?']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(end);
     let (user, hosts) = match authority.rsplit_once('@') {
@@ -57,15 +136,8 @@ pub(super) fn split(url: &str) -> std::result::Result<Vec<String>, String> {
     let (path, query) = tail.split_once('?').unwrap_or((tail, ""));
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.strip_prefix(TARGET).and_then(|v| v.strip_prefix('=')) {
-            Some("read-write" | "primary" | "any") => {}
-            Some(other) => {
-                return Err(format!(
-                    "{TARGET}={other}: Baton writes, so with several hosts it connects to the \
-                     writable primary; use {TARGET}=read-write"
-                ));
-            }
-            None => kept.push(pair),
+        if !pair.starts_with(&format!("{TARGET}=")) {
+            kept.push(pair);
         }
     }
     let query = if kept.is_empty() {
@@ -378,6 +450,47 @@ mod tests {
         ] {
             assert_eq!(split(url).unwrap(), [url]);
         }
+    }
+
+    #[test]
+    fn an_unknown_parameter_or_target_is_refused_by_name_with_one_host_or_several() {
+        for url in [
+            "postgres://db/shop?sslmod=require",
+            "postgres://h1,h2/shop?sslmode=require&sslmod=require",
+        ] {
+            let refused = split(url).unwrap_err();
+            assert!(refused.contains("\"sslmod\""), "{refused}");
+        }
+        let refused = split("postgres://db/shop?target_session_attrs=standby").unwrap_err();
+        assert!(
+            refused.contains("target_session_attrs=standby")
+                && refused.contains("target_session_attrs=read-write"),
+            "{refused}"
+        );
+        // What is refused is named by a short prefix, not echoed whole.
+        let long = "x".repeat(10_000);
+        let refused = split(&format!("postgres://db/shop?{long}=1")).unwrap_err();
+        assert!(refused.len() < 1000, "{} bytes", refused.len());
+        for url in [
+            "postgres://db/shop?schema=a&sslmode=disable&options[search_path]=x",
+            "postgres://db/shop?target_session_attrs=primary&application_name=baton",
+        ] {
+            assert_eq!(split(url).unwrap(), [url]);
+        }
+    }
+
+    #[test]
+    fn an_ipv6_host_is_read_without_its_brackets() {
+        for url in [
+            "postgres://postgres@[::1]:5432/test",
+            "postgres://postgres@[::1]/test",
+        ] {
+            let options: PgConnectOptions = url.parse().unwrap();
+            let options = unbracket(options);
+            assert_eq!(options.get_host(), "::1", "{url}");
+        }
+        let options: PgConnectOptions = "postgres://db.example:5433/x".parse().unwrap();
+        assert_eq!(unbracket(options).get_host(), "db.example");
     }
 
     #[test]

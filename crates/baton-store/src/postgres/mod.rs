@@ -89,7 +89,8 @@ const MAX_CONNECTIONS: u32 = 8;
 
 /// A PostgreSQL database holding projects by name: `postgres://USER@HOST[:PORT]/DATABASE`,
 /// with `?schema=NAME` to keep Baton's tables in a schema of their own (created when
-/// missing). Any other query parameter is libpq's, as sqlx reads it.
+/// missing). The other query parameters are those sqlx reads (any other is refused by
+/// name, `hosts.rs`).
 pub struct PostgresDatabase {
     pool: PgPool,
     link: Link,
@@ -319,6 +320,7 @@ fn parse_url(url: &str) -> Result<(PgConnectOptions, Option<String>)> {
                 path: redact(base),
                 reason: e.to_string(),
             })?;
+    let options = hosts::unbracket(options);
     if let Some(name) = &schema {
         let plain = name.len() <= 63
             && name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
@@ -1607,6 +1609,30 @@ impl Tx for PostgresTx {
         .fetch_optional(&mut *self.tx)
         .await;
         Ok(found.map_err(|e| self.err(e))?.is_some())
+    }
+
+    async fn event(&mut self, id: &str) -> Result<Option<Event>> {
+        let found = sqlx::query(
+            "SELECT seq, id, at, actor, kind, data FROM events WHERE project = $1 AND id = $2",
+        )
+        .bind(self.project)
+        .bind(id)
+        .fetch_all(&mut *self.tx)
+        .await
+        .and_then(|found| rows::events(&found));
+        Ok(found.map_err(|e| self.err(e))?.into_iter().next())
+    }
+
+    async fn count_beyond_from(&mut self, seq: i64, kinds: &[&str]) -> Result<usize> {
+        let n: sqlx::Result<i64> = sqlx::query_scalar(
+            "SELECT count(*) FROM events WHERE project = $1 AND seq >= $2 AND kind <> ALL($3)",
+        )
+        .bind(self.project)
+        .bind(seq)
+        .bind(kinds)
+        .fetch_one(&mut *self.tx)
+        .await;
+        Ok(usize::try_from(n.map_err(|e| self.err(e))?).unwrap_or(0))
     }
 
     async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool> {

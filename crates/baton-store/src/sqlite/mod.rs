@@ -124,6 +124,11 @@ const HAS_EVENT: &str = "SELECT 1 FROM events WHERE id = ?1 \
      AND (kind != 'message.sent' OR id != subject) \
      UNION ALL SELECT 1 FROM messages m JOIN events e ON e.seq = m.seq \
      WHERE m.id = ?1 AND e.id = ?1 LIMIT 1";
+/// An event by its id, found as [`HAS_EVENT`] finds it.
+const EVENT: &str = "SELECT seq, id, at, actor, kind, data FROM events WHERE id = ?1 \
+     AND (kind != 'message.sent' OR id != subject) \
+     UNION ALL SELECT e.seq, e.id, e.at, e.actor, e.kind, e.data FROM messages m \
+     JOIN events e ON e.seq = m.seq WHERE m.id = ?1 AND e.id = ?1 LIMIT 1";
 /// When each subject of a JSON list of `[subject, seq]` last changed after its seq, in
 /// the list's order: its events in the index of subjects, or its creation when it is a
 /// message (`NULL` when neither).
@@ -1771,6 +1776,28 @@ impl Tx for SqliteTx {
             vec!["?"; kinds.len()].join(", ")
         );
         self.on(|conn| Ok(scalar::<i64>(conn, &sql, rusqlite::params_from_iter(kinds))?.is_some()))
+    }
+
+    async fn event(&mut self, id: &str) -> Result<Option<Event>> {
+        self.on(|conn| {
+            Ok(decode::events(&rows(conn, EVENT, [id])?)?
+                .into_iter()
+                .next())
+        })
+    }
+
+    async fn count_beyond_from(&mut self, seq: i64, kinds: &[&str]) -> Result<usize> {
+        let sql = format!(
+            "SELECT count(*) FROM events WHERE seq >= ? AND kind NOT IN ({})",
+            vec!["?"; kinds.len()].join(", ")
+        );
+        let params: Vec<rusqlite::types::Value> = std::iter::once(seq.into())
+            .chain(kinds.iter().map(|k| (*k).to_owned().into()))
+            .collect();
+        self.on(|conn| {
+            let n = scalar::<i64>(conn, &sql, rusqlite::params_from_iter(params))?;
+            Ok(usize::try_from(n.unwrap_or(0)).unwrap_or(0))
+        })
     }
 
     async fn other_live_run(&mut self, participant: &str, except: &str) -> Result<bool> {

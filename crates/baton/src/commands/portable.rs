@@ -31,10 +31,11 @@ pub struct ExportArgs {
 /// Append the events of a portable log (from `baton export`) to this project's log.
 ///
 /// The whole log is checked first, then applied in one transaction, or nothing is. Events
-/// keep their ids and times; those the log holds already are skipped, so importing twice
-/// changes nothing. Keys are never imported: issue them again on the new store. A log
-/// that shares no event with a project that has a history of its own is another
-/// project's, and is refused unless --merge.
+/// keep their ids and times; those the log holds already are skipped (a line whose id the
+/// project holds must be that same event), so importing twice changes nothing. Keys are
+/// never imported: issue them again on the new store. A log that does not continue the
+/// log of a project with a history of its own (holding every event the project wrote
+/// since the first the two share) is another project's, and is refused unless --merge.
 #[derive(Args, Debug)]
 #[command(
     after_help = "Examples:\n  baton import log.jsonl\n  baton export | baton --project ../copy import -\n  \
@@ -44,7 +45,8 @@ pub struct ImportArgs {
     /// The log file, or `-` for stdin.
     pub file: PathBuf,
     /// Take another project's log: its work is added to this project's; this project's
-    /// participants keep their roles and policies.
+    /// participants keep their roles, policies, outside agents and webhooks; its decisions,
+    /// constraints, notes and alerts whose ids this project uses take new ones (printed).
     #[arg(long)]
     pub merge: bool,
 }
@@ -117,9 +119,16 @@ pub async fn import(ctx: &Context, args: ImportArgs) -> CommandResult<Output> {
     if done.left_out > 0 {
         human.push_str(&format!(
             " {} left out: keys, which are never imported (issue them again with `baton \
-             key issue`), and what this project says of its own participants.",
+             key issue`), and what this project says of its own participants (policy, \
+             outside agent, webhook).",
             done.left_out
         ));
+    }
+    if !done.renamed.is_empty() {
+        human.push_str("\nRenamed (the log's id → this project's):");
+        for (from, to) in &done.renamed {
+            human.push_str(&format!("\n  {from} → {to}"));
+        }
     }
     Ok(Output::of(&done, human))
 }

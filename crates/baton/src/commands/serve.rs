@@ -42,9 +42,9 @@ pub struct ServeArgs {
     /// for local testing); without it they are reached at public addresses only.
     #[arg(long)]
     pub allow_private_agents: bool,
-    /// The environment variable holding the token `/metrics` takes from beyond this
-    /// machine (`Authorization: Bearer TOKEN`); without it, `/metrics` answers loopback
-    /// only, since it names every project.
+    /// The environment variable holding the token `/metrics` then requires from every
+    /// caller, this machine's too (`Authorization: Bearer TOKEN`); without it, `/metrics`
+    /// answers loopback only, since it names every project.
     #[arg(long, value_name = "VAR")]
     pub metrics_token_env: Option<String>,
     /// How many projects are kept open at once; the least recently used closes first, and
@@ -53,7 +53,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = baton_server::OPEN_PROJECTS, value_name = "N")]
     pub open_projects: usize,
     /// How many connections are held at once; past it the oldest connection that has not
-    /// yet shown a valid key is closed. Defaults to three quarters of the process's
+    /// yet shown a valid key is closed, else the oldest idle one of the key holding the
+    /// most (a newcomer is always heard). Defaults to three quarters of the process's
     /// descriptor limit (`ulimit -n`), at most 16,384.
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,

@@ -475,6 +475,62 @@ fn an_upstream_answer_over_the_payload_cap_is_a_failed_effect_not_a_stored_one()
 }
 
 #[test]
+fn an_upstream_answer_no_participant_could_send_fails_its_effect_and_the_log_still_imports() {
+    let b = Bench::new(
+        "owner",
+        json!(["files/*"]),
+        json!(["files/hostile"]),
+        json!({"usd": 5}),
+    );
+    let control = json!({"kind": "control"});
+    let nul = json!({"kind": "nul"});
+    b.session(json!([
+        {"tool": "hostile", "arguments": control},
+        {"tool": "hostile", "arguments": nul},
+    ]));
+    b.report(json!([
+        effect("files/hostile#1", "files/hostile", control),
+        effect("files/hostile#2", "files/hostile", nul),
+    ]));
+    b.approve("owner", &[]);
+    assert_eq!(
+        b.lines(),
+        ["hostile: control", "hostile: nul"],
+        "the upstream ran each once"
+    );
+    let shown = b.show();
+    assert_eq!(
+        statuses(&shown),
+        [
+            ("files/hostile#1".into(), "ran".into()),
+            ("files/hostile#2".into(), "failed".into())
+        ]
+    );
+    let text = shown.to_string();
+    assert!(text.contains("U+0000"), "the failure says why: {text}");
+    let human = b.project.ok(None, &["order", "show", "wo_1"]);
+    assert!(
+        !human.contains('\u{1b}') && !human.contains('\u{202e}'),
+        "{human}"
+    );
+
+    // The log holds what a participant may send exactly, and nothing it may not.
+    let log = b.project.run(None, &["export"]);
+    assert_eq!(code(&log), 0, "{}", stderr(&log));
+    let lines = String::from_utf8(log.stdout.clone()).unwrap();
+    assert!(lines.contains("\\u001b[31mred\u{202e}txt"), "{lines}");
+    assert!(!lines.contains("\\u0000"), "the answer was stored: {lines}");
+    // And export is accepted by import.
+    let fresh = Project::new(&[]);
+    let out = crate::portable::import(&fresh, &log.stdout);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        fresh.json(None, &["order", "show", "wo_1"])["effects"],
+        shown["effects"]
+    );
+}
+
+#[test]
 fn an_upstream_answer_in_one_enormous_line_fails_its_effect_at_once_unread() {
     let b = Bench::new(
         "owner",

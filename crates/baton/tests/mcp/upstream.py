@@ -8,6 +8,9 @@ and two write tools, each write appending one line to the file named by $UPSTREA
 - `stamp(text)`: appends `stamp: TEXT`; answers {"n": lines now}.
 - `swell(text, times)`: appends `swell`; answers {"text": TEXT repeated TIMES times}, an
   answer as large as a test needs.
+- `hostile(kind)`: appends `hostile: KIND`; answers {"value": …} with what no participant
+  may send (`nul`: U+0000 in a string) or may (`control`: ESC and a right-to-left
+  override).
 
 Usage: python upstream.py   (stdio)
 """
@@ -77,6 +80,17 @@ def swell(text: str, times: int) -> Swollen:
     """Appends `swell`; answers the text repeated."""
     write("swell")
     return {"text": text * times}
+
+
+class Hostile(TypedDict):
+    value: str
+
+
+@server.tool()
+def hostile(kind: str) -> Hostile:
+    """Appends `hostile: KIND`; answers text a participant could or could not send."""
+    write(f"hostile: {kind}")
+    return {"value": {"nul": "a\u0000b", "control": "\u001b[31mred\u202etxt"}[kind]}
 
 
 if __name__ == "__main__":
