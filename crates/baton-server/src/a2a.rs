@@ -637,11 +637,14 @@ async fn cancel_task(s: &Session<'_>, params_value: Value) -> Result<Value, RpcE
     Ok(serde_json::to_value(task).expect("a task serializes"))
 }
 
-/// `ListTasks`: the caller's requests to the participant, newest first (`contextId` the
-/// topic, `status` a state), a page at a time. The page token is the id of the last task
-/// of the page before: the list only grows at its front, so a token keeps its place
-/// while tasks arrive and move. `totalSize` counts every task the filters keep, so a
-/// `status` filter reads each task's state.
+/// `ListTasks`: the caller's requests to the participant (`contextId` the topic, `status`
+/// a state, `statusTimestampAfter` a time), the newest status change first, a page at a
+/// time. A task's place in the list is (when its recipient's status last changed, its
+/// id), and the page token is the place of the page's last task: a token keeps its place
+/// while tasks arrive and move, so paging on shows no task twice and skips none that
+/// stayed put (one that moves goes to the front, where the next list finds it).
+/// `totalSize` counts every task the filters keep; placing each task reads it, and a
+/// `status` filter reads its state too.
 async fn list_tasks(s: &Session<'_>, params_value: Value) -> Result<Value, RpcError> {
     let request: wire::ListTasksRequest = params(params_value)?;
     let filter = wire::StateFilter::parse(request.status.as_deref()).ok_or_else(|| {
@@ -650,18 +653,29 @@ async fn list_tasks(s: &Session<'_>, params_value: Value) -> Result<Value, RpcEr
             request.status.as_deref().unwrap_or_default()
         ))
     })?;
-    if request.status_timestamp_after.is_some() {
-        return Err(RpcError::unsupported(
-            "filtering by `statusTimestampAfter` (Baton does not give a task's status time)",
-        ));
-    }
+    let after = match request.status_timestamp_after.as_deref() {
+        None | Some("") => None,
+        Some(text) => Some(baton_core::time::timestamp(text).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "`statusTimestampAfter` {text:?} is not an RFC 3339 time"
+            ))
+        })?),
+    };
     let size = request.page_size.unwrap_or(50);
     if !(1..=100).contains(&size) {
         return Err(RpcError::invalid_params("`pageSize` must be 1 to 100"));
     }
     let size = usize::try_from(size).expect("1 to 100");
-    // Every request of the caller's to the participant (in the context), newest first.
-    let mut ids = Vec::new();
+    let token = match request.page_token.as_deref().filter(|t| !t.is_empty()) {
+        None => None,
+        Some(token) => Some(Place::parse(token).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "`pageToken` {token:?} is not one this list gave: start again without it"
+            ))
+        })?),
+    };
+    // Every request of the caller's to the participant (in the context), placed.
+    let mut places = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
         let mut query = json!({
@@ -680,38 +694,47 @@ async fn list_tasks(s: &Session<'_>, params_value: Value) -> Result<Value, RpcEr
             .call::<ops::SearchMessages>(query)
             .await
             .map_err(store_error)?;
-        ids.extend(page.items.into_iter().map(|row| row.id));
+        for row in page.items {
+            let shown: Show = s
+                .call::<ops::ShowMessage>(json!({ "id": row.id, "max_bytes": 0 }))
+                .await
+                .map_err(store_error)?;
+            if let Some(changed) = status_time(&shown.recipients, &s.agent) {
+                places.push(Place {
+                    changed,
+                    id: row.id,
+                });
+            }
+        }
         match page.next {
             Some(next) => cursor = Some(next),
             None => break,
         }
     }
-    let start = match request.page_token.as_deref().filter(|t| !t.is_empty()) {
+    places.retain(|p| after.is_none_or(|after| p.changed > after));
+    places.sort_unstable_by(|a, b| b.cmp(a));
+    let start = match &token {
         None => 0,
-        Some(token) => {
-            ids.iter().position(|id| id == token).ok_or_else(|| {
-                RpcError::invalid_params(format!(
-                    "`pageToken` {token:?} is not one this list gave: start again without it"
-                ))
-            })? + 1
-        }
+        Some(token) => places.partition_point(|p| p >= token),
     };
     // Each kept task counts; those from `start` fill the page; one kept after it means
     // another page.
     let (mut total, mut after_page) = (0, 0);
     let mut tasks = Vec::new();
-    for (at, id) in ids.iter().enumerate() {
+    let mut last = None;
+    for (at, place) in places.iter().enumerate() {
         let wanted = at >= start && tasks.len() < size;
         let kept = if filter == wire::StateFilter::Any && !wanted {
             true
         } else {
-            match load(s, id, request.history_length).await? {
+            match load(s, &place.id, request.history_length).await? {
                 Some(mut task) if filter.admits(task.status.state) => {
                     if wanted {
                         if request.include_artifacts != Some(true) {
                             task.artifacts.clear();
                         }
                         tasks.push(task);
+                        last = Some(place);
                     }
                     true
                 }
@@ -725,8 +748,8 @@ async fn list_tasks(s: &Session<'_>, params_value: Value) -> Result<Value, RpcEr
             }
         }
     }
-    let next = match tasks.last() {
-        Some(last) if after_page > 0 => last.id.clone(),
+    let next = match last {
+        Some(last) if after_page > 0 => last.token(),
         _ => String::new(),
     };
     Ok(json!({
@@ -735,6 +758,38 @@ async fn list_tasks(s: &Session<'_>, params_value: Value) -> Result<Value, RpcEr
         "pageSize": size,
         "totalSize": total,
     }))
+}
+
+/// Where a task stands in `ListTasks`: newest status change first, then the greater id.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Place {
+    changed: baton_core::Millis,
+    id: String,
+}
+
+impl Place {
+    /// The page token of a page ending here: the time in hex, a dot, the id.
+    fn token(&self) -> String {
+        format!("{:x}.{}", self.changed, self.id)
+    }
+
+    fn parse(token: &str) -> Option<Self> {
+        let (changed, id) = token.split_once('.')?;
+        let changed = i64::from_str_radix(changed, 16).ok()?;
+        (!id.is_empty()).then(|| Self {
+            changed,
+            id: id.to_owned(),
+        })
+    }
+}
+
+/// When `agent`'s delivery status, among `recipients`, last changed.
+fn status_time(
+    recipients: &[baton_app::doc::RecipientRow],
+    agent: &Passname,
+) -> Option<baton_core::Millis> {
+    let recipient = recipients.iter().find(|r| &r.name == agent)?;
+    baton_core::time::timestamp(&recipient.changed_at)
 }
 
 // ---- a task, read from the inbox ------------------------------------------------------------
@@ -836,8 +891,13 @@ async fn load(s: &Session<'_>, id: &str, history: Option<i64>) -> Result<Option<
         shown.push(show);
     }
     let context = root.message.topic.to_string();
+    // A message keeps the id its sender gave it (the send's idempotency key, shown to the
+    // sender alone: the caller's own messages), and Baton's id otherwise.
     let as_message = |show: &Show| Message {
-        message_id: show.message.id.clone(),
+        message_id: show
+            .idempotency_key
+            .clone()
+            .unwrap_or_else(|| show.message.id.clone()),
         context_id: Some(context.clone()),
         task_id: Some(id.to_owned()),
         role: if &show.message.from == me {
@@ -911,7 +971,7 @@ async fn load(s: &Session<'_>, id: &str, history: Option<i64>) -> Result<Option<
         status: TaskStatus {
             state,
             message: said.map(as_message),
-            timestamp: None,
+            timestamp: Some(recipient.changed_at.clone()),
         },
         artifacts,
         history: shown.iter().skip(skip).map(as_message).collect(),

@@ -392,8 +392,9 @@ pub struct ListTasksRequest {
     pub history_length: Option<i64>,
     #[serde(default)]
     pub include_artifacts: Option<bool>,
+    /// RFC 3339: only tasks whose status changed after it.
     #[serde(default)]
-    pub status_timestamp_after: Option<Value>,
+    pub status_timestamp_after: Option<String>,
 }
 
 // ---- the Agent Card -------------------------------------------------------------------------

@@ -259,6 +259,14 @@ fn hand_work_over_and_read_it_back(shop: &Shop) {
         json!([{"text": "Fix the invoice rounding"}])
     );
     assert_eq!(done["history"][0]["role"], "ROLE_USER");
+    // The client's message keeps its own id; the status time is the completion's.
+    assert_eq!(done["history"][0]["messageId"], "msg-1", "{done}");
+    let completed_at = done["status"]["timestamp"].as_str().unwrap_or_default();
+    let sent_at = task["status"]["timestamp"].as_str().unwrap_or_default();
+    assert!(
+        baton_core::time::timestamp(completed_at) > baton_core::time::timestamp(sent_at),
+        "{task} then {done}"
+    );
 
     // Listed among the caller's tasks for this agent; a finished one cannot be canceled.
     let listed = ok(sdk(&base, &shop.planner, &["list", "billing"]));
@@ -356,6 +364,8 @@ fn a2a_task_states_follow_the_delivery_status_and_the_thread() {
     let history = ok(sdk(&base, &shop.planner, &["get", &asked]))["history"].clone();
     let answer = history.as_array().unwrap().last().unwrap().clone();
     assert_eq!(answer["role"], "ROLE_USER");
+    assert_eq!(answer["messageId"], "q-2", "{history}");
+    assert_eq!(history[0]["messageId"], "q-1", "{history}");
     assert_eq!(
         answer["parts"],
         json!([{"text": "EUR"}, {"data": {"rate": "daily"}, "mediaType": "application/json"}])
@@ -408,7 +418,47 @@ fn a2a_task_states_follow_the_delivery_status_and_the_thread() {
     );
     assert_eq!(beyond["error"], "InvalidRequestError", "{beyond}");
     let list = ok(sdk(&base, &shop.planner, &["list"]));
-    assert_eq!(list["tasks"].as_array().unwrap().len(), 4, "{list}");
+    let order = |list: &Value| -> Vec<String> {
+        list["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        order(&list),
+        [
+            dropped.as_str(),
+            refused.as_str(),
+            blocked.as_str(),
+            asked.as_str()
+        ],
+        "newest status first: {list}"
+    );
+    // Completing the oldest moves it to the front: the list is by status time.
+    cli(&server, &shop.executor, &["complete", &asked]);
+    let list = ok(sdk(&base, &shop.planner, &["list"]));
+    assert_eq!(
+        order(&list),
+        [
+            asked.as_str(),
+            dropped.as_str(),
+            refused.as_str(),
+            blocked.as_str()
+        ],
+        "{list}"
+    );
+    let times: Vec<Option<i64>> = list["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| baton_core::time::timestamp(t["status"]["timestamp"].as_str().unwrap_or("")))
+        .collect();
+    assert!(
+        times.iter().all(Option::is_some) && times.windows(2).all(|w| w[0] >= w[1]),
+        "{list}"
+    );
 }
 
 #[test]

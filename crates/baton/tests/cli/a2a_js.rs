@@ -70,6 +70,20 @@ fn message(id: &str, context: Option<&str>, task: Option<&str>, parts: Value) ->
     json!({ "message": message })
 }
 
+/// The ids of a `ListTasks` answer's tasks, in its order.
+fn listed_ids(listed: &Value) -> Vec<&str> {
+    listed["tasks"]
+        .as_array()
+        .map(|tasks| tasks.iter().map(|t| t["id"].as_str().unwrap()).collect())
+        .unwrap_or_default()
+}
+
+/// A task's status time (ProtoJSON's RFC 3339), in milliseconds.
+fn status_time(task: &Value) -> i64 {
+    let at = task["status"]["timestamp"].as_str().unwrap_or_default();
+    baton_core::time::timestamp(at).unwrap_or_else(|| panic!("a status time: {task}"))
+}
+
 /// The error an SDK call ended in: its class; its details, when it has any, a list of
 /// objects each naming its type.
 fn error<'a>(answer: &'a Value, class: &str) -> &'a Value {
@@ -135,8 +149,13 @@ fn js_round(shop: &Shop) {
         task["history"][0]["parts"],
         json!([{"text": "Fix the invoice rounding"}])
     );
+    // The client's message keeps the id the client gave it; the task is Baton's request.
+    assert_eq!(task["history"][0]["messageId"], "js-1", "{sent}");
+    assert_ne!(task["id"], "js-1");
+    let submitted_at = status_time(task);
     let again = ok(js.call(&base, planner, "send", first));
     assert_eq!(again["task"]["id"], id.as_str());
+    assert_eq!(again["task"]["history"][0]["messageId"], "js-1");
     let inbox = cli(&server, &shop.executor, &["inbox"]);
     assert_eq!(inbox["items"].as_array().unwrap().len(), 1, "{inbox}");
 
@@ -144,7 +163,10 @@ fn js_round(shop: &Shop) {
     cli(&server, &shop.executor, &["show", &id]);
     let working = ok(js.call(&base, planner, "get", json!({"id": id})));
     assert_eq!(state(&working), "TASK_STATE_WORKING", "{working}");
-    cli(
+    // The status time is when the recipient's status moved: its read, after the send.
+    let delivered_at = status_time(&working);
+    assert!(delivered_at > submitted_at, "{working}");
+    let question = cli(
         &server,
         &shop.executor,
         &["send", "--reply-to", &id, "--body", "Half-even or half-up?"],
@@ -156,6 +178,8 @@ fn js_round(shop: &Shop) {
         json!([{"text": "Half-even or half-up?"}])
     );
     assert_eq!(asked["status"]["message"]["role"], "ROLE_AGENT");
+    // The participant's message, sent without a key, goes by Baton's id.
+    assert_eq!(asked["status"]["message"]["messageId"], question["id"]);
     let answered = ok(js.call(
         &base,
         planner,
@@ -176,9 +200,21 @@ fn js_round(shop: &Shop) {
         .unwrap()
         .clone();
     assert_eq!(last["role"], "ROLE_USER");
+    assert_eq!(last["messageId"], "js-2", "{answered}");
     assert_eq!(
         last["parts"],
         json!([{"text": "Half-even"}, {"data": {"places": 2}, "mediaType": "application/json"}])
+    );
+    let ids: Vec<&str> = answered["task"]["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["messageId"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["js-1", question["id"].as_str().unwrap(), "js-2"],
+        "{answered}"
     );
     // A follow-up naming another context is refused, and adds nothing to the thread.
     let elsewhere = js.call(
@@ -218,22 +254,34 @@ fn js_round(shop: &Shop) {
     let second = send("js-4", "Rename the invoices");
     let third = send("js-5", "Archive last year");
     let listed = ok(js.call(&base, planner, "list", json!({"request": {}})));
-    let ids: Vec<&str> = listed["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        ids,
+        listed_ids(&listed),
         [third.as_str(), second.as_str(), id.as_str()],
         "{listed}"
     );
+    // The list is by status time, not by sending: the second, read, comes first.
+    cli(&server, &shop.executor, &["show", &second]);
+    let listed = ok(js.call(&base, planner, "list", json!({"request": {}})));
+    let ids = listed_ids(&listed);
+    assert_eq!(
+        ids,
+        [second.as_str(), third.as_str(), id.as_str()],
+        "{listed}"
+    );
+    let times: Vec<i64> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(status_time)
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] > w[1]), "{listed}");
     assert_eq!(listed["totalSize"], 3, "{listed}");
     assert!(
         listed["tasks"][2].get("artifacts").is_none(),
         "artifacts only when asked for: {listed}"
     );
+    // A task that moves while a client pages goes to the front; the token keeps its
+    // place, so the pages give every task once.
     let mut pages = Vec::new();
     let mut token = String::new();
     loop {
@@ -244,13 +292,7 @@ fn js_round(shop: &Shop) {
             json!({"request": {"pageSize": 2, "pageToken": token}}),
         ));
         assert_eq!(page["totalSize"], 3, "{page}");
-        pages.extend(
-            page["tasks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t["id"].as_str().unwrap().to_owned()),
-        );
+        pages.extend(listed_ids(&page).into_iter().map(str::to_owned));
         token = page["nextPageToken"]
             .as_str()
             .unwrap_or_default()
@@ -258,8 +300,20 @@ fn js_round(shop: &Shop) {
         if token.is_empty() {
             break;
         }
+        if pages.len() == 2 {
+            cli(&server, &shop.executor, &["show", &third]);
+        }
     }
     assert_eq!(pages, ids, "pages of two give the whole list, once each");
+    // Only what changed after a time: the third's read came after the second's.
+    let since = ok(js.call(
+        &base,
+        planner,
+        "list",
+        json!({"request": {"statusTimestampAfter": listed["tasks"][0]["status"]["timestamp"]}}),
+    ));
+    assert_eq!(listed_ids(&since), [third.as_str()], "{since}");
+    assert_eq!(since["totalSize"], 1, "{since}");
     let finished = ok(js.call(
         &base,
         planner,
@@ -283,7 +337,8 @@ fn js_round(shop: &Shop) {
     assert_eq!(authenticating.get("totalSize"), None, "{authenticating}");
     assert_eq!(authenticating.get("tasks"), None, "{authenticating}");
 
-    // Cancel: a pending task's sender closes its end; a finished one cannot be canceled.
+    // Cancel: an unfinished task's sender closes its end; a finished one cannot be
+    // canceled.
     let canceled = ok(js.call(&base, planner, "cancel", json!({"id": second})));
     assert_eq!(state(&canceled), "TASK_STATE_CANCELED", "{canceled}");
     let refused = js.call(&base, planner, "cancel", json!({"id": id}));
