@@ -164,12 +164,38 @@ impl Outbox {
     }
 }
 
+/// One recipient of a message: its status, and when the status was set.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RecipientRow {
+    pub name: Passname,
+    pub status: DeliveryStatus,
+    /// The time of the event that set `status` (the send's, while it is the first).
+    pub changed_at: String,
+}
+
+impl RecipientRow {
+    /// Every recipient of `env`, in the order they were addressed.
+    pub fn all(env: &Envelope) -> Vec<Self> {
+        env.to.iter().map(Self::from).collect()
+    }
+}
+
+impl From<&Recipient> for RecipientRow {
+    fn from(r: &Recipient) -> Self {
+        Self {
+            name: r.name.clone(),
+            status: r.status,
+            changed_at: rfc3339(r.changed_at),
+        }
+    }
+}
+
 /// A message of a thread: its row for the caller, and every recipient's status.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ThreadRow {
     #[serde(flatten)]
     pub message: MessageRow,
-    pub recipients: Vec<Recipient>,
+    pub recipients: Vec<RecipientRow>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -188,7 +214,7 @@ impl Thread {
                 .iter()
                 .map(|e| ThreadRow {
                     message: MessageRow::for_caller(e, reader),
-                    recipients: e.to.clone(),
+                    recipients: RecipientRow::all(e),
                 })
                 .collect(),
         }
@@ -215,11 +241,14 @@ pub struct Truncated {
 pub struct Show {
     #[serde(flatten)]
     pub message: MessageRow,
-    pub recipients: Vec<Recipient>,
+    pub recipients: Vec<RecipientRow>,
     pub payload: Option<Map<String, Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload_text: Option<String>,
     pub truncated: Option<Truncated>,
+    /// The idempotency key the send named; shown to its sender only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 doc!(Show, "baton/show@1");
 
@@ -227,9 +256,12 @@ impl Show {
     pub fn new(shown: &crate::Shown, reader: Option<&Passname>) -> Self {
         let env = &shown.fetched.envelope;
         let cut = shown.is_cut();
+        // A key is its sender's: only the sender is shown it.
+        let own = reader == Some(&env.from);
         Self {
+            idempotency_key: env.idempotency_key.clone().filter(|_| own),
             message: MessageRow::for_caller(env, reader),
-            recipients: env.to.clone(),
+            recipients: RecipientRow::all(env),
             payload: (!cut).then(|| shown.fetched.payload.clone()),
             payload_text: cut.then(|| shown.text.clone()),
             truncated: cut.then_some(Truncated {

@@ -223,11 +223,13 @@ pub fn reply_recipients(
     }
 }
 
-/// One recipient's status for a message.
+/// One recipient's status for a message, and when it was set: the time of the event that
+/// set it (the send, for a status never changed since).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Recipient {
     pub name: Passname,
     pub status: DeliveryStatus,
+    pub changed_at: Millis,
 }
 
 /// A message without its payload: everything a preview shows.
@@ -250,6 +252,10 @@ pub struct Envelope {
     pub request_status: Option<RequestStatus>,
     /// Direct replies to this message.
     pub replies: u32,
+    /// The idempotency key the send named: the sender's, so never serialized with the
+    /// envelope; a document shows it to the sender alone.
+    #[serde(skip)]
+    pub idempotency_key: Option<String>,
 }
 
 impl Envelope {

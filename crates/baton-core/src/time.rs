@@ -45,11 +45,19 @@ pub fn duration(text: &str) -> Option<std::time::Duration> {
     std::time::Duration::try_from(exact).ok()
 }
 
+/// An RFC 3339 time (`2026-11-29T10:00:00Z`, any offset, any fraction of a second) as
+/// milliseconds, a finer fraction cut off; `None` when it is not one.
+pub fn timestamp(text: &str) -> Option<Millis> {
+    text.parse::<jiff::Timestamp>()
+        .ok()
+        .map(|ts| ts.as_millisecond())
+}
+
 /// An instant given as RFC 3339 (`2026-11-29T10:00:00Z`) or as an age (`2h`, `3d 4h`,
 /// read by [`duration`]) meaning that long before `now`. `None` when it is neither (or a negative age).
 pub fn instant(text: &str, now: Millis) -> Option<Millis> {
-    if let Ok(ts) = text.parse::<jiff::Timestamp>() {
-        return Some(ts.as_millisecond());
+    if let Some(at) = timestamp(text) {
+        return Some(at);
     }
     duration(text)
         .and_then(|d| i64::try_from(d.as_millis()).ok())
@@ -58,7 +66,7 @@ pub fn instant(text: &str, now: Millis) -> Option<Millis> {
 
 #[cfg(test)]
 mod tests {
-    use super::{age, duration, instant, rfc3339};
+    use super::{age, duration, instant, rfc3339, timestamp};
 
     #[test]
     fn instants_are_rfc_3339_or_ages() {
@@ -68,6 +76,15 @@ mod tests {
         assert_eq!(instant("soon", now), None);
         assert_eq!(instant("-2h", now), None);
         assert_eq!(instant("1d", now), Some(now - 86_400_000));
+    }
+
+    #[test]
+    fn a_timestamp_is_rfc_3339_alone_and_reads_back_what_rfc3339_wrote() {
+        assert_eq!(timestamp("1970-01-01T00:00:01.2349Z"), Some(1234));
+        assert_eq!(timestamp("1970-01-01T01:00:01+01:00"), Some(1000));
+        assert_eq!(timestamp("2h"), None);
+        let at = 1_796_000_000_123;
+        assert_eq!(timestamp(&rfc3339(at)), Some(at));
     }
 
     #[test]

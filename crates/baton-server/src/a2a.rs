@@ -16,7 +16,7 @@ pub mod wire;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use baton_app::doc::{Agents, ReceiptShown, Search, Sent, Show, Thread};
@@ -37,6 +37,8 @@ pub const DEFAULT_TOPIC: &str = "a2a";
 const MAX_THREAD: usize = 50;
 /// The longest `messageId` taken (it is the send's idempotency key).
 const MAX_MESSAGE_ID: usize = 128;
+/// The domain of the reasons Baton's own errors give (its error codes, upper case).
+const BATON_DOMAIN: &str = "baton";
 
 /// The A2A routes, under the project's path `p`.
 pub fn routes(p: impl Fn(&str) -> String) -> Router<Arc<Server>> {
@@ -46,6 +48,10 @@ pub fn routes(p: impl Fn(&str) -> String) -> Router<Arc<Server>> {
             axum::routing::get(card),
         )
         .route(&p("/a2a/{participant}"), axum::routing::post(rpc))
+        .route(
+            &p("/a2a/.well-known/agent-card.json"),
+            axum::routing::get(no_card_here),
+        )
 }
 
 /// The caller (the key's participant) speaking to `agent` (the participant in the path).
@@ -112,7 +118,65 @@ async fn card(a: Authed, Path(path): Path<Vec<(String, String)>>, headers: Heade
         a.project,
         row.name
     );
-    Json(agent_card(row, a.project.as_str(), url)).into_response()
+    let card = agent_card(row, a.project.as_str(), url);
+    let body = serde_json::to_vec(&card).expect("a card serializes");
+    let tag = etag(&body);
+    let cached = [
+        (header::CACHE_CONTROL, CARD_CACHE.to_owned()),
+        (header::ETAG, tag.clone()),
+    ];
+    if headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|h| matches_tag(h, &tag))
+    {
+        return (StatusCode::NOT_MODIFIED, cached).into_response();
+    }
+    let json = [(header::CONTENT_TYPE, "application/json".to_owned())];
+    (cached, json, body).into_response()
+}
+
+/// How long a client may keep a card before asking again (with `If-None-Match`): a card
+/// changes when the participant's policy does, which is rare; `private` because it is
+/// answered to a key.
+const CARD_CACHE: &str = "private, max-age=300";
+
+/// A strong entity tag of a card's bytes. SipHash with fixed keys: the same bytes give the
+/// same tag on every server of one build; another build may tag them differently, which
+/// costs a client one download, never a stale card.
+fn etag(body: &[u8]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    body.hash(&mut hasher);
+    format!("\"{:016x}-{:x}\"", hasher.finish(), body.len())
+}
+
+/// Whether an `If-None-Match` value names `tag` (or is `*`); a weak tag matches its strong
+/// twin, as the weak comparison of a GET allows.
+fn matches_tag(header: &str, tag: &str) -> bool {
+    header.split(',').map(str::trim).any(|candidate| {
+        candidate == "*" || candidate.strip_prefix("W/").unwrap_or(candidate) == tag
+    })
+}
+
+/// `GET …/a2a/.well-known/agent-card.json`: where a client resolving the card relative to
+/// an agent's URL given without its trailing slash looks. Which participant it meant is
+/// not in the URL, so no card is guessed: the answer says which URL to give.
+async fn no_card_here(a: Authed) -> Response {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!(
+            "no agent card here: each participant's card is at \
+             /v1/projects/{}/a2a/PARTICIPANT/.well-known/agent-card.json",
+            a.project
+        ),
+    )
+    .hinted(
+        "give an A2A client the agent's URL with a trailing slash (…/a2a/PARTICIPANT/), or \
+         the card's own URL",
+    )
+    .into_response()
 }
 
 fn param<'a>(path: &'a [(String, String)], name: &str) -> &'a str {
@@ -140,7 +204,18 @@ fn agent_card(row: &baton_app::doc::AgentRow, project: &str, url: String) -> wir
         .may
         .contains(&baton_core::authority::Power::Accept);
     let skills = if !takes_work {
-        Vec::new()
+        // A card lists at least one skill; this one says there is no work to hand over.
+        vec![wire::AgentSkill {
+            id: "no-requests".into(),
+            name: "takes no requests".into(),
+            description: format!(
+                "`{}` is {} and may not take requests on: a task sent to it is refused. \
+                 Hand work to a participant whose card lists topics.",
+                row.name,
+                article(&row.role)
+            ),
+            tags: vec!["baton".into()],
+        }]
     } else {
         match &row.policy.topics {
             Some(topics) => topics
@@ -191,6 +266,7 @@ fn agent_card(row: &baton_app::doc::AgentRow, project: &str, url: String) -> wir
         capabilities: wire::AgentCapabilities {
             streaming: false,
             push_notifications: false,
+            extended_agent_card: false,
         },
         security_schemes: schemes,
         security_requirements: vec![json!({"schemes": {wire::SCHEME: {"list": []}}})],
@@ -227,8 +303,11 @@ async fn rpc(
             .into_response();
         }
     };
-    let (id, answer) = answer(&a, param(&path, "participant"), &parts, &bytes).await;
-    Json(wire::response(id, answer)).into_response()
+    match answer(&a, param(&path, "participant"), &parts, &bytes).await {
+        Some((id, answer)) => Json(wire::response(id, answer)).into_response(),
+        // A notification: JSON-RPC answers it with nothing, and no A2A method is one.
+        None => StatusCode::NO_CONTENT.into_response(),
+    }
 }
 
 /// The largest body taken: a payload at the cap, wrapped in a little JSON.
@@ -266,65 +345,97 @@ fn speaks(asked: &str) -> bool {
     major_minor == (Some("1"), Some("0")) && parts.all(|p| p.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// The answer to one frame: its id and its result or error, or `None` for a notification
+/// (a request without `id`), which is neither run nor answered: every A2A method is a
+/// request whose caller waits for its answer, so a frame without an id is taken as a
+/// mistake that must change nothing.
 async fn answer(
     a: &Authed,
     agent: &str,
     parts: &axum::http::request::Parts,
     bytes: &[u8],
-) -> (Value, Result<Value, RpcError>) {
+) -> Option<(Value, Result<Value, RpcError>)> {
     let Ok(text) = std::str::from_utf8(bytes) else {
-        return (
+        return Some((
             Value::Null,
             Err(RpcError::parse("the body is not UTF-8 text")),
-        );
+        ));
     };
     // The boundary every edge holds JSON to; a frame wraps a message's data part in five
     // levels (params, message, parts, a part, data).
     let value = match baton_core::json::boundary(text, 5) {
         Ok(value) => value,
         Err(baton_core::json::Unfit::NotJson(e)) => {
-            return (Value::Null, Err(RpcError::parse(e)));
+            return Some((Value::Null, Err(RpcError::parse(e))));
         }
         Err(baton_core::json::Unfit::Refused(e)) => {
-            return (Value::Null, Err(RpcError::invalid_request(e.to_string())));
+            return Some((Value::Null, Err(RpcError::invalid_request(e.to_string()))));
         }
     };
+    // A request is an object: serde would build one from an array's items in order, and a
+    // JSON-RPC batch has no place in A2A.
+    if !value.is_object() {
+        return Some((
+            Value::Null,
+            Err(RpcError::invalid_request(
+                "a request is one JSON object (batches are not taken)",
+            )),
+        ));
+    }
     let request: wire::Request = match serde_json::from_value(value) {
         Ok(r) => r,
-        Err(e) => return (Value::Null, Err(RpcError::invalid_request(e.to_string()))),
-    };
-    let id = match request.id {
-        Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id,
-        None => Value::Null,
-        Some(_) => {
-            return (
-                Value::Null,
-                Err(RpcError::invalid_request("`id` is a string or a number")),
-            );
+        Err(e) => {
+            return Some((Value::Null, Err(RpcError::invalid_request(e.to_string()))));
         }
     };
+    let id = match request.id {
+        Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => Some(id),
+        None => None,
+        Some(_) => {
+            return Some((
+                Value::Null,
+                Err(RpcError::invalid_request("`id` is a string or a number")),
+            ));
+        }
+    };
+    let answered = id.clone().unwrap_or(Value::Null);
     if request.jsonrpc.as_deref() != Some("2.0") {
-        return (
-            id,
+        return Some((
+            answered,
             Err(RpcError::invalid_request("`jsonrpc` must be \"2.0\"")),
-        );
+        ));
     }
     let Some(method) = request.method else {
-        return (id, Err(RpcError::invalid_request("`method` is missing")));
+        return Some((
+            answered,
+            Err(RpcError::invalid_request("`method` is missing")),
+        ));
+    };
+    let id = id?;
+    let params = match request.params {
+        None => json!({}),
+        Some(params @ Value::Object(_)) => params,
+        Some(_) => {
+            return Some((
+                id,
+                Err(RpcError::invalid_params(
+                    "`params` is an object of named fields",
+                )),
+            ));
+        }
     };
     let asked = asked_version(parts);
     if !speaks(&asked) {
-        return (id, Err(RpcError::version(&asked)));
+        return Some((id, Err(RpcError::version(&asked))));
     }
     let Ok(agent) = Passname::new(agent) else {
-        return (id, Err(RpcError::invalid_params(unknown(agent).message)));
+        return Some((id, Err(RpcError::invalid_params(unknown(agent).message))));
     };
     let session = Session {
         app: &a.app,
         caller: &a.caller,
         agent,
     };
-    let params = request.params.unwrap_or_else(|| json!({}));
     let answer = match method.as_str() {
         "SendMessage" => send_message(&session, params).await,
         "GetTask" => get_task(&session, params).await,
@@ -335,10 +446,12 @@ async fn answer(
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
         | "DeleteTaskPushNotificationConfig" => Err(RpcError::push_not_supported()),
-        "GetExtendedAgentCard" => Err(RpcError::no_extended_card()),
+        // The card says `extendedAgentCard: false`, so the protocol's answer is
+        // "unsupported", not "not configured".
+        "GetExtendedAgentCard" => Err(RpcError::unsupported("an extended agent card")),
         other => Err(RpcError::method_not_found(other)),
     };
-    (id, answer)
+    Some((id, answer))
 }
 
 /// `params` as `T`, or invalid params naming what does not fit.
@@ -348,8 +461,10 @@ fn params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcError> 
 
 /// A store's answer as a JSON-RPC error: a rule's refusal (a permanent conflict, such as a
 /// `messageId` reused for other content, included) is invalid params, a power the caller
-/// lacks an invalid request, anything retryable or failed internal; Baton's own error
-/// rides in `data`.
+/// lacks an invalid request, anything retryable or failed internal. Baton's own error
+/// rides in `data` twice: as a `google.rpc.ErrorInfo` (its code the reason, in domain
+/// `baton`) for any client, and whole (`code`, `message`, `hint`, `refusal`) as a
+/// `google.protobuf.Struct`.
 fn store_error(e: StoreError) -> RpcError {
     let kind = match &e {
         StoreError::Refused(r) if r.is_retryable() => None,
@@ -373,7 +488,21 @@ fn store_error(e: StoreError) -> RpcError {
         }
         None => RpcError::internal(api.message),
     };
-    error.with_data(json!({ "baton": detail }))
+    let mut metadata = Map::new();
+    if let Some(hint) = &detail.hint {
+        metadata.insert("hint".into(), json!(hint));
+    }
+    if detail.retryable {
+        metadata.insert("retryable".into(), json!("true"));
+    }
+    error
+        .with_detail(json!({
+            "@type": wire::ERROR_INFO,
+            "reason": detail.code.to_ascii_uppercase(),
+            "domain": BATON_DOMAIN,
+            "metadata": metadata,
+        }))
+        .with_detail(json!({ "@type": wire::STRUCT, "value": detail }))
 }
 
 // ---- the methods ----------------------------------------------------------------------------
@@ -384,6 +513,13 @@ fn carried(message: &Message) -> Result<Value, RpcError> {
     let mut texts = Vec::new();
     let mut data = Vec::new();
     for part in &message.parts {
+        let fields = part.content_fields();
+        if fields.len() > 1 {
+            return Err(RpcError::invalid_params(format!(
+                "a part carries one content, not {}: send each as a part of its own",
+                fields.join(" and ")
+            )));
+        }
         match part {
             Part { raw: Some(_), .. } => return Err(RpcError::content_type("file (raw)")),
             Part { url: Some(_), .. } => return Err(RpcError::content_type("file (url)")),
@@ -501,53 +637,159 @@ async fn cancel_task(s: &Session<'_>, params_value: Value) -> Result<Value, RpcE
     Ok(serde_json::to_value(task).expect("a task serializes"))
 }
 
-/// `ListTasks`: the caller's requests to the participant, newest first, a page at a time
-/// (`contextId` the topic; `status` filters the page).
+/// `ListTasks`: the caller's requests to the participant (`contextId` the topic, `status`
+/// a state, `statusTimestampAfter` a time), the newest status change first, a page at a
+/// time. A task's place in the list is (when its recipient's status last changed, its
+/// id), and the page token is the place of the page's last task: a token keeps its place
+/// while tasks arrive and move, so paging on shows no task twice and skips none that
+/// stayed put (one that moves goes to the front, where the next list finds it).
+/// `totalSize` counts every task the filters keep; placing each task reads it, and a
+/// `status` filter reads its state too.
 async fn list_tasks(s: &Session<'_>, params_value: Value) -> Result<Value, RpcError> {
     let request: wire::ListTasksRequest = params(params_value)?;
-    let state = match request.status.as_deref() {
-        None | Some("" | "TASK_STATE_UNSPECIFIED") => None,
-        Some(name) => Some(TaskState::parse(name).ok_or_else(|| {
-            RpcError::invalid_params(format!("`status` {name:?} is not a task state"))
+    let filter = wire::StateFilter::parse(request.status.as_deref()).ok_or_else(|| {
+        RpcError::invalid_params(format!(
+            "`status` {:?} is not a task state",
+            request.status.as_deref().unwrap_or_default()
+        ))
+    })?;
+    let after = match request.status_timestamp_after.as_deref() {
+        None | Some("") => None,
+        Some(text) => Some(baton_core::time::timestamp(text).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "`statusTimestampAfter` {text:?} is not an RFC 3339 time"
+            ))
         })?),
     };
     let size = request.page_size.unwrap_or(50);
     if !(1..=100).contains(&size) {
         return Err(RpcError::invalid_params("`pageSize` must be 1 to 100"));
     }
-    let mut query = json!({
-        "from": s.caller.participant,
-        "to": s.agent,
-        "type": MessageType::Request.as_str(),
-        "limit": size,
-    });
-    if let Some(topic) = &request.context_id {
-        query["topic"] = json!(topic);
-    }
-    if let Some(token) = request.page_token.filter(|t| !t.is_empty()) {
-        query["cursor"] = json!(token);
-    }
-    let page: Search = s
-        .call::<ops::SearchMessages>(query)
-        .await
-        .map_err(store_error)?;
-    let mut tasks = Vec::new();
-    for row in &page.items {
-        if let Some(mut task) = load(s, &row.id, request.history_length).await? {
-            if state.is_some_and(|st| st != task.status.state) {
-                continue;
+    let size = usize::try_from(size).expect("1 to 100");
+    let token = match request.page_token.as_deref().filter(|t| !t.is_empty()) {
+        None => None,
+        Some(token) => Some(Place::parse(token).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "`pageToken` {token:?} is not one this list gave: start again without it"
+            ))
+        })?),
+    };
+    // Every request of the caller's to the participant (in the context), placed.
+    let mut places = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut query = json!({
+            "from": s.caller.participant,
+            "to": s.agent,
+            "type": MessageType::Request.as_str(),
+            "limit": 100,
+        });
+        if let Some(topic) = &request.context_id {
+            query["topic"] = json!(topic);
+        }
+        if let Some(after) = &cursor {
+            query["cursor"] = json!(after);
+        }
+        let page: Search = s
+            .call::<ops::SearchMessages>(query)
+            .await
+            .map_err(store_error)?;
+        for row in page.items {
+            let shown: Show = s
+                .call::<ops::ShowMessage>(json!({ "id": row.id, "max_bytes": 0 }))
+                .await
+                .map_err(store_error)?;
+            if let Some(changed) = status_time(&shown.recipients, &s.agent) {
+                places.push(Place {
+                    changed,
+                    id: row.id,
+                });
             }
-            if request.include_artifacts != Some(true) {
-                task.artifacts.clear();
-            }
-            tasks.push(task);
+        }
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
         }
     }
+    places.retain(|p| after.is_none_or(|after| p.changed > after));
+    places.sort_unstable_by(|a, b| b.cmp(a));
+    let start = match &token {
+        None => 0,
+        Some(token) => places.partition_point(|p| p >= token),
+    };
+    // Each kept task counts; those from `start` fill the page; one kept after it means
+    // another page.
+    let (mut total, mut after_page) = (0, 0);
+    let mut tasks = Vec::new();
+    let mut last = None;
+    for (at, place) in places.iter().enumerate() {
+        let wanted = at >= start && tasks.len() < size;
+        let kept = if filter == wire::StateFilter::Any && !wanted {
+            true
+        } else {
+            match load(s, &place.id, request.history_length).await? {
+                Some(mut task) if filter.admits(task.status.state) => {
+                    if wanted {
+                        if request.include_artifacts != Some(true) {
+                            task.artifacts.clear();
+                        }
+                        tasks.push(task);
+                        last = Some(place);
+                    }
+                    true
+                }
+                _ => false,
+            }
+        };
+        if kept {
+            total += 1;
+            if at >= start && !wanted {
+                after_page += 1;
+            }
+        }
+    }
+    let next = match last {
+        Some(last) if after_page > 0 => last.token(),
+        _ => String::new(),
+    };
     Ok(json!({
         "tasks": tasks,
-        "nextPageToken": page.next.unwrap_or_default(),
+        "nextPageToken": next,
         "pageSize": size,
+        "totalSize": total,
     }))
+}
+
+/// Where a task stands in `ListTasks`: newest status change first, then the greater id.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Place {
+    changed: baton_core::Millis,
+    id: String,
+}
+
+impl Place {
+    /// The page token of a page ending here: the time in hex, a dot, the id.
+    fn token(&self) -> String {
+        format!("{:x}.{}", self.changed, self.id)
+    }
+
+    fn parse(token: &str) -> Option<Self> {
+        let (changed, id) = token.split_once('.')?;
+        let changed = i64::from_str_radix(changed, 16).ok()?;
+        (!id.is_empty()).then(|| Self {
+            changed,
+            id: id.to_owned(),
+        })
+    }
+}
+
+/// When `agent`'s delivery status, among `recipients`, last changed.
+fn status_time(
+    recipients: &[baton_app::doc::RecipientRow],
+    agent: &Passname,
+) -> Option<baton_core::Millis> {
+    let recipient = recipients.iter().find(|r| &r.name == agent)?;
+    baton_core::time::timestamp(&recipient.changed_at)
 }
 
 // ---- a task, read from the inbox ------------------------------------------------------------
@@ -649,8 +891,13 @@ async fn load(s: &Session<'_>, id: &str, history: Option<i64>) -> Result<Option<
         shown.push(show);
     }
     let context = root.message.topic.to_string();
+    // A message keeps the id its sender gave it (the send's idempotency key, shown to the
+    // sender alone: the caller's own messages), and Baton's id otherwise.
     let as_message = |show: &Show| Message {
-        message_id: show.message.id.clone(),
+        message_id: show
+            .idempotency_key
+            .clone()
+            .unwrap_or_else(|| show.message.id.clone()),
         context_id: Some(context.clone()),
         task_id: Some(id.to_owned()),
         role: if &show.message.from == me {
@@ -724,7 +971,7 @@ async fn load(s: &Session<'_>, id: &str, history: Option<i64>) -> Result<Option<
         status: TaskStatus {
             state,
             message: said.map(as_message),
-            timestamp: None,
+            timestamp: Some(recipient.changed_at.clone()),
         },
         artifacts,
         history: shown.iter().skip(skip).map(as_message).collect(),

@@ -257,8 +257,8 @@ pub(crate) fn parent_facts(row: &impl Columns) -> sqlx::Result<(MessageType, u32
 
 /// The envelopes of `ids`, in that order (unknown ids skipped), from the message rows
 /// (`id, from_name, type, topic, reply_to, depth, excerpt, size, hash, created_at,
-/// request_status, replies`) and their delivery rows (`message_id, participant, status`, in
-/// the order the recipients were addressed).
+/// request_status, replies, idempotency_key`) and their delivery rows (`message_id,
+/// participant, status, updated_at`, in the order the recipients were addressed).
 pub(crate) fn envelopes<M: Columns, D: Columns>(
     ids: &[String],
     messages: &[M],
@@ -273,6 +273,7 @@ pub(crate) fn envelopes<M: Columns, D: Columns>(
                 name: decode(Passname::try_from(row.text("participant")?))?,
                 status: DeliveryStatus::parse(&status)
                     .ok_or_else(|| sqlx::Error::Decode(format!("status {status:?}").into()))?,
+                changed_at: row.int("updated_at")?,
             });
     }
     let mut by_id = HashMap::new();
@@ -292,6 +293,7 @@ pub(crate) fn envelopes<M: Columns, D: Columns>(
             created_at: row.int("created_at")?,
             request_status: request_status.as_deref().and_then(RequestStatus::parse),
             replies: row.int("replies")? as u32,
+            idempotency_key: row.maybe_text("idempotency_key")?,
             id: id.clone(),
         };
         by_id.insert(id, envelope);

@@ -771,6 +771,12 @@ async fn fetching_delivers_once_and_only_to_a_pending_recipient(store: &dyn Stor
         assert_eq!(status(store, &id, "exec-1").await, Some(Pending));
     }
 
+    // A recipient's status carries the time of the event that set it: the send's until
+    // it moves.
+    let sent_at = store.events_about(&id, "message.sent").await.unwrap()[0].at;
+    assert_eq!(envelope(store, &id).await.to[0].changed_at, sent_at);
+    clock_passes(sent_at).await;
+
     // The recipient's first fetch delivers it: one event, by the recipient.
     let before = generation(store).await;
     let fetched = store.fetch(Some(&name("exec-1")), &id).await.unwrap();
@@ -786,6 +792,9 @@ async fn fetching_delivers_once_and_only_to_a_pending_recipient(store: &dyn Stor
     assert_eq!(events[0].actor, "exec-1");
     assert_eq!(events[0].change.kind(), "delivery.changed");
     assert_eq!(events[0].change.subject(), id);
+    assert!(events[0].at > sent_at);
+    assert_eq!(fetched.envelope.to[0].changed_at, events[0].at);
+    assert_eq!(envelope(store, &id).await.to[0].changed_at, events[0].at);
 
     // A re-read is not a new fact.
     let fetched = store.fetch(Some(&name("exec-1")), &id).await.unwrap();
@@ -1206,6 +1215,16 @@ async fn duplicates_return_the_original(store: &dyn Store) {
         refused(store, store.send(&planner, reused, 0)).await,
         StoreError::Refused(Refusal::KeyReused { .. })
     );
+    // The key is read back with the message (the sender's documents show it); a send
+    // without one has none.
+    assert_eq!(
+        envelope(store, &key_first.id)
+            .await
+            .idempotency_key
+            .as_deref(),
+        Some("k-1")
+    );
+    assert_eq!(envelope(store, &first).await.idempotency_key, None);
 }
 
 /// Story 8: A send that cannot be addressed is refused and stores nothing.

@@ -28,7 +28,8 @@ pub struct Request {
     pub params: Option<Value>,
 }
 
-/// A JSON-RPC error: A2A's codes and the standard ones.
+/// A JSON-RPC error: A2A's codes and the standard ones. `data` is A2A's error details: a
+/// list of ProtoJSON `Any` objects, each naming its type in `@type`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RpcError {
     pub code: i64,
@@ -36,6 +37,15 @@ pub struct RpcError {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
 }
+
+/// The type of the detail an A2A error names itself by, and Baton's own errors too.
+pub const ERROR_INFO: &str = "type.googleapis.com/google.rpc.ErrorInfo";
+/// The type of a detail carrying a JSON object.
+pub const STRUCT: &str = "type.googleapis.com/google.protobuf.Struct";
+/// The domain of A2A's own error reasons.
+pub const A2A_DOMAIN: &str = "a2a-protocol.org";
+/// The most characters of a caller's method name said back in an error.
+const MAX_ECHO: usize = 64;
 
 impl RpcError {
     pub fn new(code: i64, message: impl Into<String>) -> Self {
@@ -46,8 +56,21 @@ impl RpcError {
         }
     }
 
-    pub fn with_data(mut self, data: Value) -> Self {
-        self.data = Some(data);
+    /// An A2A error: its code, its message, and a `google.rpc.ErrorInfo` naming its type
+    /// (`reason`, e.g. `TASK_NOT_FOUND`) in A2A's domain, as the protocol asks.
+    fn a2a(code: i64, reason: &str, message: impl Into<String>) -> Self {
+        Self::new(code, message).with_detail(
+            serde_json::json!({"@type": ERROR_INFO, "reason": reason, "domain": A2A_DOMAIN}),
+        )
+    }
+
+    /// Adds `detail` (an object with its `@type`) to the error's details.
+    pub fn with_detail(mut self, detail: Value) -> Self {
+        debug_assert!(detail.get("@type").is_some(), "a detail names its type");
+        match &mut self.data {
+            Some(Value::Array(details)) => details.push(detail),
+            _ => self.data = Some(Value::Array(vec![detail])),
+        }
         self
     }
 
@@ -57,8 +80,13 @@ impl RpcError {
     pub fn invalid_request(message: impl Into<String>) -> Self {
         Self::new(-32600, message)
     }
+    /// No such method: its name said back cut short (it is the caller's, of any length).
     pub fn method_not_found(method: &str) -> Self {
-        Self::new(-32601, format!("no method {method:?}"))
+        let mut shown: String = method.chars().take(MAX_ECHO).collect();
+        if shown.len() < method.len() {
+            shown.push('…');
+        }
+        Self::new(-32601, format!("no method {shown:?}"))
     }
     pub fn invalid_params(message: impl Into<String>) -> Self {
         Self::new(-32602, message)
@@ -67,32 +95,40 @@ impl RpcError {
         Self::new(-32603, message)
     }
     pub fn task_not_found(id: &str) -> Self {
-        Self::new(-32001, format!("task {id:?} not found"))
+        Self::a2a(-32001, "TASK_NOT_FOUND", format!("task {id:?} not found"))
     }
     pub fn not_cancelable(id: &str, state: &str) -> Self {
-        Self::new(
+        Self::a2a(
             -32002,
+            "TASK_NOT_CANCELABLE",
             format!("task {id:?} is {state}: it can no longer be canceled"),
         )
     }
     pub fn push_not_supported() -> Self {
-        Self::new(-32003, "push notifications are not supported")
+        Self::a2a(
+            -32003,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            "push notifications are not supported",
+        )
     }
     pub fn unsupported(what: &str) -> Self {
-        Self::new(-32004, format!("{what} is not supported"))
+        Self::a2a(
+            -32004,
+            "UNSUPPORTED_OPERATION",
+            format!("{what} is not supported"),
+        )
     }
     pub fn content_type(what: &str) -> Self {
-        Self::new(
+        Self::a2a(
             -32005,
+            "CONTENT_TYPE_NOT_SUPPORTED",
             format!("{what} parts are not taken: send text or data parts"),
         )
     }
-    pub fn no_extended_card() -> Self {
-        Self::new(-32007, "there is no extended agent card")
-    }
     pub fn version(asked: &str) -> Self {
-        Self::new(
+        Self::a2a(
             -32009,
+            "VERSION_NOT_SUPPORTED",
             format!("A2A version {asked:?} is not supported: this agent speaks {VERSION}"),
         )
     }
@@ -161,6 +197,20 @@ impl Part {
             url: Some(url.into()),
             ..Self::default()
         }
+    }
+
+    /// The content fields the part sets. A part's content is a `oneof`: a valid part sets
+    /// exactly one of `text`, `data`, `raw` and `url`.
+    pub fn content_fields(&self) -> Vec<&'static str> {
+        [
+            ("text", self.text.is_some()),
+            ("data", self.data.is_some()),
+            ("raw", self.raw.is_some()),
+            ("url", self.url.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect()
     }
 }
 
@@ -235,6 +285,35 @@ impl TaskState {
             self,
             Self::Completed | Self::Failed | Self::Canceled | Self::Rejected
         )
+    }
+}
+
+/// What `ListTasks` may filter on: any state, one Baton's tasks take, or one of the
+/// protocol's they never take (`TASK_STATE_AUTH_REQUIRED`: the key is checked before any
+/// task exists, so no task waits for authentication).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateFilter {
+    Any,
+    Is(TaskState),
+    Never,
+}
+
+impl StateFilter {
+    /// The filter `status` names, or `None` when it names no task state.
+    pub fn parse(status: Option<&str>) -> Option<Self> {
+        match status {
+            None | Some("" | "TASK_STATE_UNSPECIFIED") => Some(Self::Any),
+            Some("TASK_STATE_AUTH_REQUIRED") => Some(Self::Never),
+            Some(name) => TaskState::parse(name).map(Self::Is),
+        }
+    }
+
+    pub fn admits(self, state: TaskState) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Is(wanted) => wanted == state,
+            Self::Never => false,
+        }
     }
 }
 
@@ -313,6 +392,9 @@ pub struct ListTasksRequest {
     pub history_length: Option<i64>,
     #[serde(default)]
     pub include_artifacts: Option<bool>,
+    /// RFC 3339: only tasks whose status changed after it.
+    #[serde(default)]
+    pub status_timestamp_after: Option<String>,
 }
 
 // ---- the Agent Card -------------------------------------------------------------------------
@@ -345,6 +427,7 @@ pub struct AgentInterface {
 pub struct AgentCapabilities {
     pub streaming: bool,
     pub push_notifications: bool,
+    pub extended_agent_card: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -965,7 +965,7 @@ async fn load_envelopes(
     }
     let messages = sqlx::query(
         "SELECT m.id, m.from_name, m.type, m.topic, m.reply_to, m.depth, m.excerpt, m.size, \
-                m.hash, m.created_at, m.request_status, \
+                m.hash, m.created_at, m.request_status, m.idempotency_key, \
                 (SELECT count(*) FROM messages r \
                  WHERE r.project = m.project AND r.reply_to = m.id) AS replies \
          FROM messages m WHERE m.project = $1 AND m.id = ANY($2)",
@@ -975,7 +975,7 @@ async fn load_envelopes(
     .fetch_all(&mut *conn)
     .await?;
     let recipients = sqlx::query(
-        "SELECT message_id, participant, status FROM deliveries \
+        "SELECT message_id, participant, status, updated_at FROM deliveries \
          WHERE project = $1 AND message_id = ANY($2) ORDER BY ordinal",
     )
     .bind(project)

@@ -1122,7 +1122,8 @@ macro_rules! envelope_messages {
     ($where:literal) => {
         concat!(
             "SELECT m.id, m.from_name, m.type, m.topic, m.reply_to, m.depth, m.excerpt, \
-             m.size, m.hash, m.created_at, m.request_status, m.replies FROM messages m ",
+             m.size, m.hash, m.created_at, m.request_status, m.replies, m.idempotency_key \
+             FROM messages m ",
             $where
         )
     };
@@ -1132,7 +1133,7 @@ macro_rules! envelope_messages {
 macro_rules! envelope_recipients {
     ($where:literal) => {
         concat!(
-            "SELECT message_id, participant, status FROM deliveries ",
+            "SELECT message_id, participant, status, updated_at FROM deliveries ",
             $where,
             " ORDER BY ordinal"
         )

@@ -59,13 +59,13 @@ fn sdk(base: &str, token: &str, args: &[&str]) -> Value {
         .unwrap_or_else(|e| panic!("client.py {args:?} printed {stdout:?}: {e}"))
 }
 
-fn ok(answer: Value) -> Value {
+pub(crate) fn ok(answer: Value) -> Value {
     assert!(answer.get("ok").is_some(), "the SDK call failed: {answer}");
     answer["ok"].clone()
 }
 
 /// `baton ARGS --json` as the key's participant, over the server (`BATON_URL`).
-fn cli(server: &Serving, token: &str, args: &[&str]) -> Value {
+pub(crate) fn cli(server: &Serving, token: &str, args: &[&str]) -> Value {
     cli_in(server, "shop", token, args)
 }
 
@@ -88,27 +88,28 @@ fn cli_in(server: &Serving, project: &str, token: &str, args: &[&str]) -> Value 
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-struct Shop {
+pub(crate) struct Shop {
     _dir: tempfile::TempDir,
-    url: String,
-    planner: String,
-    executor: String,
-    stranger: String,
+    pub(crate) url: String,
+    pub(crate) planner: String,
+    pub(crate) executor: String,
+    pub(crate) stranger: String,
 }
 
 /// Project `shop` (a planner that hands out work, an executor that takes it on topics
 /// `billing` and `billing-*`), and project `other` with a participant of its own, in a
 /// directory of SQLite projects.
-fn shop() -> Shop {
+pub(crate) fn shop() -> Shop {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite:{}", dir.path().join("projects").display());
     shop_in(dir, url)
 }
 
-/// The same projects in a schema of their own on the test PostgreSQL.
-fn shop_on_postgresql() -> Shop {
+/// The same projects in a schema of their own (named by `test`, as tests run at once) on
+/// the test PostgreSQL.
+pub(crate) fn shop_on_postgresql(test: &str) -> Shop {
     let base = baton_testdb::url();
-    let schema = format!("baton_a2a_{}", std::process::id());
+    let schema = format!("baton_a2a_{test}_{}", std::process::id());
     let separator = if base.contains('?') { '&' } else { '?' };
     shop_in(
         tempfile::tempdir().unwrap(),
@@ -161,11 +162,11 @@ fn shop_in(dir: tempfile::TempDir, url: String) -> Shop {
     }
 }
 
-fn agent(server: &Serving, project: &str, participant: &str) -> String {
+pub(crate) fn agent(server: &Serving, project: &str, participant: &str) -> String {
     format!("{}/v1/projects/{project}/a2a/{participant}", server.base)
 }
 
-fn state(task: &Value) -> &str {
+pub(crate) fn state(task: &Value) -> &str {
     task["status"]["state"].as_str().unwrap_or("")
 }
 
@@ -180,7 +181,7 @@ fn an_a2a_client_hands_work_to_a_participant_and_reads_it_back_after_a_restart()
     ignore = "PostgreSQL not found: apt-get install postgresql, or set BATON_TEST_POSTGRES"
 )]
 fn an_a2a_client_hands_work_to_a_participant_on_postgresql_and_reads_it_back_after_a_restart() {
-    hand_work_over_and_read_it_back(&shop_on_postgresql());
+    hand_work_over_and_read_it_back(&shop_on_postgresql("py"));
 }
 
 /// The round of an A2A client with `shop`: card, send, resend, work, completion, list,
@@ -266,6 +267,14 @@ fn hand_work_over_and_read_it_back(shop: &Shop) {
         json!([{"text": "Fix the invoice rounding"}])
     );
     assert_eq!(done["history"][0]["role"], "ROLE_USER");
+    // The client's message keeps its own id; the status time is the completion's.
+    assert_eq!(done["history"][0]["messageId"], "msg-1", "{done}");
+    let completed_at = done["status"]["timestamp"].as_str().unwrap_or_default();
+    let sent_at = task["status"]["timestamp"].as_str().unwrap_or_default();
+    assert!(
+        baton_core::time::timestamp(completed_at) > baton_core::time::timestamp(sent_at),
+        "{task} then {done}"
+    );
 
     // Listed among the caller's tasks for this agent; a finished one cannot be canceled.
     let listed = ok(sdk(&base, &shop.planner, &["list", "billing"]));
@@ -363,6 +372,8 @@ fn a2a_task_states_follow_the_delivery_status_and_the_thread() {
     let history = ok(sdk(&base, &shop.planner, &["get", &asked]))["history"].clone();
     let answer = history.as_array().unwrap().last().unwrap().clone();
     assert_eq!(answer["role"], "ROLE_USER");
+    assert_eq!(answer["messageId"], "q-2", "{history}");
+    assert_eq!(history[0]["messageId"], "q-1", "{history}");
     assert_eq!(
         answer["parts"],
         json!([{"text": "EUR"}, {"data": {"rate": "daily"}, "mediaType": "application/json"}])
@@ -415,7 +426,47 @@ fn a2a_task_states_follow_the_delivery_status_and_the_thread() {
     );
     assert_eq!(beyond["error"], "InvalidRequestError", "{beyond}");
     let list = ok(sdk(&base, &shop.planner, &["list"]));
-    assert_eq!(list["tasks"].as_array().unwrap().len(), 4, "{list}");
+    let order = |list: &Value| -> Vec<String> {
+        list["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        order(&list),
+        [
+            dropped.as_str(),
+            refused.as_str(),
+            blocked.as_str(),
+            asked.as_str()
+        ],
+        "newest status first: {list}"
+    );
+    // Completing the oldest moves it to the front: the list is by status time.
+    cli(&server, &shop.executor, &["complete", &asked]);
+    let list = ok(sdk(&base, &shop.planner, &["list"]));
+    assert_eq!(
+        order(&list),
+        [
+            asked.as_str(),
+            dropped.as_str(),
+            refused.as_str(),
+            blocked.as_str()
+        ],
+        "{list}"
+    );
+    let times: Vec<Option<i64>> = list["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| baton_core::time::timestamp(t["status"]["timestamp"].as_str().unwrap_or("")))
+        .collect();
+    assert!(
+        times.iter().all(Option::is_some) && times.windows(2).all(|w| w[0] >= w[1]),
+        "{list}"
+    );
 }
 
 #[test]
@@ -497,7 +548,11 @@ fn a2a_json_rpc_holds_to_the_version_rule_and_a2a_error_codes() {
                     "parts": [{"text": "hi"}]}}});
     let (_, answer) = call(Some("1.0"), &reader, send);
     assert_eq!(answer["error"]["code"], -32600, "{answer}");
-    assert_eq!(answer["error"]["data"]["baton"]["code"], "forbidden");
+    assert_eq!(
+        answer["error"]["data"][0]["reason"], "FORBIDDEN",
+        "{answer}"
+    );
+    assert_eq!(answer["error"]["data"][1]["value"]["code"], "forbidden");
     let events = admin(&shop.url, Some("shop"), &["security-events"]);
     assert!(
         events.to_string().contains("planner"),

@@ -4,6 +4,7 @@
 mod common;
 
 mod a2a;
+mod a2a_js;
 mod agents;
 mod awl_conformance;
 mod board;

@@ -184,7 +184,9 @@ async def full_round(planner: Checked, executor: Checked) -> None:
     q = thread["items"][1]
     check((q["reply_to"], q["to"], q["topic"], q["type"], q["depth"]) == (
         req, ["planner"], "csv-export", "message", 1), q)
-    check(q["recipients"] == [{"name": "planner", "status": "pending"}], q)
+    # A status never moved since the send was set at the send's time.
+    check(q["recipients"] == [{"name": "planner", "status": "pending",
+                               "changed_at": q["created_at"]}], q)
 
     done = await executor.ok("complete", id=req, note="Fixed in 4f2a91c; regression test added")
     check((done["end"], done["from"], done["status"]) == ("recipient", "delivered", "completed"), done)
