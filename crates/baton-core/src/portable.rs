@@ -80,7 +80,8 @@ pub struct Plan {
     /// Events the store holds already (by id, with the same contents).
     pub skipped: usize,
     /// Events never imported: keys, and on a merge the setup (policy, outside agent,
-    /// webhook) of participants the project has already.
+    /// webhook) of participants the project has already and where requests landed with
+    /// outside agents.
     pub left_out: usize,
     /// The log's decisions, constraints, notes and alerts that have another id in this
     /// project (a merge, where this project uses their ids for items of its own): the
@@ -356,6 +357,12 @@ pub fn plan(
                 known(&roles, participant.as_str())?;
             }
             Change::RequestChanged { message, .. } => message_known(&messages, message)?,
+            // Where a request landed with an outside agent is what this project's server
+            // found with the operator's key: another project's log never says it here.
+            Change::Handover(change) => {
+                message_known(&messages, change.request())?;
+                take = !merge || held;
+            }
             change @ Change::State(_) => {
                 if let Some(id) = item_id(change) {
                     if !held && items.contains(id.as_str()) {
@@ -472,6 +479,28 @@ mod tests {
             refused.to_string().contains("A-1 is another item"),
             "{refused}"
         );
+    }
+
+    #[test]
+    fn a_merge_never_brings_where_another_projects_requests_landed() {
+        let holding = Holding {
+            history: true,
+            messages: ["m1".to_owned()].into(),
+            ..Holding::default()
+        };
+        let landed = event(
+            "e1",
+            1,
+            Change::Handover(crate::handover::HandoverChange::Landed {
+                request: "m1".into(),
+                participant: crate::names::Passname::new("impl-1").unwrap(),
+                url: "https://agent.example/a2a".into(),
+                task: "victim".into(),
+            }),
+        );
+        let planned = plan(lines(&[landed]), &holding, true, 1 << 20).unwrap();
+        assert!(planned.events.is_empty(), "{:?}", planned.events);
+        assert_eq!(planned.left_out, 1);
     }
 
     #[test]

@@ -74,8 +74,13 @@ impl Session<'_> {
 
 // ---- the Agent Card -------------------------------------------------------------------------
 
-/// The URL this request reached the server at (scheme and host), from its headers.
-fn origin(headers: &HeaderMap) -> String {
+/// The URL clients reach the server at: the operator's `--public-url` when it has one
+/// (behind a proxy the request's headers are the proxy's to say, not the client's),
+/// else the scheme and host this request's headers name.
+fn origin(server: &Server, headers: &HeaderMap) -> String {
+    if let Some(url) = &server.options.public_url {
+        return url.trim_end_matches('/').to_owned();
+    }
     let host = headers
         .get(axum::http::header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -95,7 +100,12 @@ fn origin(headers: &HeaderMap) -> String {
 
 /// `GET …/a2a/{participant}/.well-known/agent-card.json`: the participant as an agent,
 /// for a key of its project (a keyless caller learns nothing of projects or participants).
-async fn card(a: Authed, Path(path): Path<Vec<(String, String)>>, headers: HeaderMap) -> Response {
+async fn card(
+    State(server): State<Arc<Server>>,
+    a: Authed,
+    Path(path): Path<Vec<(String, String)>>,
+    headers: HeaderMap,
+) -> Response {
     let name = param(&path, "participant");
     let session = Session {
         app: &a.app,
@@ -114,7 +124,7 @@ async fn card(a: Authed, Path(path): Path<Vec<(String, String)>>, headers: Heade
     };
     let url = format!(
         "{}/v1/projects/{}/a2a/{}",
-        origin(&headers),
+        origin(&server, &headers),
         a.project,
         row.name
     );

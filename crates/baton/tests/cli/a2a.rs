@@ -1275,7 +1275,7 @@ fn a_server_killed_between_send_and_answer_finds_the_task_after_restart() {
 
 #[test]
 fn replicas_on_postgresql_hand_each_request_over_once() {
-    let shop = shop_on_postgresql();
+    let shop = shop_on_postgresql("replicas");
     // Each answer held a moment, so the other replica finds the request mid-hand-over.
     let agent = outside_agent_with("outside-secret", &["--hold", "2"]);
     stand_for(&shop, "shop", "researcher", &agent.url, "RESEARCHER_KEY");

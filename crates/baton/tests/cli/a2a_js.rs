@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::a2a::{Shop, agent, cli, ok, shop, shop_on_postgresql, state};
 use crate::node;
-use crate::server::{Serving, admin, serve};
+use crate::server::{Serving, admin, serve, serve_with};
 
 /// `tests/node/a2a/client.mjs` under Node 22: each call a line in, its outcome a line out.
 struct Js {
@@ -599,6 +599,42 @@ fn a2a_the_card_is_cached_and_revalidated() {
     let (status, _, _, fresh) = fetch(Some("\"another\""));
     assert_eq!(status, 200);
     assert_eq!(fresh, body);
+}
+
+#[test]
+fn a2a_the_card_names_the_public_url_not_what_the_request_headers_say() {
+    let shop = shop();
+    let card_url = |server: &Serving| {
+        let card: Value = ureq::get(&format!(
+            "{}/.well-known/agent-card.json",
+            agent(server, "shop", "impl-1")
+        ))
+        .header("Authorization", &format!("Bearer {}", shop.planner))
+        .header("X-Forwarded-Proto", "https")
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_json()
+        .unwrap();
+        card["supportedInterfaces"][0]["url"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // Without a public URL, the request's own headers are all there is to go by.
+    let plain = serve(&shop.url);
+    assert!(
+        card_url(&plain).starts_with("https://127.0.0.1:"),
+        "{}",
+        card_url(&plain)
+    );
+    drop(plain);
+    // With one, the operator's word stands, whatever a client or a proxy forwards.
+    let public = serve_with(&shop.url, &["--public-url", "https://baton.example.com/"]);
+    assert_eq!(
+        card_url(&public),
+        "https://baton.example.com/v1/projects/shop/a2a/impl-1"
+    );
 }
 
 #[test]
