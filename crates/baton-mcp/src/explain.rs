@@ -222,15 +222,11 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
         | Refusal::NegotiationExists { .. }
         | Refusal::PositionSubmitted { .. }
         | Refusal::EffectNotHeld { .. }
-        | Refusal::RunStatus { .. } => r.to_string(),
-        // The parser's words quote the value it refused, however long: a short prefix of
-        // them names the argument and what was wrong.
-        Refusal::Input { .. } => crate::frame::clip(&r.to_string(), INPUT_WORDS),
+        | Refusal::RunStatus { .. }
+        // Its words are cut short where it is made (`baton_app::ops`).
+        | Refusal::Input { .. } => r.to_string(),
     }
 }
-
-/// The most of an input refusal's words an `isError` result carries, in bytes.
-const INPUT_WORDS: usize = 300;
 
 /// A failed call about `id`, as the text of an `isError` result.
 pub fn explain(id: &str, e: StoreError) -> String {

@@ -332,9 +332,15 @@ fn fit<I: DeserializeOwned>(name: &'static str, input: Value) -> Result<I> {
             "." => e.inner().to_string(),
             path => format!("`{path}`: {}", e.inner()),
         };
-        refused(name, problem)
+        // The parser's words quote the value (and a path the keys) it refused, however
+        // long: a short prefix of them names the field and what was wrong, on every edge
+        // alike.
+        refused(name, baton_core::packet::clip(&problem, INPUT_WORDS))
     })
 }
+
+/// The most of the parser's words an input refusal quotes, in bytes.
+const INPUT_WORDS: usize = 240;
 
 /// The declaration of a typed operation, as its row of the table: not offered over MCP
 /// and not idempotent until said ([`Operation::offered`], [`Operation::idempotent`]).
