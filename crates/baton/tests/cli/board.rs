@@ -64,28 +64,11 @@ fn program(names: &[&str], install: &str) -> PathBuf {
     panic!("{} is not installed: {install}", names.join(" or "));
 }
 
-/// The browser tests' folder, with its `node_modules` installed: `npm ci` from the
-/// committed lock file when missing (playwright-core is a library; the browser is the
-/// system's `chromium`, never downloaded).
+/// The browser tests' folder, with its `node_modules` installed from the committed lock
+/// file when missing (playwright-core is a library; the browser is the system's
+/// `chromium`, never downloaded).
 fn scripts() -> PathBuf {
-    static INSTALLED: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/board");
-    let _one_at_a_time = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
-    if !dir.join("node_modules/playwright-core").is_dir() {
-        let npm = program(&["npm"], "apt-get install npm");
-        let out = Command::new(npm)
-            .args(["ci", "--no-audit", "--no-fund"])
-            .current_dir(&dir)
-            .output()
-            .expect("run npm ci");
-        assert!(
-            out.status.success(),
-            "npm ci in {} failed: {}",
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    dir
+    crate::node::installed("tests/board", "node_modules/playwright-core")
 }
 
 /// Where the screenshots go: `target/board-screenshots/`.

@@ -11,10 +11,16 @@ use std::sync::Mutex;
 
 /// `tests/node/`, with its `node_modules` installed.
 pub fn dir() -> PathBuf {
+    installed("tests/node", "node_modules/.bin/node")
+}
+
+/// The folder `folder` (relative to this crate) with its `node_modules` installed: `npm
+/// ci` from its committed lock file when `marker` is missing, one folder at a time.
+pub fn installed(folder: &str, marker: &str) -> PathBuf {
     static INSTALLED: Mutex<()> = Mutex::new(());
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
     let _one_at_a_time = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
-    if !dir.join("node_modules/.bin/node").exists() {
+    if !dir.join(marker).exists() {
         let out = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund"])
             .current_dir(&dir)
