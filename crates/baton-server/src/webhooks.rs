@@ -102,6 +102,30 @@ impl HttpPoster {
         max: u64,
         timeout: Duration,
     ) -> Result<(u16, Vec<u8>), Unanswered> {
+        self.posting(url, headers, body, timeout, move |mut response| {
+            let status = response.status().as_u16();
+            let bytes = response
+                .body_mut()
+                .with_config()
+                .limit(max)
+                .read_to_vec()
+                .map_err(|e| Unanswered::Lost(e.to_string()))?;
+            Ok((status, bytes))
+        })
+        .await
+    }
+
+    /// POSTs on a blocking thread, bounded by `timeout`; `read` takes what is wanted of
+    /// the answer there. A send that failed says whether it could have reached the other
+    /// end.
+    async fn posting<T: Send + 'static>(
+        &self,
+        url: &str,
+        headers: Vec<(&'static str, String)>,
+        body: Vec<u8>,
+        timeout: Duration,
+        read: impl FnOnce(ureq::http::Response<ureq::Body>) -> Result<T, Unanswered> + Send + 'static,
+    ) -> Result<T, Unanswered> {
         let agent = self.agent.clone();
         let url = url.to_owned();
         let posted = tokio::task::spawn_blocking(move || {
@@ -113,7 +137,7 @@ impl HttpPoster {
             for (name, value) in headers {
                 request = request.header(name, value);
             }
-            let mut response = request.send(&body[..]).map_err(|e| {
+            read(request.send(&body[..]).map_err(|e| {
                 let unsent = matches!(
                     e,
                     ureq::Error::HostNotFound
@@ -128,40 +152,10 @@ impl HttpPoster {
                 } else {
                     Unanswered::Lost(e.to_string())
                 }
-            })?;
-            let status = response.status().as_u16();
-            let bytes = response
-                .body_mut()
-                .with_config()
-                .limit(max)
-                .read_to_vec()
-                .map_err(|e| Unanswered::Lost(e.to_string()))?;
-            Ok((status, bytes))
+            })?)
         })
         .await;
         posted.unwrap_or_else(|e| Err(Unanswered::Lost(format!("the posting thread failed: {e}"))))
-    }
-
-    /// POSTs on a blocking thread, bounded by [`POST_TIMEOUT`]; `read` takes what is
-    /// wanted of the answer there.
-    async fn posting<T: Send + 'static>(
-        &self,
-        url: &str,
-        headers: Vec<(&'static str, String)>,
-        body: Vec<u8>,
-        read: impl FnOnce(ureq::http::Response<ureq::Body>) -> Result<T, String> + Send + 'static,
-    ) -> Result<T, String> {
-        let agent = self.agent.clone();
-        let url = url.to_owned();
-        let posted = tokio::task::spawn_blocking(move || {
-            let mut request = agent.post(&url);
-            for (name, value) in headers {
-                request = request.header(name, value);
-            }
-            read(request.send(&body[..]).map_err(|e| e.to_string())?)
-        })
-        .await;
-        posted.unwrap_or_else(|e| Err(format!("the posting thread failed: {e}")))
     }
 }
 
@@ -208,10 +202,11 @@ impl Poster for HttpPoster {
         headers: Vec<(&'static str, String)>,
         body: Vec<u8>,
     ) -> Result<u16, String> {
-        self.posting(url, headers, body, |response| {
+        self.posting(url, headers, body, POST_TIMEOUT, |response| {
             Ok(response.status().as_u16())
         })
         .await
+        .map_err(|e| e.to_string())
     }
 }
 
