@@ -2027,3 +2027,6 @@ mod tests {
         }
     }
 }
+
+mod reservations;
+pub use reservations::*;

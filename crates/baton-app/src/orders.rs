@@ -114,6 +114,8 @@ impl App {
             field: Field::Topic,
             error,
         })?;
+        // Its worker holds the scope's allowed paths once it accepts: each must be a glob.
+        baton_core::reservation::scope_globs(&doc)?;
         let payload = self.capped(doc)?;
         self.store().create_order(me, topic, payload).await
     }

@@ -53,6 +53,18 @@ effect_timeout = "60s"
 # setup); otherwise only public addresses are taken. `baton serve` delivers to them only
 # with --allow-private-webhooks.
 allow_private = false
+
+[reservations]
+# How long a reservation lasts when `baton reserve` is given no --ttl, and the longest
+# one may ask for. Reserving the same glob again renews it.
+default_ttl = "1h"
+max_ttl = "24h"
+# How long a holder's runs and sessions must have been quiet before an owner may
+# force-release its reservations (`baton release --force`).
+force_after = "10m"
+# What the git guard (`baton init --git-guard`) does when it cannot read the store:
+# "open" lets the commit through with a one-line warning, "closed" refuses it.
+guard = "open"
 "#;
 
 /// A project's settings.
@@ -89,6 +101,82 @@ pub struct Settings {
     /// administering the store where it is, who names any variable and any address;
     /// a server reads and reaches only what its own admission allows.
     pub outside_agents: Option<baton_core::participant::Admission>,
+    /// `[reservations]`: the default and longest time to live, the quiet a force-release
+    /// waits out, and whether the git guard refuses a commit when the store cannot be read.
+    pub reservations: Reservations,
+}
+
+/// `[reservations]` in `config.toml`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reservations {
+    pub default_ttl: Duration,
+    pub max_ttl: Duration,
+    pub force_after: Duration,
+    pub guard_fails_closed: bool,
+}
+
+impl Default for Reservations {
+    fn default() -> Self {
+        Self {
+            default_ttl: Duration::from_secs(3600),
+            max_ttl: Duration::from_secs(24 * 3600),
+            force_after: Duration::from_secs(600),
+            guard_fails_closed: false,
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawReservations {
+    default_ttl: Option<String>,
+    max_ttl: Option<String>,
+    force_after: Option<String>,
+    guard: Option<String>,
+}
+
+impl Reservations {
+    fn parse(raw: RawReservations) -> Result<Self, String> {
+        let mut out = Self::default();
+        let positive = |what: &str, text: &str| {
+            let d = parse_duration(what, text)?;
+            if d.as_secs() == 0 {
+                return Err(format!("{what} must be at least 1s"));
+            }
+            Ok(d)
+        };
+        if let Some(d) = raw.default_ttl {
+            out.default_ttl = positive("reservations.default_ttl", &d)?;
+        }
+        if let Some(d) = raw.max_ttl {
+            out.max_ttl = positive("reservations.max_ttl", &d)?;
+        }
+        if out.default_ttl > out.max_ttl {
+            return Err(
+                "reservations.default_ttl must not be longer than reservations.max_ttl".into(),
+            );
+        }
+        if let Some(d) = raw.force_after {
+            out.force_after = parse_duration("reservations.force_after", &d)?;
+        }
+        if let Some(g) = raw.guard {
+            out.guard_fails_closed = match g.as_str() {
+                "open" => false,
+                "closed" => true,
+                other => {
+                    return Err(format!(
+                        "reservations.guard: {other:?} must be \"open\" or \"closed\""
+                    ));
+                }
+            };
+        }
+        Ok(out)
+    }
+
+    /// A duration in whole seconds, as the core takes a TTL.
+    pub fn seconds(d: Duration) -> i64 {
+        i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+    }
 }
 
 impl Default for Settings {
@@ -108,6 +196,7 @@ impl Default for Settings {
             private_webhooks: false,
             outside_agents: None,
             effect_timeout: Duration::from_secs(60),
+            reservations: Reservations::default(),
         }
     }
 }
@@ -127,6 +216,8 @@ struct RawConfig {
     queue: RawQueue,
     #[serde(default)]
     webhooks: RawWebhooks,
+    #[serde(default)]
+    reservations: RawReservations,
 }
 
 #[derive(Deserialize, Default)]
@@ -229,6 +320,7 @@ impl Settings {
         if let Some(private) = raw.webhooks.allow_private {
             settings.private_webhooks = private;
         }
+        settings.reservations = Reservations::parse(raw.reservations)?;
         for (topic, d) in raw.queue.targets {
             let target = parse_duration(&format!("queue.targets.{topic}"), &d)?;
             settings.service_targets.insert(topic, target);

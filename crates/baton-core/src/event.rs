@@ -107,6 +107,10 @@ pub enum Change {
     /// Written by the server only; no operation writes it.
     #[serde(rename = "handover.changed")]
     Handover(crate::handover::HandoverChange),
+    /// A participant reserved paths, renewed or released a reservation, or a commit was
+    /// seen to have bypassed the git guard.
+    #[serde(rename = "reservation.changed")]
+    Reservation(crate::reservation::ReservationChange),
 }
 
 impl Change {
@@ -128,6 +132,7 @@ impl Change {
             Self::Effect(_) => crate::effect::KIND,
             Self::Gate(_) => "gate.changed",
             Self::Handover(_) => crate::handover::KIND,
+            Self::Reservation(_) => crate::reservation::KIND,
         }
     }
 
@@ -149,6 +154,7 @@ impl Change {
             Self::Effect(change) => change.order(),
             Self::Gate(change) => change.subject(),
             Self::Handover(change) => change.request(),
+            Self::Reservation(change) => change.subject(),
         }
     }
 

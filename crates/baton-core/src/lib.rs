@@ -28,6 +28,7 @@ pub mod portable;
 pub mod queue;
 pub mod record;
 pub mod refusal;
+pub mod reservation;
 pub mod run;
 pub mod search;
 pub mod state;

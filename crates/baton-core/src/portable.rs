@@ -363,6 +363,9 @@ pub fn plan(
                 message_known(&messages, change.request())?;
                 take = !merge || held;
             }
+            Change::Reservation(crate::reservation::ReservationChange::Reserved {
+                holder, ..
+            }) => known(&roles, holder.as_str())?,
             change @ Change::State(_) => {
                 if let Some(id) = item_id(change) {
                     if !held && items.contains(id.as_str()) {

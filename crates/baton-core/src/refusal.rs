@@ -95,6 +95,10 @@ pub enum Field {
     Cursor,
     /// A change to a participant's policy: its powers, its topics, or the role's default.
     Policy,
+    /// The globs a reservation names.
+    Paths,
+    /// A reservation's time to live.
+    Ttl,
 }
 
 impl Field {
@@ -131,6 +135,8 @@ impl Field {
             Self::OrderTo => "to",
             Self::Policy => "may",
             Self::Cursor => "cursor",
+            Self::Paths => "paths",
+            Self::Ttl => "ttl_seconds",
         }
     }
 
@@ -167,6 +173,8 @@ impl Field {
             Self::Actor => "acting identity",
             Self::OrderTo => "order's \"to\"",
             Self::Cursor => "cursor",
+            Self::Paths => "glob",
+            Self::Ttl => "time to live",
         }
     }
 }
@@ -191,6 +199,7 @@ pub enum Record {
     /// A key, by its id.
     Key,
     Negotiation,
+    Reservation,
 }
 
 impl Record {
@@ -206,6 +215,7 @@ impl Record {
             Self::Project => "project",
             Self::Key => "key",
             Self::Negotiation => "negotiation",
+            Self::Reservation => "reservation",
         }
     }
 }
@@ -677,13 +687,50 @@ pub enum Refusal {
         #[serde(with = "fixed")]
         what: fixed::Word,
     },
+
+    // ---- reservations (`crate::reservation`) ----
+    /// Another's live reservation stands in the way of every glob named: nothing was
+    /// reserved. Retryable: it may lapse or be released.
+    #[error("{}: nothing was reserved", conflicts.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Reserved {
+        conflicts: Vec<crate::reservation::Conflict>,
+    },
+    #[error("{} {value:?} is refused: {problem}", field.noun())]
+    ReservationInput {
+        field: Field,
+        value: String,
+        problem: crate::reservation::Problem,
+    },
+    /// A release that would release nothing: `holder` holds none of `asked` (every one it
+    /// holds by hand, when `asked` is empty); `held` is what it does hold.
+    #[error("{holder} holds no live reservation{}{}; it holds {}", if asked.is_empty() { "" } else { " of " }, asked.join(", "), if held.is_empty() { "none".to_owned() } else { held.join(", ") })]
+    NotReleased {
+        holder: String,
+        asked: Vec<String>,
+        held: Vec<String>,
+    },
+    #[error("reservation {id} of {holder} is not released: {hold}")]
+    Unreleased {
+        id: String,
+        holder: String,
+        hold: crate::reservation::Hold,
+    },
+    #[error(
+        "{actor} ({role}) may not force-release reservation {id}: only an owner or an admin may"
+    )]
+    ForceRelease {
+        actor: Passname,
+        role: String,
+        id: String,
+    },
 }
 
 impl Refusal {
-    /// Whether running the same command again may succeed: only a lost race (another
-    /// writer moved the order first). Every other conflict is permanent.
+    /// Whether running the same command again may succeed: a lost race (another writer
+    /// moved the order first), or a path another holds (it may lapse or be released).
+    /// Every other conflict is permanent.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Moved { .. })
+        matches!(self, Self::Moved { .. } | Self::Reserved { .. })
     }
 
     pub fn kind(&self) -> RefusalKind {
@@ -696,7 +743,8 @@ impl Refusal {
             | Self::NoSubject { .. }
             | Self::NoReceipt { .. }
             | Self::NoStep { .. }
-            | Self::NoEffect { .. } => K::NotFound,
+            | Self::NoEffect { .. }
+            | Self::NotReleased { .. } => K::NotFound,
             Self::Ambiguous { .. }
             | Self::ShortPrefix { .. }
             | Self::Missing(_)
@@ -734,7 +782,8 @@ impl Refusal {
             | Self::GatewayClosed { .. }
             | Self::EffectsDiffer { .. }
             | Self::EffectsNeedRunner { .. }
-            | Self::SameReviewer { .. } => K::Invalid,
+            | Self::SameReviewer { .. }
+            | Self::ReservationInput { .. } => K::Invalid,
             Self::Beyond { .. }
             | Self::Unwilling { .. }
             | Self::OwnWork { .. }
@@ -747,7 +796,8 @@ impl Refusal {
             | Self::NotANegotiator { .. }
             | Self::OwnPosition { .. }
             | Self::ActorInRequest
-            | Self::NotTheWorker { .. } => K::Forbidden,
+            | Self::NotTheWorker { .. }
+            | Self::ForceRelease { .. } => K::Forbidden,
             Self::Unauthenticated => K::Unauthenticated,
             Self::RoleTaken { .. }
             | Self::KeyReused { .. }
@@ -757,7 +807,9 @@ impl Refusal {
             | Self::NegotiationExists { .. }
             | Self::PositionSubmitted { .. }
             | Self::RunStatus { .. }
-            | Self::EffectNotHeld { .. } => K::Conflict,
+            | Self::EffectNotHeld { .. }
+            | Self::Reserved { .. }
+            | Self::Unreleased { .. } => K::Conflict,
         }
     }
 

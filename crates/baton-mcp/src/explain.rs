@@ -225,6 +225,14 @@ pub fn refusal(id: &str, r: &Refusal) -> String {
         | Refusal::RunStatus { .. }
         // Its words are cut short where it is made (`baton_app::ops`).
         | Refusal::Input { .. } => r.to_string(),
+        // Reservations.
+        Refusal::Reserved { .. } => format!(
+            "{r}. Call `reserve` again once it lapses or is released, reserve other paths, \
+             or ask its holder"
+        ),
+        Refusal::ReservationInput { field, .. } => format!("{}: {r}", arg(*field)),
+        Refusal::NotReleased { .. } => format!("{r}: name one of those in `names`"),
+        Refusal::Unreleased { .. } | Refusal::ForceRelease { .. } => r.to_string(),
     }
 }
 

@@ -50,19 +50,17 @@ pub fn compact(schema: &JsonObject, side: Side) -> JsonObject {
     schema
 }
 
-/// An output schema as a tool lists it: its own fields only, each by its type (`string`,
-/// `array`, `object`, or none where it varies). The answer is the operation's document,
-/// whose rows and nested parts the server's instructions and the document itself say.
+/// An output schema as a tool lists it: its own fields by name, each any value (`{}`).
+/// The answer is the operation's document: what each field holds, and its rows and
+/// nested parts, the server's instructions and the document itself say. Naming the
+/// fields tells a model what to look for; their types would cost every profile's budget
+/// bytes that tell it nothing it cannot read in the answer, and the schema stays true of
+/// every answer.
 pub fn shallow(schema: &JsonObject) -> JsonObject {
     let mut schema = schema.clone();
     if let Some(Value::Object(fields)) = schema.get_mut("properties") {
         for field in fields.values_mut() {
-            if let Value::Object(field) = field {
-                if field.contains_key("properties") {
-                    field.insert("type".into(), Value::from("object"));
-                }
-                field.retain(|k, v| k == "type" && v.is_string());
-            }
+            *field = Value::Object(Map::new());
         }
     }
     schema

@@ -77,7 +77,13 @@ impl BatonTools {
              `cancel`; `expect_seq` (default: its seq now) refuses a step on an order that \
              moved on; the answer's `order` says where it stands and what is `allowed` next. \
              `order_show` reads an order; with `since` (a seq) it waits for newer steps and \
-             lists only those."
+             lists only those. \
+             Before editing files, `reserve` their `paths` (gitignore-style globs from the \
+             project root; `shared` lets others hold them shared too; `ttl_seconds` defaults \
+             to the project's; reserving again renews): another's reservation in the way is \
+             refused, naming its holder, id and expiry, and nothing is reserved. `release` \
+             what you are done with (`names`: ids or globs; none: all yours); an accepted \
+             order's scope is held for its worker until the order ends."
         );
         Self {
             app,
@@ -417,7 +423,7 @@ mod tests {
     #[test]
     fn every_tool_declares_compact_object_schemas_for_input_and_output() {
         let tools = BatonTools::router().list_all();
-        assert_eq!(tools.len(), 22);
+        assert_eq!(tools.len(), 25);
         described(
             &tools,
             "show",

@@ -147,6 +147,13 @@ fn hint(r: &Refusal) -> Option<String> {
              with `baton order approve ID` where the upstream server runs"
             .into(),
         Refusal::Findings { .. } => "each finding names its rule and the path in `document`".into(),
+        // Reservations.
+        Refusal::Reserved { .. } => "GET …/reservations lists who holds what; retry once it \
+             lapses or is released"
+            .into(),
+        Refusal::ReservationInput { field: f, .. } => format!("correct {}", field(*f)),
+        Refusal::NotReleased { .. } => "GET …/reservations?holder=NAME lists what is held".into(),
+        Refusal::Unreleased { .. } | Refusal::ForceRelease { .. } => return None,
         Refusal::NoArtifact { .. }
         | Refusal::NoSubject { .. }
         | Refusal::NoReceipt { .. }

@@ -16,6 +16,7 @@
 
 mod error;
 pub mod postgres;
+mod reservations;
 mod rows;
 pub mod sqlite;
 mod types;
@@ -26,9 +27,11 @@ use std::time::Duration;
 
 pub use error::{Holder, StoreError};
 pub use postgres::{PostgresDatabase, PostgresStore};
+pub use reservations::ReservationQuery;
 pub use rows::{decode_cursor, encode_cursor};
 pub use sqlite::SqliteStore;
 pub use types::*;
+pub use write::reservations::Force;
 
 use async_trait::async_trait;
 use baton_core::effect::{self, Call, Decision, Effects, Gate};
@@ -38,6 +41,7 @@ use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::negotiation::Negotiation;
 use baton_core::order::{Order, OrderRequest};
+use baton_core::reservation::{Ask, Release, Reservation};
 use baton_core::run::{HookCall, Run, RunChange};
 use baton_core::state::{ProjectState, StateDigest, StateOp};
 use baton_core::webhook::Webhook;
@@ -165,6 +169,11 @@ pub trait Tx: Send {
     async fn effects(&mut self, id: &str) -> Result<Effects> {
         Ok(Effects::replay(&self.events_about(id, effect::KIND).await?))
     }
+    /// The reservations `query` names, oldest first.
+    async fn reservations(&mut self, query: &ReservationQuery) -> Result<Vec<Reservation>>;
+    /// The newest event or heartbeat of `participant`'s runs and sessions that have not
+    /// ended.
+    async fn activity(&mut self, participant: &str) -> Result<Option<Millis>>;
     async fn commit(self: Box<Self>) -> Result<()>;
 }
 
@@ -300,6 +309,8 @@ pub trait Backend: Send + Sync {
     async fn effects(&self, id: &str) -> Result<Effects> {
         Ok(Effects::replay(&self.events_about(id, effect::KIND).await?))
     }
+    /// The reservations `query` names, oldest first.
+    async fn reservations(&self, query: &ReservationQuery) -> Result<Vec<Reservation>>;
     /// The store's generation: the sequence number of its newest event (0 when empty).
     async fn generation(&self) -> Result<i64>;
 
@@ -519,6 +530,23 @@ pub trait Store: Backend {
         spec: &Value,
         positions: &[(Passname, Value)],
     ) -> Result<Negotiation>;
+
+    // ---- reservations (`write::reservations`) ----
+    /// Reserves `ask`'s globs for `actor` (renewing those it holds), all or none: refused,
+    /// naming every conflict, when another's live reservation stands in the way.
+    async fn reserve(&self, actor: &Passname, ask: &Ask) -> Result<Vec<Reservation>>;
+    /// Releases `actor`'s reservations `what` names; releasing nothing is refused.
+    async fn release(&self, actor: &Passname, what: &Release) -> Result<Vec<Reservation>>;
+    /// Force-releases a quiet holder's reservation, telling the holder why.
+    async fn force_release(&self, actor: &Passname, force: &Force) -> Result<Reservation>;
+    /// Records that `commit` touched `paths` others held (`reservations`) past the guard.
+    async fn record_bypass(
+        &self,
+        actor: &str,
+        commit: &str,
+        paths: &[String],
+        reservations: &[String],
+    ) -> Result<Event>;
 }
 
 #[async_trait]
@@ -758,5 +786,32 @@ impl<B: Backend + ?Sized> Store for B {
     ) -> Result<Negotiation> {
         let settled = write::negotiate(self, actor, spec, positions).await;
         write::recorded(self, actor, settled).await
+    }
+
+    async fn reserve(&self, actor: &Passname, ask: &Ask) -> Result<Vec<Reservation>> {
+        let made = write::reservations::reserve(self, actor, ask).await;
+        write::recorded(self, actor.as_str(), made).await
+    }
+
+    async fn release(&self, actor: &Passname, what: &Release) -> Result<Vec<Reservation>> {
+        let released = write::reservations::release(self, actor, what).await;
+        write::recorded(self, actor.as_str(), released).await
+    }
+
+    async fn force_release(&self, actor: &Passname, force: &Force) -> Result<Reservation> {
+        let released = write::reservations::force_release(self, actor, force).await;
+        write::recorded(self, actor.as_str(), released).await
+    }
+
+    async fn record_bypass(
+        &self,
+        actor: &str,
+        commit: &str,
+        paths: &[String],
+        reservations: &[String],
+    ) -> Result<Event> {
+        let recorded =
+            write::reservations::record_bypass(self, actor, commit, paths, reservations).await;
+        write::recorded(self, actor, recorded).await
     }
 }

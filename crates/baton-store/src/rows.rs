@@ -29,6 +29,7 @@ pub(crate) fn id_table(record: baton_core::Record) -> Option<&'static str> {
         R::Order => "orders",
         R::Run => "runs",
         R::Key => "keys",
+        R::Reservation => "reservations",
         R::Decision | R::Stream | R::Alert | R::Receipt | R::Project | R::Negotiation => {
             return None;
         }
@@ -120,7 +121,7 @@ pub(crate) fn participant(row: &impl Columns) -> sqlx::Result<Participant> {
 
 /// The tables derived from the log, which a rebuild empties and replays into (the
 /// search index is the backend's own).
-pub(crate) const PROJECTIONS: [&str; 12] = [
+pub(crate) const PROJECTIONS: [&str; 13] = [
     "metrics",
     "open_needs",
     "stuck_orders",
@@ -133,6 +134,7 @@ pub(crate) const PROJECTIONS: [&str; 12] = [
     "orders",
     "keys",
     "webhooks",
+    "reservations",
 ];
 
 /// The columns a webhook is read from.

@@ -31,6 +31,8 @@ use crate::{
     Stepped, StoreError, Tx, Verb,
 };
 
+pub mod reservations;
+
 /// The store's clock: when an event is committed.
 fn now() -> Millis {
     SystemTime::now()
@@ -580,6 +582,7 @@ async fn step_in(
             .await?;
     }
     let order = order::found(tx.order(id).await?, id)?;
+    reservations::follow_order(tx, actor.as_str(), &current, &order, at).await?;
     // The request that carried the order follows it; `events` stays the order's own.
     let request = tx
         .envelope(&order.message)

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
-    agent, board, demo, gateway, handoff, hook, init, key, mcp, messages, negotiate, order,
-    portable, project_cmd, queue, reap, receipt, resume, review, run, runs, search, send, serve,
-    state, status, step, wait,
+    agent, board, demo, gateway, guard, handoff, hook, init, key, mcp, messages, negotiate, order,
+    portable, project_cmd, queue, reap, receipt, reserve, resume, review, run, runs, search, send,
+    serve, state, status, step, wait,
 };
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
@@ -124,6 +124,11 @@ pub enum Command {
     Demo(demo::DemoArgs),
     Status(status::StatusArgs),
     Board(board::BoardArgs),
+    Reserve(reserve::ReserveArgs),
+    Release(reserve::ReleaseArgs),
+    Reservations(reserve::ReservationsArgs),
+    #[command(hide = true)]
+    Guard(guard::GuardArgs),
     /// The demo's cast (executor, reviewer, upstream MCP server), run by `baton demo`.
     #[command(subcommand, hide = true)]
     DemoPart(demo::DemoPart),
@@ -187,6 +192,10 @@ const SUBCOMMANDS: &[(&str, Build)] = &[
     ("demo", demo::DemoArgs::augment_args),
     ("status", status::StatusArgs::augment_args),
     ("board", board::BoardArgs::augment_args),
+    ("reserve", reserve::ReserveArgs::augment_args),
+    ("release", reserve::ReleaseArgs::augment_args),
+    ("reservations", reserve::ReservationsArgs::augment_args),
+    ("guard", guard::GuardArgs::augment_args),
 ];
 
 impl Cli {

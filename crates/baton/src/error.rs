@@ -219,6 +219,7 @@ pub fn flag(field: Field) -> &'static str {
         Field::Actor => "--as",
         Field::Cursor => "--cursor",
         Field::Policy => "--may, --topics or --default",
+        Field::Ttl => "--ttl",
         // Positional arguments: named by what they are.
         other => other.noun(),
     }
@@ -278,6 +279,9 @@ pub fn refusal(r: &Refusal) -> String {
             Record::Negotiation => format!(
                 "no negotiation {id} in this project: open it with `baton negotiate open SPEC.json`"
             ),
+            Record::Reservation => {
+                format!("no reservation {id} in this project: see `baton reservations --all`")
+            }
         },
         Refusal::UnknownParticipant { name } | Refusal::NoRecipient { name, .. } => format!(
             "unknown participant {name:?}: register it with `baton agent add {name} --role ROLE`"
@@ -419,6 +423,23 @@ pub fn refusal(r: &Refusal) -> String {
              are never imported, and this project's participants keep their roles, policies, \
              outside agents and webhooks"
         ),
+        // Reservations.
+        Refusal::Reserved { .. } => format!(
+            "{r}. Run it again once that lapses or is released, reserve other paths, or ask \
+             its holder (`baton reservations`)"
+        ),
+        Refusal::ReservationInput {
+            field: Field::Document,
+            ..
+        } => format!("the order's x-baton.scope.allowed: {r}"),
+        Refusal::ReservationInput { field, .. } => format!("{}: {r}", flag(*field)),
+        Refusal::NotReleased { .. } => format!("{r} (see `baton reservations`)"),
+        Refusal::Unreleased {
+            id,
+            hold: baton_core::reservation::Hold::Others,
+            ..
+        } => format!("{r}: `baton --as OWNER release --force {id} --reason TEXT`"),
+        Refusal::Unreleased { .. } | Refusal::ForceRelease { .. } => r.to_string(),
         Refusal::Role { .. }
         | Refusal::TopicPattern { .. }
         | Refusal::PowerName { .. }

@@ -20,6 +20,7 @@ mod memory;
 mod messages;
 mod orders;
 mod reads;
+mod reservations;
 mod steps;
 mod watch;
 
@@ -55,6 +56,10 @@ pub use orders::{
 pub use reads::{
     InboxList, ListInput, OutboxList, QueueInput, QueueShow, ResumeInput, ResumePacket, SHOW_BYTES,
     SearchInput, SearchMessages, ShowInput, ShowMessage, ThreadOf,
+};
+pub use reservations::{
+    BypassInput, ForceInput, GuardCheck, GuardInput, GuardRecord, MAX_RESERVATIONS_PAGE, Release,
+    ReleaseForce, ReleaseInput, ReservationList, ReservationsInput, Reserve, ReserveInput,
 };
 pub use steps::{
     Ack, Archive, Complete, CompleteInput, HandBack, MessageInput, ReasonInput, Refuse,
@@ -577,6 +582,13 @@ pub const OPERATIONS: &[Operation] = &[
     StatusWait::OP,
     op("metrics", Read),
     local("board", Read),
+    // Reservations, and the git guard that holds commits to them.
+    Reserve::OP,
+    Release::OP,
+    ReleaseForce::OP,
+    ReservationList::OP,
+    GuardCheck::OP,
+    GuardRecord::OP,
     // Administration.
     local("init", Admin),
     local("project", Admin),

@@ -43,9 +43,11 @@ mod keys;
 mod metrics;
 mod notify;
 mod orders;
+mod reservations;
 mod runs;
 mod webhooks;
 
+use crate::ReservationQuery;
 use crate::rows::{self, decode_cursor, depth_first};
 use crate::{
     Attention, Backend, Database, NewEvent, OrderQuery, Page, Repeats, Result, RunQuery,
@@ -53,6 +55,7 @@ use crate::{
 };
 use baton_core::metrics::Tally;
 use baton_core::negotiation::Negotiation;
+use baton_core::reservation::Reservation;
 use baton_core::webhook::Webhook;
 use hosts::Link;
 
@@ -82,6 +85,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/012_failures.sql"),
     include_str!("migrations/013_refusal_repeats.sql"),
     include_str!("migrations/014_runs_parent.sql"),
+    include_str!("migrations/015_reservations.sql"),
 ];
 
 /// Connections one database keeps open, shared by all its projects.
@@ -519,6 +523,12 @@ impl PostgresStore {
             "SELECT 'n|' || id || '|' || seq FROM open_needs \
              WHERE project = $1 ORDER BY id COLLATE \"C\"",
             "SELECT 'u|' || id FROM stuck_orders WHERE project = $1 ORDER BY id COLLATE \"C\"",
+            "SELECT 'v|' || id || '|' || seq || '|' || holder || '|' || path || '|' || prefix \
+             || '|' || exclusive || '|' || reason || '|' || coalesce(order_id, '') || '|' \
+             || reserved_at || '|' || renewed_at || '|' || coalesce(expires_at::text, '') || '|' \
+             || coalesce(released_at::text, '') || '|' || coalesce(released_by, '') || '|' \
+             || coalesce(forced, '') FROM reservations WHERE project = $1 \
+             ORDER BY id COLLATE \"C\"",
         ];
         let mut tx = self.snapshot().await?;
         let mut dump = Vec::new();
@@ -745,6 +755,7 @@ async fn project_tables(conn: &mut PgConnection, project: i64, event: &Event) ->
         Change::Order(change) => orders::project(conn, project, event, change).await?,
         Change::Key(change) => keys::project(conn, project, event, change).await?,
         Change::Webhook(change) => webhooks::project(conn, project, event, change).await?,
+        Change::Reservation(change) => reservations::project(conn, project, event, change).await?,
         Change::PolicySet { name, policy } => {
             sqlx::query("UPDATE participants SET policy = $1 WHERE project = $2 AND name = $3")
                 .bind(rows::policy_text(policy.as_ref()))
@@ -1266,6 +1277,13 @@ impl Backend for PostgresStore {
         self.done(tx, read).await
     }
 
+    async fn reservations(&self, query: &ReservationQuery) -> Result<Vec<Reservation>> {
+        let mut conn = self.conn().await?;
+        reservations::query(&mut conn, self.project, query)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
     async fn attention(&self) -> Result<Attention> {
         let mut tx = self.snapshot().await?;
         let read = attention::read(&mut tx, self.project).await;
@@ -1656,6 +1674,16 @@ impl Tx for PostgresTx {
 
     async fn state(&mut self) -> Result<ProjectState> {
         let result = read_state(&mut self.tx, self.project).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn reservations(&mut self, query: &ReservationQuery) -> Result<Vec<Reservation>> {
+        let result = reservations::query(&mut self.tx, self.project, query).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn activity(&mut self, participant: &str) -> Result<Option<Millis>> {
+        let result = reservations::activity(&mut self.tx, self.project, participant).await;
         result.map_err(|e| self.err(e))
     }
 

@@ -39,17 +39,20 @@ mod holder;
 mod keys;
 mod metrics;
 mod orders;
+mod reservations;
 mod runs;
 mod spool;
 mod sql;
 mod webhooks;
 
 use self::sql::{Builder, Fault, Sql, blocking, classify, column, exec, row, rows, scalar};
+use crate::ReservationQuery;
 use crate::rows::{self as decode, decode_cursor, depth_first};
 use crate::{
     Attention, Backend, NewEvent, OrderQuery, Page, Repeats, Result, RunQuery, SearchQuery,
     Settled, StoreError, Tx, Window,
 };
+use baton_core::reservation::Reservation;
 use baton_core::webhook::Webhook;
 
 /// The duplicate check's candidates: the sender's messages since a time with the same
@@ -80,6 +83,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/018_failures.sql"),
     include_str!("migrations/019_refusal_repeats.sql"),
     include_str!("migrations/020_runs_parent.sql"),
+    include_str!("migrations/021_reservations.sql"),
 ];
 /// How many migrations ran before the one that added `message_text` and `state`: a store
 /// older than that has them filled from its log when it is brought up to date.
@@ -605,6 +609,11 @@ impl SqliteStore {
             "SELECT 'x|' || data FROM metrics",
             "SELECT 'n|' || id || '|' || seq FROM open_needs ORDER BY id",
             "SELECT 'u|' || id FROM stuck_orders ORDER BY id",
+            "SELECT 'v|' || id || '|' || seq || '|' || holder || '|' || path || '|' || prefix \
+             || '|' || exclusive || '|' || reason || '|' || coalesce(order_id, '') || '|' \
+             || reserved_at || '|' || renewed_at || '|' || coalesce(expires_at, '') || '|' \
+             || coalesce(released_at, '') || '|' || coalesce(released_by, '') || '|' \
+             || coalesce(forced, '') FROM reservations ORDER BY id",
         ];
         self.read(|conn| {
             let mut out = Vec::new();
@@ -849,6 +858,7 @@ fn project_tables(conn: &Connection, event: &Event) -> Sql<()> {
         Change::Order(change) => orders::project(conn, event, change)?,
         Change::Key(change) => keys::project(conn, event, change)?,
         Change::Webhook(change) => webhooks::project(conn, event, change)?,
+        Change::Reservation(change) => reservations::project(conn, event, change)?,
         Change::PolicySet { name, policy } => {
             exec(
                 conn,
@@ -1653,6 +1663,10 @@ impl Backend for SqliteStore {
         self.read(|conn| read_about(conn, subject, kind)).await
     }
 
+    async fn reservations(&self, query: &ReservationQuery) -> Result<Vec<Reservation>> {
+        self.read(|conn| reservations::query(conn, query)).await
+    }
+
     async fn attention(&self) -> Result<Attention> {
         self.read(attention::read).await
     }
@@ -1826,6 +1840,14 @@ impl Tx for SqliteTx {
 
     async fn events_about(&mut self, subject: &str, kind: &str) -> Result<Vec<Event>> {
         self.on(|conn| read_about(conn, subject, kind))
+    }
+
+    async fn reservations(&mut self, query: &ReservationQuery) -> Result<Vec<Reservation>> {
+        self.on(|conn| reservations::query(conn, query))
+    }
+
+    async fn activity(&mut self, participant: &str) -> Result<Option<Millis>> {
+        self.on(|conn| reservations::activity(conn, participant))
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {

@@ -24,8 +24,15 @@ use crate::project::{CONFIG_FILE, DB_FILE, DEFAULT_CONFIG, DIR, Project};
 /// Baton's own entries and section only; everything else in those files is kept. It then
 /// prints the steps each agent requires once, by hand (approving the MCP server, trusting
 /// the project and its hooks, where Codex reads `notify`).
+///
+/// With --git-guard it installs git hooks (in the repository's hooks directory, which every
+/// worktree shares) that refuse a commit or a push touching paths another participant
+/// holds exclusively (`baton reserve`); the committer is BATON_AS. A hook of the same name
+/// that is not Baton's is kept, and the steps say what to add to it.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  cd my-repo && baton init\n  baton init --claude --codex")]
+#[command(
+    after_help = "Examples:\n  cd my-repo && baton init\n  baton init --claude --codex\n  baton init --git-guard"
+)]
 pub struct InitArgs {
     /// Configure Claude Code: hooks, the MCP server, CLAUDE.md and AGENTS.md sections.
     #[arg(long)]
@@ -33,6 +40,10 @@ pub struct InitArgs {
     /// Configure Codex: hooks, the MCP server, an AGENTS.md section.
     #[arg(long)]
     pub codex: bool,
+    /// Install git hooks (pre-commit, pre-push, post-commit, shared by every worktree)
+    /// that refuse a commit touching paths another participant holds exclusively.
+    #[arg(long)]
+    pub git_guard: bool,
 }
 
 /// The lines `.gitignore` needs so the database never lands in a commit.
@@ -63,7 +74,13 @@ pub async fn run(g: &GlobalArgs, args: InitArgs) -> CommandResult<Output> {
     let url = format!("sqlite:{}", dir.join(DB_FILE).display());
     baton_store::open(&url, config.busy_timeout, true).await?;
     let gitignore = ensure_ignored(&root.join(".gitignore"))?;
-    let agents = crate::commands::hook::install(&root, args.claude, args.codex)?;
+    let mut agents = crate::commands::hook::install(&root, args.claude, args.codex)?;
+    let mut guard_steps = Vec::new();
+    if args.git_guard {
+        let (hooks, steps) = crate::commands::guard::install(&root)?;
+        agents.extend(hooks);
+        guard_steps = steps;
+    }
 
     let root_text = root.display().to_string();
     let mut human = if existed {
@@ -84,7 +101,8 @@ pub async fn run(g: &GlobalArgs, args: InitArgs) -> CommandResult<Output> {
     for w in &agents {
         human.push_str(&format!("\n{} {}", w.result, w.path));
     }
-    let steps = crate::commands::hook::one_time_steps(args.claude, args.codex);
+    let mut steps = crate::commands::hook::one_time_steps(args.claude, args.codex);
+    steps.extend(guard_steps);
     if !steps.is_empty() {
         human.push_str("\nOnce, by hand:");
         for step in &steps {

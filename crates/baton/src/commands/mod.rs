@@ -6,6 +6,7 @@ pub mod agent;
 pub mod board;
 pub mod demo;
 pub mod gateway;
+pub mod guard;
 pub mod handoff;
 pub mod hook;
 pub mod init;
@@ -19,6 +20,7 @@ pub mod project_cmd;
 pub mod queue;
 pub mod reap;
 pub mod receipt;
+pub mod reserve;
 pub mod resume;
 pub mod review;
 pub mod run;
@@ -102,6 +104,10 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Demo(args) => demo::run(g, args).await,
         Command::Status(args) => status::run(&Context::open(g).await?, args, g.json).await,
         Command::Board(args) => board::run(g, args).await,
+        Command::Reserve(args) => reserve::reserve(&Context::open(g).await?, args).await,
+        Command::Release(args) => reserve::release(&Context::open(g).await?, args).await,
+        Command::Reservations(args) => reserve::list(&Context::open(g).await?, args).await,
+        Command::Guard(args) => guard::run(g, args).await,
         Command::DemoPart(part) => demo::part(g, part).await,
     }
 }

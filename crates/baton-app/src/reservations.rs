@@ -1,0 +1,191 @@
+//! Reservations: reserving paths of the checkout (or renewing them), releasing them,
+//! force-releasing a quiet holder's, listing who holds what, and the git guard's two
+//! questions — what of a commit's paths others hold, and recording a commit that went in
+//! past the guard. The rules are `baton_core::reservation`'s; the settings (TTLs, the
+//! quiet a force waits out) are the project's; the symbolic links are the host's.
+
+use std::collections::BTreeSet;
+
+use baton_core::reservation::{self, Ask, PathGlob, Problem, Release, Reservation};
+use baton_core::{Field, Passname, Record, Refusal};
+use baton_store::{Force, ReservationQuery};
+
+use crate::host::PathProblem;
+use crate::settings::Reservations as Limits;
+use crate::{App, Result};
+
+/// The most reservations a list answers unless asked for fewer.
+pub const RESERVATIONS_PAGE: u32 = 200;
+
+/// A staged path and the live reservation of another that holds it exclusively.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held {
+    pub path: String,
+    pub reservation: Reservation,
+}
+
+impl App {
+    /// Reserves `paths` for `me` (renewing those it holds), exclusively unless `shared`,
+    /// for `ttl_seconds` (the project's default when absent).
+    pub async fn reserve(
+        &self,
+        me: &Passname,
+        paths: &[String],
+        shared: bool,
+        ttl_seconds: Option<i64>,
+        reason: Option<&str>,
+    ) -> Result<Vec<Reservation>> {
+        let limits = &self.settings.reservations;
+        let globs = reservation::globs(paths)?;
+        for glob in &globs {
+            self.inside(glob)?;
+        }
+        let ask = Ask {
+            paths: globs,
+            exclusive: !shared,
+            reason: reservation::reason(reason)?,
+            ttl_ms: reservation::ttl(
+                ttl_seconds,
+                Limits::seconds(limits.default_ttl),
+                Limits::seconds(limits.max_ttl),
+            )?,
+        };
+        self.store().reserve(me, &ask).await
+    }
+
+    /// Refuses a glob whose fixed part goes through a symbolic link out of the checkout,
+    /// where the checkout is (a server has none to look at).
+    fn inside(&self, glob: &PathGlob) -> Result<()> {
+        let prefix = glob.prefix();
+        let mut at = String::new();
+        for component in prefix.split('/').filter(|c| !c.is_empty()) {
+            if !at.is_empty() {
+                at.push('/');
+            }
+            at.push_str(component);
+            match self.host.files.resolve(&self.host.root, &at) {
+                Ok(_) => {}
+                Err(PathProblem::Missing) => break,
+                Err(PathProblem::Outside) => {
+                    return Err(Refusal::ReservationInput {
+                        field: Field::Paths,
+                        value: glob.to_string(),
+                        problem: Problem::Symlink,
+                    }
+                    .into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases `me`'s reservations that `names` name — ids (or their unique prefixes)
+    /// and globs — or, with none named, every one it holds by hand.
+    pub async fn release(&self, me: &Passname, names: &[String]) -> Result<Vec<Reservation>> {
+        let mut what = Release::default();
+        for name in names {
+            if name.trim().starts_with(reservation::ID_PREFIX) {
+                what.ids
+                    .push(self.resolve(Record::Reservation, name.trim()).await?);
+            } else {
+                let glob = PathGlob::new(name)?;
+                if !what.globs.contains(&glob) {
+                    what.globs.push(glob);
+                }
+            }
+        }
+        self.store().release(me, &what).await
+    }
+
+    /// Force-releases reservation `id` (or its unique prefix) as `me`, an owner (or, with
+    /// `admin`, anyone the key makes an administrator), once its holder has been quiet
+    /// for `reservations.force_after`; the holder is told `reason`.
+    pub async fn force_release(
+        &self,
+        me: &Passname,
+        admin: bool,
+        id: &str,
+        reason: &str,
+    ) -> Result<Reservation> {
+        let id = self.resolve(Record::Reservation, id.trim()).await?;
+        let force = Force {
+            id,
+            reason: reason.to_owned(),
+            admin,
+            quiet_ms: i64::try_from(self.settings.reservations.force_after.as_millis())
+                .unwrap_or(i64::MAX),
+        };
+        self.store().force_release(me, &force).await
+    }
+
+    /// The live reservations (with `all`, every one, released and expired too), oldest
+    /// first, at most `limit`; `holder` narrows them to one holder's.
+    pub async fn reservations(
+        &self,
+        all: bool,
+        holder: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<Vec<Reservation>> {
+        self.store()
+            .reservations(&ReservationQuery {
+                holder: holder.map(str::to_owned),
+                live_at: (!all).then(|| self.now()),
+                limit: Some(limit.unwrap_or(RESERVATIONS_PAGE)),
+                ..ReservationQuery::default()
+            })
+            .await
+    }
+
+    /// What of `paths` (files relative to the checkout) others hold exclusively now:
+    /// what the git guard refuses a commit for. `me` is who commits (`None`: no one
+    /// registered, so every holder is another).
+    pub async fn held_by_others(&self, me: Option<&str>, paths: &[String]) -> Result<Vec<Held>> {
+        let paths: BTreeSet<String> = paths
+            .iter()
+            .map(|p| p.trim_matches('/').to_owned())
+            .filter(|p| !p.is_empty())
+            .collect();
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        let candidates = self
+            .store()
+            .reservations(&ReservationQuery {
+                live_at: Some(now),
+                near: Some(paths.iter().cloned().collect()),
+                ..ReservationQuery::default()
+            })
+            .await?;
+        let others: Vec<(Reservation, reservation::Matcher)> = candidates
+            .into_iter()
+            .filter(|r| r.exclusive && Some(r.holder.as_str()) != me)
+            .map(|r| {
+                let matcher = r.path.matcher();
+                (r, matcher)
+            })
+            .collect();
+        let mut held = Vec::new();
+        for path in &paths {
+            if let Some((r, _)) = others.iter().find(|(_, m)| m.covers(path)) {
+                held.push(Held {
+                    path: path.clone(),
+                    reservation: r.clone(),
+                });
+            }
+        }
+        Ok(held)
+    }
+
+    /// Records that `commit` touched `held` paths past the git guard, as `actor`.
+    pub async fn record_bypass(&self, actor: &str, commit: &str, held: &[Held]) -> Result<i64> {
+        let paths: Vec<String> = held.iter().map(|h| h.path.clone()).collect();
+        let mut ids: Vec<String> = held.iter().map(|h| h.reservation.id.clone()).collect();
+        ids.dedup();
+        let event = self
+            .store()
+            .record_bypass(actor, commit, &paths, &ids)
+            .await?;
+        Ok(event.seq)
+    }
+}
