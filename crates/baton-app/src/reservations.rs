@@ -97,13 +97,11 @@ impl App {
         self.store().release(me, &what).await
     }
 
-    /// Force-releases reservation `id` (or its unique prefix) as `me`, an owner (or, with
-    /// `admin`, anyone the key makes an administrator), once its holder has been quiet
-    /// for `reservations.force_after`; the holder is told `reason`.
+    /// Force-releases reservation `id` (or its unique prefix) as `me`, an owner, once its
+    /// holder has been quiet for `reservations.force_after`; the holder is told `reason`.
     pub async fn force_release(
         &self,
         me: &Passname,
-        admin: bool,
         id: &str,
         reason: &str,
     ) -> Result<Reservation> {
@@ -111,7 +109,6 @@ impl App {
         let force = Force {
             id,
             reason: reason.to_owned(),
-            admin,
             quiet_ms: i64::try_from(self.settings.reservations.force_after.as_millis())
                 .unwrap_or(i64::MAX),
         };

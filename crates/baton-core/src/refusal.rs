@@ -715,9 +715,7 @@ pub enum Refusal {
         holder: String,
         hold: crate::reservation::Hold,
     },
-    #[error(
-        "{actor} ({role}) may not force-release reservation {id}: only an owner or an admin may"
-    )]
+    #[error("{actor} ({role}) may not force-release reservation {id}: only an owner may")]
     ForceRelease {
         actor: Passname,
         role: String,

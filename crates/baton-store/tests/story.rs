@@ -4997,7 +4997,7 @@ async fn an_accepted_order_holds_its_scope_for_its_worker_until_it_ends(store: &
     assert_eq!(live(store, None, now_ms()).await, ["exec-1 src/**"]);
 }
 
-/// Story: a force-release takes an owner (or an admin), a reason and a holder whose runs
+/// Story: a force-release takes an owner, a reason and a holder whose runs
 /// have gone quiet; the holder is told why in its inbox, in the same transaction.
 async fn a_quiet_holders_reservation_is_force_released_and_the_holder_told(store: &dyn Store) {
     use baton_store::Force;
@@ -5010,18 +5010,13 @@ async fn a_quiet_holders_reservation_is_force_released_and_the_holder_told(store
         .reserve(&name("exec-1"), &ask(&["src/**"], true, 600_000))
         .await
         .unwrap();
-    let force = |quiet_ms: Millis, admin: bool| Force {
+    let force = |quiet_ms: Millis| Force {
         id: made[0].id.clone(),
         reason: "exec-1 crashed".into(),
-        admin,
         quiet_ms,
     };
     assert_variant!(
-        refused(
-            store,
-            store.force_release(&name("planner"), &force(0, false))
-        )
-        .await,
+        refused(store, store.force_release(&name("planner"), &force(0))).await,
         StoreError::Refused(Refusal::ForceRelease { .. })
     );
     // Its run is alive: not quiet for an hour.
@@ -5033,11 +5028,7 @@ async fn a_quiet_holders_reservation_is_force_released_and_the_holder_told(store
         .await
         .unwrap();
     assert_variant!(
-        refused(
-            store,
-            store.force_release(&name("boss"), &force(3_600_000, false))
-        )
-        .await,
+        refused(store, store.force_release(&name("boss"), &force(3_600_000))).await,
         StoreError::Refused(Refusal::Unreleased {
             hold: baton_core::reservation::Hold::Active { .. },
             ..
@@ -5048,13 +5039,10 @@ async fn a_quiet_holders_reservation_is_force_released_and_the_holder_told(store
         .await
         .unwrap()
         .len();
-    // Quiet for as long as asked (none), by an admin who is no owner.
-    let released = store
-        .force_release(&name("planner"), &force(0, true))
-        .await
-        .unwrap();
+    // Quiet for as long as asked (none).
+    let released = store.force_release(&name("boss"), &force(0)).await.unwrap();
     assert_eq!(released.forced.as_deref(), Some("exec-1 crashed"));
-    assert_eq!(released.released_by.as_deref(), Some("planner"));
+    assert_eq!(released.released_by.as_deref(), Some("boss"));
     let inbox = store
         .inbox(&name("exec-1"), false, &Window::EVERYTHING)
         .await

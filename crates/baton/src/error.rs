@@ -219,7 +219,6 @@ pub fn flag(field: Field) -> &'static str {
         Field::Actor => "--as",
         Field::Cursor => "--cursor",
         Field::Policy => "--may, --topics or --default",
-        Field::Ttl => "--ttl",
         // Positional arguments: named by what they are.
         other => other.noun(),
     }
@@ -432,7 +431,14 @@ pub fn refusal(r: &Refusal) -> String {
             field: Field::Document,
             ..
         } => format!("the order's x-baton.scope.allowed: {r}"),
-        Refusal::ReservationInput { field, .. } => format!("{}: {r}", flag(*field)),
+        Refusal::ReservationInput {
+            field: Field::Ttl,
+            value,
+            problem,
+        } => format!("--ttl {value} is refused: {problem}"),
+        Refusal::ReservationInput { value, problem, .. } => {
+            format!("GLOB {value:?} is refused: {problem}")
+        }
         Refusal::NotReleased { .. } => format!("{r} (see `baton reservations`)"),
         Refusal::Unreleased {
             id,

@@ -438,25 +438,16 @@ fn a_force_release_takes_an_owner_a_reason_and_a_quiet_holder() {
     let quiet = 600_000;
     let now = 5_000_000;
     assert!(matches!(
-        plan_force(
-            &member("executor"),
-            false,
-            &target,
-            None,
-            quiet,
-            "stale",
-            now
-        ),
+        plan_force(&member("executor"), &target, None, quiet, "stale", now),
         Err(Refusal::ForceRelease { .. })
     ));
     assert!(matches!(
-        plan_force(&member("owner"), false, &target, None, quiet, " ", now),
+        plan_force(&member("owner"), &target, None, quiet, " ", now),
         Err(Refusal::Missing(Field::Reason))
     ));
     assert!(matches!(
         plan_force(
             &member("owner"),
-            false,
             &target,
             Some(now - 1000),
             quiet,
@@ -468,12 +459,9 @@ fn a_force_release_takes_an_owner_a_reason_and_a_quiet_holder() {
             ..
         })
     ));
-    for (who, admin, active) in [
-        ("owner", false, Some(now - quiet)),
-        ("executor", true, None),
-    ] {
+    for active in [Some(now - quiet), None] {
         assert_eq!(
-            plan_force(&member(who), admin, &target, active, quiet, "stale", now).unwrap(),
+            plan_force(&member("owner"), &target, active, quiet, "stale", now).unwrap(),
             ReservationChange::Released {
                 id: "rsv_a".into(),
                 forced: Some("stale".into())

@@ -97,13 +97,11 @@ pub async fn release<B: Backend + ?Sized>(
     Ok(released)
 }
 
-/// A force-release: which reservation, why, whether the caller acts as an admin, and how
-/// long its holder must have been quiet.
+/// A force-release: which reservation, why, and how long its holder must have been quiet.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Force {
     pub id: String,
     pub reason: String,
-    pub admin: bool,
     pub quiet_ms: Millis,
 }
 
@@ -127,15 +125,8 @@ pub async fn force_release<B: Backend + ?Sized>(
         .pop()
         .ok_or_else(|| Refusal::not_found(Record::Reservation, &force.id))?;
     let active_at = tx.activity(target.holder.as_str()).await?;
-    let change = reservation::plan_force(
-        &me,
-        force.admin,
-        &target,
-        active_at,
-        force.quiet_ms,
-        &force.reason,
-        at,
-    )?;
+    let change =
+        reservation::plan_force(&me, &target, active_at, force.quiet_ms, &force.reason, at)?;
     let mut released = append_all(tx.as_mut(), actor.as_str(), vec![change], at).await?;
     if target.holder != *actor {
         let notice = reservation::forced_notice(&target, actor.as_str(), force.reason.trim());

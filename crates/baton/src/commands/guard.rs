@@ -277,7 +277,10 @@ pub async fn run(g: &GlobalArgs, args: GuardArgs) -> CommandResult<Output> {
                 Output::nothing().with_note(human)
             })
         }
-        Err(e) if hook == Hook::PostCommit || !fails_closed(g) => {
+        // After the commit there is nothing to hold back: the pre-commit check said
+        // what it could not read (`--no-verify` asked for no check).
+        Err(_) if hook == Hook::PostCommit => Ok(Output::nothing()),
+        Err(e) if !fails_closed(g) => {
             let first = e.message.lines().next().unwrap_or("").to_owned();
             Ok(Output::nothing().with_note(format!(
                 "baton guard: could not read the reservations ({first}); the {} check was \
@@ -308,8 +311,7 @@ fn refusal(hook: Hook, doc: &GuardChecked) -> String {
     } else {
         "this commit"
     };
-    let mut out =
-        format!("baton guard: {what} touches paths another participant holds exclusively:");
+    let mut out = format!("{what} touches paths another participant holds exclusively:");
     for held in &doc.held {
         let r = &held.reservation;
         let until = match (&r.expires_at, &r.order) {
@@ -335,8 +337,7 @@ fn refusal(hook: Hook, doc: &GuardChecked) -> String {
         "\nTo resolve: leave those paths out of the commit (git restore --staged PATH), ask {} \
          to release them (`baton release {}`) or wait until they lapse; an owner may \
          force-release a holder gone quiet (`baton release --force {} --reason TEXT`). \
-         Commit as the holder with BATON_AS=NAME. `git {} --no-verify` skips this check and \
-         Baton records the commit.",
+         `git {} --no-verify` skips this check, and Baton records the commit.",
         first.holder,
         first.id,
         first.id,

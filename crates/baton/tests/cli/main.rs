@@ -32,5 +32,6 @@ mod readme;
 mod real_agents;
 mod remote;
 mod replicas;
+mod reservations;
 mod review;
 mod server;
