@@ -229,6 +229,28 @@
     );
   }
 
+  // Paths held now (`baton reserve`, and accepted orders' scopes): shown only while there are some.
+  function reservations(s) {
+    const held = s.reservations || { items: [], more: false };
+    $("reservations-section").hidden = held.items.length === 0;
+    const rows = held.items.map((r) =>
+      el(
+        "tr",
+        { "data-reservation": r.id },
+        cell("path", r.path, "id"),
+        cell("holder", r.holder),
+        cell("mode", r.mode),
+        cell("until", r.order ? `order ${r.order} ends` : r.expires_at),
+        cell("reason", r.reason || (r.order ? `order ${r.order}` : null)),
+      ),
+    );
+    replace(
+      "reservations",
+      table([["glob"], ["holder"], ["mode"], ["until"], ["reason"]], rows),
+      held.more ? nothing("More are held: baton reservations") : null,
+    );
+  }
+
   function metric(name, label, value, note) {
     return el("div", { class: "metric", "data-metric": name }, el("b", null, value), el("span", null, label), note ? el("small", null, note) : null);
   }
@@ -317,6 +339,7 @@
     orders(s);
     alerts(s);
     reviews(s);
+    reservations(s);
     metrics(s);
     charts(s);
     $("board").hidden = false;

@@ -1907,6 +1907,9 @@ pub struct Status {
     /// round of the same number concludes.
     #[serde(default)]
     pub reviews: Vec<ReviewInFlight>,
+    /// The paths held now, oldest first (at most 50; `more` says there are others).
+    #[serde(default)]
+    pub reservations: Reservations,
     pub metrics: StatusMetrics,
     pub trends: Trends,
 }

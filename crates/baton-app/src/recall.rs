@@ -176,6 +176,7 @@ pub(crate) async fn resume(
         .map(|(n, f)| note_line(n, f))
         .collect();
     let live: Vec<String> = live.iter().map(live_line).collect();
+    let reserved = crate::reservations::packet_lines(store, me, now).await?;
     let longer = |part: &Part| (part.limit < whole).then(|| (part.limit * GROWTH).min(whole));
     loop {
         let sections = sections(
@@ -186,6 +187,7 @@ pub(crate) async fn resume(
             &state,
             &awaiting,
             &stale,
+            &reserved,
         );
         let packet = packet::render(&header, &sections, max_bytes);
         let short: Vec<&str> = packet
@@ -341,6 +343,7 @@ fn sections(
     state: &StateDigest,
     awaiting: &[String],
     stale: &[String],
+    (hold, blocked): &(Vec<String>, Vec<String>),
 ) -> Vec<Section> {
     vec![
         Section {
@@ -389,6 +392,13 @@ fn sections(
             "My sessions and runs not ended",
             live.to_vec(),
             "baton runs",
+            None,
+        ),
+        Section::of("Paths I hold", hold.clone(), "baton reservations", None),
+        Section::of(
+            "Blocked by others' reservations",
+            blocked.clone(),
+            "baton reservations",
             None,
         ),
         Section::of(

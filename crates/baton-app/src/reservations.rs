@@ -6,10 +6,13 @@
 
 use std::collections::BTreeSet;
 
+use baton_core::order::OrderStatus;
 use baton_core::reservation::{self, Ask, PathGlob, Problem, Release, Reservation};
-use baton_core::{Field, Passname, Record, Refusal};
+use baton_core::time::rfc3339;
+use baton_core::{Field, Millis, Passname, Record, Refusal};
 use baton_store::{Force, ReservationQuery};
 
+use crate::doc::{ReservationRow, Reservations};
 use crate::host::PathProblem;
 use crate::settings::Reservations as Limits;
 use crate::{App, Result};
@@ -17,11 +20,89 @@ use crate::{App, Result};
 /// The most reservations a list answers unless asked for fewer.
 pub const RESERVATIONS_PAGE: u32 = 200;
 
+/// The most reservations the status lists.
+pub const STATUS_RESERVATIONS: usize = 50;
+
 /// A staged path and the live reservation of another that holds it exclusively.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Held {
     pub path: String,
     pub reservation: Reservation,
+}
+
+/// How many orders offered to a participant the resume packet looks at for paths
+/// another holds.
+const OFFERS_EXAMINED: usize = 20;
+
+/// The resume packet's two reservation lists for `me`: the paths it holds, and the paths
+/// of orders offered to it that another holds (what its acceptance would be refused for).
+pub(crate) async fn packet_lines(
+    store: &dyn baton_store::Store,
+    me: &Passname,
+    now: Millis,
+) -> Result<(Vec<String>, Vec<String>)> {
+    let until = |r: &Reservation| match (&r.order, r.expires_at) {
+        (Some(order), _) => format!("until order {order} ends"),
+        (None, Some(at)) => format!("until {}", rfc3339(at)),
+        (None, None) => String::new(),
+    };
+    let mine = store
+        .reservations(&ReservationQuery {
+            holder: Some(me.to_string()),
+            live_at: Some(now),
+            limit: Some(RESERVATIONS_PAGE),
+            ..ReservationQuery::default()
+        })
+        .await?;
+    let hold = mine
+        .iter()
+        .map(|r| {
+            let mode = if r.exclusive { "exclusive" } else { "shared" };
+            let why = match (&r.order, r.reason.is_empty()) {
+                (Some(order), _) => format!(", for order {order}"),
+                (None, false) => format!(": {}", r.reason),
+                (None, true) => String::new(),
+            };
+            format!("{} ({mode}, {}) {}{why}", r.path, r.id, until(r))
+        })
+        .collect();
+    let offered = store
+        .orders(&baton_store::OrderQuery {
+            party: Some(me.to_string()),
+            ..baton_store::OrderQuery::default()
+        })
+        .await?;
+    let mut blocked = Vec::new();
+    for order in offered
+        .iter()
+        .filter(|o| o.to == me.as_str() && o.status_at(now) == OrderStatus::Offered)
+        .take(OFFERS_EXAMINED)
+    {
+        let Some((_, payload)) = store.message(&order.message).await? else {
+            continue;
+        };
+        let globs =
+            reservation::scope_globs(&serde_json::Value::Object(payload)).unwrap_or_default();
+        if globs.is_empty() {
+            continue;
+        }
+        let near = store
+            .reservations(&ReservationQuery::near_globs(&globs, now))
+            .await?;
+        for glob in &globs {
+            for r in near.iter().filter(|r| r.blocks(me, glob, true, now)) {
+                blocked.push(format!(
+                    "order {} needs {glob}: {} holds {} ({}, {})",
+                    order.id,
+                    r.holder,
+                    r.path,
+                    r.id,
+                    until(r)
+                ));
+            }
+        }
+    }
+    Ok((hold, blocked))
 }
 
 impl App {
@@ -131,6 +212,25 @@ impl App {
                 ..ReservationQuery::default()
             })
             .await
+    }
+
+    /// The live reservations at `now`, the first [`STATUS_RESERVATIONS`] of them: what
+    /// the status (and the board) shows.
+    pub(crate) async fn held_now(&self, now: Millis) -> Result<Reservations> {
+        let mut found = self
+            .store()
+            .reservations(&ReservationQuery {
+                live_at: Some(now),
+                limit: Some(STATUS_RESERVATIONS as u32 + 1),
+                ..ReservationQuery::default()
+            })
+            .await?;
+        let more = found.len() > STATUS_RESERVATIONS;
+        found.truncate(STATUS_RESERVATIONS);
+        Ok(Reservations {
+            items: ReservationRow::rows(&found, now),
+            more,
+        })
     }
 
     /// What of `paths` (files relative to the checkout) others hold exclusively now:

@@ -262,6 +262,7 @@ impl App {
 
         let queue = Queue::new(&self.queue(None).await?).lanes;
         let alerts = self.alerts().await?;
+        let reservations = self.held_now(now).await?;
 
         let m = self.metrics().await?;
         let t = &m.tally;
@@ -304,6 +305,7 @@ impl App {
             queue,
             alerts,
             reviews,
+            reservations,
             metrics,
             trends,
         })

@@ -593,10 +593,8 @@ impl fmt::Display for Conflict {
             self.reservation
         )?;
         match (&self.order, self.expires_at) {
-            (Some(order), None) => write!(f, "until order {order} ends)"),
-            (Some(order), Some(e)) => {
-                write!(f, "until order {order} ends, at the latest {})", rfc3339(e))
-            }
+            // An order's ends with it, its deadline at the latest.
+            (Some(order), _) => write!(f, "until order {order} ends)"),
             (None, Some(e)) => write!(f, "until {})", rfc3339(e)),
             (None, None) => f.write_str("with no end)"),
         }

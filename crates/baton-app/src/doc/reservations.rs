@@ -72,7 +72,7 @@ pub struct Released {
 doc!(Released, "baton/release@1");
 
 /// Reservations, oldest first.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Reservations {
     pub items: Vec<ReservationRow>,
     /// More match than the list holds: ask with a larger `limit`.

@@ -314,9 +314,9 @@ fn refusal(hook: Hook, doc: &GuardChecked) -> String {
     let mut out = format!("{what} touches paths another participant holds exclusively:");
     for held in &doc.held {
         let r = &held.reservation;
-        let until = match (&r.expires_at, &r.order) {
-            (Some(at), _) => format!("until {at}"),
-            (None, Some(order)) => format!("until order {order} ends"),
+        let until = match (&r.order, &r.expires_at) {
+            (Some(order), _) => format!("until order {order} ends"),
+            (None, Some(at)) => format!("until {at}"),
             (None, None) => "with no end".to_owned(),
         };
         out.push_str(&format!(

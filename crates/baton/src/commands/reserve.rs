@@ -98,9 +98,9 @@ fn ttl_seconds(text: &str) -> CommandResult<i64> {
 }
 
 fn until(row: &ReservationRow) -> String {
-    match (&row.expires_at, &row.order) {
-        (Some(at), _) => at.clone(),
-        (None, Some(order)) => format!("order {order} ends"),
+    match (&row.order, &row.expires_at) {
+        (Some(order), _) => format!("order {order} ends"),
+        (None, Some(at)) => at.clone(),
         (None, None) => "-".to_owned(),
     }
 }

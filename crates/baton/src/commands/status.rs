@@ -15,7 +15,8 @@ use crate::output::{Output, table, visible};
 
 /// Show the project at a glance: runs with their health, idle time, progress and tokens;
 /// what each participant owes and waits on; orders by status with their held effects; the
-/// human queue; open alerts; and the handoff metrics (oldest open request first).
+/// human queue; open alerts; the paths reserved now; and the handoff metrics (oldest open
+/// request first).
 ///
 /// Runs and closed orders are those of the last hour. Unknown values read `-` (null in
 /// JSON). `--watch` redraws in place each time the log moves (and every few seconds, so
@@ -236,6 +237,33 @@ pub fn render(s: &Status) -> String {
                         r.started_at,
                         r.reviewers.join(" | ")
                     )),
+                    WIDTH - 2
+                )
+            ));
+        }
+    }
+
+    if !s.reservations.items.is_empty() {
+        let held = &s.reservations;
+        out.push_str(&format!(
+            "\nRESERVED PATHS ({}{})\n",
+            held.items.len(),
+            if held.more {
+                "+, see `baton reservations`"
+            } else {
+                ""
+            }
+        ));
+        for r in &held.items {
+            let until = match (&r.order, &r.expires_at) {
+                (Some(order), _) => format!("until order {order} ends"),
+                (None, Some(at)) => format!("until {at}"),
+                (None, None) => String::new(),
+            };
+            out.push_str(&format!(
+                "  {}\n",
+                fit(
+                    &one_line(&format!("{} {} {} {until}", r.path, r.holder, r.mode)),
                     WIDTH - 2
                 )
             ));

@@ -59,11 +59,11 @@ fn round(config: &Value) -> String {
 /// Every check of the round, as `round.mjs` prints it once passed.
 fn passed(stdout: &str, transport: &str) {
     for wanted in [
-        "lists the executor profile (13 tools",
-        "lists the planner profile (12 tools",
+        "lists the executor profile (15 tools",
+        "lists the planner profile (14 tools",
         "lists the reviewer profile (12 tools",
-        "lists the owner profile (12 tools",
-        "lists the all profile (22 tools",
+        "lists the owner profile (13 tools",
+        "lists the all profile (25 tools",
         "message round ok",
         "reviewer round ok",
         "order round ok",

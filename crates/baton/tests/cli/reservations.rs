@@ -657,3 +657,57 @@ fn the_git_guard_fails_open_with_a_warning_unless_configured_closed() {
         "#!/bin/sh\nexit 0\n"
     );
 }
+
+#[test]
+fn the_status_and_the_resume_packet_say_who_holds_what_and_which_offer_it_blocks() {
+    let p = team();
+    p.ok(
+        Some("impl-1"),
+        &["reserve", "src/**", "--reason", "the export refactor"],
+    );
+    // An order offered to impl-2 whose scope impl-1 holds, and one impl-2 accepts.
+    for (id, to) in [("wo_1", "impl-2"), ("wo_2", "impl-1")] {
+        let mut doc = crate::race::order(id);
+        doc["to"] = json!(to);
+        let file = p.path().join(format!("{id}.json"));
+        std::fs::write(&file, doc.to_string()).unwrap();
+        p.ok(
+            Some("planner"),
+            &["order", "create", file.to_str().unwrap()],
+        );
+    }
+    let out = p.run(Some("impl-2"), &["order", "accept", "wo_1"]);
+    assert_eq!(code(&out), 6, "accepting into held paths: {}", stderr(&out));
+    assert!(stderr(&out).contains("impl-1"), "{}", stderr(&out));
+    p.ok(Some("impl-1"), &["order", "accept", "wo_2"]);
+
+    let status = p.json(None, &["status"]);
+    let held: Vec<(&str, &str)> = status["reservations"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["path"].as_str().unwrap(), r["holder"].as_str().unwrap()))
+        .collect();
+    assert_eq!(held, [("src/**", "impl-1"), ("src/export.rs", "impl-1")]);
+    let text = p.ok(None, &["status"]);
+    assert!(
+        text.contains("RESERVED PATHS (2)") && text.contains("until order wo_2 ends"),
+        "{text}"
+    );
+
+    let mine = p.ok(Some("impl-1"), &["resume"]);
+    assert!(mine.contains("## Paths I hold"), "{mine}");
+    assert!(mine.contains("src/** (exclusive"), "{mine}");
+    assert!(mine.contains("the export refactor"), "{mine}");
+    assert!(mine.contains("for order wo_2"), "{mine}");
+    let theirs = p.ok(Some("impl-2"), &["resume"]);
+    assert!(
+        theirs.contains("## Blocked by others' reservations"),
+        "{theirs}"
+    );
+    assert!(
+        theirs.contains("order wo_1 needs src/export.rs: impl-1 holds src/**"),
+        "{theirs}"
+    );
+    assert!(!theirs.contains("## Paths I hold"), "{theirs}");
+}

@@ -31,15 +31,18 @@ TOOLS = {
     "inbox", "outbox", "show", "send", "reply", "ack", "complete", "hand_back",
     "archive", "search", "thread", "resume", "focus", "decide", "constrain", "note",
     "receipt_write", "receipt_wait", "order", "order_show", "need", "queue",
+    "reserve", "release", "reservations",
 }
 # The role profiles a write key gets over HTTP (as `baton mcp` gives them on stdio).
 PROFILES = {
     "executor": {
         "inbox", "show", "reply", "ack", "complete", "hand_back", "resume", "constrain",
-        "note", "receipt_write", "order", "order_show", "need",
+        "note", "receipt_write", "order", "order_show", "need", "reserve", "release",
     },
 }
-READ_ONLY = {"inbox", "outbox", "search", "thread", "resume", "order_show", "queue"}
+READ_ONLY = {
+    "inbox", "outbox", "search", "thread", "resume", "order_show", "queue", "reservations",
+}
 IDEMPOTENT = {
     "show", "ack", "complete", "hand_back", "archive", "focus", "receipt_write",
     "receipt_wait",
@@ -244,6 +247,19 @@ async def full_round(planner: Checked, executor: Checked) -> None:
     check("`limit`" in text, text)
     text = await planner.refused("hand_back", id=unseen, reason="not mine")
     check("as its sender you complete or archive" in text, text)
+
+    # Reservations: held before editing, refused in another's way, released.
+    held = await executor.ok("reserve", paths=["src/mcp/**"], reason="the export")
+    rid = held["items"][0]["id"]
+    check((held["items"][0]["holder"], held["items"][0]["status"]) == ("impl-1", "live"), held)
+    text = await planner.refused("reserve", paths=["src/mcp/x.rs"])
+    check("impl-1" in text and rid in text and "nothing was reserved" in text, text)
+    listed = await planner.ok("reservations")
+    check([r["id"] for r in listed["items"]] == [rid], listed)
+    released = await executor.ok("release", names=[rid])
+    check(released["items"][0]["status"] == "released", released)
+    text = await executor.refused("release")
+    check("holds no live reservation" in text, text)
 
 
 def order_doc(id: str) -> dict:
