@@ -26,7 +26,8 @@ use crate::commands::{
                   The key says who acts (--as is refused). Works there: inbox, outbox, send, show, thread, ack, \
                   complete, hand-back, refuse, archive, search, wait, focus, stream, decide, constrain, note, \
                   session end, state show, resume, alerts, receipt write|show|wait, queue, need, runs, agent, \
-                  key, security-events, order (approve only an order holding no staged effects). \
+                  key, security-events, reserve, release, reservations, guard, order (approve only an order holding no staged \
+                  effects). \
                   Needs the project here: \
                   init, project, mcp, gateway, serve, export, import, run, hook, reap, handoff, evidence, review, \
                   negotiate, record, check, demo, board, state render|import, receipt verify"

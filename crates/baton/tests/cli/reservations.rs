@@ -711,3 +711,63 @@ fn the_status_and_the_resume_packet_say_who_holds_what_and_which_offer_it_blocks
     );
     assert!(!theirs.contains("## Paths I hold"), "{theirs}");
 }
+
+#[test]
+fn the_command_line_over_a_server_reserves_and_words_a_conflict_as_it_does_here() {
+    use crate::server::{admin, serve};
+    let db = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", db.path().join("projects").display());
+    admin(&url, None, &["project", "add", "shop"]);
+    let token = |who: &str| {
+        admin(
+            &url,
+            Some("shop"),
+            &["agent", "add", who, "--role", "executor"],
+        );
+        admin(
+            &url,
+            Some("shop"),
+            &["key", "issue", who, "--scope", "write"],
+        )["token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (one, two) = (token("impl-1"), token("impl-2"));
+    let server = serve(&url);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let remote = |key: &str, args: &[&str]| {
+        Command::new(crate::common::baton_exe())
+            .current_dir(elsewhere.path())
+            .env_remove("BATON_PROJECT")
+            .env_remove("BATON_AS")
+            .env_remove("BATON_DB")
+            .env("BATON_URL", format!("{}/v1/projects/shop", server.base))
+            .env("BATON_KEY", key)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = remote(&one, &["--json", "reserve", "src/**", "--reason", "remote"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let made: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = made["items"][0]["id"].as_str().unwrap().to_owned();
+    let out = remote(&two, &["reserve", "src/lib.rs"]);
+    assert_eq!(code(&out), 6, "{}", stderr(&out));
+    for said in [
+        id.as_str(),
+        "impl-1",
+        "Run it again once that lapses",
+        "`baton reservations`",
+    ] {
+        assert!(stderr(&out).contains(said), "{said} in {}", stderr(&out));
+    }
+    let out = remote(&two, &["reserve", "../x"]);
+    assert_eq!(code(&out), 3);
+    assert!(stderr(&out).contains("GLOB \"../x\""), "{}", stderr(&out));
+    let out = remote(&one, &["release", "src/**"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = remote(&two, &["--json", "reservations", "--all"]);
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed["items"][0]["status"], "released", "{listed}");
+}
