@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 use crate::process::{Baton, Killed, XorShift, copy_dir, kill_loop};
 use crate::{Counter, Options, Tally, check};
 
+mod reservations;
+
 /// What a check found, each under the counter it goes in.
 type Findings = Vec<(Counter, String)>;
 
@@ -85,6 +87,20 @@ pub const SCENARIOS: &[Scenario] = &[
         script: IMPORT_LOOP,
         delay: None,
         check: check_import,
+    },
+    Scenario {
+        name: "reserve-release",
+        prepare: team,
+        script: reservations::RESERVE_LOOP,
+        delay: Some((20, 2500)),
+        check: reservations::check_reserve,
+    },
+    Scenario {
+        name: "guard-record",
+        prepare: reservations::guarded,
+        script: reservations::BYPASS_LOOP,
+        delay: Some((20, 2500)),
+        check: reservations::check_bypass,
     },
 ];
 

@@ -270,11 +270,13 @@ pub async fn run(g: &GlobalArgs, args: GuardArgs) -> CommandResult<Output> {
                 ),
                 None => String::new(),
             };
-            // After the commit: nothing on stdout, a word on stderr, never a failure.
+            // After the commit: the record as --json prints it, a word on stderr, never a
+            // failure.
+            let out = Output::of(&recorded, String::new());
             Ok(if human.is_empty() {
-                Output::nothing()
+                out
             } else {
-                Output::nothing().with_note(human)
+                out.with_note(human)
             })
         }
         // After the commit there is nothing to hold back: the pre-commit check said
