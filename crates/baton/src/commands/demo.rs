@@ -1,6 +1,7 @@
 //! `baton demo`: the whole round on a throwaway project — a planner offers a Work Order, an
 //! executor launched through `baton run` does it (evidence, a receipt, a staged tool call
-//! through `baton gateway`) and reports, a reviewer process approves, the owner approves
+//! through `baton gateway`) and reports, a second executor's reservation in the first's
+//! paths is refused until the order ends, a reviewer process approves, the owner approves
 //! and the held effect runs once, and two agents settle a disagreement by negotiation.
 //! Every step is this same binary run as a separate process, so what it prints is what an
 //! agent would see. The cast the demo needs and no one else does (the executor, the
@@ -28,7 +29,9 @@ use crate::project::DIR;
 /// A planner offers a Work Order with Baton's contract (`handoff new`, one tool staged);
 /// an executor started through `baton run` accepts it, records evidence with `baton
 /// evidence run`, writes a receipt, calls the staged tool through `baton gateway` (held,
-/// not run) and reports with the held effect; a reviewer process reads the review packet
+/// not run) and reports with the held effect; a second executor's `baton reserve` of a path
+/// in the order's scope is refused (exit 6) while the first holds it, and taken once the
+/// order ends; a reviewer process reads the review packet
 /// and approves (`baton review`); the owner approves and the effect runs once; two agents
 /// settle a disagreement with `baton negotiate`; the planner's resume packet ends it.
 /// Each step is a real `baton` process; the project needs git on PATH.
@@ -66,6 +69,10 @@ pub enum DemoPart {
 /// The participants: the planner offers the order and, as the order's owner, approves it.
 const PLANNER: &str = "planner";
 const EXECUTOR: &str = "executor";
+/// A second executor, working beside the first in the same repository.
+const EXECUTOR_2: &str = "executor-2";
+/// What the second executor wants to edit: under the order's scope (`notes/`).
+const NEXT_NOTES: &str = "notes/1.5.md";
 const REVIEWER: &str = "reviewer";
 /// The upstream server's name in the order's tool patterns.
 const SERVER: &str = "notes";
@@ -84,12 +91,15 @@ struct Expect {
     lines: usize,
     /// Where the output is saved, shown as `> FILE`.
     into: Option<&'static str>,
+    /// Show what it said on stderr too (a refusal the demo means to show).
+    stderr: bool,
 }
 
 const OK: Expect = Expect {
     code: 0,
     lines: 12,
     into: None,
+    stderr: false,
 };
 
 struct Demo {
@@ -207,6 +217,12 @@ impl Demo {
         if hidden > 0 && expect.into.is_none() {
             self.say(&format!("  … {hidden} more lines (all of them in --json)"));
             said = true;
+        }
+        if expect.stderr {
+            for line in stderr.lines() {
+                self.say(&format!("  {line}"));
+                said = true;
+            }
         }
         if expect.code != 0 && status.code() == Some(expect.code) {
             self.say(&format!("  (exit {}, as expected)", expect.code));
@@ -377,6 +393,7 @@ fn setup(d: &mut Demo) -> CommandResult<()> {
     d.baton(None, &["init"])?;
     d.baton(None, &["agent", "add", PLANNER, "--role", "owner"])?;
     d.baton(None, &["agent", "add", EXECUTOR, "--role", "executor"])?;
+    d.baton(None, &["agent", "add", EXECUTOR_2, "--role", "executor"])?;
     d.baton(None, &["agent", "add", REVIEWER, "--role", "reviewer"])?;
     d.baton(Some(PLANNER), &["focus", "set", "Ship release 1.4"])?;
     Ok(())
@@ -487,6 +504,23 @@ fn execute(d: &mut Demo, order: &str) -> CommandResult<()> {
         },
     )?;
     d.baton(None, &["runs", "--all"])?;
+    d.say("   A second executor works in the same repository. It wants to start the 1.5 notes,");
+    d.say("   but the first executor holds notes/ for its order until the order ends: Baton");
+    d.say("   refuses at once (exit 6), naming who holds it, so it reserves other paths instead.");
+    d.baton_expect(
+        Some(EXECUTOR_2),
+        &["reserve", NEXT_NOTES, "--reason", "draft the 1.5 notes"],
+        Expect {
+            code: 6,
+            stderr: true,
+            ..OK
+        },
+    )?;
+    d.baton(
+        Some(EXECUTOR_2),
+        &["reserve", "docs/", "--reason", "the CSV export guide"],
+    )?;
+    d.baton(None, &["reservations"])?;
     Ok(())
 }
 
@@ -524,6 +558,12 @@ fn approve(d: &mut Demo, order: &str, request: &str) -> CommandResult<usize> {
     }
     d.say("   The approval closed both ends of the order's request; the planner archives it:");
     d.baton(Some(PLANNER), &["archive", request])?;
+    d.say("   The order ended, and with it the executor's hold on notes/: the second executor");
+    d.say("   reserves its notes now.");
+    d.baton(
+        Some(EXECUTOR_2),
+        &["reserve", NEXT_NOTES, "--reason", "draft the 1.5 notes"],
+    )?;
     Ok(lines.len())
 }
 

@@ -78,6 +78,19 @@ fn the_demo_runs_a_whole_round_and_keeps_what_it_claims() {
     ] {
         assert!(text.contains(step), "`{step}` not printed:\n{text}");
     }
+    // A second executor's reservation in the order's scope was refused, naming who held
+    // it, and taken once the order ended.
+    let refused = text
+        .split("$ baton --as executor-2 reserve notes/1.5.md")
+        .nth(1)
+        .expect("the refused reservation is printed");
+    let refused = refused.split("\n$ ").next().unwrap();
+    assert!(
+        refused.contains("held exclusively by executor")
+            && refused.contains("until order wo_")
+            && refused.contains("(exit 6, as expected)"),
+        "{refused}"
+    );
     let order = text
         .split("order create order.json")
         .nth(1)
@@ -139,6 +152,19 @@ fn the_demo_runs_a_whole_round_and_keeps_what_it_claims() {
         .expect("the executor's run");
     assert_ne!(executor["id"], reviewer_run);
     assert!(runs.iter().any(|r| r["id"] == reviewer_run), "{runs:?}");
+
+    // The second executor holds the 1.5 notes now, and docs/ shared by no one else.
+    let held = kept(&dir, None, &["reservations"]);
+    let held: Vec<(&str, &str)> = held["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["holder"].as_str().unwrap(), r["path"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        held,
+        [("executor-2", "docs"), ("executor-2", "notes/1.5.md")]
+    );
 
     // The negotiation settled, and the receipt still matches its file.
     let negotiation = kept(&dir, None, &["negotiate", "show", "notes-format"]);
