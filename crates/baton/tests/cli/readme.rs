@@ -25,6 +25,18 @@ const MARK: &str = "<!-- not run: ";
 /// test: editing a step means editing what is checked after it.
 const CLAIMS: &[(&str, &str)] = &[
     (
+        r#"BATON_AS=impl-2 baton reserve src/export/csv.rs"#,
+        r#"exits 6 baton --as impl-2 reserve src/export/csv.rs && baton --json reservations | json '[(r["holder"], r["path"]) for r in d["items"]] == [("impl-1", "src/export/**")]'"#,
+    ),
+    (
+        r#"BATON_AS=impl-3 git commit"#,
+        r#"test "$(git log -1 --format=%s)" != 'Speed up the export' && git diff --cached --name-only | grep -qx src/export/csv.rs"#,
+    ),
+    (
+        r#"BATON_AS=impl-1 baton release 'src/export/**'"#,
+        r#"baton --json reservations | json 'sorted(r["holder"] for r in d["items"]) == ["impl-2", "impl-3"]' && exits 4 baton --as impl-1 release"#,
+    ),
+    (
         r#"cd my-repo && baton init"#,
         r#"test -f .baton/baton.db && test -f .baton/config.toml"#,
     ),
