@@ -179,7 +179,7 @@ pub(crate) async fn resume(
     let reserved = crate::reservations::packet_lines(store, me, now).await?;
     let longer = |part: &Part| (part.limit < whole).then(|| (part.limit * GROWTH).min(whole));
     loop {
-        let sections = sections(
+        let mut sections = sections(
             &owed,
             stops.clone(),
             &waiting,
@@ -187,8 +187,8 @@ pub(crate) async fn resume(
             &state,
             &awaiting,
             &stale,
-            &reserved,
         );
+        crate::reservations::packet_sections(&mut sections, &reserved);
         let packet = packet::render(&header, &sections, max_bytes);
         let short: Vec<&str> = packet
             .read_short(&sections)
@@ -343,7 +343,6 @@ fn sections(
     state: &StateDigest,
     awaiting: &[String],
     stale: &[String],
-    (hold, blocked): &(Vec<String>, Vec<String>),
 ) -> Vec<Section> {
     vec![
         Section {
@@ -392,13 +391,6 @@ fn sections(
             "My sessions and runs not ended",
             live.to_vec(),
             "baton runs",
-            None,
-        ),
-        Section::of("Paths I hold", hold.clone(), "baton reservations", None),
-        Section::of(
-            "Blocked by others' reservations",
-            blocked.clone(),
-            "baton reservations",
             None,
         ),
         Section::of(

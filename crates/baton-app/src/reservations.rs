@@ -105,6 +105,31 @@ pub(crate) async fn packet_lines(
     Ok((hold, blocked))
 }
 
+/// Adds the packet's two reservation sections — the paths its reader holds, and the offers
+/// others' reservations block — after its sessions and runs (each hidden when empty).
+pub(crate) fn packet_sections(
+    sections: &mut Vec<baton_core::packet::Section>,
+    (hold, blocked): &(Vec<String>, Vec<String>),
+) {
+    use baton_core::packet::Section;
+    let at = sections
+        .iter()
+        .position(|s| s.title == "My sessions and runs not ended")
+        .map_or(sections.len(), |i| i + 1);
+    sections.splice(
+        at..at,
+        [
+            Section::of("Paths I hold", hold.clone(), "baton reservations", None),
+            Section::of(
+                "Blocked by others' reservations",
+                blocked.clone(),
+                "baton reservations",
+                None,
+            ),
+        ],
+    );
+}
+
 impl App {
     /// Reserves `paths` for `me` (renewing those it holds), exclusively unless `shared`,
     /// for `ttl_seconds` (the project's default when absent).

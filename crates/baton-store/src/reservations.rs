@@ -112,6 +112,6 @@ mod tests {
         assert_eq!(near(&["src".into(), String::new()]), None);
         let (from, to) = under_bounds("src");
         assert!(from.as_str() <= "src/a" && "src/zzz/y" < to.as_str());
-        assert!(!("src0" < to.as_str()) && "srca" > to.as_str());
+        assert!("src0" >= to.as_str() && "srca" > to.as_str());
     }
 }
