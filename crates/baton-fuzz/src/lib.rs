@@ -17,7 +17,7 @@ use baton_core::{gate, json, portable, statefile};
 pub type Target = fn(&[u8]);
 
 /// Every target, by the name of its corpus directory.
-pub const TARGETS: [(&str, Target); 8] = [
+pub const TARGETS: [(&str, Target); 9] = [
     ("payload", payload),
     ("http_body", http_body),
     ("mcp_frame", mcp_frame),
@@ -26,6 +26,7 @@ pub const TARGETS: [(&str, Target); 8] = [
     ("statefile", state_file),
     ("import_line", import_line),
     ("negotiation", negotiation),
+    ("glob", glob),
 ];
 
 fn text(data: &[u8]) -> Option<&str> {
@@ -87,6 +88,33 @@ pub fn state_file(data: &[u8]) {
 pub fn import_line(data: &[u8]) {
     if let Some(raw) = text(data) {
         let _ = portable::parse_line(1, raw);
+    }
+}
+
+/// Two reservation globs and a path, a line each: an accepted glob reads back as itself,
+/// overlap is symmetric, and two globs that both cover the path overlap (a conflict is
+/// never missed).
+pub fn glob(data: &[u8]) {
+    use baton_core::reservation::PathGlob;
+    let Some(raw) = text(data) else { return };
+    let mut lines = raw.lines();
+    let globs: Vec<PathGlob> = lines
+        .by_ref()
+        .take(2)
+        .filter_map(|l| PathGlob::new(l).ok())
+        .collect();
+    for g in &globs {
+        let again = PathGlob::new(g.as_str()).expect("an accepted glob's own text is accepted");
+        assert_eq!(&again, g);
+    }
+    if let [a, b] = &globs[..] {
+        assert_eq!(a.overlaps(b), b.overlaps(a), "{a} ~ {b}");
+        if let Some(path) = lines.next()
+            && a.covers(path)
+            && b.covers(path)
+        {
+            assert!(a.overlaps(b), "{a} and {b} both cover {path}");
+        }
     }
 }
 
