@@ -33,7 +33,7 @@ pub const MAX_GLOBS: usize = 64;
 /// Longest reason accepted, in characters.
 pub const MAX_REASON_CHARS: usize = 500;
 /// The prefix of every reservation id.
-pub const ID_PREFIX: &str = "rsv_";
+pub const ID_PREFIX: &str = "rsv-";
 
 /// Why a glob or a TTL was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -4761,7 +4761,7 @@ async fn reservations_are_held_renewed_released_and_refused_in_the_way(store: &d
         .expect("a reservation");
     assert_eq!(made.len(), 1);
     let first = made[0].clone();
-    assert!(first.id.starts_with("rsv_"), "{first:?}");
+    assert!(first.id.starts_with("rsv-"), "{first:?}");
     assert_eq!(first.expires_at, Some(first.reserved_at + 60_000));
     assert!(first.exclusive && first.order.is_none());
 

@@ -51,8 +51,8 @@ pub struct ReserveArgs {
 #[derive(Args, Debug)]
 #[command(
     after_help = "Examples:\n  baton --as impl-1 release\n  baton --as impl-1 release 'src/billing/**'\n  \
-                  baton --as impl-1 release rsv_01jd8x...\n  \
-                  baton --as owner release --force rsv_01jd8x... --reason 'impl-1 crashed an hour ago'"
+                  baton --as impl-1 release rsv-01jd8x...\n  \
+                  baton --as owner release --force rsv-01jd8x... --reason 'impl-1 crashed an hour ago'"
 )]
 pub struct ReleaseArgs {
     /// Reservation ids (or unique prefixes) and globs.
