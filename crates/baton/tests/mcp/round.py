@@ -246,47 +246,24 @@ async def full_round(planner: Checked, executor: Checked) -> None:
     check("as its sender you complete or archive" in text, text)
 
 
+# The shared Work Order and Work Report every test reads (`baton-core/tests/fixtures`).
+FIXTURES = Path(__file__).resolve().parents[3] / "baton-core" / "tests" / "fixtures"
+
+
 def order_doc(id: str) -> dict:
     """A Work Order from the planner to impl-1 that passes every rule, the `x-baton`
     contract included (the project requires it by default)."""
-    return {
-        "spec": "awl/work-order@0.1", "id": id, "created_at": "2025-01-01T00:00:00Z",
-        "from": "planner", "to": "impl-1", "escalate_to": "planner",
-        "goal": "Keep the filters in the CSV export",
-        "criteria": [{"id": "c1", "text": "Filtered rows only"}],
-        "budget": {"usd": 2, "tool_calls": 20},
-        "deadline": "2999-01-01T00:00:00Z",
-        "tools": ["repo/*"],
-        "x-baton": {
-            "context": {"repository": "git@example.org:acme/shop.git", "base_revision": "abc123",
-                        "reproduction": "export with a filter", "expected": "only filtered rows"},
-            "scope": {"allowed": ["src/export.rs"], "excluded": ["migrations"]},
-            "execution": {"test_command": "sh -c true"},
-            "acceptance": {"owner": "planner"},
-            "stop_when": ["the fixture is missing"],
-            "decision": {"resume_at": "run the export test with a filter"},
-        },
-    }
+    order = json.loads((FIXTURES / "work-order.json").read_text())
+    order["id"] = id
+    order["escalate_to"] = "planner"
+    return order
 
 
 def report_doc(order_id: str) -> dict:
     """A `done` report by impl-1 on `order_id`, with its evidence."""
-    return {
-        "spec": "awl/work-report@0.1", "order_id": order_id, "from": "impl-1", "status": "done",
-        "result": {"summary": "Filters kept"},
-        "evidence": [{"criterion": "c1", "type": "note", "note": "tested with a filter"}],
-        "cost": {"usd": 1, "tool_calls": 3},
-        "finished_at": "2025-01-01T01:00:00Z",
-        "tools_used": ["repo/read"],
-        "x-baton": {"evidence": {
-            "before": {"command": "sh -c true", "exit_code": 1, "output": "2 rows",
-                       "base_revision": "abc123"},
-            "change": [{"file": "src/export.rs", "reason": "apply the filters"}],
-            "after": {"command": "sh -c true", "exit_code": 0, "output": "1 row"},
-            "uncertainty": {"none": True},
-            "review": {"commit": "def456", "acceptance_owner": "planner"},
-        }},
-    }
+    report = json.loads((FIXTURES / "work-report.json").read_text())
+    report["order_id"] = order_id
+    return report
 
 
 async def order_round(planner: Checked, executor: Checked, cli: Cli) -> None:
