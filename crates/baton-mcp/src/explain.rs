@@ -4,7 +4,7 @@
 //! command line, marked (CLI).
 
 use baton_app::ops::hints::{self, Next, Spell};
-use baton_core::{Field, Refusal};
+use baton_core::Refusal;
 use baton_store::StoreError;
 
 use crate::profile::Profile;
@@ -14,26 +14,8 @@ struct Tools<'a> {
     has: &'a dyn Fn(&str) -> bool,
 }
 
+/// Fields and arguments by their names, as the tools take them.
 impl Spell for Tools<'_> {
-    fn field(&self, field: Field) -> String {
-        format!("`{}`", field.name())
-    }
-
-    fn input(&self, name: &'static str) -> String {
-        format!("`{name}`")
-    }
-
-    fn id(&self) -> String {
-        "`id`".to_owned()
-    }
-
-    fn at(&self, field: Field, path: &str) -> String {
-        match path {
-            "/" | "" => format!("`{}`", field.name()),
-            path => format!("`{}{path}`", field.name()),
-        }
-    }
-
     fn run(&self, next: &Next) -> Option<String> {
         let tool = next.op.tool.filter(|t| (self.has)(t))?;
         Some(format!("`{tool}`"))
@@ -102,7 +84,7 @@ mod tests {
     use baton_core::DeliveryAction as D;
     use baton_core::order::OrderAction;
     use baton_core::refusal::{Action, Blocker, MayAct};
-    use baton_core::{InvalidTransition, Record};
+    use baton_core::{Field, InvalidTransition, Record};
 
     use super::*;
 

@@ -8,7 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use baton_app::ops::Method;
 use baton_app::ops::hints::{self, Arg, Next, Spell};
-use baton_core::{Field, Refusal, RefusalKind};
+use baton_core::{Refusal, RefusalKind};
 use baton_store::StoreError;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -96,23 +96,8 @@ pub fn status(kind: RefusalKind) -> StatusCode {
 /// no route is named as its command line, marked (CLI).
 struct Routes;
 
+/// Fields by their JSON names.
 impl Spell for Routes {
-    fn field(&self, field: Field) -> String {
-        format!("`{}`", field.name())
-    }
-
-    fn input(&self, name: &'static str) -> String {
-        format!("`{name}`")
-    }
-
-    fn id(&self) -> String {
-        "`id`".to_owned()
-    }
-
-    fn at(&self, field: Field, path: &str) -> String {
-        format!("`{}{path}`", field.name())
-    }
-
     fn run(&self, next: &Next) -> Option<String> {
         let route = next.op.typed?.route;
         let params: Vec<&str> = route.params().collect();

@@ -102,14 +102,27 @@ pub enum Arg {
     Fill(&'static str),
 }
 
-/// How an edge spells [`Words`].
+/// How an edge spells [`Words`]. A field is named as the operations' inputs name it
+/// (`` `reason` ``: a tool's argument, a JSON field) unless the edge says otherwise.
 pub trait Spell {
-    fn field(&self, field: Field) -> String;
+    fn field(&self, field: Field) -> String {
+        format!("`{}`", field.name())
+    }
     /// An input by its name.
-    fn input(&self, name: &'static str) -> String;
+    fn input(&self, name: &'static str) -> String {
+        format!("`{name}`")
+    }
     /// The id the caller gave.
-    fn id(&self) -> String;
-    fn at(&self, field: Field, path: &str) -> String;
+    fn id(&self) -> String {
+        "`id`".to_owned()
+    }
+    /// A place in a field: a JSON pointer into it.
+    fn at(&self, field: Field, path: &str) -> String {
+        match path {
+            "/" | "" => format!("`{}`", field.name()),
+            path => format!("`{}{path}`", field.name()),
+        }
+    }
     /// How to run `next` here; `None` when this edge does not offer it.
     fn run(&self, next: &Next) -> Option<String>;
     /// A step's name in a sentence or a list.
@@ -1395,18 +1408,6 @@ mod tests {
     struct Plain;
 
     impl Spell for Plain {
-        fn field(&self, field: Field) -> String {
-            format!("`{}`", field.name())
-        }
-        fn input(&self, name: &'static str) -> String {
-            format!("`{name}`")
-        }
-        fn id(&self) -> String {
-            "`id`".into()
-        }
-        fn at(&self, field: Field, path: &str) -> String {
-            format!("`{}{path}`", field.name())
-        }
         fn run(&self, next: &Next) -> Option<String> {
             Some(format!("`{}`", next.words().join(" ")))
         }
