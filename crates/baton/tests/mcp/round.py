@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,23 +28,15 @@ def check(condition: object, message: object = "check failed") -> None:
     if not condition:
         raise AssertionError(message)
 
-TOOLS = {
-    "inbox", "outbox", "show", "send", "reply", "ack", "complete", "hand_back",
-    "archive", "search", "thread", "resume", "focus", "decide", "constrain", "note",
-    "receipt_write", "receipt_wait", "order", "order_show", "need", "queue",
-}
-# The role profiles a write key gets over HTTP (as `baton mcp` gives them on stdio).
-PROFILES = {
-    "executor": {
-        "inbox", "show", "reply", "ack", "complete", "hand_back", "resume", "constrain",
-        "note", "receipt_write", "order", "order_show", "need",
-    },
-}
-READ_ONLY = {"inbox", "outbox", "search", "thread", "resume", "order_show", "queue"}
-IDEMPOTENT = {
-    "show", "ack", "complete", "hand_back", "archive", "focus", "receipt_write",
-    "receipt_wait",
-}
+# What the operations declare of the tools (`baton_app::ops`), passed by the Rust test
+# that runs these scripts: every tool, the role profiles a write key gets over HTTP (as
+# `baton mcp` gives them on stdio), the tools that change nothing, and the idempotent ones
+# of those that change something.
+DECLARED = json.loads(os.environ["BATON_DECLARED"])
+TOOLS = set(DECLARED["tools"])
+PROFILES = {role: set(tools) for role, tools in DECLARED["profiles"].items()}
+READ_ONLY = set(DECLARED["read_only"])
+IDEMPOTENT = set(DECLARED["idempotent"])
 # `baton resume`'s default cap, and what every resume packet starts its first section with.
 RESUME_BYTES = 6000
 OWED = "## What I owe"
