@@ -1,7 +1,7 @@
 //! The store's story suite: what participants do with messages, told as short
 //! stories against the [`Store`] trait and run against a fresh store of every backend.
 //!
-//! A story takes `&dyn Store` and checks what a user can see: who may take which step, what
+//! A story takes `&Store` and checks what a user can see: who may take which step, what
 //! each view shows, and that every refusal writes nothing. The few stories that must reach
 //! under the trait (replaying the log, tampering with it, holding its write lock) take a
 //! [`Backend`] instead. A new backend is one more `impl Backend` and one more `stories!`
@@ -57,7 +57,7 @@ trait Backend: Sized {
 
     /// A fresh, empty store whose writers wait at most `busy_timeout` for the lock.
     async fn fresh(busy_timeout: Duration) -> Self;
-    fn store(&self) -> &dyn Store;
+    fn store(&self) -> &Store;
     /// Drops every projection and replays the log into them.
     async fn rebuild_projections(&self);
     /// Every projection row, in a stable order.
@@ -72,10 +72,19 @@ trait Backend: Sized {
 /// The embedded store: one SQLite file in a temporary directory.
 struct Sqlite {
     store: SqliteStore,
+    handle: Store,
     _dir: TempDir,
 }
 
 impl Sqlite {
+    fn new(store: SqliteStore, dir: TempDir) -> Self {
+        Self {
+            handle: Store::new(store.clone()),
+            store,
+            _dir: dir,
+        }
+    }
+
     /// A connection of its own to the store's file.
     fn raw(&self) -> rusqlite::Connection {
         rusqlite::Connection::open(self.store.path()).expect("a raw connection to the store's file")
@@ -90,11 +99,11 @@ impl Backend for Sqlite {
         let store = SqliteStore::create(&dir.path().join("baton.db"), busy_timeout)
             .await
             .expect("a new store");
-        Self { store, _dir: dir }
+        Self::new(store, dir)
     }
 
-    fn store(&self) -> &dyn Store {
-        &self.store
+    fn store(&self) -> &Store {
+        &self.handle
     }
 
     async fn rebuild_projections(&self) {
@@ -133,14 +142,17 @@ impl Backend for Grouped {
     type Lock = rusqlite::Connection;
 
     async fn fresh(busy_timeout: Duration) -> Self {
-        let Sqlite { store, _dir } = Sqlite::fresh(busy_timeout).await;
-        Self(Sqlite {
-            store: store.grouped().expect("group commit"),
+        let Sqlite {
+            store,
+            handle,
             _dir,
-        })
+        } = Sqlite::fresh(busy_timeout).await;
+        // The group takes the store's one connection, which no other handle may hold.
+        drop(handle);
+        Self(Sqlite::new(store.grouped().expect("group commit"), _dir))
     }
 
-    fn store(&self) -> &dyn Store {
+    fn store(&self) -> &Store {
         self.0.store()
     }
 
@@ -235,6 +247,7 @@ impl Drop for Schema {
 /// database.
 struct Postgres {
     store: PostgresStore,
+    handle: Store,
     _schema: Schema,
 }
 
@@ -258,13 +271,14 @@ impl Backend for Postgres {
         assert!(database.add_project(&project).await.expect("a new project"));
         let store = database.store(&project).await.expect("the project's store");
         Self {
+            handle: Store::new(store.clone()),
             store,
             _schema: schema,
         }
     }
 
-    fn store(&self) -> &dyn Store {
-        &self.store
+    fn store(&self) -> &Store {
+        &self.handle
     }
 
     async fn rebuild_projections(&self) {
@@ -330,7 +344,7 @@ fn draft(to: &[&str], kind: MessageType, topic: &str, body: &str) -> Draft {
 
 /// A planner, two executors and an observer who is party to nothing unless named, and
 /// may answer what is escalated to it.
-async fn cast(store: &dyn Store) {
+async fn cast(store: &Store) {
     let answers = Policy {
         may: [Power::Approve].into(),
         topics: None,
@@ -349,7 +363,7 @@ async fn cast(store: &dyn Store) {
 }
 
 /// Sends a message that must be new, and returns its id.
-async fn send(store: &dyn Store, from: &str, draft: Draft) -> String {
+async fn send(store: &Store, from: &str, draft: Draft) -> String {
     let sent = store
         .send(&name(from), draft, WINDOW)
         .await
@@ -358,12 +372,12 @@ async fn send(store: &dyn Store, from: &str, draft: Draft) -> String {
     sent.id
 }
 
-async fn generation(store: &dyn Store) -> i64 {
+async fn generation(store: &Store) -> i64 {
     store.generation().await.expect("the generation")
 }
 
 /// The refusals on record: each security event and the repeats counted on it.
-async fn refusals(store: &dyn Store) -> i64 {
+async fn refusals(store: &Store) -> i64 {
     let events = store
         .events_of_kind("security.refused", None, 1000)
         .await
@@ -377,7 +391,7 @@ async fn refusals(store: &dyn Store) -> i64 {
 /// forbidden one, its one security event (or a repeat counted on the one it repeats), and
 /// returns why.
 async fn refused<T: Debug>(
-    store: &dyn Store,
+    store: &Store,
     attempt: impl Future<Output = baton_store::Result<T>>,
 ) -> StoreError {
     let before = generation(store).await;
@@ -431,7 +445,7 @@ fn allowed(t: &InvalidTransition) -> Vec<&'static str> {
 }
 
 /// The envelope of `id`, read without side effects (through its thread).
-async fn envelope(store: &dyn Store, id: &str) -> Envelope {
+async fn envelope(store: &Store, id: &str) -> Envelope {
     store
         .thread(id)
         .await
@@ -441,7 +455,7 @@ async fn envelope(store: &dyn Store, id: &str) -> Envelope {
         .expect("the message is in its own thread")
 }
 
-async fn status(store: &dyn Store, id: &str, who: &str) -> Option<DeliveryStatus> {
+async fn status(store: &Store, id: &str, who: &str) -> Option<DeliveryStatus> {
     envelope(store, id).await.status_for(&name(who))
 }
 
@@ -524,7 +538,7 @@ fn search_for(filters: &[Filter<'_>]) -> (Option<Passname>, SearchQuery) {
 // ---------------------------------------------------------------------------------------
 
 /// Story 1: Participants are registered once; messages name only registered participants.
-async fn participants_register_once_and_gate_every_message(store: &dyn Store) {
+async fn participants_register_once_and_gate_every_message(store: &Store) {
     let added = store
         .add_participant("@local", &name("planner"), "planner", None)
         .await
@@ -631,7 +645,7 @@ async fn participants_register_once_and_gate_every_message(store: &dyn Store) {
 
 /// Story 2: A request to two executors reaches each inbox; the outbox tracks each recipient
 /// separately.
-async fn a_request_reaches_each_recipient_and_the_outbox_tracks_each(store: &dyn Store) {
+async fn a_request_reaches_each_recipient_and_the_outbox_tracks_each(store: &Store) {
     cast(store).await;
     let id = send(
         store,
@@ -747,7 +761,7 @@ async fn a_request_reaches_each_recipient_and_the_outbox_tracks_each(store: &dyn
 }
 
 /// Story 3: Fetching delivers only to a pending recipient, and only once.
-async fn fetching_delivers_once_and_only_to_a_pending_recipient(store: &dyn Store) {
+async fn fetching_delivers_once_and_only_to_a_pending_recipient(store: &Store) {
     cast(store).await;
     let id = send(
         store,
@@ -814,7 +828,7 @@ async fn fetching_delivers_once_and_only_to_a_pending_recipient(store: &dyn Stor
 
 /// Story 4: A step the lifecycle forbids is refused with the current status and what is
 /// allowed, and writes nothing.
-async fn invalid_transitions_are_refused_and_write_nothing(store: &dyn Store) {
+async fn invalid_transitions_are_refused_and_write_nothing(store: &Store) {
     cast(store).await;
     let exec = name("exec-1");
     let request = send(
@@ -871,7 +885,7 @@ async fn invalid_transitions_are_refused_and_write_nothing(store: &dyn Store) {
 
 /// Story 5: Handing back and refusing need a reason; the reason (and a completion note) is
 /// posted to the sender as a threaded reply.
-async fn a_reason_is_required_and_threaded_back_to_the_sender(store: &dyn Store) {
+async fn a_reason_is_required_and_threaded_back_to_the_sender(store: &Store) {
     cast(store).await;
     let (exec1, exec2) = (name("exec-1"), name("exec-2"));
     let id = send(
@@ -990,7 +1004,7 @@ async fn a_reason_is_required_and_threaded_back_to_the_sender(store: &dyn Store)
 /// claim a different step: either the store refuses the note (writing nothing), or the
 /// reply's payload names the status that was actually reached, as it does for
 /// `completed`, `refused` and `handed_back`.
-async fn a_note_reply_names_the_step_that_was_taken(store: &dyn Store) {
+async fn a_note_reply_names_the_step_that_was_taken(store: &Store) {
     cast(store).await;
     let exec = name("exec-1");
     let request = send(
@@ -1040,7 +1054,7 @@ async fn a_note_reply_names_the_step_that_was_taken(store: &dyn Store) {
 
 /// Story 6: The sender closes its own end of a request (complete, then archive); the other
 /// steps are its recipients', and a third participant takes none.
-async fn the_sender_closes_its_own_end_of_a_request(store: &dyn Store) {
+async fn the_sender_closes_its_own_end_of_a_request(store: &Store) {
     cast(store).await;
     let planner = name("planner");
     let id = send(
@@ -1141,7 +1155,7 @@ async fn the_sender_closes_its_own_end_of_a_request(store: &dyn Store) {
 
 /// Story 7: A repeated send inside the window, or with a used idempotency key, returns the
 /// original.
-async fn duplicates_return_the_original(store: &dyn Store) {
+async fn duplicates_return_the_original(store: &Store) {
     cast(store).await;
     let planner = name("planner");
     let original = draft(&["exec-1"], Request, "dup", "do the thing");
@@ -1228,7 +1242,7 @@ async fn duplicates_return_the_original(store: &dyn Store) {
 }
 
 /// Story 8: A send that cannot be addressed is refused and stores nothing.
-async fn an_unaddressable_send_is_refused(store: &dyn Store) {
+async fn an_unaddressable_send_is_refused(store: &Store) {
     cast(store).await;
     let planner = name("planner");
     let orphan = Draft {
@@ -1305,7 +1319,7 @@ async fn an_unaddressable_send_is_refused(store: &dyn Store) {
 
 /// What a prefix lookup lists: the ids of one kind in each range, byte for byte, a bounded
 /// few of each, whatever the engine's collation.
-async fn ids_are_listed_by_their_first_characters_in_either_case(store: &dyn Store) {
+async fn ids_are_listed_by_their_first_characters_in_either_case(store: &Store) {
     cast(store).await;
     let mut sent = Vec::new();
     for n in 0..12 {
@@ -1341,7 +1355,7 @@ async fn ids_are_listed_by_their_first_characters_in_either_case(store: &dyn Sto
 }
 
 /// Story 9: A thread is a tree, listed depth-first from its root with depths and reply counts.
-async fn a_thread_comes_back_depth_first(store: &dyn Store) {
+async fn a_thread_comes_back_depth_first(store: &Store) {
     cast(store).await;
     let message = MessageType::Message;
     let root = send(store, "planner", draft(&["exec-1"], message, "t", "root")).await;
@@ -1399,7 +1413,7 @@ async fn a_thread_comes_back_depth_first(store: &dyn Store) {
 }
 
 /// Story 10: Every search filter narrows the result; pages walk everything once, newest first.
-async fn search_filters_narrow_and_pages_walk_everything_once(store: &dyn Store) {
+async fn search_filters_narrow_and_pages_walk_everything_once(store: &Store) {
     cast(store).await;
     let exec1 = name("exec-1");
     let m1 = send(
@@ -1550,7 +1564,7 @@ impl Dice {
 
 /// Plays `turns` random commands (sends, replies, fetches, steps, registrations), many of
 /// them refused; a refusal must be one a user can act on, never an engine failure.
-async fn random_mix(store: &dyn Store, dice: &mut Dice, turns: usize) {
+async fn random_mix(store: &Store, dice: &mut Dice, turns: usize) {
     const PEOPLE: [&str; 5] = ["planner", "exec-1", "exec-2", "observer", "late-1"];
     const VERBS: [Verb; 5] = [
         Verb::Ack,
@@ -1625,7 +1639,7 @@ async fn random_mix(store: &dyn Store, dice: &mut Dice, turns: usize) {
 
 /// The tally a [`Replay`] of the whole log gives, the messages' facts read from their
 /// envelopes: what the store's projection, advanced event by event, must equal.
-async fn replayed(store: &dyn Store) -> Tally {
+async fn replayed(store: &Store) -> Tally {
     let mut replay = Replay::default();
     for event in store.events(0, u32::MAX).await.unwrap() {
         let (parent, message) = match &event.change {
@@ -1655,7 +1669,7 @@ async fn replayed(store: &dyn Store) -> Tally {
 /// Story: the handoff metrics are a projection of the log: the tally moves with each
 /// send, fetch and completion (and equals a replay of the log), and the live work —
 /// deliveries pending, requests open and the oldest of them — is counted as it stands.
-async fn the_handoff_metrics_are_a_projection_of_the_log(store: &dyn Store) {
+async fn the_handoff_metrics_are_a_projection_of_the_log(store: &Store) {
     cast(store).await;
     let m = store.metrics().await.unwrap();
     assert_eq!((m.pending, m.open_requests), (0, 0));
@@ -1805,7 +1819,7 @@ async fn the_log_is_the_truth<B: Backend>() {
 /// words into the free-text index and 22 pending rows compared directly, and a page that
 /// starts among the pending rows ends in the index. A word matches the same way on either
 /// side, non-ASCII words included.
-async fn a_search_over_many_messages_walks_them_all_newest_first(store: &dyn Store) {
+async fn a_search_over_many_messages_walks_them_all_newest_first(store: &Store) {
     cast(store).await;
     let mut sent = Vec::new();
     for i in 0..150 {
@@ -1887,7 +1901,7 @@ async fn live_store(dir: &std::path::Path) -> (std::path::PathBuf, SqliteStore) 
     let store = SqliteStore::create(&path, DEFAULT_BUSY_TIMEOUT)
         .await
         .unwrap();
-    cast(&store).await;
+    cast(&Store::new(store.clone())).await;
     (path, store)
 }
 
@@ -1928,7 +1942,8 @@ fn older_store(
 #[tokio::test]
 async fn a_version_10_sqlite_store_migrates_to_the_same_projections() {
     let dir = TempDir::new().unwrap();
-    let (now_path, store) = live_store(dir.path()).await;
+    let (now_path, sqlite) = live_store(dir.path()).await;
+    let store = Store::new(sqlite.clone());
     random_mix(&store, &mut Dice(7), 200).await;
     // Open work for a person, which migration 17 fills from the log: a need, and an order
     // whose effect started with no recorded end.
@@ -1968,10 +1983,10 @@ async fn a_version_10_sqlite_store_migrates_to_the_same_projections() {
         ),
     )
     .await;
-    let live = store.projection_dump().await.unwrap();
+    let live = sqlite.projection_dump().await.unwrap();
     assert!(live.iter().any(|r| r.starts_with("n|n-old|")) && live.contains(&"u|wo_m".into()));
     let generation_before = generation(&store).await;
-    drop(store);
+    drop((store, sqlite));
 
     // The same history in a store of version 10: the schema of the first ten scripts and
     // every projection row copied, except the free-text index (contentless, it cannot be
@@ -1992,10 +2007,11 @@ async fn a_version_10_sqlite_store_migrates_to_the_same_projections() {
     .unwrap();
     drop(old);
 
-    let store = SqliteStore::open(&old_path, DEFAULT_BUSY_TIMEOUT)
+    let opened = SqliteStore::open(&old_path, DEFAULT_BUSY_TIMEOUT)
         .await
         .unwrap();
-    assert_eq!(store.projection_dump().await.unwrap(), live);
+    let store = Store::new(opened.clone());
+    assert_eq!(opened.projection_dump().await.unwrap(), live);
     let recipients: Vec<String> = envelope(&store, &ordered)
         .await
         .to
@@ -2003,9 +2019,9 @@ async fn a_version_10_sqlite_store_migrates_to_the_same_projections() {
         .map(|r| r.name.to_string())
         .collect();
     assert_eq!(recipients, ["exec-2", "exec-1"]);
-    store.rebuild_projections().await.unwrap();
-    assert_eq!(store.projection_dump().await.unwrap(), live);
-    assert_eq!(store.integrity_check().await.unwrap(), "ok");
+    opened.rebuild_projections().await.unwrap();
+    assert_eq!(opened.projection_dump().await.unwrap(), live);
+    assert_eq!(opened.integrity_check().await.unwrap(), "ok");
 
     send(
         &store,
@@ -2013,12 +2029,10 @@ async fn a_version_10_sqlite_store_migrates_to_the_same_projections() {
         draft(&["exec-1"], Info, "alpha", "after the migration"),
     )
     .await;
-    let log = baton_store::Backend::events(&store, 0, u32::MAX)
-        .await
-        .unwrap();
+    let log = store.events(0, u32::MAX).await.unwrap();
     let seqs: Vec<i64> = log.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=generation_before + 1).collect::<Vec<_>>());
-    drop(store);
+    drop((store, opened));
     let conn = rusqlite::Connection::open(&old_path).unwrap();
     let err = conn
         .execute_batch("DELETE FROM events WHERE seq = 1")
@@ -2033,15 +2047,16 @@ async fn a_version_10_sqlite_store_migrates_to_the_same_projections() {
 #[tokio::test]
 async fn a_version_14_sqlite_store_keeps_its_waiting_words() {
     let dir = TempDir::new().unwrap();
-    let (now_path, store) = live_store(dir.path()).await;
+    let (now_path, sqlite) = live_store(dir.path()).await;
+    let store = Store::new(sqlite.clone());
     // 64 move together: 100 sends leave 36 waiting.
     let mut sent = Vec::new();
     for n in 0..100 {
         let body = format!("migrating word{n}");
         sent.push(send(&store, "planner", draft(&["exec-1"], Info, "words", &body)).await);
     }
-    let live = store.projection_dump().await.unwrap();
-    drop(store);
+    let live = sqlite.projection_dump().await.unwrap();
+    drop((store, sqlite));
 
     // The same history at version 14: the index holds the words the live store's index
     // holds (read back from its vocabulary), the pending table the ones waiting.
@@ -2070,7 +2085,8 @@ async fn a_version_14_sqlite_store_keeps_its_waiting_words() {
         .await
         .unwrap();
     assert_eq!(opened.projection_dump().await.unwrap(), live);
-    let store: &dyn Store = &opened;
+    let handle = Store::new(opened.clone());
+    let store = &handle;
     let found = |n: usize| SearchQuery {
         text: Some(format!("word{n}")),
         ..Default::default()
@@ -2086,7 +2102,7 @@ async fn a_version_14_sqlite_store_keeps_its_waiting_words() {
         let page = store.search(None, &found(n)).await.unwrap();
         assert_eq!(ids(&page.items), [sent[n].clone()], "word{n}");
     }
-    drop(opened);
+    drop((handle, opened));
     let conn = rusqlite::Connection::open(&old_path).unwrap();
     let (waiting, indexed): (i64, i64) = conn
         .query_row(
@@ -2144,7 +2160,7 @@ async fn a_locked_store_is_busy_then_writable<B: Backend>() {
 
 /// Story 21: Writers queue: eight sends racing on one store all commit, and the log numbers
 /// their events one after another, with no gap and no number used twice.
-async fn racing_writers_queue_and_the_log_has_no_gaps(store: &dyn Store) {
+async fn racing_writers_queue_and_the_log_has_no_gaps(store: &Store) {
     cast(store).await;
     let before = generation(store).await;
     let planner = name("planner");
@@ -2444,7 +2460,7 @@ fn run_started(id: &str) -> RunChange {
     }
 }
 
-async fn one_run(store: &dyn Store, id: &str) -> Run {
+async fn one_run(store: &Store, id: &str) -> Run {
     let query = RunQuery {
         id: Some(id.into()),
         ..RunQuery::default()
@@ -2457,7 +2473,7 @@ async fn one_run(store: &dyn Store, id: &str) -> Run {
 /// Story: a hook's event is recorded as the participant it names when one is registered
 /// by that name, and as the local operator otherwise (a hook never fails over who called
 /// it).
-async fn a_hooks_event_is_its_participants_or_the_local_operators(store: &dyn Store) {
+async fn a_hooks_event_is_its_participants_or_the_local_operators(store: &Store) {
     cast(store).await;
     for (who, session) in [("exec-1", "s-known"), ("ghost", "s-ghost")] {
         store
@@ -2495,7 +2511,7 @@ async fn a_hooks_event_is_its_participants_or_the_local_operators(store: &dyn St
 /// Story 14: A run is the fold of the facts its producers record, in order; a fact that
 /// cannot follow the run's status is refused and writes nothing, and an untracked process
 /// is recorded once.
-async fn a_run_is_the_fold_of_its_facts(store: &dyn Store) {
+async fn a_run_is_the_fold_of_its_facts(store: &Store) {
     cast(store).await;
     store
         .record_run(
@@ -2600,7 +2616,7 @@ async fn a_run_is_the_fold_of_its_facts(store: &dyn Store) {
 /// Story 15: When a run is lost, what its participant fetched during the run is pending
 /// again, with one alert each for the loss and the resurfacing; reaping it again does
 /// nothing, and what was fetched before the run stays delivered.
-async fn a_lost_run_resurfaces_what_it_held_once(store: &dyn Store) {
+async fn a_lost_run_resurfaces_what_it_held_once(store: &Store) {
     cast(store).await;
     let before = send(
         store,
@@ -2654,7 +2670,7 @@ async fn a_lost_run_resurfaces_what_it_held_once(store: &dyn Store) {
 /// Story: a run counts as live as the core says (`RunStatus::is_live`), an untracked
 /// process of the participant included: while one may still hold its work, what it
 /// fetched does not resurface when another of its runs is lost.
-async fn an_untracked_run_of_the_participant_keeps_its_work_from_resurfacing(store: &dyn Store) {
+async fn an_untracked_run_of_the_participant_keeps_its_work_from_resurfacing(store: &Store) {
     cast(store).await;
     store
         .record_run(
@@ -2689,7 +2705,7 @@ async fn an_untracked_run_of_the_participant_keeps_its_work_from_resurfacing(sto
 
 /// Story: the state's digest, written with the state, holds the newest of each list and
 /// how many there are, so a bounded view never reads the whole state.
-async fn the_state_digest_keeps_the_newest_of_each_list_and_their_counts(store: &dyn Store) {
+async fn the_state_digest_keeps_the_newest_of_each_list_and_their_counts(store: &Store) {
     use baton_core::state::{DIGEST_ITEMS, Subject};
     cast(store).await;
     let extra = DIGEST_ITEMS + 7;
@@ -2733,7 +2749,7 @@ async fn the_state_digest_keeps_the_newest_of_each_list_and_their_counts(store: 
 
 /// Story: the bounded view of the ledger is every live run and the newest `recent` ended
 /// ones, oldest first; pages after a run's seq walk every run once.
-async fn the_runs_view_is_live_runs_and_the_newest_others_and_pages_walk_all(store: &dyn Store) {
+async fn the_runs_view_is_live_runs_and_the_newest_others_and_pages_walk_all(store: &Store) {
     cast(store).await;
     let ended = |id: &str| RunChange::Exited {
         run: id.into(),
@@ -2785,14 +2801,8 @@ async fn the_runs_view_is_live_runs_and_the_newest_others_and_pages_walk_all(sto
 /// and for each only what could clear it: the newest later success of the same command
 /// and the newest for the same order. Earlier successes, other commands' successes and
 /// failures before the window are not read.
-async fn the_failures_lane_reads_failures_and_only_what_could_clear_them(store: &dyn Store) {
-    async fn ended(
-        store: &dyn Store,
-        id: &str,
-        command: &str,
-        order: Option<&str>,
-        end: RunChange,
-    ) {
+async fn the_failures_lane_reads_failures_and_only_what_could_clear_them(store: &Store) {
+    async fn ended(store: &Store, id: &str, command: &str, order: Option<&str>, end: RunChange) {
         let register = RunChange::Registered(Box::new(Registration {
             run: id.into(),
             command: command.split(' ').map(str::to_owned).collect(),
@@ -3120,7 +3130,7 @@ fn topic(t: &str) -> Topic {
 
 /// Takes a step that must succeed, expecting the order at `seq`, and returns the new status.
 async fn order_step(
-    store: &dyn Store,
+    store: &Store,
     who: &str,
     id: &str,
     seq: i64,
@@ -3136,7 +3146,7 @@ async fn order_step(
 
 /// A negotiation's parties are participants unless its spec declares them external, and a
 /// settled one opens again under its id, the sitting before it kept.
-async fn a_negotiation_takes_participants_and_opens_again_once_settled(store: &dyn Store) {
+async fn a_negotiation_takes_participants_and_opens_again_once_settled(store: &Store) {
     cast(store).await;
     let spec = |external: bool| {
         serde_json::json!({
@@ -3173,7 +3183,7 @@ async fn a_negotiation_takes_participants_and_opens_again_once_settled(store: &d
 /// Story 17: A Work Order goes round its lifecycle: offered as a request in its worker's
 /// inbox, every step an event with the order's own seq from 1, reports counted; the wrong
 /// party, a step the table does not allow and a stale view are refused and write nothing.
-async fn an_order_goes_round_its_lifecycle(store: &dyn Store) {
+async fn an_order_goes_round_its_lifecycle(store: &Store) {
     cast(store).await;
     let offered = store
         .create_order(
@@ -3324,7 +3334,7 @@ async fn an_order_goes_round_its_lifecycle(store: &dyn Store) {
 
 /// Story 18: An offer is the acting identity's own, to a participant, under a new id; a
 /// refused offer sends nothing. The list shows open orders, by party, oldest first.
-async fn an_offer_is_checked_and_orders_list_by_party(store: &dyn Store) {
+async fn an_offer_is_checked_and_orders_list_by_party(store: &Store) {
     cast(store).await;
     let offer = |who: &str, doc| {
         let who = name(who);
@@ -3509,7 +3519,7 @@ async fn what_waits_for_a_person_is_open_work_only<B: Backend>() {
 /// read): whichever the write lock lets in first is taken, and the others find the order
 /// moved and write nothing. On SQLite the four run one after the other on this task; the
 /// steps of separate processes racing for real are the command line's concurrency tests.
-async fn steps_from_the_same_view_one_is_taken_the_others_find_it_moved(store: &dyn Store) {
+async fn steps_from_the_same_view_one_is_taken_the_others_find_it_moved(store: &Store) {
     cast(store).await;
     let exec = name("exec-1");
     for id in ["wo_1", "wo_2", "wo_3"] {
@@ -3630,7 +3640,7 @@ async fn a_keys_last_use_is_kept_beside_the_log<B: Backend>() {
 /// Story: a session and its helpers seen through hooks are rows of the ledger; the store
 /// counts live and recent rows by status and source (and those quiet since a time), and a
 /// view can leave helpers out.
-async fn sessions_and_helpers_are_rows_counted_by_source(store: &dyn Store) {
+async fn sessions_and_helpers_are_rows_counted_by_source(store: &Store) {
     use baton_core::run::{HookCall, RunStatus, Source};
     cast(store).await;
     for (event, helper) in [
@@ -3728,7 +3738,7 @@ async fn sessions_and_helpers_are_rows_counted_by_source(store: &dyn Store) {
 
 /// Ten thousand hook events of one session, with helpers, stay one row for the session and
 /// one per helper: the row folds its events, it does not grow with them.
-async fn ten_thousand_hooks_of_one_session_are_one_row_and_a_row_per_helper(store: &dyn Store) {
+async fn ten_thousand_hooks_of_one_session_are_one_row_and_a_row_per_helper(store: &Store) {
     use baton_core::run::{HookCall, MAX_TOOLS, RunStatus, Source};
     cast(store).await;
     let call = |event: &str, helper: Option<String>, tool: Option<String>| {
@@ -3777,7 +3787,7 @@ async fn ten_thousand_hooks_of_one_session_are_one_row_and_a_row_per_helper(stor
 }
 
 /// Appends `events` as an imported log (merged: a test's store has a history of its own).
-async fn inject(store: &dyn Store, events: Vec<NewEvent>) -> baton_store::Imported {
+async fn inject(store: &Store, events: Vec<NewEvent>) -> baton_store::Imported {
     let lines = events
         .into_iter()
         .enumerate()
@@ -3801,7 +3811,7 @@ async fn inject(store: &dyn Store, events: Vec<NewEvent>) -> baton_store::Import
 /// Story 19: An event that already has an id and a time (an imported log) is appended as
 /// given, through the same append as every write, and projected like a live one; the same
 /// id again is skipped: importing twice changes nothing.
-async fn an_imported_event_keeps_its_id_and_time(store: &dyn Store) {
+async fn an_imported_event_keeps_its_id_and_time(store: &Store) {
     let at: Millis = 1_700_000_000_000;
     let added = NewEvent {
         id: "01HZZZZZZZZZZZZZZZZZZZZZZZ".into(),
@@ -3834,7 +3844,7 @@ async fn an_imported_event_keeps_its_id_and_time(store: &dyn Store) {
 /// any other event: appending it again writes nothing. A send from a log made before the
 /// two shared an id (its event's id differs from its message's) is found by its own id
 /// too, so importing such a log twice also changes nothing.
-async fn a_send_is_found_by_its_event_id(store: &dyn Store) {
+async fn a_send_is_found_by_its_event_id(store: &Store) {
     cast(store).await;
     let id = send(
         store,
@@ -3912,10 +3922,10 @@ async fn a_database_holds_projects_by_name(db: &dyn Database) {
     assert_eq!(db.projects().await.unwrap(), [docs.clone(), shop.clone()]);
     // Each project's log is its own.
     let store = db.project(&shop).await.unwrap();
-    cast(store.as_ref()).await;
-    assert!(generation(store.as_ref()).await > 0);
+    cast(&store).await;
+    assert!(generation(&store).await > 0);
     let other = db.project(&docs).await.unwrap();
-    assert_eq!(generation(other.as_ref()).await, 0);
+    assert_eq!(generation(&other).await, 0);
     assert!(other.participants().await.unwrap().is_empty());
 }
 
@@ -4022,11 +4032,11 @@ async fn postgres_openers_at_once_all_find_one_schema_migrated() {
     }
 }
 
-/// Runs every story against `$backend`: `stores` take `&dyn Store`, `backends` take the
+/// Runs every story against `$backend`: `stores` take `&Store`, `backends` take the
 /// backend itself; the delivery model is checked as a property test.
 /// A participant refused over and over grows the log by one event: the same refusal within
 /// the window is counted on it, and a different one is an event of its own.
-async fn a_refusal_repeated_is_counted_on_its_event_not_appended(store: &dyn Store) {
+async fn a_refusal_repeated_is_counted_on_its_event_not_appended(store: &Store) {
     cast(store).await;
     let before = generation(store).await;
     for _ in 0..1000 {
@@ -4068,7 +4078,7 @@ async fn a_refusal_repeated_is_counted_on_its_event_not_appended(store: &dyn Sto
 
 /// Authority: what a role's default or a set policy does not allow is refused before
 /// anything is written, and the refusal alone is recorded, as a security event.
-async fn an_action_beyond_authority_is_refused_and_recorded(store: &dyn Store) {
+async fn an_action_beyond_authority_is_refused_and_recorded(store: &Store) {
     cast(store).await;
     let security = |events: Vec<baton_core::Event>| -> Vec<Denied> {
         events
@@ -4309,7 +4319,7 @@ async fn an_action_beyond_authority_is_refused_and_recorded(store: &dyn Store) {
 /// Webhooks: the log is the outbox. A webhook is due when the log moved past its cursor
 /// and its backoff ended; one claimer at a time holds it; a settled delivery moves the
 /// cursor or schedules the next try.
-async fn a_webhook_is_claimed_by_one_server_and_settled(store: &dyn Store) {
+async fn a_webhook_is_claimed_by_one_server_and_settled(store: &Store) {
     cast(store).await;
     let t0: i64 = 1_900_000_000_000;
     let lease = |t: i64| t + 60_000;
@@ -4523,7 +4533,7 @@ macro_rules! stories {
 /// Story: what happened to a subject is found whatever the kind of its events: a message
 /// with nothing but its send has that event and changed when it was sent, a delivery
 /// after it is its last change, and an id nothing happened to has none.
-async fn a_subjects_events_and_last_change_are_found_whatever_their_kind(store: &dyn Store) {
+async fn a_subjects_events_and_last_change_are_found_whatever_their_kind(store: &Store) {
     cast(store).await;
     let id = send(
         store,
@@ -4565,7 +4575,7 @@ async fn a_subjects_events_and_last_change_are_found_whatever_their_kind(store: 
 /// Story: review verdicts, needs and acknowledgements are appended together as
 /// `gate.changed` events and read back by kind, newest first, with the raw text of an
 /// INVALID verdict intact.
-async fn gate_events_are_appended_together_and_read_back_by_kind(store: &dyn Store) {
+async fn gate_events_are_appended_together_and_read_back_by_kind(store: &Store) {
     use baton_core::gate::{GateChange, NeedSource, Outcome, Verdict};
     cast(store).await;
     let changes = [
@@ -4628,7 +4638,7 @@ async fn gate_events_are_appended_together_and_read_back_by_kind(store: &dyn Sto
 /// Story 23: A key is recorded for a registered participant with only its token's hash;
 /// revoking it marks it alone and revoking again changes nothing; an unknown key or
 /// participant is refused and writes nothing.
-async fn a_key_is_issued_revoked_alone_and_never_holds_its_token(store: &dyn Store) {
+async fn a_key_is_issued_revoked_alone_and_never_holds_its_token(store: &Store) {
     use baton_core::key::{self, Scope};
     use baton_store::KeyIssue;
     cast(store).await;
@@ -4691,7 +4701,7 @@ async fn a_key_is_issued_revoked_alone_and_never_holds_its_token(store: &dyn Sto
 
 /// Story 24: A wait for the store to move returns once another writer commits, with the
 /// generation it moved to; with nothing written it returns at its timeout, unmoved.
-async fn a_wait_wakes_when_another_writer_commits(store: &dyn Store) {
+async fn a_wait_wakes_when_another_writer_commits(store: &Store) {
     cast(store).await;
     let seen = generation(store).await;
     let idle = store

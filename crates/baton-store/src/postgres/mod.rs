@@ -195,8 +195,8 @@ impl PostgresDatabase {
 
 #[async_trait]
 impl Database for PostgresDatabase {
-    async fn project(&self, name: &ProjectName) -> Result<Arc<dyn Store>> {
-        Ok(Arc::new(self.store(name).await?))
+    async fn project(&self, name: &ProjectName) -> Result<Store> {
+        Ok(Store::new(self.store(name).await?))
     }
 
     async fn add_project(&self, name: &ProjectName) -> Result<bool> {
@@ -1760,8 +1760,9 @@ pub(crate) mod tests {
         };
         // Never analyzed: no statistics at all.
         let empty = plan(&store, "").await;
+        let writes = Store::new(store.clone());
         for who in ["planner", "impl-1"] {
-            store
+            writes
                 .add_participant("@test", &Passname::new(who).unwrap(), "x", None)
                 .await
                 .unwrap();
@@ -1775,7 +1776,7 @@ pub(crate) mod tests {
                 payload: Payload::body(&format!("send {n}"), 1024).unwrap(),
                 idempotency_key: None,
             };
-            store
+            writes
                 .send(&Passname::new("planner").unwrap(), draft, 0)
                 .await
                 .unwrap();

@@ -642,13 +642,13 @@ impl SqliteDirectory {
 
 #[async_trait]
 impl crate::Database for SqliteDirectory {
-    async fn project(&self, name: &ProjectName) -> Result<std::sync::Arc<dyn crate::Store>> {
+    async fn project(&self, name: &ProjectName) -> Result<crate::Store> {
         let file = self.file(name);
         if !file.exists() {
             return Err(Refusal::not_found(baton_core::Record::Project, name.as_str()).into());
         }
         // A server's project: many clients write at once, so writers share commits.
-        Ok(std::sync::Arc::new(
+        Ok(crate::Store::new(
             SqliteStore::open(&file, self.busy_timeout)
                 .await?
                 .grouped()?,

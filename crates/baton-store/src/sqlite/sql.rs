@@ -342,6 +342,7 @@ mod tests {
         use crate::Store;
 
         let (_dir, store, conn) = fresh().await;
+        let store = Store::new(store);
         for who in ["a", "b"] {
             store
                 .add_participant("@t", &Passname::new(who).unwrap(), "peer", None)
