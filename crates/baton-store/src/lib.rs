@@ -18,9 +18,9 @@
 //! write that returns `Ok` has committed. This crate never talks to the terminal and never
 //! reads configuration files; callers pass what it needs.
 
+mod decode;
 mod error;
 pub mod postgres;
-mod rows;
 pub mod sqlite;
 mod types;
 mod write;
@@ -28,9 +28,9 @@ mod write;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use decode::{decode_cursor, encode_cursor};
 pub use error::{Holder, StoreError};
 pub use postgres::{PostgresDatabase, PostgresStore};
-pub use rows::{decode_cursor, encode_cursor};
 pub use sqlite::SqliteStore;
 pub use types::*;
 
@@ -345,4 +345,3 @@ pub trait Backend: Send + Sync {
         }
     }
 }
-

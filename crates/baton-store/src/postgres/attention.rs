@@ -9,7 +9,7 @@ use sqlx::postgres::PgConnection;
 
 use super::{events_of_kinds, read_about};
 use crate::Attention;
-use crate::rows;
+use crate::decode;
 
 /// Projects a gate event as the core moves its need (`gate::need_move`).
 pub(super) async fn gate(
@@ -112,7 +112,7 @@ pub(super) async fn read(conn: &mut PgConnection, project: i64) -> sqlx::Result<
     .fetch_all(&mut *conn)
     .await?;
     Ok(Attention {
-        needs: rows::events(&found)?,
+        needs: decode::events(&found)?,
         stuck,
     })
 }

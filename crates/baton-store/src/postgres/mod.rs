@@ -46,7 +46,7 @@ mod orders;
 mod runs;
 mod webhooks;
 
-use crate::rows::{self, decode_cursor, depth_first};
+use crate::decode::{self, decode_cursor, depth_first};
 use crate::{
     Attention, Backend, Database, NewEvent, OrderQuery, Page, Repeats, Result, RunQuery,
     SearchQuery, Settled, Store, StoreError, Tx, Window,
@@ -461,7 +461,7 @@ impl PostgresStore {
     /// in one transaction. The result must equal what the live writes produced.
     pub async fn rebuild_projections(&self) -> Result<()> {
         let mut tx = self.write().await?;
-        for table in crate::rows::PROJECTIONS {
+        for table in crate::decode::PROJECTIONS {
             let sql = format!("DELETE FROM {table} WHERE project = $1");
             sqlx::query(AssertSqlSafe(sql))
                 .bind(self.project)
@@ -747,7 +747,7 @@ async fn project_tables(conn: &mut PgConnection, project: i64, event: &Event) ->
         Change::Webhook(change) => webhooks::project(conn, project, event, change).await?,
         Change::PolicySet { name, policy } => {
             sqlx::query("UPDATE participants SET policy = $1 WHERE project = $2 AND name = $3")
-                .bind(rows::policy_text(policy.as_ref()))
+                .bind(decode::policy_text(policy.as_ref()))
                 .bind(project)
                 .bind(name.as_str())
                 .execute(&mut *conn)
@@ -780,7 +780,7 @@ async fn load_folded<T: serde::de::DeserializeOwned>(
         .bind(id)
         .fetch_optional(&mut *conn)
         .await?;
-    data.as_deref().map(rows::folded).transpose()
+    data.as_deref().map(decode::folded).transpose()
 }
 
 async fn read_events(
@@ -798,7 +798,7 @@ async fn read_events(
     .bind(limit)
     .fetch_all(&mut *conn)
     .await?;
-    rows::events(&found)
+    decode::events(&found)
 }
 
 /// Negotiation `id`: the fold of its events, found by the subject index.
@@ -828,7 +828,7 @@ async fn read_about(
     .bind(kind)
     .fetch_all(&mut *conn)
     .await?;
-    rows::events(&found)
+    decode::events(&found)
 }
 
 /// The project state: the fold of every `state.changed` event, as its projection keeps it.
@@ -838,7 +838,7 @@ async fn read_state(conn: &mut PgConnection, project: i64) -> sqlx::Result<Proje
         .fetch_optional(&mut *conn)
         .await?;
     Ok(match data {
-        Some(data) => rows::folded(&data)?,
+        Some(data) => decode::folded(&data)?,
         None => ProjectState::default(),
     })
 }
@@ -852,7 +852,7 @@ async fn read_digest(conn: &mut PgConnection, project: i64) -> sqlx::Result<Stat
             .fetch_optional(&mut *conn)
             .await?;
     Ok(match data {
-        Some(data) => rows::folded(&data)?,
+        Some(data) => decode::folded(&data)?,
         None => read_state(conn, project).await?.digest(DIGEST_ITEMS),
     })
 }
@@ -861,7 +861,7 @@ async fn read_digest(conn: &mut PgConnection, project: i64) -> sqlx::Result<Stat
 async fn advance_state(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::Result<()> {
     let mut state = read_state(conn, project).await?;
     state.apply(event);
-    let (data, digest) = rows::state_rows(&state);
+    let (data, digest) = decode::state_rows(&state);
     for (table, data) in [("state", data), ("state_digest", digest)] {
         let sql = format!(
             "INSERT INTO {table} (project, data) VALUES ($1, $2) \
@@ -893,7 +893,7 @@ async fn events_of_kinds(
     .bind(kinds)
     .fetch_all(&mut *conn)
     .await?;
-    rows::events(&found)
+    decode::events(&found)
 }
 
 /// Fills the messages' words and `state` from the logs of a database made before they
@@ -914,7 +914,7 @@ async fn fill_text_and_state(conn: &mut PgConnection) -> sqlx::Result<()> {
             .iter()
             .map(|row| row.try_get("project"))
             .collect::<sqlx::Result<_>>()?;
-        let batch = rows::events(&found)?;
+        let batch = decode::events(&found)?;
         let (Some(last), Some(&project)) = (batch.last(), projects.last()) else {
             return Ok(());
         };
@@ -951,7 +951,7 @@ async fn fetch_participant(
     .bind(name)
     .fetch_optional(&mut *conn)
     .await?;
-    row.as_ref().map(rows::participant).transpose()
+    row.as_ref().map(decode::participant).transpose()
 }
 
 /// Loads the envelopes of `ids`, in the order given; unknown ids are skipped.
@@ -982,7 +982,7 @@ async fn load_envelopes(
     .bind(ids)
     .fetch_all(&mut *conn)
     .await?;
-    rows::envelopes(ids, &messages, &recipients)
+    decode::envelopes(ids, &messages, &recipients)
 }
 
 /// One message's envelope.
@@ -1010,7 +1010,7 @@ async fn priors(
         .bind(&id)
         .fetch_all(&mut *conn)
         .await?;
-        out.push(rows::prior(row, to)?);
+        out.push(decode::prior(row, to)?);
     }
     Ok(out)
 }
@@ -1049,7 +1049,7 @@ impl Backend for PostgresStore {
         .map_err(|e| self.err(e))?;
         found
             .iter()
-            .map(rows::participant)
+            .map(decode::participant)
             .collect::<sqlx::Result<_>>()
             .map_err(|e| self.err(e))
     }
@@ -1211,7 +1211,7 @@ impl Backend for PostgresStore {
         let mut tx = self.snapshot().await?;
         let read = async {
             let found: Vec<(i64, String)> = sql.build_query_as().fetch_all(&mut *tx).await?;
-            let (ids, next) = rows::page_ids(&found, limit);
+            let (ids, next) = decode::page_ids(&found, limit);
             let items = load_envelopes(&mut tx, self.project, &ids).await?;
             Ok(Page { items, next })
         }
@@ -1236,7 +1236,7 @@ impl Backend for PostgresStore {
         .fetch_all(self.pool().await?)
         .await
         .map_err(|e| self.err(e))?;
-        rows::events(&found).map_err(|e| self.err(e))
+        decode::events(&found).map_err(|e| self.err(e))
     }
 
     async fn events(&self, after_seq: i64, limit: u32) -> Result<Vec<Event>> {
@@ -1319,13 +1319,13 @@ impl Backend for PostgresStore {
         }
         .await;
         match self.done(tx, read).await? {
-            Some((envelope, data)) => Ok(Some((envelope, rows::payload(id, &data)?))),
+            Some((envelope, data)) => Ok(Some((envelope, decode::payload(id, &data)?))),
             None => Ok(None),
         }
     }
 
     async fn ids(&self, record: Record, spans: &[Span]) -> Result<Vec<String>> {
-        let Some(table) = rows::id_table(record) else {
+        let Some(table) = decode::id_table(record) else {
             return Ok(Vec::new());
         };
         // Compared byte by byte (`C`), whatever the database's collation, as the spans are.
@@ -1333,7 +1333,7 @@ impl Backend for PostgresStore {
             "SELECT id FROM {table} WHERE project = $1 \
              AND id COLLATE \"C\" >= $2 AND id COLLATE \"C\" < $3 \
              ORDER BY id COLLATE \"C\" LIMIT {}",
-            rows::IDS_A_SPAN
+            decode::IDS_A_SPAN
         );
         let mut found = Vec::new();
         for span in spans {
@@ -1619,7 +1619,7 @@ impl Tx for PostgresTx {
         .bind(id)
         .fetch_all(&mut *self.tx)
         .await
-        .and_then(|found| rows::events(&found));
+        .and_then(|found| decode::events(&found));
         Ok(found.map_err(|e| self.err(e))?.into_iter().next())
     }
 

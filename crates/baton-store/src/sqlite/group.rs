@@ -37,8 +37,8 @@ use std::time::Duration;
 use rusqlite::Connection;
 use tokio::sync::{Mutex, OwnedMutexGuard, oneshot, watch};
 
+use super::conn::{self, Sql, blocking, classify, exec};
 use super::spool::same_file;
-use super::sql::{self, Sql, blocking, classify, exec};
 use crate::{Result, StoreError};
 
 /// How a member of a commit is told its outcome.
@@ -134,7 +134,7 @@ impl Batch {
             // Never write on through a connection in an unknown state.
             if !self.conn.is_autocommit()
                 && let Ok(fresh) =
-                    sql::connect(&self.path, self.busy_timeout, false).and_then(writer)
+                    conn::connect(&self.path, self.busy_timeout, false).and_then(writer)
             {
                 self.conn = fresh;
             }
@@ -313,7 +313,7 @@ impl Group {
                     thread.round(&mut sync);
                 }
             })
-            .map_err(|e| sql::Fault::Setup(format!("the group's log thread: {e}")))?;
+            .map_err(|e| conn::Fault::Setup(format!("the group's log thread: {e}")))?;
         Ok(Self {
             shared,
             busy_timeout,
@@ -437,7 +437,7 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
-    use crate::{Backend, SqliteStore, Store};
+    use crate::{SqliteStore, Store};
 
     /// Sixteen writers at once are made durable by fewer commits than writers, each told
     /// only after its own commit; a refused one leaves the others whole.
