@@ -8,7 +8,7 @@ use baton_core::key::{self, Key, KeyChange};
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnection, PgPool};
 
-use super::load_folded;
+use super::rows::load_folded;
 use crate::decode;
 
 /// Applies one key event to the projection (live writes and replay alike).

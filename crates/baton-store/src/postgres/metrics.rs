@@ -9,7 +9,7 @@ use baton_core::{Change, Event, MessageType};
 use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
 
-use super::{events_of_kinds, orders};
+use super::{events, orders};
 use crate::decode::{self, Columns, MESSAGE_FACTS};
 
 async fn message(conn: &mut PgConnection, project: i64, id: &str) -> sqlx::Result<Option<PgRow>> {
@@ -145,7 +145,7 @@ pub(super) async fn fill(conn: &mut PgConnection) -> sqlx::Result<()> {
         let mut moved_any = false;
         let mut after = 0_i64;
         loop {
-            let batch = events_of_kinds(conn, project, &KINDS, after).await?;
+            let batch = events::of_kinds(conn, project, &KINDS, after).await?;
             let Some(last) = batch.last() else { break };
             after = last.seq;
             for event in &batch {

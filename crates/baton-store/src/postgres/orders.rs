@@ -7,7 +7,7 @@ use baton_core::{Change, Event};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, QueryBuilder};
 
-use super::load_folded;
+use super::rows::load_folded;
 use crate::OrderQuery;
 use crate::decode;
 

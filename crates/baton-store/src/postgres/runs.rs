@@ -7,7 +7,7 @@ use baton_core::run::{self, Run, RunChange, Source};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, QueryBuilder};
 
-use super::load_folded;
+use super::rows::load_folded;
 use crate::decode;
 use crate::{RunCount, RunQuery};
 
