@@ -19,7 +19,7 @@ use baton_core::negotiation::{
 use baton_core::run::{ProcessRef, Registration, RunChange, RunStatus};
 use baton_core::state::Subject;
 use baton_core::{Field, MessageType, Millis, Passname, Record, Refusal, RefusalKind};
-use baton_store::{RunQuery, SqliteStore, StoreError};
+use baton_store::{RunQuery, SqliteStore, Store, StoreError};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -122,7 +122,7 @@ async fn fixture() -> Fixture {
         contract: ContractMode::Optional,
         ..Settings::default()
     };
-    let app = App::new(Arc::new(store), settings, host);
+    let app = App::new(Store::new(store), settings, host);
     for (name, role) in [
         ("planner", "planner"),
         ("impl-1", "executor"),
