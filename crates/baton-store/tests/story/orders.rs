@@ -13,16 +13,20 @@ use crate::{Backend, assert_variant, cast, ids, name, refused};
 /// A Work Order from `from` to `to` (the lifecycle reads `id`, `from`, `to`,
 /// `escalate_to` and `deadline`; the AWL rules are the caller's).
 pub(crate) fn order_doc(id: &str, from: &str, to: &str, deadline: &str) -> Payload {
-    Payload::from_value(
-        serde_json::json!({
-            "spec": "awl/work-order@0.1", "id": id, "created_at": "2025-01-01T00:00:00Z",
-            "from": from, "to": to, "escalate_to": "observer", "goal": "Keep the CSV filters",
-            "criteria": [{"id": "c1", "text": "filtered rows only"}], "budget": {"usd": 2},
-            "deadline": deadline, "tools": ["repo/*"]
-        }),
-        DEFAULT_PAYLOAD_CAP,
-    )
-    .expect("a valid payload")
+    let mut doc: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../baton-core/tests/fixtures/work-order.json"
+    ))
+    .expect("the shared Work Order parses");
+    for (field, value) in [
+        ("id", id),
+        ("from", from),
+        ("to", to),
+        ("deadline", deadline),
+    ] {
+        doc[field] = value.into();
+    }
+    doc["escalate_to"] = "observer".into();
+    Payload::from_value(doc, DEFAULT_PAYLOAD_CAP).expect("a valid payload")
 }
 
 pub(crate) const FAR: &str = "2999-01-01T00:00:00Z";
