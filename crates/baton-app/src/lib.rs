@@ -63,7 +63,7 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// A project's use cases: its store, its settings and the host it runs on.
 #[derive(Clone)]
 pub struct App {
-    store: Arc<dyn Store>,
+    store: Store,
     settings: Settings,
     host: Host,
     on_wait: Option<WaitSignal>,
@@ -73,7 +73,7 @@ pub struct App {
 type WaitSignal = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl App {
-    pub fn new(store: Arc<dyn Store>, settings: Settings, host: Host) -> Self {
+    pub fn new(store: Store, settings: Settings, host: Host) -> Self {
         Self {
             store,
             settings,
@@ -121,7 +121,7 @@ impl App {
         Ok(id::pick(record, text, &found)?)
     }
 
-    fn store(&self) -> &dyn Store {
-        self.store.as_ref()
+    fn store(&self) -> &Store {
+        &self.store
     }
 }

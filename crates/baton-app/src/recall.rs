@@ -25,7 +25,7 @@ const NOTES_EXAMINED: usize = 50;
 /// `notes` (newest first) with their freshness. The records' last changes are read
 /// together, in one read where the store can.
 pub(crate) async fn notes_freshness<'a>(
-    store: &dyn Store,
+    store: &Store,
     clock: &dyn PathClock,
     notes: impl Iterator<Item = &'a Note>,
 ) -> Result<Vec<(Note, Freshness)>> {
@@ -141,7 +141,7 @@ impl Part {
 /// the byte cap shows the same lines whatever lies past them (`packet::render` is greedy,
 /// in order).
 pub(crate) async fn resume(
-    store: &dyn Store,
+    store: &Store,
     clock: &dyn PathClock,
     me: &Passname,
     place: &str,
@@ -242,7 +242,7 @@ fn live_line(run: &RunDoc) -> String {
 
 /// The first `limit` lines of what `me` owes (requests first, oldest first within each
 /// kind), and the stop conditions of the first few requests.
-async fn owed(store: &dyn Store, me: &Passname, limit: u32) -> Result<(Part, Vec<String>)> {
+async fn owed(store: &Store, me: &Passname, limit: u32) -> Result<(Part, Vec<String>)> {
     let (owed, total) = store.owed(me, limit).await?;
     let ids: Vec<String> = owed
         .iter()
@@ -286,7 +286,7 @@ async fn owed(store: &dyn Store, me: &Passname, limit: u32) -> Result<(Part, Vec
 }
 
 /// The first `limit` of `me`'s open requests, oldest first.
-async fn waiting(store: &dyn Store, me: &Passname, limit: u32) -> Result<Part> {
+async fn waiting(store: &Store, me: &Passname, limit: u32) -> Result<Part> {
     let (waiting, total) = store.waiting(me, limit).await?;
     let lines = waiting
         .iter()
@@ -310,7 +310,7 @@ async fn waiting(store: &dyn Store, me: &Passname, limit: u32) -> Result<Part> {
 }
 
 /// Orders `me` gave whose report is in, with what their approval would run.
-async fn awaiting(store: &dyn Store, me: &Passname, now: Millis) -> Result<Vec<String>> {
+async fn awaiting(store: &Store, me: &Passname, now: Millis) -> Result<Vec<String>> {
     let mut awaiting = Vec::new();
     let mine = store
         .orders(&baton_store::OrderQuery {

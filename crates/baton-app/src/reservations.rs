@@ -37,7 +37,7 @@ const OFFERS_EXAMINED: usize = 20;
 /// The resume packet's two reservation lists for `me`: the paths it holds, and the paths
 /// of orders offered to it that another holds (what its acceptance would be refused for).
 pub(crate) async fn packet_lines(
-    store: &dyn baton_store::Store,
+    store: &baton_store::Store,
     me: &Passname,
     now: Millis,
 ) -> Result<(Vec<String>, Vec<String>)> {

@@ -17,7 +17,7 @@ pub use baton_store::POLL;
 /// ([`baton_store::Backend::changed`]): by looking every [`POLL`] on SQLite, by being
 /// told of each commit on PostgreSQL.
 pub async fn until<T, F, Fut>(
-    store: &dyn Store,
+    store: &Store,
     timeout: Duration,
     waiting: impl FnOnce(),
     mut check: F,

@@ -19,7 +19,7 @@ use baton_core::negotiation::{
 use baton_core::run::{ProcessRef, Registration, RunChange, RunStatus};
 use baton_core::state::Subject;
 use baton_core::{Field, MessageType, Millis, Passname, Record, Refusal, RefusalKind};
-use baton_store::{RunQuery, SqliteStore, StoreError};
+use baton_store::{RunQuery, SqliteStore, Store, StoreError};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -122,7 +122,7 @@ async fn fixture() -> Fixture {
         contract: ContractMode::Optional,
         ..Settings::default()
     };
-    let app = App::new(Arc::new(store), settings, host);
+    let app = App::new(Store::new(store), settings, host);
     for (name, role) in [
         ("planner", "planner"),
         ("impl-1", "executor"),
@@ -441,16 +441,14 @@ async fn a_note_is_about_a_record_or_a_path_inside_the_project() {
     assert!(matches!(r, Refusal::Outside { .. }), "{r:?}");
 }
 
+/// The shared Work Order (`baton-core/tests/fixtures/work-order.json`) under the id `id`.
 fn order_doc(id: &str) -> Value {
-    json!({
-        "spec": "awl/work-order@0.1", "id": id, "created_at": "2025-01-01T00:00:00Z",
-        "from": "planner", "to": "impl-1",
-        "goal": "Keep the filters in the CSV export",
-        "criteria": [{"id": "c1", "text": "Filtered rows only"}],
-        "budget": {"usd": 2, "tool_calls": 20},
-        "deadline": "2999-01-01T00:00:00Z",
-        "tools": ["repo/*"]
-    })
+    let mut order: Value = serde_json::from_str(include_str!(
+        "../../baton-core/tests/fixtures/work-order.json"
+    ))
+    .expect("the fixture is JSON");
+    order["id"] = id.into();
+    order
 }
 
 #[tokio::test]

@@ -1,11 +1,10 @@
 //! Why a request was refused, as data: every rule in the core that says no returns a
 //! [`Refusal`], whose fields name what was wrong and never how to fix it at one edge.
 //!
-//! The wording of a fix belongs to the edge that was used: the CLI says "pass --reason
-//! TEXT", an MCP tool says "set `reason`", HTTP answers with a JSON error body. Each edge
-//! renders a refusal in one mapping, naming its own flags, tools or fields for a
-//! [`Field`] or an [`Action`]. What a refusal *is* — its [`RefusalKind`], from which the
-//! exit code and the HTTP status follow — is decided here by the variant alone.
+//! A refusal is worded once, above the core (`baton_app::ops::hints`), naming operations
+//! and fields; each edge spells those words its own way (the CLI `--reason`, an MCP tool
+//! `` `reason` ``, HTTP a JSON field). What a refusal *is* — its [`RefusalKind`], from
+//! which the exit code and the HTTP status follow — is decided here by the variant alone.
 //!
 //! `Display` is the neutral sentence (fields by their canonical names), for logs and for an
 //! edge that has nothing better to say.

@@ -434,45 +434,27 @@ fn duplicate_events(baton: &Baton, dir: &Path, findings: &mut Findings) -> Resul
 
 const ORDERS: usize = 80;
 
-/// A Work Order from the planner to impl-1 that passes every rule, the contract included.
+/// The shared Work Order (`baton-core/tests/fixtures/work-order.json`) under the id `id`:
+/// from the planner to impl-1, passing every rule, the contract included.
 fn order_doc(id: &str) -> Value {
-    json!({
-        "spec": "awl/work-order@0.1", "id": id, "created_at": "2025-01-01T00:00:00Z",
-        "from": "planner", "to": "impl-1", "escalate_to": "owner",
-        "goal": "Keep the filters in the CSV export",
-        "criteria": [{"id": "c1", "text": "Filtered rows only"}],
-        "budget": {"usd": 2, "tool_calls": 20},
-        "deadline": "2999-01-01T00:00:00Z",
-        "tools": ["repo/*"],
-        "x-baton": {
-            "context": {"repository": "git@example.org:acme/shop.git", "base_revision": "abc123",
-                        "reproduction": "export with a filter", "expected": "only filtered rows"},
-            "scope": {"allowed": ["src/export.rs"], "excluded": ["migrations"]},
-            "execution": {"test_command": "sh -c true"},
-            "acceptance": {"owner": "planner"},
-            "stop_when": ["the fixture is missing"],
-            "decision": {"resume_at": "run the export test with a filter"}
-        }
-    })
+    let mut order: Value = serde_json::from_str(include_str!(
+        "../../baton-core/tests/fixtures/work-order.json"
+    ))
+    .expect("the fixture is JSON");
+    order["id"] = id.into();
+    order["escalate_to"] = "owner".into();
+    order
 }
 
-/// impl-1's report on `id`: done, or blocked with a question.
+/// impl-1's report on `id` (`baton-core/tests/fixtures/work-report.json`): done, or blocked
+/// with a question.
 fn report_doc(id: &str, status: &str) -> Value {
-    let mut report = json!({
-        "spec": "awl/work-report@0.1", "order_id": id, "from": "impl-1", "status": status,
-        "result": {"summary": "Filters kept"},
-        "evidence": [{"criterion": "c1", "type": "note", "note": "tested with a filter"}],
-        "cost": {"usd": 1, "tool_calls": 3},
-        "finished_at": "2025-01-01T01:00:00Z",
-        "tools_used": ["repo/read"],
-        "x-baton": {"evidence": {
-            "before": {"command": "sh -c true", "exit_code": 1, "output": "2 rows", "base_revision": "abc123"},
-            "change": [{"file": "src/export.rs", "reason": "apply the filters"}],
-            "after": {"command": "sh -c true", "exit_code": 0, "output": "1 row"},
-            "uncertainty": {"none": true},
-            "review": {"commit": "def456", "acceptance_owner": "planner"}
-        }}
-    });
+    let mut report: Value = serde_json::from_str(include_str!(
+        "../../baton-core/tests/fixtures/work-report.json"
+    ))
+    .expect("the fixture is JSON");
+    report["order_id"] = id.into();
+    report["status"] = status.into();
     if status == "blocked" {
         report["questions"] = json!(["Which time zone?"]);
     }

@@ -1,245 +1,77 @@
-//! Refusals in the tools' own words: the text of an `isError` result says what to do next
-//! by naming a tool or an argument, never a command-line flag. One mapping from the typed
-//! refusal to the text; the refusal itself carries no edge's words.
+//! Refusals in the tools' own words: the text of an `isError` result, the words
+//! `baton_app::ops::hints` gives every edge, spelled by naming a tool or an argument —
+//! never a command-line flag. An operation the session has no tool for is named as its
+//! command line, marked (CLI).
 
-use baton_core::refusal::{Action, Blocker, Document, blocker_text};
-use baton_core::{DeliveryAction, Field, InvalidTransition, PayloadError, Record, Refusal};
+use baton_app::ops::hints::{self, Next, Spell};
+use baton_core::Refusal;
 use baton_store::StoreError;
 
-/// An argument, as the tools name it.
-fn arg(field: Field) -> String {
-    format!("`{}`", field.name())
+use crate::profile::Profile;
+
+/// How MCP spells a refusal's words, for a session holding the tools `has` says.
+struct Tools<'a> {
+    has: &'a dyn Fn(&str) -> bool,
 }
 
-/// The tool that takes a lifecycle step.
-fn tool(action: Action) -> String {
-    match action {
-        // No tool refuses yet; say where the step is available.
-        Action::Delivery(DeliveryAction::Refuse) => "`baton refuse` (CLI)".to_owned(),
-        other => format!("`{}`", other.name()),
+/// Fields and arguments by their names, as the tools take them.
+impl Spell for Tools<'_> {
+    fn run(&self, next: &Next) -> Option<String> {
+        let tool = next.op.tool.filter(|t| (self.has)(t))?;
+        Some(format!("`{tool}`"))
     }
-}
 
-fn transition(id: &str, t: &InvalidTransition) -> String {
-    if let Action::Order(_) = t.action {
-        let why = t
-            .blocker
-            .map(|b| format!(" ({})", blocker_text(b)))
-            .unwrap_or_default();
-        let allowed: Vec<&str> = t.allowed.iter().map(|a| a.name()).collect();
-        return format!(
-            "cannot {} order {id}: it is {}{why}; allowed next (`action`): {}",
-            t.action.name(),
-            t.status,
-            if allowed.is_empty() {
-                "nothing (it is closed)".to_owned()
-            } else {
-                allowed.join(", ")
-            }
-        );
-    }
-    let why = match t.blocker {
-        None => String::new(),
-        Some(Blocker::FetchFirst) => " (fetch it first with `show`)".to_owned(),
-        Some(Blocker::RequestsAreDischarged) => {
-            " (a request is discharged with `complete` or `hand_back`, not acknowledged)".to_owned()
+    /// A step by its tool's name, even out of this session's profile (saying which has
+    /// it); an order's step by its `action`.
+    fn step(&self, next: &Next) -> String {
+        if let Some(action) = next.action() {
+            return action.to_owned();
         }
-        Some(b) => format!(" ({})", blocker_text(b)),
-    };
-    let whose = match t.action {
-        Action::Request(_) => "your own end of this request",
-        _ => "your delivery",
-    };
-    let allowed = if t.allowed.is_empty() {
-        "nothing (it is final)".to_owned()
-    } else {
-        t.allowed
-            .iter()
-            .map(|a| tool(*a))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    format!(
-        "cannot {} {id}: {whose} is {}{why}; allowed next: {allowed}",
-        tool(t.action),
-        t.status
-    )
-}
+        match next.op.tool {
+            Some(tool) if (self.has)(tool) => format!("`{tool}`"),
+            Some(tool) => match Profile::holding(tool) {
+                Some(profile) => format!("`{tool}` (in the {} profile)", profile.as_str()),
+                None => format!("`{tool}`"),
+            },
+            None => format!("`baton {}` (CLI)", next.words().join(" ")),
+        }
+    }
 
-fn findings(document: Document, findings: &[baton_core::awl::Finding]) -> String {
-    let what = match document {
-        Document::WorkOrder => "a Work Order",
-        Document::WorkReport => "a Work Report on this order",
-    };
-    let lines: Vec<String> = baton_core::refusal::invalid(findings)
-        .map(|f| {
-            let at = match f.path.as_str() {
-                "/" | "" => "`document`".to_owned(),
-                path => format!("`document{path}`"),
-            };
-            format!("- {} at {at}: {}", f.rule, f.message)
-        })
-        .collect();
-    format!(
-        "`document` is refused as {what}; nothing was stored. Fix these and call `order` again:\n{}",
-        lines.join("\n")
-    )
+    fn choices(&self, steps: &[Next]) -> String {
+        let names: Vec<String> = steps.iter().map(|s| self.step(s)).collect();
+        if steps.iter().all(|s| s.action().is_some()) {
+            format!(" (`action`): {}", names.join(", "))
+        } else {
+            format!(": {}", names.join(", "))
+        }
+    }
+
+    fn again(&self, next: &Next) -> String {
+        match next.op.tool {
+            Some(tool) => format!("call `{tool}` again"),
+            None => "call it again".to_owned(),
+        }
+    }
 }
 
 /// A refusal of a call about `id` (a message or order id; empty when none), as the text
-/// of an `isError` result.
-pub fn refusal(id: &str, r: &Refusal) -> String {
-    match r {
-        Refusal::NotFound { record, id } => match record {
-            Record::Message | Record::Parent => {
-                format!("{r}: check `id` (`inbox`, `outbox`, `search` and `thread` list ids)")
-            }
-            Record::Order => format!("{r}: check `id`"),
-            Record::Decision => format!("no decision {id}: `resume` lists the current ones"),
-            _ => r.to_string(),
-        },
-        Refusal::NoRecipient { name, registered } => format!(
-            "`to`: no participant {name:?} in this project; registered: {}",
-            if registered.is_empty() {
-                "none".to_owned()
-            } else {
-                registered.join(", ")
-            }
-        ),
-        Refusal::ArtifactOutside { .. } => format!("`artifact`: {r}"),
-        Refusal::NoSubject { .. } | Refusal::Outside { .. } => {
-            format!("`subject`: {r}; give a message or order id, or a path from the project root")
-        }
-        Refusal::NoArtifact { artifact, reason } => format!(
-            "`artifact`: {artifact:?}: {reason}; give a path from the project root after the output exists, or a URI"
-        ),
-        Refusal::NoReceipt { step, alert } => format!(
-            "{alert}; alert `receipt-missing:{step}` is open (raised once, however often a wait misses). \
-             Check that the step ran and called `receipt_write`, then call `receipt_wait` again"
-        ),
-        Refusal::NoStep {
-            order,
-            since,
-            seq,
-            seconds,
-        } => format!(
-            "order {order} has no step after seq {since} within {seconds}s (it is at seq {seq}): \
-             call `order_show` again"
-        ),
-        Refusal::Missing(Field::To) => "`to`: name at least one recipient".into(),
-        Refusal::Missing(Field::Reason) => {
-            "a reason is required (`reason`): it is posted to the sender".into()
-        }
-        Refusal::Missing(Field::Answer) => "`text` (the answer) cannot be empty".into(),
-        Refusal::Missing(Field::ReworkReason) => {
-            "`reason` (what the worker should change) cannot be empty".into()
-        }
-        Refusal::Missing(field) => format!("{} must not be empty", arg(*field)),
-        Refusal::TooLong { field, max, len } => format!(
-            "{} must be at most {max} characters (got {len})",
-            arg(*field)
-        ),
-        Refusal::Name { field, error } => format!("{}: {error}", arg(*field)),
-        Refusal::Payload { field, error } => match error {
-            PayloadError::TooLarge { .. } => format!(
-                "{}: {error} (messages.payload_cap in .baton/config.toml)",
-                arg(*field)
-            ),
-            _ => format!("{}: {error}", arg(*field)),
-        },
-        Refusal::SelfSend { name } => {
-            format!("{name} cannot send to itself: name another participant in `to`")
-        }
-        Refusal::Cursor { .. } => format!("`cursor`: {r}: pass the `next` of the previous page"),
-        Refusal::Ambiguous { .. } => format!("{r}; give more of the id"),
-        Refusal::ShortPrefix { .. } => r.to_string(),
-        Refusal::Transition(t) => transition(id, t),
-        Refusal::SenderNote => "`note` is for a recipient's completion; to tell the recipients \
-                                something, call `reply`"
-            .into(),
-        Refusal::DocumentField { .. } => format!("`document`: {r}"),
-        Refusal::Findings {
-            document,
-            findings: found,
-        } => findings(*document, found),
-        Refusal::WrongDocument { .. } => "`document` is a Work Report: `create` takes a Work \
-                                          Order (a report goes with action `report`)"
-            .into(),
-        Refusal::Moved { .. } => format!(
-            "{r}; read it again with `order_show` and decide anew, then call `order` again \
-             with `expect_seq` set to its `seq`"
-        ),
-        Refusal::KeyReused { .. } => {
-            format!("{r}; use a new `idempotency_key` for a new message")
-        }
-        Refusal::EffectsNeedRunner { .. } => format!(
-            "{r}; this tool does not start servers: approve with `baton order approve` where \
-             the upstream server runs"
-        ),
-        Refusal::Unwilling { topic, .. } => format!(
-            "{r}. Nothing was sent and the attempt is recorded: send it on a `topic` the \
-             recipient takes (not {topic}), or ask an owner to widen its policy"
-        ),
-        Refusal::UnknownParticipant { .. }
-        | Refusal::Role { .. }
-        | Refusal::TopicPattern { .. }
-        | Refusal::PowerName { .. }
-        | Refusal::WebhookUrl { .. }
-        | Refusal::AgentUrl { .. }
-        | Refusal::KeyEnvNotListed { .. }
-        | Refusal::KeyEnv { .. }
-        | Refusal::StatusNeedsIdentity
-        | Refusal::NotARequest { .. }
-        | Refusal::Superseded { .. }
-        | Refusal::TooManyChanges { .. }
-        | Refusal::StateEdits { .. }
-        | Refusal::ReportStatus { .. }
-        | Refusal::NotAnExit(..)
-        | Refusal::LogLine { .. }
-        | Refusal::ForeignLog
-        | Refusal::NegotiationInput { .. }
-        | Refusal::NegotiationSettled { .. }
-        | Refusal::Beyond { .. }
-        | Refusal::OwnWork { .. }
-        | Refusal::SameReviewer { .. }
-        | Refusal::NotAParty { .. }
-        | Refusal::SenderSteps { .. }
-        | Refusal::OrderRole { .. }
-        | Refusal::OfferFrom { .. }
-        | Refusal::ReportFrom { .. }
-        | Refusal::Unauthenticated
-        | Refusal::Scope { .. }
-        | Refusal::NotANegotiator { .. }
-        | Refusal::OwnPosition { .. }
-        | Refusal::ActorInRequest
-        | Refusal::NotTheWorker { .. }
-        | Refusal::GatewayClosed { .. }
-        | Refusal::EffectsDiffer { .. }
-        | Refusal::NoEffect { .. }
-        | Refusal::RoleTaken { .. }
-        | Refusal::OrderExists { .. }
-        | Refusal::RunExists { .. }
-        | Refusal::NegotiationExists { .. }
-        | Refusal::PositionSubmitted { .. }
-        | Refusal::EffectNotHeld { .. }
-        | Refusal::RunStatus { .. }
-        // Its words are cut short where it is made (`baton_app::ops`).
-        | Refusal::Input { .. } => r.to_string(),
-        // Reservations.
-        Refusal::Reserved { .. } => format!(
-            "{r}. Call `reserve` again once it lapses or is released, reserve other paths, \
-             or ask its holder"
-        ),
-        Refusal::ReservationInput { field, .. } => format!("{}: {r}", arg(*field)),
-        Refusal::NotReleased { .. } => format!("{r}: name one of those in `names`"),
-        Refusal::Unreleased { .. } | Refusal::ForceRelease { .. } => r.to_string(),
-    }
+/// of an `isError` result, for a session holding every tool.
+#[cfg(test)]
+fn refusal(id: &str, r: &Refusal) -> String {
+    refusal_in(id, r, &|_| true)
 }
 
-/// A failed call about `id`, as the text of an `isError` result.
-pub fn explain(id: &str, e: StoreError) -> String {
+/// [`refusal`] for a session holding the tools `has` says.
+fn refusal_in(id: &str, r: &Refusal, has: &dyn Fn(&str) -> bool) -> String {
+    let about = Some(id).filter(|id| !id.is_empty());
+    hints::explain(r, about).text(&Tools { has })
+}
+
+/// A failed call about `id`, as the text of an `isError` result, in a session holding
+/// the tools `has` says.
+pub fn explain(id: &str, e: StoreError, has: &dyn Fn(&str) -> bool) -> String {
     match &e {
-        StoreError::Refused(r) => refusal(id, r),
+        StoreError::Refused(r) => refusal_in(id, r, has),
         StoreError::Busy { .. } | StoreError::Reconnecting { .. } => {
             format!("{e}: call the tool again")
         }
@@ -251,7 +83,8 @@ pub fn explain(id: &str, e: StoreError) -> String {
 mod tests {
     use baton_core::DeliveryAction as D;
     use baton_core::order::OrderAction;
-    use baton_core::refusal::MayAct;
+    use baton_core::refusal::{Action, Blocker, MayAct};
+    use baton_core::{Field, InvalidTransition, Record};
 
     use super::*;
 
@@ -351,11 +184,74 @@ mod tests {
         for (refused, expected) in cases {
             let text = refusal("m1", &refused);
             assert!(text.contains(expected), "{expected:?} missing from: {text}");
-            assert!(!text.contains("--"), "a CLI flag leaked: {text}");
+            // A command line is named only as one, for what no tool does.
+            let pieces: Vec<&str> = text.split(" (CLI)").collect();
+            let (last, marked) = pieces.split_last().unwrap();
+            let mut unmarked: String = marked
+                .iter()
+                .map(|t| t.rsplit_once("`baton ").map_or(*t, |(t, _)| t))
+                .collect();
+            unmarked.push_str(last);
+            assert!(!unmarked.contains("--"), "a CLI flag leaked: {text}");
             assert!(
                 !text.contains("`baton show") && !text.contains("baton state"),
                 "a CLI command leaked: {text}"
             );
+        }
+    }
+
+    /// Every refusal, rendered for a session of each profile: each tool a hint tells the
+    /// agent to call is one that session holds; a step it names out of the profile is a
+    /// tool some profile holds, said so; anything else is named as a command line.
+    #[test]
+    fn every_refusal_names_tools_the_session_holds() {
+        use baton_app::ops::hints::{Named, Noting, every_refusal};
+        let router = crate::BatonTools::router();
+        for profile in Profile::ALL {
+            let has = |tool: &str| profile.has(tool);
+            let tools = Tools { has: &has };
+            for about in [None, Some("m1")] {
+                for r in every_refusal() {
+                    let noting = Noting::new(&tools);
+                    let text = hints::explain(&r, about).text(&noting);
+                    assert!(!text.contains("--") || text.contains("(CLI)"), "{text}");
+                    for named in noting.named.into_inner() {
+                        match named {
+                            Named::Run(next) => {
+                                let tool = next.op.tool.unwrap();
+                                assert!(
+                                    profile.tools().contains(&tool) && router.has_route(tool),
+                                    "{}: {tool} named in {text}",
+                                    profile.as_str()
+                                );
+                            }
+                            Named::Step(next) if next.action().is_none() => {
+                                if let Some(tool) = next.op.tool {
+                                    assert!(router.has_route(tool), "{tool}");
+                                    assert!(
+                                        profile.has(tool)
+                                            || text.contains(&format!("`{tool}` (in the ")),
+                                        "{}: {text}",
+                                        profile.as_str()
+                                    );
+                                } else {
+                                    assert!(text.contains("(CLI)"), "{text}");
+                                }
+                            }
+                            Named::Step(next) => {
+                                assert_eq!(next.op.tool, Some("order"), "{text}")
+                            }
+                            Named::Elsewhere(next) => assert!(
+                                next.op.tool.is_none_or(|t| !profile.has(t)),
+                                "{}: {} named on the command line in {text}",
+                                profile.as_str(),
+                                next.command_line()
+                            ),
+                            Named::Again(_) => {}
+                        }
+                    }
+                }
+            }
         }
     }
 }

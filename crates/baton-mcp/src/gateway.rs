@@ -332,7 +332,8 @@ impl ServerHandler for Gateway {
             .gateway_call(&self.me, &self.order, &self.gate, call)
             .await;
         let result = match decision {
-            Err(e) => text_result(explain(&self.order, e), true),
+            // The gateway offers the upstream's tools, none of Baton's.
+            Err(e) => text_result(explain(&self.order, e, &|_| false), true),
             Ok(Decision::Refuse(why)) => {
                 text_result(format!("refused by Baton's gateway: {why}"), true)
             }
@@ -386,7 +387,7 @@ pub async fn serve_gateway(
     let gate = app
         .gateway_gate(&me, &order)
         .await
-        .map_err(|e| ServeError::Refused(explain(&order, e)))?;
+        .map_err(|e| ServeError::Refused(explain(&order, e, &|_| false)))?;
     let session = connect(&upstream, app.settings().payload_cap)
         .await
         .map_err(ServeError::Start)?;

@@ -92,4 +92,30 @@ mod tests {
         all.sort();
         assert_eq!(names, all);
     }
+
+    /// REFERENCE.md's tables of the tools and of the role profiles are the declarations'.
+    #[test]
+    fn the_reference_lists_the_declared_tools_and_profiles() {
+        let reference = include_str!("../../../docs/REFERENCE.md");
+        let mut tools = String::from("| tool | what it does |\n|---|---|\n");
+        for op in ops::OPERATIONS {
+            if let (Some(tool), Some(declared)) = (op.tool, op.typed) {
+                tools.push_str(&format!("| `{tool}` | {} |\n", declared.summary));
+            }
+        }
+        let mut profiles = String::from("| profile | tools |\n|---|---|\n");
+        for profile in Profile::ALL.into_iter().filter(|p| *p != Profile::All) {
+            profiles.push_str(&format!(
+                "| {} | {} |\n",
+                profile.as_str(),
+                profile.tools().join(", ")
+            ));
+        }
+        for table in [tools, profiles] {
+            assert!(
+                reference.contains(&table),
+                "docs/REFERENCE.md should hold this table, made from the declarations:\n{table}"
+            );
+        }
+    }
 }

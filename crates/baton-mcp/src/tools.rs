@@ -206,7 +206,7 @@ impl BatonTools {
                 rmcp::model::CallToolResult::structured(answer)
             }
             Err(e) => rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
-                explain(&id, e),
+                explain(&id, e, &|tool| self.tool_router.has_route(tool)),
             )]),
         }
     }

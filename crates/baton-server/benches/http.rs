@@ -79,9 +79,9 @@ struct Ungrouped {
 
 #[async_trait]
 impl Database for Ungrouped {
-    async fn project(&self, name: &ProjectName) -> baton_store::Result<Arc<dyn Store>> {
+    async fn project(&self, name: &ProjectName) -> baton_store::Result<Store> {
         let file = self.dir.join(format!("{name}.db"));
-        Ok(Arc::new(
+        Ok(Store::new(
             SqliteStore::open(&file, Duration::from_secs(5)).await?,
         ))
     }

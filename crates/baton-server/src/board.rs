@@ -4,8 +4,6 @@
 //! script and its style are plain files under `web/`, compiled in: nothing is fetched at
 //! run time.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -60,14 +58,14 @@ pub struct BoardConfig {
 /// The one project of an embedded store, as a [`Database`] the server can serve.
 pub struct OneProject {
     pub name: ProjectName,
-    pub store: Arc<dyn Store>,
+    pub store: Store,
 }
 
 #[async_trait]
 impl Database for OneProject {
-    async fn project(&self, name: &ProjectName) -> baton_store::Result<Arc<dyn Store>> {
+    async fn project(&self, name: &ProjectName) -> baton_store::Result<Store> {
         if name == &self.name {
-            Ok(Arc::clone(&self.store))
+            Ok(self.store.clone())
         } else {
             Err(Refusal::not_found(Record::Project, name.as_str()).into())
         }

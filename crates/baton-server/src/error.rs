@@ -6,11 +6,15 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use baton_core::refusal::{Action, Record};
-use baton_core::{Field, Refusal, RefusalKind};
+use baton_app::ops::Method;
+use baton_app::ops::hints::{self, Arg, Next, Spell};
+use baton_core::{Refusal, RefusalKind};
 use baton_store::StoreError;
 use schemars::JsonSchema;
 use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::routes::PROJECT;
 
 /// What every failed request answers.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -87,127 +91,96 @@ pub fn status(kind: RefusalKind) -> StatusCode {
     }
 }
 
-fn field(f: Field) -> String {
-    format!("`{}`", f.name())
+/// How HTTP spells a refusal's words: JSON fields, and an operation as its route under
+/// `/v1/projects/{project}` (its input as the query or the JSON body); an operation with
+/// no route is named as its command line, marked (CLI).
+struct Routes;
+
+/// Fields by their JSON names.
+impl Spell for Routes {
+    fn run(&self, next: &Next) -> Option<String> {
+        let route = next.op.typed?.route;
+        let params: Vec<&str> = route.params().collect();
+        // A path's field given a value is filled in; one to fill stays `{field}`.
+        let path: Vec<String> = route
+            .path
+            .split('/')
+            .map(|segment| {
+                let field = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}'));
+                match next.args().find(|(name, _)| Some(*name) == field) {
+                    Some((_, Arg::Is(value))) => value.clone(),
+                    _ => segment.to_owned(),
+                }
+            })
+            .collect();
+        let given: Map<String, Value> = next
+            .args()
+            .filter(|(name, _)| !params.contains(name))
+            .map(|(name, arg)| {
+                let value = match arg {
+                    Arg::Is(v) => Value::from(v.as_str()),
+                    Arg::Yes => Value::Bool(true),
+                    Arg::Plus(v) => json!([v, "…"]),
+                    Arg::Fill(placeholder) => Value::from(*placeholder),
+                };
+                ((*name).to_owned(), value)
+            })
+            .collect();
+        let (method, rest) = match route.method {
+            Method::Get => {
+                let query: Vec<String> = given
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Value::String(s) => format!("{k}={s}"),
+                        other => format!("{k}={other}"),
+                    })
+                    .collect();
+                let query = if query.is_empty() {
+                    String::new()
+                } else {
+                    format!("?{}", query.join("&"))
+                };
+                ("GET", query)
+            }
+            Method::Post => ("POST", String::new()),
+        };
+        let body = if route.method == Method::Post && !given.is_empty() {
+            format!(" {}", Value::Object(given))
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "`{method} {PROJECT}{}{rest}`{body}",
+            path.join("/")
+        ))
+    }
+
+    fn step(&self, next: &Next) -> String {
+        self.run(next).unwrap_or_else(|| self.elsewhere(next))
+    }
+
+    fn again(&self, _: &Next) -> String {
+        "send the request again".to_owned()
+    }
 }
 
-/// What to do next about a refusal, naming fields and endpoints.
-fn hint(r: &Refusal) -> Option<String> {
-    Some(match r {
-        Refusal::NotFound { record, .. } => match record {
-            Record::Message | Record::Parent => {
-                "GET …/inbox, …/outbox, …/search or …/messages/{id}/thread list message ids".into()
-            }
-            Record::Order => "GET …/orders?all=true lists the orders".into(),
-            Record::Decision => "GET …/state lists the decisions".into(),
-            Record::Key => "GET …/keys lists the keys".into(),
-            Record::Project => "an administrator adds it: baton --db URL project add NAME".into(),
-            _ => return None,
-        },
-        Refusal::UnknownParticipant { .. } => "GET …/participants lists who is registered".into(),
-        Refusal::NoRecipient { registered, .. } => {
-            format!("registered: {}", registered.join(", "))
-        }
-        Refusal::Missing(f) | Refusal::TooLong { field: f, .. } => format!("set {}", field(*f)),
-        Refusal::Name { field: f, .. } | Refusal::Payload { field: f, .. } => {
-            format!("correct {}", field(*f))
-        }
-        Refusal::Transition(t) => {
-            let steps: Vec<String> = t
-                .allowed
-                .iter()
-                .map(|a| match a {
-                    Action::Order(_) => format!("POST …/orders/{{id}}/{}", a.name()),
-                    _ => format!("POST …/messages/{{id}}/{}", a.name()),
-                })
-                .collect();
-            if steps.is_empty() {
-                "nothing follows: it is final".into()
-            } else {
-                format!("allowed next: {}", steps.join(", "))
-            }
-        }
-        Refusal::Moved { .. } => {
-            "GET the order again and decide anew; send `expect_seq` with its `seq`".into()
-        }
+/// What only HTTP says of a refusal, before the words every edge says.
+fn http_note(r: &Refusal) -> Option<&'static str> {
+    match r {
         Refusal::Unauthenticated => {
-            "send `Authorization: Bearer TOKEN` with a key issued by `baton key issue`".into()
+            Some("send `Authorization: Bearer TOKEN` with a key issued by `baton key issue`")
         }
-        Refusal::Scope { .. } => "ask an administrator for a key of a wider scope".into(),
-        Refusal::Beyond { actor, .. } => format!(
-            "nothing changed and the attempt is recorded; an admin key can widen the policy: \
-             POST …/participants/{actor}/policy"
-        ),
-        Refusal::Unwilling { recipient, .. } => format!(
-            "nothing was sent and the attempt is recorded; send it on a topic the recipient \
-             takes, or an admin key can widen its policy: POST …/participants/{recipient}/policy"
-        ),
-        Refusal::ActorInRequest => "leave the actor out: the key says who is acting".into(),
-        Refusal::EffectsNeedRunner { .. } => "the server starts no upstream servers: approve \
-             with `baton order approve ID` where the upstream server runs"
-            .into(),
-        Refusal::Findings { .. } => "each finding names its rule and the path in `document`".into(),
-        // Reservations.
-        Refusal::Reserved { .. } => "GET …/reservations lists who holds what; retry once it \
-             lapses or is released"
-            .into(),
-        Refusal::ReservationInput { field: f, .. } => format!("correct {}", field(*f)),
-        Refusal::NotReleased { .. } => "GET …/reservations?holder=NAME lists what is held".into(),
-        Refusal::Unreleased { .. } | Refusal::ForceRelease { .. } => return None,
-        Refusal::NoArtifact { .. }
-        | Refusal::NoSubject { .. }
-        | Refusal::NoReceipt { .. }
-        | Refusal::NoStep { .. }
-        | Refusal::Role { .. }
-        | Refusal::SelfSend { .. }
-        | Refusal::ArtifactOutside { .. }
-        | Refusal::Outside { .. }
-        | Refusal::TopicPattern { .. }
-        | Refusal::PowerName { .. }
-        | Refusal::WebhookUrl { .. }
-        | Refusal::AgentUrl { .. }
-        | Refusal::KeyEnvNotListed { .. }
-        | Refusal::KeyEnv { .. }
-        | Refusal::Cursor { .. }
-        | Refusal::Ambiguous { .. }
-        | Refusal::ShortPrefix { .. }
-        | Refusal::StatusNeedsIdentity
-        | Refusal::Input { .. }
-        | Refusal::NotARequest { .. }
-        | Refusal::SenderNote
-        | Refusal::Superseded { .. }
-        | Refusal::TooManyChanges { .. }
-        | Refusal::StateEdits { .. }
-        | Refusal::DocumentField { .. }
-        | Refusal::ReportStatus { .. }
-        | Refusal::WrongDocument { .. }
-        | Refusal::NotAnExit(..)
-        | Refusal::LogLine { .. }
-        | Refusal::ForeignLog
-        | Refusal::NegotiationInput { .. }
-        | Refusal::NegotiationSettled { .. }
-        | Refusal::OwnWork { .. }
-        | Refusal::SameReviewer { .. }
-        | Refusal::NotAParty { .. }
-        | Refusal::SenderSteps { .. }
-        | Refusal::OrderRole { .. }
-        | Refusal::OfferFrom { .. }
-        | Refusal::ReportFrom { .. }
-        | Refusal::NotANegotiator { .. }
-        | Refusal::OwnPosition { .. }
-        | Refusal::NotTheWorker { .. }
-        | Refusal::GatewayClosed { .. }
-        | Refusal::EffectsDiffer { .. }
-        | Refusal::NoEffect { .. }
-        | Refusal::RoleTaken { .. }
-        | Refusal::KeyReused { .. }
-        | Refusal::OrderExists { .. }
-        | Refusal::RunExists { .. }
-        | Refusal::NegotiationExists { .. }
-        | Refusal::PositionSubmitted { .. }
-        | Refusal::EffectNotHeld { .. }
-        | Refusal::RunStatus { .. } => return None,
-    })
+        _ => None,
+    }
+}
+
+/// What to do next about a refusal, naming fields and routes.
+fn hint(r: &Refusal) -> Option<String> {
+    let said = hints::explain(r, None).hint(&Routes);
+    match (http_note(r), said) {
+        (Some(note), Some(said)) => Some(format!("{note}; {said}")),
+        (note, said) => said.or(note.map(str::to_owned)),
+    }
 }
 
 impl From<Refusal> for ApiError {
@@ -298,5 +271,63 @@ impl IntoResponse for ApiError {
             );
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_app::ops::hints::{Named, Noting, every_refusal, explain};
+
+    use super::*;
+
+    /// Every refusal's hint over HTTP: each route it names is one the server routes and
+    /// documents, and what has no route is named as its command line.
+    #[test]
+    fn every_refusal_names_routes_the_server_has() {
+        let (_, document) = crate::routes::typed(crate::api::Api::new()).finish();
+        for r in every_refusal() {
+            let noting = Noting::new(&Routes);
+            let hint = explain(&r, None).hint(&noting).unwrap_or_default();
+            for named in noting.named.into_inner() {
+                match named {
+                    Named::Run(next) | Named::Step(next) if next.op.typed.is_some() => {
+                        let route = next.op.typed.unwrap().route;
+                        let method = match route.method {
+                            Method::Get => "get",
+                            Method::Post => "post",
+                        };
+                        let path = format!("{PROJECT}{}", route.path);
+                        assert!(
+                            document["paths"][&path][method].is_object(),
+                            "{method} {path}, named in {hint:?}, is not in the OpenAPI document"
+                        );
+                        assert!(hint.contains(&format!("{} {PROJECT}", method.to_uppercase())));
+                    }
+                    Named::Step(next) | Named::Elsewhere(next) => {
+                        assert!(next.op.typed.is_none(), "{hint}");
+                        assert!(hint.contains(&format!("`{}` (CLI)", next.command_line())));
+                    }
+                    Named::Run(next) => panic!("{} has no route: {hint}", next.op.name),
+                    Named::Again(_) => {}
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_hint_names_the_route_and_its_fields() {
+        let hint = |r: Refusal| ApiError::from(r).hint.unwrap_or_default();
+        assert_eq!(
+            hint(Refusal::not_found(baton_core::Record::Order, "wo_9")),
+            "check `id` or see `GET /v1/projects/{project}/orders?all=true`"
+        );
+        let beyond = every_refusal()
+            .into_iter()
+            .find(|r| matches!(r, Refusal::Beyond { .. }))
+            .unwrap();
+        assert!(hint(beyond).ends_with(
+            "`POST /v1/projects/{project}/participants/impl-1/policy` {\"may\":[\"request\",\"…\"]}"
+        ));
+        assert!(hint(Refusal::Unauthenticated).contains("Authorization: Bearer"));
     }
 }

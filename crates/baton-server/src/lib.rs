@@ -161,11 +161,7 @@ impl Server {
     /// A server of one project's store (the embedded `.baton/` of `baton board`) whose
     /// status and board are served without a key. Everything else still needs one. The
     /// caller binds it to loopback only: whoever reaches it reads the project's status.
-    pub fn keyless(
-        store: Arc<dyn baton_store::Store>,
-        name: ProjectName,
-        settings: Settings,
-    ) -> Arc<Self> {
+    pub fn keyless(store: baton_store::Store, name: ProjectName, settings: Settings) -> Arc<Self> {
         let database = Arc::new(board::OneProject {
             name: name.clone(),
             store,

@@ -407,9 +407,17 @@ async fn health() -> Json<Health> {
 
 // ---- the router -----------------------------------------------------------------------------
 
+/// Where a project's routes are.
+pub(crate) const PROJECT: &str = "/v1/projects/{project}";
+
+/// `api` with every typed operation: its route and its document from its declaration.
+pub(crate) fn typed(api: Api) -> Api {
+    baton_app::ops::every_typed().fold(api, |api, op| api.operation(PROJECT, op))
+}
+
 /// Every route, and the OpenAPI document describing them.
 pub fn router(server: Arc<Server>) -> Router {
-    const P: &str = "/v1/projects/{project}";
+    const P: &str = PROJECT;
     let p = |path: &str| format!("{P}{path}");
     let api = Api::new()
         .route::<Nothing, Nothing, Health, _, _>(
@@ -426,9 +434,7 @@ pub fn router(server: Arc<Server>) -> Router {
             None,
             board_config,
         );
-    // Every typed operation, its route and its document from its declaration.
-    let api = baton_app::ops::every_typed().fold(api, |api, op| api.operation(P, op));
-    let (routes, document) = api.finish();
+    let (routes, document) = typed(api).finish();
     let document = Arc::new(document);
     // A body may carry a payload at the cap, wrapped in a little JSON.
     let limit = server

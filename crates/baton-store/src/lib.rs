@@ -1,54 +1,54 @@
 //! Baton's storage: the append-only event log and the projections derived from it.
 //!
-//! Three traits, one per job:
+//! Two traits a backend implements, and one struct over them:
 //! - [`Tx`], a write transaction: append an event (which updates the projections), and
 //!   read the facts a rule needs (a participant, an envelope, earlier messages, an order,
 //!   a run, the project state, a negotiation). A backend implements it in its own SQL.
 //! - [`Backend`]: open a [`Tx`], and the reads the edges list and show. Also SQL only.
-//! - [`Store`]: every write, implemented once in [`write`] for every backend: it gathers
-//!   facts through a [`Tx`], asks the core's planners what to append, appends it and
-//!   commits. A backend cannot override it, so it holds no policy.
+//! - [`Store`]: a handle over a backend whose methods are every write, each written once
+//!   in `write.rs`: it gathers facts through a [`Tx`], asks the core's planners what to
+//!   append, appends it and commits. The backend's reads are reached through it.
+//!
+//! A backend cannot hold a rule, by construction: it implements only [`Backend`] and
+//! [`Tx`], and the writes are the struct's own methods, which no backend implements or
+//! overrides.
 //!
 //! [`open`] (one embedded project) and [`database`] (projects by name: a directory of
 //! SQLite files, or one PostgreSQL database) pick the backend from a URL. Every write is one short transaction, so a
 //! write that returns `Ok` has committed. This crate never talks to the terminal and never
 //! reads configuration files; callers pass what it needs.
 
+mod decode;
 mod error;
 pub mod postgres;
 mod reservations;
-mod rows;
 pub mod sqlite;
 mod types;
-pub mod write;
+mod write;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use decode::{decode_cursor, encode_cursor};
 pub use error::{Holder, StoreError};
 pub use postgres::{PostgresDatabase, PostgresStore};
 pub use reservations::ReservationQuery;
-pub use rows::{decode_cursor, encode_cursor};
 pub use sqlite::SqliteStore;
 pub use types::*;
 pub use write::reservations::Force;
 
 use async_trait::async_trait;
-use baton_core::effect::{self, Call, Decision, Effects, Gate};
-use baton_core::gate::GateChange;
+use baton_core::effect::{self, Effects};
 use baton_core::id::Span;
 use baton_core::key::Key;
 use baton_core::message::Prior;
 use baton_core::negotiation::Negotiation;
-use baton_core::order::{Order, OrderRequest};
-use baton_core::reservation::{Ask, Release, Reservation};
-use baton_core::run::{HookCall, Run, RunChange};
-use baton_core::state::{ProjectState, StateDigest, StateOp};
+use baton_core::order::Order;
+use baton_core::reservation::Reservation;
+use baton_core::run::Run;
+use baton_core::state::{ProjectState, StateDigest};
 use baton_core::webhook::Webhook;
-use baton_core::{
-    Denied, Draft, Event, Millis, Participant, Passname, Payload, Policy, ProjectName, Record,
-    Topic,
-};
+use baton_core::{Draft, Event, Millis, Participant, Passname, ProjectName, Record};
 use serde_json::{Map, Value};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -60,13 +60,40 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// someone waits (one cheap query).
 pub const POLL: Duration = Duration::from_millis(50);
 
+/// Every operation on a store: a handle over a backend (cheap to clone, shared by every
+/// clone). Its writes are its own methods, written once in `write.rs` over the backend's
+/// [`Tx`], each atomic; the backend's reads are reached through it ([`Backend`], by
+/// `Deref`).
+#[derive(Clone)]
+pub struct Store {
+    backend: Arc<dyn Backend>,
+}
+
+impl Store {
+    /// The store over `backend`.
+    pub fn new(backend: impl Backend + 'static) -> Self {
+        Self {
+            backend: Arc::new(backend),
+        }
+    }
+}
+
+/// A store is a handle over its backend: the backend's reads are the store's.
+impl std::ops::Deref for Store {
+    type Target = dyn Backend;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.backend
+    }
+}
+
 /// A place that holds projects by name: a directory of SQLite files (one a project), or a
 /// PostgreSQL database (every table keyed by project). What `baton serve` and keyless
 /// administration (`baton --db URL …`) open.
 #[async_trait]
 pub trait Database: Send + Sync {
     /// Project `name`'s store; refused as not found when there is no such project.
-    async fn project(&self, name: &ProjectName) -> Result<Arc<dyn Store>>;
+    async fn project(&self, name: &ProjectName) -> Result<Store>;
     /// Creates project `name`; `false` when it existed already (nothing changes).
     async fn add_project(&self, name: &ProjectName) -> Result<bool>;
     /// Every project's name, sorted.
@@ -94,11 +121,11 @@ pub async fn database(url: &str, busy_timeout: Duration) -> Result<Arc<dyn Datab
 
 /// Opens an existing one-project store for an agent's hook: on SQLite its hook events
 /// are spooled beside the store rather than wait for the write lock.
-pub async fn open_for_hooks(url: &str, busy_timeout: Duration) -> Result<Arc<dyn Store>> {
+pub async fn open_for_hooks(url: &str, busy_timeout: Duration) -> Result<Store> {
     match url.split_once(':') {
         Some(("sqlite", path)) if !path.is_empty() => {
             let path = std::path::Path::new(path.strip_prefix("//").unwrap_or(path));
-            Ok(Arc::new(
+            Ok(Store::new(
                 SqliteStore::open_spooling(path, busy_timeout).await?,
             ))
         }
@@ -111,7 +138,7 @@ pub async fn open_for_hooks(url: &str, busy_timeout: Duration) -> Result<Arc<dyn
 /// Opens the one-project store a URL names: `sqlite:PATH` (the file must exist unless
 /// `create`). The embedded mode's `.baton/baton.db`. A PostgreSQL database holds many
 /// projects, so it is opened with [`database`] and a project's name.
-pub async fn open(url: &str, busy_timeout: Duration, create: bool) -> Result<Arc<dyn Store>> {
+pub async fn open(url: &str, busy_timeout: Duration, create: bool) -> Result<Store> {
     match url.split_once(':') {
         Some(("sqlite", path)) if !path.is_empty() => {
             let path = std::path::Path::new(path.strip_prefix("//").unwrap_or(path));
@@ -120,7 +147,7 @@ pub async fn open(url: &str, busy_timeout: Duration, create: bool) -> Result<Arc
             } else {
                 SqliteStore::open(path, busy_timeout).await?
             };
-            Ok(Arc::new(store))
+            Ok(Store::new(store))
         }
         _ => Err(StoreError::Url {
             url: postgres::redact(url),
@@ -327,491 +354,5 @@ pub trait Backend: Send + Sync {
             }
             tokio::time::sleep(POLL.min(left)).await;
         }
-    }
-}
-
-/// Every operation on a store: a backend's reads, and the writes [`write`] implements
-/// once over its transactions. Each write is atomic.
-#[async_trait]
-pub trait Store: Backend {
-    /// Registers a participant, with `policy` when one is given (else its role's
-    /// default). Adding the same name with the same role again is harmless; a policy given
-    /// again that differs is set.
-    async fn add_participant(
-        &self,
-        actor: &str,
-        name: &Passname,
-        role: &str,
-        policy: Option<Policy>,
-    ) -> Result<Added>;
-    /// Sets a participant's authority policy (`None`: back to its role's default).
-    async fn set_policy(
-        &self,
-        actor: &str,
-        name: &Passname,
-        policy: Option<Policy>,
-    ) -> Result<Participant>;
-    /// [`Store::add_participant`], standing for the outside A2A agent `agent`, in one
-    /// transaction.
-    async fn add_outside_participant(
-        &self,
-        actor: &str,
-        name: &Passname,
-        role: &str,
-        policy: Option<Policy>,
-        agent: baton_core::participant::OutsideAgent,
-    ) -> Result<Added>;
-    /// The outside A2A agent `name` stands for, if any.
-    async fn outside_agent(
-        &self,
-        name: &Passname,
-    ) -> Result<Option<baton_core::participant::OutsideAgent>>;
-    /// Where the hand-over of request `request` to an outside agent stands: the fold of
-    /// its `handover.changed` events.
-    async fn handover(&self, request: &str) -> Result<baton_core::handover::Handover>;
-    /// Records a step of a hand-over as `actor` (the participant standing for the agent),
-    /// when the core's rule admits it against what the log holds, in one transaction:
-    /// `false` when it does not (another server claimed the send first, or landed it).
-    /// Only the server's loop calls this; no operation does.
-    async fn record_handover(
-        &self,
-        actor: &str,
-        change: baton_core::handover::HandoverChange,
-    ) -> Result<bool>;
-    /// Records a security event: an action refused as beyond authority. The writes below
-    /// record their own; an edge records those it refuses itself (a key's scope). A
-    /// repeat of one recorded within the window is counted on it instead
-    /// (`authority::repeat_of`): `None`.
-    async fn record_denied(&self, denied: Denied) -> Result<Option<Event>>;
-    /// Stores a message from `from`, or returns the original when it is a duplicate: same
-    /// idempotency key (forever), or same type, topic, payload, parent and recipients
-    /// within `window_ms` milliseconds.
-    async fn send(&self, from: &Passname, draft: Draft, window_ms: i64) -> Result<Sent>;
-    /// The full message. When `reader` is a recipient whose delivery is pending, it becomes
-    /// delivered in the same transaction.
-    async fn fetch(&self, reader: Option<&Passname>, id: &str) -> Result<Fetched>;
-    /// A status step on a message: a recipient's step on its delivery, or the sender's
-    /// step on its own end of a request. `note` (required for refuse and hand-back) is
-    /// recorded and posted to the sender as a threaded reply.
-    async fn step(
-        &self,
-        who: &Passname,
-        id: &str,
-        verb: Verb,
-        note: Option<&str>,
-    ) -> Result<Stepped>;
-    /// Applies state changes in one transaction, each checked against the state left by
-    /// the ones before it; returns the events written (an alert already open writes none).
-    async fn change_state(&self, actor: &str, ops: &[StateOp]) -> Result<Vec<Event>>;
-    /// Records facts about runs in one transaction, each checked against the run's status
-    /// left by the ones before it. An untracked process already recorded writes nothing.
-    async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>>;
-    /// Records an agent hook's call: spooled where the backend keeps a spool (the next
-    /// writer appends it), otherwise written now.
-    async fn record_hook(&self, actor: &str, call: HookCall) -> Result<()>;
-    /// Records review verdicts, needs and acknowledgements in one transaction.
-    async fn record_gate(&self, actor: &str, changes: &[GateChange]) -> Result<Vec<Event>>;
-    /// Marks a registered or running run lost and, in the same transaction, resurfaces as
-    /// pending the messages its participant fetched during the run (unless another of its
-    /// runs is live) and raises one alert for each. `None` when the run is no longer live.
-    async fn reap_lost(&self, actor: &str, run: &str, reason: &str) -> Result<Option<Reaped>>;
-    /// Offers a Work Order: sends `document` to its `to` as a `request` on `topic` and
-    /// records the order (seq 1, `offered`), in one transaction. The caller validates the
-    /// document (AWL and contract rules) first.
-    async fn create_order(
-        &self,
-        actor: &Passname,
-        topic: Topic,
-        document: Payload,
-    ) -> Result<OrderWritten>;
-    /// Takes a lifecycle step as `actor`, provided the order's newest seq is still
-    /// `expected_seq`: a writer that lost a race gets `Moved` and writes nothing.
-    async fn order_step(
-        &self,
-        actor: &Passname,
-        id: &str,
-        expected_seq: i64,
-        request: OrderRequest,
-    ) -> Result<OrderWritten>;
-    /// Approves the order as `actor` at `expected_seq`, provided the newest report's
-    /// `effects` match what the gateway held; with `chosen`, the held effects left out are
-    /// dropped.
-    async fn approve(
-        &self,
-        actor: &Passname,
-        id: &str,
-        expected_seq: i64,
-        chosen: Option<&[String]>,
-    ) -> Result<OrderWritten>;
-    /// Begins round `round` of a review of order `id` by `actor`: refused, as
-    /// [`Store::conclude_review`] would refuse it, unless `actor` may conclude it (writing
-    /// nothing but the security event), else the start is recorded before any reviewer
-    /// runs.
-    async fn begin_review(
-        &self,
-        actor: &Passname,
-        id: &str,
-        round: u32,
-        reviewers: &[String],
-    ) -> Result<Event>;
-    /// Records a round of review in one transaction: the verdicts and conclusion in
-    /// `changes` and, with `rework`, the step that sends the order back at `expected_seq`.
-    async fn conclude_review(
-        &self,
-        actor: &Passname,
-        id: &str,
-        expected_seq: i64,
-        changes: &[GateChange],
-        rework: Option<String>,
-    ) -> Result<Vec<Event>>;
-    /// The gateway's call `call` on order `id` by `actor`: forwarded (recorded as
-    /// evidence), held or refused (recorded with why). Refused outright, nothing
-    /// recorded, when `actor` is not the order's worker or the order is not accepted or
-    /// working.
-    async fn gateway_call(
-        &self,
-        actor: &Passname,
-        id: &str,
-        gate: &Gate,
-        call: Call,
-    ) -> Result<Decision>;
-    /// Marks the held effect `reference` of approved order `id` as started (once).
-    async fn start_effect(&self, actor: &Passname, id: &str, reference: &str) -> Result<Effects>;
-    /// Records how the started effect `reference` ended.
-    async fn finish_effect(
-        &self,
-        actor: &Passname,
-        id: &str,
-        reference: &str,
-        ok: bool,
-        result: Value,
-    ) -> Result<Effects>;
-    /// Imports a portable log (each event with its line number) in one transaction, as
-    /// the core's [`baton_core::portable::plan`] judges it against what the log holds:
-    /// all of it or, refused, none; `merge` takes another project's log.
-    async fn import(
-        &self,
-        lines: Vec<(usize, Event)>,
-        merge: bool,
-        payload_cap: usize,
-    ) -> Result<Imported>;
-    /// Records key `id` for `participant` (which must be registered) with the hash of its
-    /// token; the token itself is never stored.
-    async fn issue_key(&self, actor: &str, issue: KeyIssue) -> Result<Key>;
-    /// Revokes key `id` alone; revoking it again changes nothing.
-    async fn revoke_key(&self, actor: &str, id: &str) -> Result<Key>;
-    /// Sets `participant`'s webhook to `url` with `secret`, or removes it (`url` `None`);
-    /// returns the webhook now.
-    async fn set_webhook(
-        &self,
-        actor: &str,
-        participant: &Passname,
-        url: Option<&str>,
-        secret: String,
-    ) -> Result<Option<Webhook>>;
-    /// Opens the negotiation `spec` (JSON, checked by the core); refused when its id is
-    /// taken.
-    async fn open_negotiation(&self, actor: &str, spec: &Value) -> Result<Negotiation>;
-    /// Records `party`'s `position` (JSON, checked against the spec) in negotiation `id`;
-    /// the last party's submission also runs the engine and records the settlement, in
-    /// the same transaction, so it is recorded exactly once.
-    async fn submit_position(
-        &self,
-        actor: &str,
-        id: &str,
-        party: &Passname,
-        position: &Value,
-    ) -> Result<Negotiation>;
-    /// Opens `spec` and submits every party's position, settling it, in one transaction:
-    /// a refusal of any of them stores nothing.
-    async fn negotiate(
-        &self,
-        actor: &str,
-        spec: &Value,
-        positions: &[(Passname, Value)],
-    ) -> Result<Negotiation>;
-
-    // ---- reservations (`write::reservations`) ----
-    /// Reserves `ask`'s globs for `actor` (renewing those it holds), all or none: refused,
-    /// naming every conflict, when another's live reservation stands in the way.
-    async fn reserve(&self, actor: &Passname, ask: &Ask) -> Result<Vec<Reservation>>;
-    /// Releases `actor`'s reservations `what` names; releasing nothing is refused.
-    async fn release(&self, actor: &Passname, what: &Release) -> Result<Vec<Reservation>>;
-    /// Force-releases a quiet holder's reservation, telling the holder why.
-    async fn force_release(&self, actor: &Passname, force: &Force) -> Result<Reservation>;
-    /// Records that `commit` touched `paths` others held (`reservations`) past the guard.
-    async fn record_bypass(
-        &self,
-        actor: &str,
-        commit: &str,
-        paths: &[String],
-        reservations: &[String],
-    ) -> Result<Event>;
-}
-
-#[async_trait]
-impl<B: Backend + ?Sized> Store for B {
-    async fn add_participant(
-        &self,
-        actor: &str,
-        name: &Passname,
-        role: &str,
-        policy: Option<Policy>,
-    ) -> Result<Added> {
-        write::add_participant(self, actor, name, role, policy, None).await
-    }
-
-    async fn set_policy(
-        &self,
-        actor: &str,
-        name: &Passname,
-        policy: Option<Policy>,
-    ) -> Result<Participant> {
-        write::set_policy(self, actor, name, policy).await
-    }
-
-    async fn add_outside_participant(
-        &self,
-        actor: &str,
-        name: &Passname,
-        role: &str,
-        policy: Option<Policy>,
-        agent: baton_core::participant::OutsideAgent,
-    ) -> Result<Added> {
-        write::add_participant(self, actor, name, role, policy, Some(agent)).await
-    }
-
-    async fn outside_agent(
-        &self,
-        name: &Passname,
-    ) -> Result<Option<baton_core::participant::OutsideAgent>> {
-        let events = self
-            .events_about(name.as_str(), baton_core::participant::A2A_KIND)
-            .await?;
-        Ok(baton_core::participant::outside_agent(&events))
-    }
-
-    async fn handover(&self, request: &str) -> Result<baton_core::handover::Handover> {
-        let events = self
-            .events_about(request, baton_core::handover::KIND)
-            .await?;
-        Ok(baton_core::handover::Handover::replay(&events))
-    }
-
-    async fn record_handover(
-        &self,
-        actor: &str,
-        change: baton_core::handover::HandoverChange,
-    ) -> Result<bool> {
-        write::record_handover(self, actor, change).await
-    }
-
-    async fn record_denied(&self, denied: Denied) -> Result<Option<Event>> {
-        write::record_denied(self, denied).await
-    }
-
-    async fn send(&self, from: &Passname, draft: Draft, window_ms: i64) -> Result<Sent> {
-        let sent = write::send(self, from, draft, window_ms).await;
-        write::recorded(self, from.as_str(), sent).await
-    }
-
-    async fn fetch(&self, reader: Option<&Passname>, id: &str) -> Result<Fetched> {
-        write::fetch(self, reader, id).await
-    }
-
-    async fn step(
-        &self,
-        who: &Passname,
-        id: &str,
-        verb: Verb,
-        note: Option<&str>,
-    ) -> Result<Stepped> {
-        let stepped = write::step(self, who, id, verb, note).await;
-        write::recorded(self, who.as_str(), stepped).await
-    }
-
-    async fn change_state(&self, actor: &str, ops: &[StateOp]) -> Result<Vec<Event>> {
-        write::recorded(self, actor, write::change_state(self, actor, ops).await).await
-    }
-
-    async fn record_run(&self, actor: &str, changes: &[RunChange]) -> Result<Vec<Event>> {
-        write::recorded(self, actor, write::record_run(self, actor, changes).await).await
-    }
-
-    async fn record_hook(&self, actor: &str, call: HookCall) -> Result<()> {
-        write::record_hook(self, actor, call).await
-    }
-
-    async fn record_gate(&self, actor: &str, changes: &[GateChange]) -> Result<Vec<Event>> {
-        write::recorded(self, actor, write::record_gate(self, actor, changes).await).await
-    }
-
-    async fn reap_lost(&self, actor: &str, run: &str, reason: &str) -> Result<Option<Reaped>> {
-        write::reap_lost(self, actor, run, reason).await
-    }
-
-    async fn create_order(
-        &self,
-        actor: &Passname,
-        topic: Topic,
-        document: Payload,
-    ) -> Result<OrderWritten> {
-        let written = write::create_order(self, actor, topic, document).await;
-        write::recorded(self, actor.as_str(), written).await
-    }
-
-    async fn order_step(
-        &self,
-        actor: &Passname,
-        id: &str,
-        expected_seq: i64,
-        request: OrderRequest,
-    ) -> Result<OrderWritten> {
-        let written = write::order_step(self, actor, id, expected_seq, request).await;
-        write::recorded(self, actor.as_str(), written).await
-    }
-
-    async fn approve(
-        &self,
-        actor: &Passname,
-        id: &str,
-        expected_seq: i64,
-        chosen: Option<&[String]>,
-    ) -> Result<OrderWritten> {
-        let written = write::approve(self, actor, id, expected_seq, chosen).await;
-        write::recorded(self, actor.as_str(), written).await
-    }
-
-    async fn begin_review(
-        &self,
-        actor: &Passname,
-        id: &str,
-        round: u32,
-        reviewers: &[String],
-    ) -> Result<Event> {
-        let begun = write::begin_review(self, actor, id, round, reviewers).await;
-        write::recorded(self, actor.as_str(), begun).await
-    }
-
-    async fn conclude_review(
-        &self,
-        actor: &Passname,
-        id: &str,
-        expected_seq: i64,
-        changes: &[GateChange],
-        rework: Option<String>,
-    ) -> Result<Vec<Event>> {
-        let written = write::conclude_review(self, actor, id, expected_seq, changes, rework).await;
-        write::recorded(self, actor.as_str(), written).await
-    }
-
-    async fn gateway_call(
-        &self,
-        actor: &Passname,
-        id: &str,
-        gate: &Gate,
-        call: Call,
-    ) -> Result<Decision> {
-        let decided = write::gateway_call(self, actor, id, gate, call).await;
-        write::recorded(self, actor.as_str(), decided).await
-    }
-
-    async fn start_effect(&self, actor: &Passname, id: &str, reference: &str) -> Result<Effects> {
-        write::start_effect(self, actor, id, reference).await
-    }
-
-    async fn finish_effect(
-        &self,
-        actor: &Passname,
-        id: &str,
-        reference: &str,
-        ok: bool,
-        result: Value,
-    ) -> Result<Effects> {
-        write::finish_effect(self, actor, id, reference, ok, result).await
-    }
-
-    async fn import(
-        &self,
-        lines: Vec<(usize, Event)>,
-        merge: bool,
-        payload_cap: usize,
-    ) -> Result<Imported> {
-        write::import(self, lines, merge, payload_cap).await
-    }
-
-    async fn issue_key(&self, actor: &str, issue: KeyIssue) -> Result<Key> {
-        write::issue_key(self, actor, issue).await
-    }
-
-    async fn revoke_key(&self, actor: &str, id: &str) -> Result<Key> {
-        write::revoke_key(self, actor, id).await
-    }
-
-    async fn set_webhook(
-        &self,
-        actor: &str,
-        participant: &Passname,
-        url: Option<&str>,
-        secret: String,
-    ) -> Result<Option<Webhook>> {
-        write::set_webhook(self, actor, participant, url, secret).await
-    }
-
-    async fn open_negotiation(&self, actor: &str, spec: &Value) -> Result<Negotiation> {
-        write::recorded(
-            self,
-            actor,
-            write::open_negotiation(self, actor, spec).await,
-        )
-        .await
-    }
-
-    async fn submit_position(
-        &self,
-        actor: &str,
-        id: &str,
-        party: &Passname,
-        position: &Value,
-    ) -> Result<Negotiation> {
-        let after = write::submit_position(self, actor, id, party, position).await;
-        write::recorded(self, actor, after).await
-    }
-
-    async fn negotiate(
-        &self,
-        actor: &str,
-        spec: &Value,
-        positions: &[(Passname, Value)],
-    ) -> Result<Negotiation> {
-        let settled = write::negotiate(self, actor, spec, positions).await;
-        write::recorded(self, actor, settled).await
-    }
-
-    async fn reserve(&self, actor: &Passname, ask: &Ask) -> Result<Vec<Reservation>> {
-        let made = write::reservations::reserve(self, actor, ask).await;
-        write::recorded(self, actor.as_str(), made).await
-    }
-
-    async fn release(&self, actor: &Passname, what: &Release) -> Result<Vec<Reservation>> {
-        let released = write::reservations::release(self, actor, what).await;
-        write::recorded(self, actor.as_str(), released).await
-    }
-
-    async fn force_release(&self, actor: &Passname, force: &Force) -> Result<Reservation> {
-        let released = write::reservations::force_release(self, actor, force).await;
-        write::recorded(self, actor.as_str(), released).await
-    }
-
-    async fn record_bypass(
-        &self,
-        actor: &str,
-        commit: &str,
-        paths: &[String],
-        reservations: &[String],
-    ) -> Result<Event> {
-        let recorded =
-            write::reservations::record_bypass(self, actor, commit, paths, reservations).await;
-        write::recorded(self, actor, recorded).await
     }
 }

@@ -6,7 +6,7 @@
 use baton_core::reservation::{PathGlob, Reservation};
 use baton_core::{Millis, Passname};
 
-use crate::rows::Columns;
+use crate::decode::Columns;
 
 /// Which reservations to read, oldest first.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -168,9 +168,11 @@ fn run_all(exe: &Path, project: &Path, argvs: Vec<Vec<String>>) -> Vec<Duration>
 /// ten addressed to `ME` and already dealt with, and `scale.owed` requests to `ME` left
 /// pending (its inbox). Returns the pending ones' ids, oldest first.
 async fn seed(db: &Path, scale: &Scale) -> Vec<String> {
-    let store = SqliteStore::open(db, Duration::from_secs(5))
-        .await
-        .expect("open the store");
+    let store = Store::new(
+        SqliteStore::open(db, Duration::from_secs(5))
+            .await
+            .expect("open the store"),
+    );
     let me = Passname::new(ME).expect("passname");
     let names: Vec<Passname> = PARTICIPANTS
         .iter()

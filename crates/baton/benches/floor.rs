@@ -22,7 +22,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod support;
@@ -834,9 +833,11 @@ fn prepare_session(small: &Path, project: &Path, hooks: usize) -> i64 {
             }
         }
         settle(async {
-            let store = SqliteStore::open(&db, Duration::from_secs(30))
-                .await
-                .expect("open the session store");
+            let store = Store::new(
+                SqliteStore::open(&db, Duration::from_secs(30))
+                    .await
+                    .expect("open the session store"),
+            );
             let call = |event: &str, helper: Option<usize>, tool: Option<&str>| {
                 let agent_id = helper.map(|h| format!("helper-{h:03}"));
                 RunChange::Hook(HookCall {
@@ -890,9 +891,11 @@ fn prepare_small(exe: &Path, project: &Path) -> i64 {
             baton(exe, project, &["agent", "add", name, "--role", role]);
         }
         settle(async {
-            let store = SqliteStore::open(&db, Duration::from_secs(30))
-                .await
-                .expect("open the store");
+            let store = Store::new(
+                SqliteStore::open(&db, Duration::from_secs(30))
+                    .await
+                    .expect("open the store"),
+            );
             let planner = Passname::new("planner").expect("passname");
             let me = Passname::new(ME).expect("passname");
             // More owed than the packet's first page of them (32), as on the large stores.
@@ -957,7 +960,7 @@ enum Part {
 /// the history), a state change every hundred messages, one thread of `THREAD`, and `size`
 /// finished runs.
 async fn seed(db: &Path, size: usize) {
-    let store = Arc::new(
+    let store = Store::new(
         SqliteStore::open(db, Duration::from_secs(60))
             .await
             .expect("open the store")
@@ -1024,7 +1027,7 @@ async fn seed(db: &Path, size: usize) {
         planned += batch.len();
         let mut tasks = Vec::with_capacity(batch.len());
         for (from, draft, part) in batch {
-            let store = Arc::clone(&store);
+            let store = store.clone();
             let me = me.clone();
             tasks.push(tokio::spawn(async move {
                 let kind = draft.kind;
@@ -1066,7 +1069,7 @@ async fn seed(db: &Path, size: usize) {
 }
 
 /// `count` runs, registered, started and exited, in batches of one transaction each.
-async fn seed_runs(store: &SqliteStore, count: usize) {
+async fn seed_runs(store: &Store, count: usize) {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned());
@@ -1110,7 +1113,7 @@ async fn seed_runs(store: &SqliteStore, count: usize) {
 /// message.
 async fn fixtures(project: &Path, count: usize) -> Fixtures {
     let db = project.join(".baton/baton.db");
-    let store = Arc::new(
+    let store = Store::new(
         SqliteStore::open(&db, Duration::from_secs(60))
             .await
             .expect("open the store")
@@ -1121,7 +1124,7 @@ async fn fixtures(project: &Path, count: usize) -> Fixtures {
     let planner = Passname::new("planner").expect("passname");
     let mut tasks = Vec::new();
     for i in 0..count * 2 {
-        let store = Arc::clone(&store);
+        let store = store.clone();
         let (me, planner) = (me.clone(), planner.clone());
         tasks.push(tokio::spawn(async move {
             let kind = if i < count {

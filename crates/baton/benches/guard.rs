@@ -46,9 +46,11 @@ fn git(dir: &Path, args: &[&str]) -> Output {
 /// `reservations` globs `pkg-A/mod-B/**`, each held exclusively by one of the holders, one
 /// of them a glob that begins with a wildcard (`*.lock`: what every lookup must read).
 async fn seed(db: &Path, reservations: usize) {
-    let store = SqliteStore::open(db, Duration::from_secs(30))
-        .await
-        .expect("open the store");
+    let store = Store::new(
+        SqliteStore::open(db, Duration::from_secs(30))
+            .await
+            .expect("open the store"),
+    );
     let holders: Vec<Passname> = (0..HOLDERS)
         .map(|n| Passname::new(&format!("w-{n}")).unwrap())
         .collect();

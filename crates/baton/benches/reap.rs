@@ -14,7 +14,7 @@ mod support;
 use support::{baton, record_runs};
 
 use baton_core::run::{ProcessRef, Registration, RunChange, RunStatus};
-use baton_store::SqliteStore;
+use baton_store::{SqliteStore, Store};
 
 /// Runs written per transaction while seeding.
 const BATCH: usize = 1000;
@@ -42,9 +42,11 @@ fn registration(id: String, host: &Option<String>, monitor: ProcessRef) -> RunCh
 }
 
 async fn seed(db: &Path, finished: usize, stranded: usize) {
-    let store = SqliteStore::open(db, Duration::from_secs(30))
-        .await
-        .expect("open the store");
+    let store = Store::new(
+        SqliteStore::open(db, Duration::from_secs(30))
+            .await
+            .expect("open the store"),
+    );
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned());

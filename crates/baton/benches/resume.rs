@@ -13,7 +13,7 @@ mod support;
 use support::{baton, state_ops};
 
 use baton_core::{Draft, MessageType, Passname, Payload, Topic};
-use baton_store::{Backend, SqliteStore, Store, Verb};
+use baton_store::{SqliteStore, Store, Verb};
 
 const ME: &str = "impl-1";
 const RUNS: usize = 10;
@@ -74,9 +74,11 @@ fn ms(d: Duration) -> f64 {
 
 /// Seeds until the log holds `target` events; returns (events, owed requests, state events).
 async fn seed(db: &Path, target: usize) -> (i64, usize, usize) {
-    let store = SqliteStore::open(db, Duration::from_secs(5))
-        .await
-        .expect("open store");
+    let store = Store::new(
+        SqliteStore::open(db, Duration::from_secs(5))
+            .await
+            .expect("open store"),
+    );
     let planner = Passname::new("planner").unwrap();
     let me = Passname::new(ME).unwrap();
     let (mut owed, mut state_events) = (0, 0);

@@ -17,20 +17,15 @@ use crate::commands::{
 #[command(
     name = "baton",
     version,
-    after_help = "Examples:\n  baton init\n  baton agent add planner --role planner\n  \
+    after_help = format!("Examples:\n  baton init\n  baton agent add planner --role planner\n  \
                   baton --as planner send --to executor --type request --topic csv-export --body 'Keep filters in CSV export'\n  \
                   baton --as executor inbox\n\nExit codes: 0 ok, 1 error, 2 usage or no project, 3 refused, \
                   4 not found, 5 forbidden, 6 conflict or busy (retryable), 75 no run slot; `baton run` \
                   also exits with its command's code, 125 over budget, 127 spawn failure, 128+N signal\n\n\
                   Over a server: BATON_URL=http://HOST:PORT/v1/projects/NAME BATON_KEY=TOKEN baton inbox\n\
-                  The key says who acts (--as is refused). Works there: inbox, outbox, send, show, thread, ack, \
-                  complete, hand-back, refuse, archive, search, wait, focus, stream, decide, constrain, note, \
-                  session end, state show, resume, alerts, receipt write|show|wait, queue, need, runs, agent, \
-                  key, security-events, reserve, release, reservations, guard, order (approve only an order holding no staged \
-                  effects). \
-                  Needs the project here: \
-                  init, project, mcp, gateway, serve, export, import, run, hook, reap, handoff, evidence, review, \
-                  negotiate, record, check, demo, board, state render|import, receipt verify"
+                  The key says who acts (--as is refused). {}",
+        reach()
+    )
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -199,6 +194,77 @@ const SUBCOMMANDS: &[(&str, Build)] = &[
     ("guard", guard::GuardArgs::augment_args),
 ];
 
+/// Where the commands run, from the operations' declarations: "Works there: …" (over a
+/// server) and "Needs the project here: …". A command whose operations all run alike is
+/// named alone; one whose operations differ names each (`receipt write|show`).
+fn reach() -> String {
+    use baton_app::ops::{OPERATIONS, Reach};
+    let mut anywhere: Vec<String> = Vec::new();
+    let mut here: Vec<String> = Vec::new();
+    let mut tops: Vec<&str> = Vec::new();
+    for op in OPERATIONS {
+        let top = op.name.split(' ').next().unwrap_or(op.name);
+        if !tops.contains(&top) && SUBCOMMANDS.iter().any(|(name, _)| *name == top) {
+            tops.push(top);
+        }
+    }
+    for top in tops {
+        let ops: Vec<_> = OPERATIONS
+            .iter()
+            .filter(|o| o.name.split(' ').next() == Some(top))
+            .collect();
+        for (reach, list) in [(Reach::Anywhere, &mut anywhere), (Reach::Local, &mut here)] {
+            let these: Vec<&str> = ops
+                .iter()
+                .filter(|o| o.reach == reach)
+                .map(|o| o.name.strip_prefix(top).unwrap_or("").trim_start())
+                .collect();
+            if these.is_empty() {
+                continue;
+            }
+            let mut named = if these.len() == ops.len() {
+                top.to_owned()
+            } else {
+                format!("{top} {}", these.join("|"))
+            };
+            if let Some(note) = reach_note(top, reach) {
+                named = format!("{named} ({note})");
+            }
+            list.push(named);
+        }
+    }
+    format!(
+        "Works there: {}. Needs the project here: {}",
+        anywhere.join(", "),
+        here.join(", ")
+    )
+}
+
+/// What the declarations do not say of where a command runs.
+fn reach_note(top: &str, reach: baton_app::ops::Reach) -> Option<&'static str> {
+    (top == "order" && reach == baton_app::ops::Reach::Anywhere)
+        .then_some("approve only an order holding no staged effects")
+}
+
+/// Whether `words` (`order show`) name a command of this binary: what a hint may tell a
+/// person to run. Builds only the command the first word names.
+pub fn has_command(words: &[&str]) -> bool {
+    let Some((top, rest)) = words.split_first() else {
+        return false;
+    };
+    let Some((name, build)) = SUBCOMMANDS.iter().find(|(name, _)| name == top) else {
+        return false;
+    };
+    let mut command = build(clap::Command::new(*name));
+    for word in rest {
+        match command.find_subcommand(word) {
+            Some(sub) => command = sub.clone(),
+            None => return false,
+        }
+    }
+    true
+}
+
 impl Cli {
     /// Parses the command line. Building every subcommand's arguments (and copying the
     /// global options into each) is most of what parsing costs, and a command runs for a
@@ -263,6 +329,29 @@ mod tests {
                 "`baton {sub}` is not declared in baton_app::ops"
             );
         }
+    }
+
+    /// The help says where each command runs, from the declarations: every command is
+    /// named, on one side or (part by part) on both.
+    #[test]
+    fn the_help_says_where_every_command_runs() {
+        let reach = reach();
+        let (there, here) = reach.split_once(". Needs the project here: ").unwrap();
+        let named = |list: &str| -> Vec<String> {
+            list.trim_start_matches("Works there: ")
+                .split(", ")
+                .map(|n| n.split([' ', '(']).next().unwrap().to_owned())
+                .collect()
+        };
+        let (there, here) = (named(there), named(here));
+        for (name, _) in SUBCOMMANDS {
+            assert!(
+                there.iter().chain(&here).any(|n| n == name),
+                "`baton {name}` is missing from: {reach}"
+            );
+        }
+        assert!(there.contains(&"inbox".to_owned()) && here.contains(&"review".to_owned()));
+        assert!(reach.contains("state show") && reach.contains("state render|import"));
     }
 
     /// Each entry builds its subcommand as the derive does (the same help, every option),

@@ -1,14 +1,15 @@
 //! One error type for every command, and the one place that turns a refusal into the
 //! command line's words and an exit code.
 //!
-//! The core and the store say *what* was refused, as data; [`explain`] says it the way
-//! this edge is used — naming flags (`--reason TEXT`) and commands (`baton show ID`).
-//! The exit code follows from the refusal's kind alone.
+//! The core and the store say *what* was refused, as data, and `baton_app::ops::hints`
+//! words it once for every edge; this edge spells those words its own way — flags
+//! (`--reason`) for fields, `baton show ID` for an operation. The exit code follows from
+//! the refusal's kind alone.
 
 use std::fmt;
 
-use baton_core::refusal::{Action, Blocker, blocker_text};
-use baton_core::{DeliveryAction, Field, InvalidTransition, Record, Refusal, RefusalKind};
+use baton_app::ops::hints::{self, Next, Spell};
+use baton_core::{Field, Refusal, RefusalKind};
 use baton_store::StoreError;
 
 /// The class of a failure; it alone decides the exit code.
@@ -219,262 +220,144 @@ pub fn flag(field: Field) -> &'static str {
         Field::Actor => "--as",
         Field::Cursor => "--cursor",
         Field::Policy => "--may, --topics or --default",
+        Field::Paths => "GLOB",
+        Field::Ttl => "--ttl",
         // Positional arguments: named by what they are.
         other => other.noun(),
     }
 }
 
-/// The name of a step as the command that takes it.
-fn command(action: Action) -> &'static str {
-    match action {
-        Action::Delivery(DeliveryAction::HandBack) => "hand-back",
-        other => other.name(),
+/// How the command line spells a refusal's words: flags for fields, `baton WORDS …` for
+/// an operation (a command this binary has), a step by its command's name.
+struct CommandLine;
+
+impl Spell for CommandLine {
+    fn field(&self, field: Field) -> String {
+        flag(field).to_owned()
+    }
+
+    fn input(&self, name: &'static str) -> String {
+        format!("--{}", name.replace('_', "-"))
+    }
+
+    fn id(&self) -> String {
+        "the id".to_owned()
+    }
+
+    fn at(&self, _: Field, path: &str) -> String {
+        if path.is_empty() { "/" } else { path }.to_owned()
+    }
+
+    fn run(&self, next: &Next) -> Option<String> {
+        crate::cli::has_command(&next.words()).then(|| format!("`{}`", next.command_line()))
+    }
+
+    fn step(&self, next: &Next) -> String {
+        next.action()
+            .map_or_else(|| next.words().join(" "), str::to_owned)
+    }
+
+    fn again(&self, _: &Next) -> String {
+        "run it again".to_owned()
     }
 }
 
-fn transition(t: &InvalidTransition) -> String {
-    let why = match t.blocker {
-        None => String::new(),
-        Some(Blocker::FetchFirst) => " (fetch it first with `baton show ID`)".to_owned(),
-        Some(Blocker::RequestsAreDischarged) => {
-            " (a request is discharged with complete or hand-back, not acknowledged)".to_owned()
-        }
-        Some(b) => format!(" ({})", blocker_text(b)),
-    };
-    let allowed: Vec<&str> = t.allowed.iter().map(|a| command(*a)).collect();
-    format!(
-        "cannot {} {}: its status is {}{why}; allowed next: {}",
-        command(t.action),
-        t.subject(),
-        t.status,
-        if allowed.is_empty() {
-            "nothing (it is final)".to_owned()
-        } else {
-            allowed.join(", ")
-        }
-    )
+/// What only the command line says of a refusal, after its words.
+fn cli_note(r: &Refusal) -> Option<&'static str> {
+    match r {
+        // The command line builds each input whole: only another version's server says so.
+        Refusal::Input { .. } => Some(
+            "; is the server another version of Baton? (`baton --version` and the server's \
+             `/v1/openapi.json`)",
+        ),
+        _ => None,
+    }
 }
 
 /// A refusal in the command line's words.
 pub fn refusal(r: &Refusal) -> String {
-    match r {
-        Refusal::NotFound { record, id } => match record {
-            Record::Message => format!("no message {id} in this project"),
-            Record::Parent => format!("no message {id} to reply to in this project"),
-            Record::Order => format!("no order {id} in this project: see `baton order list --all`"),
-            Record::Run => format!("no run {id} in this project: see `baton runs --all`"),
-            Record::Decision => {
-                format!("no decision {id}: see `baton state show` for the decisions there are")
+    let mut text = hints::explain(r, None).text(&CommandLine);
+    text.extend(cli_note(r));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_app::ops::hints::{Named, Noting, Part, every_refusal, explain};
+    use baton_core::Record;
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn parses(next: &Next) {
+        let mut argv = vec!["baton".to_owned()];
+        argv.extend(next.argv());
+        if let Err(e) = crate::cli::Cli::command().try_get_matches_from(&argv) {
+            panic!("`{}` does not parse: {e}", argv.join(" "));
+        }
+    }
+
+    /// Every refusal in the command line's words: each command it names parses as this
+    /// binary's, and so does each command another edge names where it has no way of its
+    /// own (an alternative's last).
+    #[test]
+    fn every_refusal_names_commands_this_binary_has() {
+        for r in every_refusal() {
+            let noting = Noting::new(&CommandLine);
+            let explained = explain(&r, None);
+            let text = explained.text(&noting);
+            assert!(!text.is_empty(), "{r:?}");
+            for named in noting.named.into_inner() {
+                match named {
+                    Named::Run(next) => parses(&next),
+                    Named::Step(next) => assert!(
+                        crate::cli::has_command(&next.words()),
+                        "{r:?}: no command `baton {}`",
+                        next.words().join(" ")
+                    ),
+                    Named::Again(_) => {}
+                    Named::Elsewhere(next) => {
+                        panic!("{r:?}: the command line has no `{}`", next.command_line())
+                    }
+                }
             }
-            Record::Stream => {
-                format!("no active stream {id:?}: see `baton state show` for the active streams")
+            for part in explained.parts() {
+                if let Part::Run(alternatives) = part {
+                    parses(alternatives.last().unwrap());
+                }
             }
-            Record::Alert => format!("no open alert {id} (see `baton alerts`)"),
-            Record::Receipt => format!("no receipt for step {id:?}"),
-            Record::Key => format!("no key {id} in this project (see `baton key list`)"),
-            Record::Project => format!(
-                "no project {id:?} in this store: add it with `baton --db URL project add {id}`"
+        }
+    }
+
+    #[test]
+    fn a_refusal_names_the_fix_in_flags_and_commands() {
+        let cases = [
+            (
+                Refusal::not_found(Record::Order, "wo_9"),
+                "no order wo_9 in this project: check the id or see `baton order list --all`",
             ),
-            Record::Negotiation => format!(
-                "no negotiation {id} in this project: open it with `baton negotiate open SPEC.json`"
+            (
+                Refusal::SenderNote,
+                "--note is for a recipient's completion; to tell the recipients something, \
+                 call `baton send --reply-to ID --body TEXT`",
             ),
-            Record::Reservation => {
-                format!("no reservation {id} in this project: see `baton reservations --all`")
-            }
-        },
-        Refusal::UnknownParticipant { name } | Refusal::NoRecipient { name, .. } => format!(
-            "unknown participant {name:?}: register it with `baton agent add {name} --role ROLE`"
-        ),
-        Refusal::NoArtifact { artifact, reason } => {
-            format!("--artifact {artifact}: {reason}; write the receipt after the output exists")
+            (
+                Refusal::Missing(Field::Topic),
+                "--topic is required (unless it is a reply: `baton send --reply-to ID --body TEXT`)",
+            ),
+        ];
+        for (r, words) in cases {
+            assert_eq!(refusal(&r), words);
         }
-        Refusal::NoSubject { .. } | Refusal::Outside { .. } => format!("--subject {r}"),
-        Refusal::ArtifactOutside { .. } => format!("--artifact {r}"),
-        Refusal::NoReceipt { alert, .. } => {
-            format!("{alert}; the step did not say where its output went (see `baton alerts`)")
-        }
-        Refusal::NoStep {
-            order,
-            since,
-            seconds,
-            ..
-        } => format!(
-            "order {order} has no step after seq {since} within {seconds}s; wait again or see `baton order show {order}`"
-        ),
-        Refusal::Missing(Field::To) => "a message needs at least one recipient (--to NAME)".into(),
-        Refusal::Missing(Field::Topic) => {
-            "--topic TOPIC is required (unless replying with --reply-to)".into()
-        }
-        Refusal::Missing(Field::Reason) => {
-            "a reason is required (--reason TEXT): it is posted to the sender".into()
-        }
-        Refusal::Missing(Field::Answer) => "an answer cannot be empty (--text TEXT)".into(),
-        Refusal::Missing(Field::ReworkReason) => {
-            "a rework reason (what the worker should change) cannot be empty (--reason TEXT)".into()
-        }
-        Refusal::Missing(field) => format!("{} must not be empty", flag(*field)),
-        Refusal::TooLong { field, max, len } => format!(
-            "{} must be at most {max} characters (got {len})",
-            flag(*field)
-        ),
-        Refusal::Name { field, error } => match field {
-            Field::Name => error.to_string(),
-            Field::OrderTo => {
-                format!("the order's \"to\" must be a participant of this project: {error}")
-            }
-            other => format!("{}: {error}", flag(*other)),
-        },
-        Refusal::Payload { field, error } => match (field, error) {
-            (Field::Document | Field::Payload, baton_core::PayloadError::TooLarge { .. }) => {
-                format!("{error} (messages.payload_cap in .baton/config.toml)")
-            }
-            _ => error.to_string(),
-        },
-        Refusal::SelfSend { name } => {
-            format!("{name} cannot send to itself: name another participant in --to")
-        }
-        Refusal::Ambiguous {
-            prefix,
-            candidates,
-            more,
-            record,
-        } => format!(
-            "{prefix} begins more than one {}; give more of the id:\n  {}{}",
-            record.noun(),
-            candidates.join("\n  "),
-            if *more { "\n  …" } else { "" }
-        ),
-        Refusal::ShortPrefix { .. } => r.to_string(),
-        Refusal::Cursor { cursor } => format!(
-            "cursor {cursor:?} is not one this store issued: pass the `next` value of the previous page"
-        ),
-        Refusal::StatusNeedsIdentity => {
-            "--status filters by your own status: pass --as NAME".into()
-        }
-        // The command line builds each input whole: only another version's server says so.
-        Refusal::Input { operation, problem } => format!(
-            "the input of `baton {operation}` does not fit ({problem}): is the server another \
-             version of Baton? (`baton --version` and the server's `/v1/openapi.json`)"
-        ),
-        Refusal::Transition(t) => transition(t),
-        Refusal::SenderNote => "--note is for a recipient's completion; to tell the recipients \
-                                something, reply with `baton send --reply-to ID`"
-            .into(),
-        Refusal::DocumentField { field } => {
-            format!("the order has no {field:?}: check it with `baton handoff check FILE`")
-        }
-        Refusal::Findings { .. } => format!("{r}: check it with `baton handoff check`"),
-        Refusal::KeyReused { .. } => format!("{r}; use a new key for a new message"),
-        Refusal::Moved { order, .. } => {
-            format!("{r}; read it again (`baton order show {order}`) and decide anew")
-        }
-        Refusal::Beyond { actor, power, .. } => format!(
-            "{r}. Nothing changed; the attempt is recorded (`baton security-events`). An owner can \
-             widen it: baton agent policy {actor} --may {power},…"
-        ),
-        Refusal::Unwilling {
-            recipient, topic, ..
-        } => format!(
-            "{r}. Nothing was sent; the attempt is recorded (`baton security-events`). Send it \
-             on a topic {recipient} takes (--topic), or an owner widens its topics: baton agent \
-             policy {recipient} --topics '{topic},…'"
-        ),
-        Refusal::OwnWork { order, .. } => format!(
-            "{r}: nothing ran and the attempt is recorded (`baton security-events`); the order's \
-             sender reviews it (`baton --as SENDER review {order} …`)"
-        ),
-        Refusal::SameReviewer { .. } => format!("{r}: give two different --reviewer commands"),
-        Refusal::EffectsNeedRunner { order, .. } => format!(
-            "{r}: approve it where its upstream server can be started — in the project, \
-             without BATON_URL: baton order approve {order}"
-        ),
-        Refusal::NegotiationInput { .. } => {
-            format!("{r}; nothing was stored: fix it and run again")
-        }
-        Refusal::NotANegotiator { id, party, parties } => format!(
-            "--as {party} is not a party to negotiation {id}: its parties are {}",
-            parties.join(", ")
-        ),
-        Refusal::PositionSubmitted { id, party } => format!(
-            "{party} already submitted its position to negotiation {id}; a position counts \
-             once (see `baton negotiate show {id}`)"
-        ),
-        Refusal::NegotiationSettled { id } => format!(
-            "negotiation {id} is settled: nothing more can be submitted (see `baton negotiate show {id}`)"
-        ),
-        Refusal::NegotiationExists { id } => format!(
-            "negotiation {id} is open, waiting for positions (see `baton negotiate show {id}`): \
-             it can be opened again once settled"
-        ),
-        Refusal::OwnPosition { id, party, .. } => format!(
-            "{party} is a participant: it submits its own position to negotiation {id} \
-             (`--for` is for a party the spec declares external)"
-        ),
-        Refusal::EffectsDiffer { order, .. } => format!(
-            "{r}. The worker's report must list exactly what its gateway held (see `baton \
-             order show {order}`): rework the order so it reports again"
-        ),
-        Refusal::NoEffect { order, .. } => {
-            format!("{r}: `baton order show {order}` lists its effects")
-        }
-        Refusal::ForeignLog => format!(
-            "{r}. To add its work to this project, run `baton import --merge FILE`: its keys \
-             are never imported, and this project's participants keep their roles, policies, \
-             outside agents and webhooks"
-        ),
-        // Reservations.
-        Refusal::Reserved { .. } => format!(
-            "{r}. Run it again once that lapses or is released, reserve other paths, or ask \
-             its holder (`baton reservations`)"
-        ),
-        Refusal::ReservationInput {
-            field: Field::Document,
-            ..
-        } => format!("the order's x-baton.scope.allowed: {r}"),
-        Refusal::ReservationInput {
-            field: Field::Ttl,
-            value,
-            problem,
-        } => format!("--ttl {value} is refused: {problem}"),
-        Refusal::ReservationInput { value, problem, .. } => {
-            format!("GLOB {value:?} is refused: {problem}")
-        }
-        Refusal::NotReleased { .. } => format!("{r} (see `baton reservations`)"),
-        Refusal::Unreleased {
-            id,
-            hold: baton_core::reservation::Hold::Others,
-            ..
-        } => format!("{r}: `baton --as OWNER release --force {id} --reason TEXT`"),
-        Refusal::Unreleased { .. } | Refusal::ForceRelease { .. } => r.to_string(),
-        Refusal::Role { .. }
-        | Refusal::TopicPattern { .. }
-        | Refusal::PowerName { .. }
-        | Refusal::WebhookUrl { .. }
-        | Refusal::AgentUrl { .. }
-        | Refusal::KeyEnvNotListed { .. }
-        | Refusal::KeyEnv { .. }
-        | Refusal::NotARequest { .. }
-        | Refusal::Superseded { .. }
-        | Refusal::TooManyChanges { .. }
-        | Refusal::StateEdits { .. }
-        | Refusal::ReportStatus { .. }
-        | Refusal::WrongDocument { .. }
-        | Refusal::NotAnExit(..)
-        | Refusal::LogLine { .. }
-        | Refusal::NotAParty { .. }
-        | Refusal::SenderSteps { .. }
-        | Refusal::OrderRole { .. }
-        | Refusal::OfferFrom { .. }
-        | Refusal::ReportFrom { .. }
-        | Refusal::Unauthenticated
-        | Refusal::Scope { .. }
-        | Refusal::ActorInRequest
-        | Refusal::NotTheWorker { .. }
-        | Refusal::GatewayClosed { .. }
-        | Refusal::RoleTaken { .. }
-        | Refusal::OrderExists { .. }
-        | Refusal::RunExists { .. }
-        | Refusal::EffectNotHeld { .. }
-        | Refusal::RunStatus { .. } => r.to_string(),
+        let beyond = every_refusal()
+            .into_iter()
+            .find(|r| matches!(r, Refusal::Beyond { .. }))
+            .unwrap();
+        assert!(
+            refusal(&beyond)
+                .contains("An owner can widen it: `baton agent policy impl-1 --may request,…`"),
+            "{}",
+            refusal(&beyond)
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! this file parses arguments, runs the command and turns its error into an exit code.
 
 mod cases;
+mod child;
 mod cli;
 mod commands;
 mod error;

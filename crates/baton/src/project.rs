@@ -2,7 +2,6 @@
 //! store and the use cases over it.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use baton_app::{App, Settings};
@@ -73,7 +72,7 @@ impl Project {
     }
 
     /// Opens the project's store, waiting at most `busy_timeout` for another writer.
-    pub async fn open_store(&self, busy_timeout: Duration) -> CommandResult<Arc<dyn Store>> {
+    pub async fn open_store(&self, busy_timeout: Duration) -> CommandResult<Store> {
         Ok(baton_store::open(&self.store_url(), busy_timeout, false).await?)
     }
 

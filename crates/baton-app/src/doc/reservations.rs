@@ -7,8 +7,6 @@ use baton_core::time::rfc3339;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::Doc;
-
 /// One reservation, as it stands when read.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ReservationRow {

@@ -16,6 +16,7 @@
 //! and the tests can be held to it (every write takes one, memory writes included).
 
 mod admin;
+pub mod hints;
 mod memory;
 mod messages;
 mod orders;
@@ -544,8 +545,8 @@ pub const OPERATIONS: &[Operation] = &[
     StreamDone::OP,
     SessionEnd::OP,
     StateShow::OP,
-    op("state render", Read),
-    op("state import", Power(MEMORY)),
+    local("state render", Read),
+    local("state import", Power(MEMORY)),
     AlertList::OP,
     AckAlert::OP,
     ReceiptWrite::OP,

@@ -7,9 +7,9 @@ use baton_core::gate::{GateChange, NeedMove, need_move};
 use baton_core::{Change, Event};
 use sqlx::postgres::PgConnection;
 
-use super::{events_of_kinds, read_about};
+use super::events;
 use crate::Attention;
-use crate::rows;
+use crate::decode;
 
 /// Projects a gate event as the core moves its need (`gate::need_move`).
 pub(super) async fn gate(
@@ -52,7 +52,7 @@ pub(super) async fn effect(
     let stuck = match stuck_by(change) {
         Some(StuckBy::Stuck) => true,
         Some(StuckBy::Recheck) => {
-            Effects::replay(&read_about(conn, project, order, baton_core::effect::KIND).await?)
+            Effects::replay(&events::about(conn, project, order, baton_core::effect::KIND).await?)
                 .stuck()
                 .is_some()
         }
@@ -81,7 +81,7 @@ pub(super) async fn fill(conn: &mut PgConnection) -> sqlx::Result<()> {
         let mut after = 0_i64;
         loop {
             let kinds = ["gate.changed", "effect.changed"];
-            let batch = events_of_kinds(conn, project, &kinds, after).await?;
+            let batch = events::of_kinds(conn, project, &kinds, after).await?;
             let Some(last) = batch.last() else { break };
             after = last.seq;
             for event in &batch {
@@ -112,7 +112,7 @@ pub(super) async fn read(conn: &mut PgConnection, project: i64) -> sqlx::Result<
     .fetch_all(&mut *conn)
     .await?;
     Ok(Attention {
-        needs: rows::events(&found)?,
+        needs: decode::events(&found)?,
         stuck,
     })
 }

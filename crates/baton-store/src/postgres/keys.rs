@@ -8,8 +8,8 @@ use baton_core::key::{self, Key, KeyChange};
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnection, PgPool};
 
-use super::load_folded;
-use crate::rows;
+use super::rows::load_folded;
+use crate::decode;
 
 /// Applies one key event to the projection (live writes and replay alike).
 pub(super) async fn project(
@@ -61,7 +61,7 @@ pub(super) async fn used(pool: &PgPool, project: i64, id: &str) -> sqlx::Result<
         .bind(id)
         .fetch_optional(pool)
         .await?;
-    found.as_ref().map(rows::used_key).transpose()
+    found.as_ref().map(decode::used_key).transpose()
 }
 
 /// Every key of the project with its last recorded use, oldest first.
@@ -70,7 +70,7 @@ pub(super) async fn all(pool: &PgPool, project: i64) -> sqlx::Result<Vec<Key>> {
         .bind(project)
         .fetch_all(pool)
         .await?;
-    found.iter().map(rows::used_key).collect()
+    found.iter().map(decode::used_key).collect()
 }
 
 /// Records a use of key `id` at `at` (a later one than recorded wins).

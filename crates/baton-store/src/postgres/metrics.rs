@@ -9,8 +9,8 @@ use baton_core::{Change, Event, MessageType};
 use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
 
-use super::{events_of_kinds, orders};
-use crate::rows::{self, Columns, MESSAGE_FACTS};
+use super::{events, orders};
+use crate::decode::{self, Columns, MESSAGE_FACTS};
 
 async fn message(conn: &mut PgConnection, project: i64, id: &str) -> sqlx::Result<Option<PgRow>> {
     sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -33,7 +33,7 @@ async fn parent(
     match &m.reply_to {
         Some(id) => message(conn, project, id)
             .await?
-            .map(|r| rows::parent_facts(&r))
+            .map(|r| decode::parent_facts(&r))
             .transpose(),
         None => Ok(None),
     }
@@ -49,7 +49,7 @@ async fn message_facts(
     };
     message(conn, project, id)
         .await?
-        .map(|r| rows::message_facts(&r))
+        .map(|r| decode::message_facts(&r))
         .transpose()
 }
 
@@ -98,7 +98,7 @@ async fn load(conn: &mut PgConnection, project: i64) -> sqlx::Result<Tally> {
         .fetch_optional(&mut *conn)
         .await?;
     data.as_deref()
-        .map_or_else(|| Ok(Tally::default()), rows::folded)
+        .map_or_else(|| Ok(Tally::default()), decode::folded)
 }
 
 async fn save(conn: &mut PgConnection, project: i64, tally: &Tally) -> sqlx::Result<()> {
@@ -145,7 +145,7 @@ pub(super) async fn fill(conn: &mut PgConnection) -> sqlx::Result<()> {
         let mut moved_any = false;
         let mut after = 0_i64;
         loop {
-            let batch = events_of_kinds(conn, project, &KINDS, after).await?;
+            let batch = events::of_kinds(conn, project, &KINDS, after).await?;
             let Some(last) = batch.last() else { break };
             after = last.seq;
             for event in &batch {

@@ -130,8 +130,9 @@ mod tests {
             .subscribe(&store.pool)
             .await
             .expect("a listening connection");
+        let writes = Store::new(store.clone());
         for who in ["planner", "impl-1"] {
-            store
+            writes
                 .add_participant("@test", &Passname::new(who).unwrap(), "x", None)
                 .await
                 .unwrap();
@@ -144,7 +145,7 @@ mod tests {
             payload: Payload::body("hi", 1024).unwrap(),
             idempotency_key: None,
         };
-        store
+        writes
             .send(&Passname::new("planner").unwrap(), draft, 0)
             .await
             .unwrap();

@@ -7,9 +7,9 @@ use baton_core::{Change, Event};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, QueryBuilder};
 
-use super::load_folded;
+use super::rows::load_folded;
 use crate::OrderQuery;
-use crate::rows;
+use crate::decode;
 
 /// Applies one order event to the projection (live writes and replay alike).
 pub(super) async fn project(
@@ -78,7 +78,7 @@ pub(super) async fn query(
             .push_bind(who.clone())
             .push(")");
     }
-    let closed = rows::closed_orders();
+    let closed = decode::closed_orders();
     match (query.closed, query.closed_since) {
         (false, _) => {
             sql.push(" AND status NOT IN ").push(&closed);
@@ -94,7 +94,7 @@ pub(super) async fn query(
     }
     sql.push(" ORDER BY log_seq");
     let data: Vec<String> = sql.build_query_scalar().fetch_all(pool).await?;
-    data.iter().map(|d| rows::folded(d)).collect()
+    data.iter().map(|d| decode::folded(d)).collect()
 }
 
 /// The order's events whose own seq is after `after_seq`. The order's seq is read from the
@@ -113,7 +113,7 @@ pub(super) async fn events_since(
     .bind(id)
     .fetch_all(pool)
     .await?;
-    let mut events = rows::events(&found)?;
+    let mut events = decode::events(&found)?;
     events.retain(|e| matches!(&e.change, Change::Order(c) if c.seq() > after_seq));
     Ok(events)
 }

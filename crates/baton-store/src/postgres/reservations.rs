@@ -7,8 +7,8 @@ use baton_core::reservation::{Reservation, ReservationChange};
 use sqlx::postgres::PgConnection;
 use sqlx::{Postgres, QueryBuilder};
 
+use crate::decode;
 use crate::reservations::{self as shared, RESERVATION_COLUMNS, ReservationQuery};
-use crate::rows;
 
 /// Applies one reservation event (live writes and replay alike).
 pub(super) async fn project(
@@ -139,7 +139,7 @@ pub(super) async fn activity(
         "SELECT max(greatest(coalesce((data::jsonb ->> 'last_event_at')::bigint, 0), \
                              coalesce((data::jsonb ->> 'heartbeat_at')::bigint, 0))) \
          FROM runs WHERE project = $1 AND participant = $2 AND status IN {}",
-        rows::live_runs()
+        decode::live_runs()
     );
     sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
         .bind(project)

@@ -7,8 +7,8 @@ use baton_core::run::{self, Run, RunChange, Source};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, QueryBuilder};
 
-use super::load_folded;
-use crate::rows;
+use super::rows::load_folded;
+use crate::decode;
 use crate::{RunCount, RunQuery};
 
 /// A row's source as SQL (a row older than sources is one of `baton run`'s).
@@ -28,7 +28,7 @@ pub(super) async fn counts(
     quiet_before: Millis,
     parents: Option<&[String]>,
 ) -> sqlx::Result<Vec<RunCount>> {
-    let live = rows::live_runs();
+    let live = decode::live_runs();
     let of = |sql: &mut QueryBuilder<Postgres>| {
         if let Some(parents) = parents {
             sql.push(format!(" AND {PARENT} = ANY("))
@@ -53,7 +53,7 @@ pub(super) async fn counts(
     of(&mut sql);
     sql.push(") AS counted GROUP BY status, source, parent");
     let found = sql.build().fetch_all(pool).await?;
-    rows::run_counts(&found)
+    decode::run_counts(&found)
 }
 
 /// The condition that leaves helpers out when `query` asks it (empty otherwise).
@@ -128,7 +128,7 @@ pub(super) async fn other_live(
     let sql = format!(
         "SELECT 1 FROM runs WHERE project = $1 AND participant = $2 AND id != $3 \
          AND status IN {} LIMIT 1",
-        rows::live_runs()
+        decode::live_runs()
     );
     let found: Option<i32> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
         .bind(project)
@@ -151,7 +151,7 @@ pub(super) async fn failures(
     let sql = format!(
         "SELECT data FROM runs WHERE project = $1 AND status IN {} \
          AND ended_at >= $2 ORDER BY ended_at",
-        rows::failed_runs()
+        decode::failed_runs()
     );
     let failed: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
         .bind(project)
@@ -160,11 +160,11 @@ pub(super) async fn failures(
         .await?;
     let mut found: Vec<Run> = failed
         .iter()
-        .map(|d| rows::folded(d))
+        .map(|d| decode::folded(d))
         .collect::<sqlx::Result<_>>()?;
     let mut seen: std::collections::HashSet<String> = found.iter().map(|r| r.id.clone()).collect();
     // Each statement spells its index's expression.
-    let done = rows::clearing_run();
+    let done = decode::clearing_run();
     let clearing_sql = [
         format!(
             "SELECT s.data FROM runs s WHERE s.project = $1 AND s.status = {done} \
@@ -188,7 +188,7 @@ pub(super) async fn failures(
                 .fetch_optional(&mut *conn)
                 .await?;
             if let Some(data) = clearing {
-                let run: Run = rows::folded(&data)?;
+                let run: Run = decode::folded(&data)?;
                 if seen.insert(run.id.clone()) {
                     found.push(run);
                 }
@@ -206,7 +206,7 @@ pub(super) async fn query(pool: &PgPool, project: i64, query: &RunQuery) -> sqlx
              {helpers} UNION ALL (SELECT data, seq FROM runs \
              WHERE project = $1 AND status NOT IN {live} {helpers} \
              ORDER BY seq DESC LIMIT $2)) AS shown ORDER BY seq",
-            live = rows::live_runs(),
+            live = decode::live_runs(),
             helpers = without_helpers(query),
         );
         let data: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
@@ -214,7 +214,7 @@ pub(super) async fn query(pool: &PgPool, project: i64, query: &RunQuery) -> sqlx
             .bind(i64::from(recent))
             .fetch_all(pool)
             .await?;
-        return data.iter().map(|d| rows::folded(d)).collect();
+        return data.iter().map(|d| decode::folded(d)).collect();
     }
     let mut sql = QueryBuilder::<Postgres>::new("SELECT data FROM runs WHERE project = ");
     sql.push_bind(project);
@@ -222,7 +222,7 @@ pub(super) async fn query(pool: &PgPool, project: i64, query: &RunQuery) -> sqlx
     if let Some(id) = &query.id {
         sql.push(" AND id = ").push_bind(id.clone());
     }
-    let live = rows::live_runs();
+    let live = decode::live_runs();
     if query.live {
         sql.push(" AND status IN ").push(&live);
     }
@@ -241,5 +241,5 @@ pub(super) async fn query(pool: &PgPool, project: i64, query: &RunQuery) -> sqlx
         sql.push(" LIMIT ").push_bind(i64::from(limit));
     }
     let data: Vec<String> = sql.build_query_scalar().fetch_all(pool).await?;
-    data.iter().map(|d| rows::folded(d)).collect()
+    data.iter().map(|d| decode::folded(d)).collect()
 }

@@ -7,7 +7,7 @@ use baton_core::webhook::{Webhook, WebhookChange};
 use sqlx::postgres::{PgConnection, PgPool};
 
 use crate::Settled;
-use crate::rows::{self, WEBHOOK_COLUMNS};
+use crate::decode::{self, WEBHOOK_COLUMNS};
 
 /// Applies one webhook event (live writes and replay alike); see the SQLite twin.
 pub(super) async fn project(
@@ -60,7 +60,7 @@ pub(super) async fn load(
         .bind(participant)
         .fetch_optional(&mut *conn)
         .await?;
-    row.as_ref().map(rows::webhook).transpose()
+    row.as_ref().map(decode::webhook).transpose()
 }
 
 pub(super) async fn all(pool: &PgPool, project: i64) -> sqlx::Result<Vec<Webhook>> {
@@ -72,7 +72,7 @@ pub(super) async fn all(pool: &PgPool, project: i64) -> sqlx::Result<Vec<Webhook
         .bind(project)
         .fetch_all(pool)
         .await?;
-    found.iter().map(rows::webhook).collect()
+    found.iter().map(decode::webhook).collect()
 }
 
 /// Leases the webhook due first whose cursor the log has passed, skipping rows another
@@ -99,7 +99,7 @@ pub(super) async fn claim(
         .bind(lease_until)
         .fetch_optional(pool)
         .await?;
-    row.as_ref().map(rows::webhook).transpose()
+    row.as_ref().map(decode::webhook).transpose()
 }
 
 /// Records how a claimed delivery went and ends the lease; see the SQLite twin.

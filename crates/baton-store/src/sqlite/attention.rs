@@ -7,10 +7,11 @@ use baton_core::gate::{GateChange, NeedMove, need_move};
 use baton_core::{Change, Event};
 use rusqlite::{Connection, params};
 
-use super::sql::{Sql, column, exec, rows};
-use super::{each_event_of, read_about};
+use super::conn::{Sql, exec};
+use super::events;
+use super::rows::{column, rows};
 use crate::Attention;
-use crate::rows as decode;
+use crate::decode;
 
 /// Projects a gate event as the core moves its need (`gate::need_move`).
 pub(super) fn gate(conn: &Connection, event: &Event, change: &GateChange) -> Sql<()> {
@@ -36,7 +37,7 @@ pub(super) fn effect(conn: &Connection, change: &EffectChange) -> Sql<()> {
     let stuck = match stuck_by(change) {
         Some(StuckBy::Stuck) => true,
         Some(StuckBy::Recheck) => {
-            Effects::replay(&read_about(conn, order, baton_core::effect::KIND)?)
+            Effects::replay(&events::about(conn, order, baton_core::effect::KIND)?)
                 .stuck()
                 .is_some()
         }
@@ -57,7 +58,7 @@ pub(super) fn effect(conn: &Connection, change: &EffectChange) -> Sql<()> {
 /// Fills both from the log of a store made before they existed, as live writes would
 /// have.
 pub(super) fn fill(conn: &Connection) -> Sql<()> {
-    each_event_of(conn, &["gate.changed", "effect.changed"], |event| {
+    events::each_of(conn, &["gate.changed", "effect.changed"], |event| {
         match &event.change {
             Change::Gate(g) => gate(conn, event, g)?,
             Change::Effect(e) => effect(conn, e)?,

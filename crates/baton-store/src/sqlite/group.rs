@@ -37,8 +37,8 @@ use std::time::Duration;
 use rusqlite::Connection;
 use tokio::sync::{Mutex, OwnedMutexGuard, oneshot, watch};
 
+use super::conn::{self, Sql, blocking, classify, exec};
 use super::spool::same_file;
-use super::sql::{self, Sql, blocking, classify, exec};
 use crate::{Result, StoreError};
 
 /// How a member of a commit is told its outcome.
@@ -134,7 +134,7 @@ impl Batch {
             // Never write on through a connection in an unknown state.
             if !self.conn.is_autocommit()
                 && let Ok(fresh) =
-                    sql::connect(&self.path, self.busy_timeout, false).and_then(writer)
+                    conn::connect(&self.path, self.busy_timeout, false).and_then(writer)
             {
                 self.conn = fresh;
             }
@@ -313,7 +313,7 @@ impl Group {
                     thread.round(&mut sync);
                 }
             })
-            .map_err(|e| sql::Fault::Setup(format!("the group's log thread: {e}")))?;
+            .map_err(|e| conn::Fault::Setup(format!("the group's log thread: {e}")))?;
         Ok(Self {
             shared,
             busy_timeout,
@@ -437,15 +437,16 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
-    use crate::{Backend, SqliteStore, Store};
+    use crate::{SqliteStore, Store};
 
     /// Sixteen writers at once are made durable by fewer commits than writers, each told
     /// only after its own commit; a refused one leaves the others whole.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writers_share_commits() {
         let dir = tempfile::tempdir().unwrap();
-        let store = peers(&dir.path().join("b.db"), Duration::from_secs(5), None).await;
-        let before = store.commits().await.unwrap();
+        let grouped = peers(&dir.path().join("b.db"), Duration::from_secs(5), None).await;
+        let store = Store::new(grouped.clone());
+        let before = grouped.commits().await.unwrap();
         let a = Passname::new("a").unwrap();
         let sends = (0..16).map(|n| {
             let store = store.clone();
@@ -458,7 +459,7 @@ mod tests {
         let results: Vec<_> = futures_results(sends).await;
         let sent = results.iter().filter(|r| r.is_ok()).count();
         assert_eq!(sent, 12, "{results:?}");
-        let commits = store.commits().await.unwrap() - before;
+        let commits = grouped.commits().await.unwrap() - before;
         assert!(commits < 12, "12 writers took {commits} commits");
         // Every acknowledged message is readable from another connection.
         for r in results.into_iter().flatten() {
@@ -475,7 +476,7 @@ mod tests {
 
     /// A grouped store whose log syncs pass at once until `hold` is set; then each sync
     /// says it began and waits to be released.
-    async fn held_store(dir: &std::path::Path) -> (SqliteStore, HeldSync) {
+    async fn held_store(dir: &std::path::Path) -> (Store, HeldSync) {
         let hold = Arc::new(AtomicBool::new(false));
         let (entered_tx, entered) = std::sync::mpsc::channel();
         let (release, released) = std::sync::mpsc::channel();
@@ -488,7 +489,7 @@ mod tests {
             released.recv().unwrap_or(Ok(()))
         });
         (
-            peers(&dir.join("b.db"), Duration::from_secs(5), Some(sync)).await,
+            Store::new(peers(&dir.join("b.db"), Duration::from_secs(5), Some(sync)).await),
             HeldSync {
                 hold,
                 entered,
@@ -509,8 +510,9 @@ mod tests {
             .unwrap()
             .grouped_with(sync)
             .unwrap();
+        let writes = Store::new(store.clone());
         for who in ["a", "b"] {
-            store
+            writes
                 .add_participant("@t", &Passname::new(who).unwrap(), "peer", None)
                 .await
                 .unwrap();
@@ -643,7 +645,7 @@ mod tests {
     async fn a_writer_waits_for_another_process_only_up_to_the_busy_timeout() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("b.db");
-        let store = peers(&file, Duration::from_millis(1500), None).await;
+        let store = Store::new(peers(&file, Duration::from_millis(1500), None).await);
         let a = Passname::new("a").unwrap();
         let other = rusqlite::Connection::open(&file).unwrap();
         other.execute_batch("BEGIN IMMEDIATE").unwrap();

@@ -7,9 +7,9 @@ use baton_core::Event;
 use baton_core::key::{self, Key, KeyChange};
 use rusqlite::{Connection, params};
 
-use super::load_folded;
-use super::sql::{self, Sql, exec};
-use crate::rows;
+use super::conn::{Sql, exec};
+use super::rows::{self, load_folded};
+use crate::decode;
 
 /// Applies one key event to the projection (live writes and replay alike).
 pub(super) fn project(conn: &Connection, event: &Event, change: &KeyChange) -> Sql<()> {
@@ -36,16 +36,16 @@ const USED: &str = "SELECT k.data, u.used_at FROM keys k LEFT JOIN key_uses u ON
 
 /// The key with its last recorded use.
 pub(super) fn used(conn: &Connection, id: &str) -> Sql<Option<Key>> {
-    let found = sql::row(conn, &format!("{USED} WHERE k.id = ?"), [id])?;
-    Ok(found.as_ref().map(rows::used_key).transpose()?)
+    let found = rows::row(conn, &format!("{USED} WHERE k.id = ?"), [id])?;
+    Ok(found.as_ref().map(decode::used_key).transpose()?)
 }
 
 /// Every key with its last recorded use, oldest first.
 pub(super) fn all(conn: &Connection) -> Sql<Vec<Key>> {
-    let found = sql::rows(conn, &format!("{USED} ORDER BY k.seq"), [])?;
+    let found = rows::rows(conn, &format!("{USED} ORDER BY k.seq"), [])?;
     Ok(found
         .iter()
-        .map(rows::used_key)
+        .map(decode::used_key)
         .collect::<sqlx::Result<_>>()?)
 }
 

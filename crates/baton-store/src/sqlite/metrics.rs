@@ -8,11 +8,12 @@ use baton_core::order::{OrderChange, OrderStatus};
 use baton_core::{Change, Event};
 use rusqlite::{Connection, params};
 
-use super::sql::{Sql, exec, row, scalar};
-use super::{each_event_of, orders};
-use crate::rows::{self as decode, MESSAGE_FACTS};
+use super::conn::{Sql, exec};
+use super::rows::{Row, row, scalar};
+use super::{events, orders};
+use crate::decode::{self, MESSAGE_FACTS};
 
-fn message(conn: &Connection, id: &str) -> Sql<Option<super::sql::Row>> {
+fn message(conn: &Connection, id: &str) -> Sql<Option<Row>> {
     row(
         conn,
         &format!("SELECT {MESSAGE_FACTS} FROM messages WHERE id = ?"),
@@ -114,7 +115,7 @@ pub(super) fn fill(conn: &Connection) -> Sql<()> {
         "gate.changed",
         "security.refused",
     ];
-    each_event_of(conn, &kinds, |event| {
+    events::each_of(conn, &kinds, |event| {
         let moved = Tally::moved_by(&event.change);
         moved_any |= moved;
         let (parent, message) = if moved {

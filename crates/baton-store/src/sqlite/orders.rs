@@ -5,11 +5,10 @@ use baton_core::Event;
 use baton_core::order::{self, Order, OrderChange};
 use rusqlite::{Connection, params};
 
-use super::load_folded;
-use super::sql::{Builder, Sql, column, exec, rows};
+use super::conn::{Builder, Sql, exec};
+use super::rows::{column, load_folded, rows};
 use crate::OrderQuery;
-use crate::rows;
-use crate::rows as decode;
+use crate::decode;
 
 /// Applies one order event to the projection (live writes and replay alike).
 pub(super) fn project(conn: &Connection, event: &Event, change: &OrderChange) -> Sql<()> {
@@ -57,7 +56,7 @@ pub(super) fn query(conn: &Connection, query: &OrderQuery) -> Sql<Vec<Order>> {
             .bind(who.clone())
             .push(")");
     }
-    let closed = rows::closed_orders();
+    let closed = decode::closed_orders();
     match (query.closed, query.closed_since) {
         (false, _) => {
             sql.push(" AND status NOT IN ").push(&closed);

@@ -5,7 +5,8 @@ use baton_core::Event;
 use baton_core::reservation::{PathGlob, Reservation, ReservationChange};
 use rusqlite::{Connection, params};
 
-use super::sql::{Builder, Sql, exec, rows, scalar};
+use super::conn::{Builder, Sql, exec};
+use super::rows::{rows, scalar};
 use crate::reservations::{self as shared, RESERVATION_COLUMNS, ReservationQuery};
 
 /// Applies one reservation event (live writes and replay alike).
@@ -123,7 +124,7 @@ pub(super) fn activity(conn: &Connection, participant: &str) -> Sql<Option<i64>>
         "SELECT max(max(coalesce(json_extract(data, '$.last_event_at'), 0), \
                         coalesce(json_extract(data, '$.heartbeat_at'), 0))) \
          FROM runs WHERE participant = ? AND status IN {}",
-        crate::rows::live_runs()
+        crate::decode::live_runs()
     );
     scalar::<Option<i64>>(conn, &sql, [participant]).map(Option::flatten)
 }

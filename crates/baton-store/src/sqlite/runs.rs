@@ -6,9 +6,9 @@ use baton_core::Millis;
 use baton_core::run::{self, Run, RunChange, Source};
 use rusqlite::{Connection, params};
 
-use super::load_folded;
-use super::sql::{Builder, Sql, column, exec, rows, scalar};
-use crate::rows;
+use super::conn::{Builder, Sql, exec};
+use super::rows::{column, load_folded, rows, scalar};
+use crate::decode;
 use crate::{RunCount, RunQuery};
 
 /// Applies one run event to the projection (live writes and replay alike).
@@ -55,7 +55,7 @@ pub(super) fn other_live(conn: &Connection, participant: &str, except: &str) -> 
         conn,
         &format!(
             "SELECT 1 FROM runs WHERE participant = ? AND id != ? AND status IN {} LIMIT 1",
-            rows::live_runs()
+            decode::live_runs()
         ),
         [participant, except],
     )?;
@@ -85,7 +85,7 @@ pub(super) fn counts(
                 .push("))");
         }
     };
-    let live = rows::live_runs();
+    let live = decode::live_runs();
     let mut sql = Builder::new(&format!(
         "SELECT status, {SOURCE} AS source, {PARENT} AS parent, count(*) AS n, \
          sum(CASE WHEN json_extract(data, '$.last_event_at') < "
@@ -101,7 +101,7 @@ pub(super) fn counts(
     of(&mut sql);
     sql.push(") GROUP BY status, source, parent");
     let found = rows(conn, &sql.sql, sql.params())?;
-    Ok(rows::run_counts(&found)?)
+    Ok(decode::run_counts(&found)?)
 }
 
 /// The runs the failures lane decides from: each run that failed or was lost at or after
@@ -116,13 +116,13 @@ pub(super) fn failures(conn: &Connection, since: Millis) -> Sql<Vec<Run>> {
         &format!(
             "SELECT data FROM runs INDEXED BY runs_failed \
              WHERE status IN {} AND ended_at >= ? ORDER BY ended_at",
-            rows::failed_runs()
+            decode::failed_runs()
         ),
         [since],
     )?;
     let mut found: Vec<Run> = failed
         .iter()
-        .map(|d| rows::folded(d))
+        .map(|d| decode::folded(d))
         .collect::<sqlx::Result<_>>()?;
     let mut seen: std::collections::HashSet<String> = found.iter().map(|r| r.id.clone()).collect();
     for failure in found.clone() {
@@ -136,12 +136,12 @@ pub(super) fn failures(conn: &Connection, since: Millis) -> Sql<Vec<Run>> {
                      AND json_extract(s.data, '{path}') = \
                          (SELECT json_extract(f.data, '{path}') FROM runs f WHERE f.id = ?1) \
                      AND s.ended_at > ?2 ORDER BY s.ended_at DESC LIMIT 1",
-                    done = rows::clearing_run()
+                    done = decode::clearing_run()
                 ),
                 params![failure.id, failure.ended_at],
             )?;
             if let Some(data) = clearing {
-                let run: Run = rows::folded(&data)?;
+                let run: Run = decode::folded(&data)?;
                 if seen.insert(run.id.clone()) {
                     found.push(run);
                 }
@@ -161,14 +161,14 @@ pub(super) fn query(conn: &Connection, query: &RunQuery) -> Sql<Vec<Run>> {
                  UNION ALL SELECT data, seq FROM \
                  (SELECT data, seq FROM runs WHERE status NOT IN {live} {helpers} \
                  ORDER BY seq DESC LIMIT ?)) ORDER BY seq",
-                live = rows::live_runs(),
+                live = decode::live_runs(),
                 helpers = without_helpers(query),
             ),
             [i64::from(recent)],
         )?;
         return Ok(data
             .iter()
-            .map(|d| rows::folded(d))
+            .map(|d| decode::folded(d))
             .collect::<sqlx::Result<_>>()?);
     }
     let mut sql = Builder::new("SELECT data FROM runs WHERE 1 = 1 ");
@@ -176,7 +176,7 @@ pub(super) fn query(conn: &Connection, query: &RunQuery) -> Sql<Vec<Run>> {
     if let Some(id) = &query.id {
         sql.push(" AND id = ").bind(id.clone());
     }
-    let live = rows::live_runs();
+    let live = decode::live_runs();
     if query.live {
         sql.push(" AND status IN ").push(&live);
     }
@@ -197,7 +197,7 @@ pub(super) fn query(conn: &Connection, query: &RunQuery) -> Sql<Vec<Run>> {
     let data: Vec<String> = column(conn, &sql.sql, sql.params())?;
     Ok(data
         .iter()
-        .map(|d| rows::folded(d))
+        .map(|d| decode::folded(d))
         .collect::<sqlx::Result<_>>()?)
 }
 

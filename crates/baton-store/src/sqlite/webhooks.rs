@@ -5,9 +5,10 @@ use baton_core::Event;
 use baton_core::webhook::{Webhook, WebhookChange};
 use rusqlite::{Connection, params};
 
-use super::sql::{Sql, exec, row, rows};
+use super::conn::{Sql, exec};
+use super::rows::{row, rows};
 use crate::Settled;
-use crate::rows::{self as decode, WEBHOOK_COLUMNS};
+use crate::decode::{self, WEBHOOK_COLUMNS};
 
 /// Applies one webhook event (live writes and replay alike). A new webhook starts at its
 /// event: what happened before it was set is not told. A changed URL keeps the cursor:

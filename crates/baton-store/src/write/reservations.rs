@@ -12,7 +12,7 @@ use baton_core::{
 };
 
 use super::{authorize, now, registered, send_in};
-use crate::{Backend, NewEvent, ReservationQuery, Result, Tx};
+use crate::{NewEvent, ReservationQuery, Result, Store, Tx};
 
 /// The topic of the message that tells a holder its reservation was force-released.
 pub const FORCED_TOPIC: &str = "reservations";
@@ -48,55 +48,6 @@ async fn append_all(
     Ok(found)
 }
 
-pub async fn reserve<B: Backend + ?Sized>(
-    backend: &B,
-    actor: &Passname,
-    ask: &Ask,
-) -> Result<Vec<Reservation>> {
-    let mut tx = backend.begin().await?;
-    authorize(tx.as_mut(), actor.as_str(), authority::MEMORY, None).await?;
-    let at = now();
-    let held = tx
-        .reservations(&ReservationQuery::near_globs(&ask.paths, at))
-        .await?;
-    let changes = reservation::plan_reserve(actor, ask, &held, at, new_id)?;
-    let made = append_all(tx.as_mut(), actor.as_str(), changes, at).await?;
-    tx.commit().await?;
-    Ok(made)
-}
-
-pub async fn release<B: Backend + ?Sized>(
-    backend: &B,
-    actor: &Passname,
-    what: &Release,
-) -> Result<Vec<Reservation>> {
-    let mut tx = backend.begin().await?;
-    authorize(tx.as_mut(), actor.as_str(), authority::MEMORY, None).await?;
-    let at = now();
-    let mut held = tx
-        .reservations(&ReservationQuery {
-            holder: Some(actor.to_string()),
-            live_at: Some(at),
-            ..ReservationQuery::default()
-        })
-        .await?;
-    if !what.ids.is_empty() {
-        held.extend(
-            tx.reservations(&ReservationQuery {
-                ids: Some(what.ids.clone()),
-                ..ReservationQuery::default()
-            })
-            .await?
-            .into_iter()
-            .filter(|r| r.holder != *actor),
-        );
-    }
-    let changes = reservation::plan_release(actor, what, &held, at)?;
-    let released = append_all(tx.as_mut(), actor.as_str(), changes, at).await?;
-    tx.commit().await?;
-    Ok(released)
-}
-
 /// A force-release: which reservation, why, and how long its holder must have been quiet.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Force {
@@ -105,74 +56,135 @@ pub struct Force {
     pub quiet_ms: Millis,
 }
 
-/// Force-releases a quiet holder's reservation and, in the same transaction, tells the
-/// holder why in an `info` from the actor.
-pub async fn force_release<B: Backend + ?Sized>(
-    backend: &B,
-    actor: &Passname,
-    force: &Force,
-) -> Result<Reservation> {
-    let mut tx = backend.begin().await?;
-    authorize(tx.as_mut(), actor.as_str(), authority::MEMORY, None).await?;
-    let me = registered(tx.as_mut(), actor.as_str()).await?;
-    let at = now();
-    let target = tx
-        .reservations(&ReservationQuery {
-            ids: Some(vec![force.id.clone()]),
-            ..ReservationQuery::default()
+impl Store {
+    /// Reserves `ask`'s globs for `actor` (renewing those it holds), all or none: refused,
+    /// naming every conflict, when another's live reservation stands in the way.
+    pub async fn reserve(&self, actor: &Passname, ask: &Ask) -> Result<Vec<Reservation>> {
+        self.recorded(actor.as_str(), async {
+            let mut tx = self.begin().await?;
+            authorize(tx.as_mut(), actor.as_str(), authority::MEMORY, None).await?;
+            let at = now();
+            let held = tx
+                .reservations(&ReservationQuery::near_globs(&ask.paths, at))
+                .await?;
+            let changes = reservation::plan_reserve(actor, ask, &held, at, new_id)?;
+            let made = append_all(tx.as_mut(), actor.as_str(), changes, at).await?;
+            tx.commit().await?;
+            Ok(made)
         })
-        .await?
-        .pop()
-        .ok_or_else(|| Refusal::not_found(Record::Reservation, &force.id))?;
-    let active_at = tx.activity(target.holder.as_str()).await?;
-    let change =
-        reservation::plan_force(&me, &target, active_at, force.quiet_ms, &force.reason, at)?;
-    let mut released = append_all(tx.as_mut(), actor.as_str(), vec![change], at).await?;
-    if target.holder != *actor {
-        let notice = reservation::forced_notice(&target, actor.as_str(), force.reason.trim());
-        let draft = Draft {
-            to: vec![target.holder.clone()],
-            kind: MessageType::Info,
-            topic: Topic::new(FORCED_TOPIC).expect("a topic"),
-            reply_to: None,
-            payload: Payload::from_value(
-                serde_json::json!({ "body": notice }),
-                baton_core::message::DEFAULT_PAYLOAD_CAP,
-            )
-            .map_err(|error| Refusal::Payload {
-                field: baton_core::Field::Body,
-                error,
-            })?,
-            idempotency_key: None,
-        };
-        // The force's authority covers its notice.
-        send_in(tx.as_mut(), actor, draft, 0, at, false).await?;
+        .await
     }
-    tx.commit().await?;
-    Ok(released.pop().expect("the released reservation"))
-}
 
-/// Records that `commit` touched `paths` held by others' `reservations` (ids) past the
-/// git guard.
-pub async fn record_bypass<B: Backend + ?Sized>(
-    backend: &B,
-    actor: &str,
-    commit: &str,
-    paths: &[String],
-    reservations: &[String],
-) -> Result<Event> {
-    let mut tx = backend.begin().await?;
-    authorize(tx.as_mut(), actor, authority::MEMORY, None).await?;
-    let change = ReservationChange::Bypassed {
-        commit: commit.to_owned(),
-        paths: paths.to_vec(),
-        reservations: reservations.to_vec(),
-    };
-    let event = tx
-        .append(NewEvent::new(actor, Change::Reservation(change), now()))
-        .await?;
-    tx.commit().await?;
-    Ok(event)
+    /// Releases `actor`'s reservations `what` names; releasing nothing is refused.
+    pub async fn release(&self, actor: &Passname, what: &Release) -> Result<Vec<Reservation>> {
+        self.recorded(actor.as_str(), async {
+            let mut tx = self.begin().await?;
+            authorize(tx.as_mut(), actor.as_str(), authority::MEMORY, None).await?;
+            let at = now();
+            let mut held = tx
+                .reservations(&ReservationQuery {
+                    holder: Some(actor.to_string()),
+                    live_at: Some(at),
+                    ..ReservationQuery::default()
+                })
+                .await?;
+            if !what.ids.is_empty() {
+                held.extend(
+                    tx.reservations(&ReservationQuery {
+                        ids: Some(what.ids.clone()),
+                        ..ReservationQuery::default()
+                    })
+                    .await?
+                    .into_iter()
+                    .filter(|r| r.holder != *actor),
+                );
+            }
+            let changes = reservation::plan_release(actor, what, &held, at)?;
+            let released = append_all(tx.as_mut(), actor.as_str(), changes, at).await?;
+            tx.commit().await?;
+            Ok(released)
+        })
+        .await
+    }
+
+    /// Force-releases a quiet holder's reservation and, in the same transaction, tells the
+    /// holder why in an `info` from the actor.
+    pub async fn force_release(&self, actor: &Passname, force: &Force) -> Result<Reservation> {
+        self.recorded(actor.as_str(), async {
+            let mut tx = self.begin().await?;
+            authorize(tx.as_mut(), actor.as_str(), authority::MEMORY, None).await?;
+            let me = registered(tx.as_mut(), actor.as_str()).await?;
+            let at = now();
+            let target = tx
+                .reservations(&ReservationQuery {
+                    ids: Some(vec![force.id.clone()]),
+                    ..ReservationQuery::default()
+                })
+                .await?
+                .pop()
+                .ok_or_else(|| Refusal::not_found(Record::Reservation, &force.id))?;
+            let active_at = tx.activity(target.holder.as_str()).await?;
+            let change = reservation::plan_force(
+                &me,
+                &target,
+                active_at,
+                force.quiet_ms,
+                &force.reason,
+                at,
+            )?;
+            let mut released = append_all(tx.as_mut(), actor.as_str(), vec![change], at).await?;
+            if target.holder != *actor {
+                let notice =
+                    reservation::forced_notice(&target, actor.as_str(), force.reason.trim());
+                let draft = Draft {
+                    to: vec![target.holder.clone()],
+                    kind: MessageType::Info,
+                    topic: Topic::new(FORCED_TOPIC).expect("a topic"),
+                    reply_to: None,
+                    payload: Payload::from_value(
+                        serde_json::json!({ "body": notice }),
+                        baton_core::message::DEFAULT_PAYLOAD_CAP,
+                    )
+                    .map_err(|error| Refusal::Payload {
+                        field: baton_core::Field::Body,
+                        error,
+                    })?,
+                    idempotency_key: None,
+                };
+                // The force's authority covers its notice.
+                send_in(tx.as_mut(), actor, draft, 0, at, false).await?;
+            }
+            tx.commit().await?;
+            Ok(released.pop().expect("the released reservation"))
+        })
+        .await
+    }
+
+    /// Records that `commit` touched `paths` held by others' `reservations` (ids) past the
+    /// git guard.
+    pub async fn record_bypass(
+        &self,
+        actor: &str,
+        commit: &str,
+        paths: &[String],
+        reservations: &[String],
+    ) -> Result<Event> {
+        self.recorded(actor, async {
+            let mut tx = self.begin().await?;
+            authorize(tx.as_mut(), actor, authority::MEMORY, None).await?;
+            let change = ReservationChange::Bypassed {
+                commit: commit.to_owned(),
+                paths: paths.to_vec(),
+                reservations: reservations.to_vec(),
+            };
+            let event = tx
+                .append(NewEvent::new(actor, Change::Reservation(change), now()))
+                .await?;
+            tx.commit().await?;
+            Ok(event)
+        })
+        .await
+    }
 }
 
 /// What an order's step does to reservations, inside the step's transaction: accepted,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use baton_core::run::RunChange;
 use baton_core::state::{StateOp, Subject};
-use baton_store::{SqliteStore, Store};
+use baton_store::Store;
 
 /// What Claude Code hands a `PreToolUse` hook on stdin.
 pub const HOOK_PAYLOAD: &[u8] = br#"{"session_id":"5f1c2a9e-8d1b-4c1e-9a51-2b7c0e3d4f10","transcript_path":"/tmp/t.jsonl","cwd":"/repo","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cargo test"}}"#;
@@ -63,7 +63,7 @@ pub fn state_ops(i: usize) -> Vec<StateOp> {
 }
 
 /// Records the run changes gathered so far in one transaction, and empties the batch.
-pub async fn record_runs(store: &SqliteStore, changes: &mut Vec<RunChange>) {
+pub async fn record_runs(store: &Store, changes: &mut Vec<RunChange>) {
     if !changes.is_empty() {
         store
             .record_run("@bench", changes)

@@ -24,6 +24,7 @@ use nix::unistd::Pid;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
+use crate::child::{self, Captured, Piece};
 use crate::commands::Context;
 use crate::commands::admission::admit;
 use crate::error::{CommandError, CommandResult, ErrorKind, RunEnd};
@@ -125,16 +126,13 @@ fn program_name(program: &str) -> String {
 pub struct Wiring {
     pub stdin: Option<std::fs::File>,
     pub env: Vec<(String, String)>,
-    /// Keep stdout (up to [`MAX_CAPTURED`] bytes) instead of passing it through.
+    /// Keep stdout (up to [`MAX_CAPTURED`](crate::child::MAX_CAPTURED) bytes) instead of passing it through.
     pub capture: bool,
     /// A reviewer command, run through `sh -c`: the ledger records it as given (not the
     /// shell), and for no participant — a reviewer holds none of its invoker's work, so
     /// its crash gives back nothing of the invoker's and its run is no load of theirs.
     pub reviewer: Option<String>,
 }
-
-/// The most stdout a captured run keeps, in bytes.
-pub const MAX_CAPTURED: usize = 1024 * 1024;
 
 /// A launched command's end, as recorded in the ledger.
 pub struct Launched {
@@ -146,23 +144,6 @@ pub struct Launched {
     pub exit: i32,
     /// Its stdout, when captured.
     pub stdout: Vec<u8>,
-}
-
-/// A writer into a shared, bounded buffer: what a captured command printed.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let room = MAX_CAPTURED.saturating_sub(kept.len());
-        kept.extend_from_slice(&buf[..buf.len().min(room)]);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 pub async fn run(ctx: &Context, args: RunArgs) -> CommandResult<Output> {
@@ -456,61 +437,33 @@ fn forward(group: Pid, sig: Signal) -> Signal {
 
 /// Copies one stream of the command to ours, unchanged, and reads its lines on the way.
 fn pump(
-    mut from: impl Read,
-    mut to: impl Write,
+    from: impl Read,
+    to: impl Write,
     mut parser: OutputParser,
     tokens: bool,
     tx: mpsc::UnboundedSender<Seen>,
 ) {
-    let mut line: Vec<u8> = Vec::new();
-    let mut too_long = false;
-    let mut buf = vec![0u8; 64 * 1024];
     let mut last_active = 0;
-    let read_line = |line: &[u8], parser: &mut OutputParser| {
-        let parsed = parser.line(&String::from_utf8_lossy(line));
-        if let Some(p) = parsed.progress {
-            let _ = tx.send(Seen::Progress(p));
-        }
-        if let (true, Some(t)) = (tokens, parsed.tokens) {
-            let _ = tx.send(Seen::Tokens(t));
-        }
-    };
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        let chunk = &buf[..n];
-        // A closed stdout of ours must not stop the command: keep reading, stop writing.
-        let _ = to.write_all(chunk).and_then(|()| to.flush());
-        let at = now();
-        if at - last_active >= 1000 {
-            last_active = at;
-            let _ = tx.send(Seen::Active(at));
-        }
-        let mut rest = chunk;
-        while let Some(i) = rest.iter().position(|b| *b == b'\n') {
-            if !too_long {
-                line.extend_from_slice(&rest[..i]);
-                read_line(&line, &mut parser);
-            }
-            line.clear();
-            too_long = false;
-            rest = &rest[i + 1..];
-        }
-        if !too_long {
-            line.extend_from_slice(rest);
-            if line.len() > baton_core::run::MAX_PARSED_LINE {
-                line.clear();
-                too_long = true;
+    child::copy(from, to, |piece| match piece {
+        Piece::Bytes => {
+            let at = now();
+            if at - last_active >= 1000 {
+                last_active = at;
+                let _ = tx.send(Seen::Active(at));
             }
         }
-    }
-    if !too_long && !line.is_empty() {
-        read_line(&line, &mut parser);
-    }
+        Piece::Line(line) => {
+            let parsed = parser.line(&String::from_utf8_lossy(line));
+            if let Some(p) = parsed.progress {
+                let _ = tx.send(Seen::Progress(p));
+            }
+            if let (true, Some(t)) = (tokens, parsed.tokens) {
+                let _ = tx.send(Seen::Tokens(t));
+            }
+        }
+        // Too long to be a progress or token line.
+        Piece::Cut(_) => {}
+    });
     let _ = tx.send(Seen::Active(now()));
     let _ = tx.send(Seen::Closed);
 }
@@ -647,7 +600,7 @@ async fn finish(
             ledger.id
         );
     }
-    let stdout = std::mem::take(&mut *captured.0.lock().unwrap_or_else(|e| e.into_inner()));
+    let stdout = captured.take();
     Launched {
         run: ledger.id.to_owned(),
         status: outcome.status,

@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
-use crate::common::{baton_exe, stderr};
+use crate::common::{baton_exe, postgres_schema, stderr};
 use crate::mcp::{Venv, make_venv};
 use crate::server::{Serving, admin, serve, serve_in};
 
@@ -108,12 +108,9 @@ pub(crate) fn shop() -> Shop {
 /// The same projects in a schema of their own (named by `test`, as tests run at once) on
 /// the test PostgreSQL.
 pub(crate) fn shop_on_postgresql(test: &str) -> Shop {
-    let base = baton_testdb::url();
-    let schema = format!("baton_a2a_{test}_{}", std::process::id());
-    let separator = if base.contains('?') { '&' } else { '?' };
     shop_in(
         tempfile::tempdir().unwrap(),
-        format!("{base}{separator}schema={schema}"),
+        postgres_schema(&format!("baton_a2a_{test}_{}", std::process::id())),
     )
 }
 

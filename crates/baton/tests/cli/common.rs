@@ -16,6 +16,47 @@ pub fn stderr(out: &Output) -> String {
 /// The crash harness's generator: kill moments that differ per trial, without a dependency.
 pub use baton_crash::XorShift;
 
+/// The shared Work Order (`baton-core/tests/fixtures/work-order.json`): from the planner
+/// to impl-1, passing every rule and the `x-baton` contract, under the id `id`.
+pub fn work_order(id: &str) -> serde_json::Value {
+    let mut order: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../baton-core/tests/fixtures/work-order.json"
+    ))
+    .expect("the fixture is JSON");
+    order["id"] = id.into();
+    order
+}
+
+/// The shared Work Report (`baton-core/tests/fixtures/work-report.json`): impl-1's `done`
+/// report, with its evidence, on the order `order_id`.
+pub fn work_report(order_id: &str) -> serde_json::Value {
+    let mut report: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../baton-core/tests/fixtures/work-report.json"
+    ))
+    .expect("the fixture is JSON");
+    report["order_id"] = order_id.into();
+    report
+}
+
+/// The test PostgreSQL's URL, in a schema of its own named `schema` (tests run at once,
+/// so each names its own).
+pub fn postgres_schema(schema: &str) -> String {
+    let base = baton_testdb::url();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{separator}schema={schema}")
+}
+
+/// Drops the schema [`postgres_schema`] named, with all it holds (best effort).
+pub fn drop_postgres_schema(schema: &str) {
+    let _ = Command::new("psql")
+        .args([
+            &baton_testdb::url(),
+            "-c",
+            &format!("DROP SCHEMA {schema} CASCADE"),
+        ])
+        .output();
+}
+
 pub fn baton_exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_baton"))
 }

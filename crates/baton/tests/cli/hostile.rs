@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::common::{Project, baton_exe, code, stderr};
+use crate::common::{Project, baton_exe, code, stderr, work_order};
 
 const TEAM: &[(&str, &str)] = &[("planner", "planner"), ("impl-1", "executor")];
 
@@ -80,22 +80,9 @@ fn hostile_controls_from_stored_data_are_shown_as_escapes_and_json_stays_exact()
         None,
         &["decide", "Use \u{1b}]52;c;eA==\u{7}", "--why", "why\r"],
     );
-    let order = json!({
-        "spec": "awl/work-order@0.1", "id": "wo_1", "created_at": "2025-01-01T00:00:00Z",
-        "from": "planner", "to": "impl-1", "escalate_to": "planner",
-        "goal": format!("Fix it{evil}"),
-        "criteria": [{"id": "c1", "text": "done"}],
-        "budget": {"usd": 1}, "deadline": "2999-01-01T00:00:00Z", "tools": ["repo/*"],
-        "x-baton": {
-            "context": {"repository": "git@example.org:acme/shop.git", "base_revision": "abc123",
-                        "reproduction": "export with a filter", "expected": "only filtered rows"},
-            "scope": {"allowed": ["src/export.rs"], "excluded": ["migrations"]},
-            "execution": {"test_command": "sh -c true"},
-            "acceptance": {"owner": "planner"},
-            "stop_when": ["the fixture is missing"],
-            "decision": {"resume_at": "run the export test with a filter"},
-        },
-    });
+    let mut order = work_order("wo_1");
+    order["goal"] = format!("Fix it{evil}").into();
+    order["escalate_to"] = "planner".into();
     file(&p, "order.json", &order.to_string());
     p.ok(Some("planner"), &["order", "create", "order.json"]);
     p.ok(None, &["run", "--", "true", "\u{1b}]52;c;eA==\u{7}"]);

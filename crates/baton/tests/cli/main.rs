@@ -14,6 +14,7 @@ mod conformance;
 mod crash;
 mod demo;
 mod differential;
+mod docs;
 mod failover;
 mod gateway;
 mod hostile;

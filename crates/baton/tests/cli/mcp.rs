@@ -133,6 +133,31 @@ pub(crate) fn python() -> &'static Path {
     }
 }
 
+/// What the operations declare of the MCP tools (`baton_app::ops`), as the scripts read
+/// it from `BATON_DECLARED`: every tool, each role profile's, the ones that change
+/// nothing, and the idempotent ones of those that do.
+fn declared() -> Value {
+    use baton_app::ops::OPERATIONS;
+    let tools = |keep: fn(&baton_app::ops::Operation) -> bool| -> Vec<&str> {
+        OPERATIONS
+            .iter()
+            .filter(|o| keep(o))
+            .filter_map(|o| o.tool)
+            .collect()
+    };
+    let profiles: serde_json::Map<String, Value> = baton_mcp::Profile::ALL
+        .into_iter()
+        .filter(|p| *p != baton_mcp::Profile::All)
+        .map(|p| (p.as_str().to_owned(), json!(p.tools())))
+        .collect();
+    json!({
+        "tools": tools(|_| true),
+        "profiles": profiles,
+        "read_only": tools(|o| !o.changes()),
+        "idempotent": tools(|o| o.changes() && o.idempotent),
+    })
+}
+
 /// Runs the script `script` of `tests/mcp/` with `args`; panics with its output on
 /// failure, returns (and prints) its stdout.
 pub(crate) fn script<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S]) -> String {
@@ -140,6 +165,7 @@ pub(crate) fn script<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S]) -> Str
         .arg("-B") // no __pycache__ in the source tree
         .arg(scripts().join(script))
         .args(args)
+        .env("BATON_DECLARED", declared().to_string())
         .current_dir(scripts())
         .output()
         .expect("run python");

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{Project, code, stderr, until_waiting};
+use crate::common::{Project, code, stderr, until_waiting, work_order, work_report};
 
 /// The longest any single process may take before the test gives up on it.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -24,24 +24,11 @@ pub(crate) const TEAM: &[(&str, &str)] = &[
 /// A Work Order from the planner to impl-1 that passes every rule, the `x-baton` contract
 /// included (the project requires it by default).
 fn order_doc(id: &str, created_at: &str, deadline: &str) -> Value {
-    json!({
-        "spec": "awl/work-order@0.1", "id": id, "created_at": created_at,
-        "from": "planner", "to": "impl-1", "escalate_to": "owner",
-        "goal": "Keep the filters in the CSV export",
-        "criteria": [{"id": "c1", "text": "Filtered rows only"}],
-        "budget": {"usd": 2, "tool_calls": 20},
-        "deadline": deadline,
-        "tools": ["repo/*"],
-        "x-baton": {
-            "context": {"repository": "git@example.org:acme/shop.git", "base_revision": "abc123",
-                        "reproduction": "export with a filter", "expected": "only filtered rows"},
-            "scope": {"allowed": ["src/export.rs"], "excluded": ["migrations"]},
-            "execution": {"test_command": "sh -c true"},
-            "acceptance": {"owner": "planner"},
-            "stop_when": ["the fixture is missing"],
-            "decision": {"resume_at": "run the export test with a filter"}
-        }
-    })
+    let mut order = work_order(id);
+    order["created_at"] = created_at.into();
+    order["deadline"] = deadline.into();
+    order["escalate_to"] = "owner".into();
+    order
 }
 
 pub(crate) fn order(id: &str) -> Value {
@@ -50,21 +37,10 @@ pub(crate) fn order(id: &str) -> Value {
 
 /// A `done` report on `order_id` by `from`, with its evidence, that spent `usd`.
 pub(crate) fn report_doc(order_id: &str, from: &str, usd: u32) -> Value {
-    json!({
-        "spec": "awl/work-report@0.1", "order_id": order_id, "from": from, "status": "done",
-        "result": {"summary": "Filters kept"},
-        "evidence": [{"criterion": "c1", "type": "note", "note": "tested with a filter"}],
-        "cost": {"usd": usd, "tool_calls": 3},
-        "finished_at": "2025-01-01T01:00:00Z",
-        "tools_used": ["repo/read"],
-        "x-baton": {"evidence": {
-            "before": {"command": "sh -c true", "exit_code": 1, "output": "2 rows", "base_revision": "abc123"},
-            "change": [{"file": "src/export.rs", "reason": "apply the filters"}],
-            "after": {"command": "sh -c true", "exit_code": 0, "output": "1 row"},
-            "uncertainty": {"none": true},
-            "review": {"commit": "def456", "acceptance_owner": "planner"}
-        }}
-    })
+    let mut report = work_report(order_id);
+    report["from"] = from.into();
+    report["cost"]["usd"] = usd.into();
+    report
 }
 
 /// Writes `bytes` to a file in the project and returns its path.

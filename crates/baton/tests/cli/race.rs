@@ -10,49 +10,11 @@ use std::sync::{Arc, Barrier};
 
 use serde_json::{Value, json};
 
+use crate::common::{drop_postgres_schema, postgres_schema, work_order, work_report};
 use crate::server::{admin, serve};
 
 const ORDERS: usize = 500;
 const CLIENTS: usize = 8;
-
-pub fn order(id: &str) -> Value {
-    json!({
-        "spec": "awl/work-order@0.1", "id": id, "created_at": "2025-01-01T00:00:00Z",
-        "from": "planner", "to": "impl-1",
-        "goal": "Keep the filters in the CSV export",
-        "criteria": [{"id": "c1", "text": "Filtered rows only"}],
-        "budget": {"usd": 2, "tool_calls": 20},
-        "deadline": "2999-01-01T00:00:00Z",
-        "tools": ["repo/*"],
-        "x-baton": {
-            "context": {"repository": "git@example.org:acme/shop.git", "base_revision": "abc123",
-                        "reproduction": "export with a filter", "expected": "only filtered rows"},
-            "scope": {"allowed": ["src/export.rs"], "excluded": ["migrations"]},
-            "execution": {"test_command": "sh -c true"},
-            "acceptance": {"owner": "planner"},
-            "stop_when": ["the fixture is missing"],
-            "decision": {"resume_at": "run the export test with a filter"}
-        }
-    })
-}
-
-pub fn report(id: &str) -> Value {
-    json!({
-        "spec": "awl/work-report@0.1", "order_id": id, "from": "impl-1", "status": "done",
-        "result": {"summary": "Filters kept"},
-        "evidence": [{"criterion": "c1", "type": "note", "note": "tested with a filter"}],
-        "cost": {"usd": 1, "tool_calls": 3},
-        "finished_at": "2025-01-01T01:00:00Z",
-        "tools_used": ["repo/read"],
-        "x-baton": {"evidence": {
-            "before": {"command": "sh -c true", "exit_code": 1, "output": "2 rows", "base_revision": "abc123"},
-            "change": [{"file": "src/export.rs", "reason": "apply the filters"}],
-            "after": {"command": "sh -c true", "exit_code": 0, "output": "1 row"},
-            "uncertainty": {"none": true},
-            "review": {"commit": "def456", "acceptance_owner": "planner"}
-        }}
-    })
-}
 
 pub fn post(agent: &ureq::Agent, url: &str, token: &str, body: Value) -> (u16, Value) {
     let mut response = agent
@@ -73,10 +35,8 @@ pub fn post(agent: &ureq::Agent, url: &str, token: &str, body: Value) -> (u16, V
     ignore = "PostgreSQL not found: apt-get install postgresql, or set BATON_TEST_POSTGRES"
 )]
 fn two_servers_on_one_postgresql_take_each_step_exactly_once() {
-    let base = baton_testdb::url();
     let schema = format!("baton_race_{}", std::process::id());
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}schema={schema}");
+    let url = postgres_schema(&schema);
     admin(&url, None, &["project", "add", "shop"]);
     admin(
         &url,
@@ -114,7 +74,7 @@ fn two_servers_on_one_postgresql_take_each_step_exactly_once() {
             &agent,
             &format!("{}/orders", bases[i % 2]),
             &planner,
-            json!({"action": "create", "document": order(&id)}),
+            json!({"action": "create", "document": work_order(&id)}),
         );
         assert_eq!(status, 200, "offer {id}: {body}");
     }
@@ -145,7 +105,7 @@ fn two_servers_on_one_postgresql_take_each_step_exactly_once() {
                         let id = format!("wo_{i}");
                         let mut payload = json!({"action": step, "id": id});
                         if body.is_some() {
-                            payload["document"] = report(&id);
+                            payload["document"] = work_report(&id);
                         }
                         let url = format!("{}/orders", bases[(c + i) % 2]);
                         start.wait();
@@ -194,7 +154,5 @@ fn two_servers_on_one_postgresql_take_each_step_exactly_once() {
         assert_eq!(shown["order"]["status"], "approved");
     }
     drop(servers);
-    let _ = std::process::Command::new("psql")
-        .args([&base, "-c", &format!("DROP SCHEMA {schema} CASCADE")])
-        .output();
+    drop_postgres_schema(&schema);
 }

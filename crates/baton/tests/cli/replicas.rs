@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::race::{order, post, report};
+use crate::common::{drop_postgres_schema, postgres_schema, work_order, work_report};
+use crate::race::post;
 use crate::server::{admin, serve_with};
 
 const SENDERS: usize = 3;
@@ -103,10 +104,8 @@ fn timeless(mut value: Value) -> Value {
     ignore = "PostgreSQL not found: apt-get install postgresql, or set BATON_TEST_POSTGRES"
 )]
 fn three_replicas_on_one_postgresql_are_one_service_under_a_mixed_load() {
-    let base = baton_testdb::url();
     let schema = format!("baton_replicas_{}", std::process::id());
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}schema={schema}");
+    let url = postgres_schema(&schema);
     admin(&url, None, &["project", "add", "shop"]);
     for (name, role) in [
         ("planner", "planner"),
@@ -213,12 +212,12 @@ fn three_replicas_on_one_postgresql_are_one_service_under_a_mixed_load() {
                 for (n, (token, mut body)) in [
                     (
                         &planner,
-                        json!({"action": "create", "document": order(&id)}),
+                        json!({"action": "create", "document": work_order(&id)}),
                     ),
                     (&worker, json!({"action": "accept", "id": id})),
                     (
                         &worker,
-                        json!({"action": "report", "id": id, "document": report(&id)}),
+                        json!({"action": "report", "id": id, "document": work_report(&id)}),
                     ),
                     (&planner, json!({"action": "approve", "id": id})),
                 ]
@@ -331,7 +330,5 @@ fn three_replicas_on_one_postgresql_are_one_service_under_a_mixed_load() {
     assert_eq!(statuses[1], statuses[2]);
 
     drop(replicas);
-    let _ = std::process::Command::new("psql")
-        .args([&base, "-c", &format!("DROP SCHEMA {schema} CASCADE")])
-        .output();
+    drop_postgres_schema(&schema);
 }

@@ -667,7 +667,7 @@ fn the_status_and_the_resume_packet_say_who_holds_what_and_which_offer_it_blocks
     );
     // An order offered to impl-2 whose scope impl-1 holds, and one impl-2 accepts.
     for (id, to) in [("wo_1", "impl-2"), ("wo_2", "impl-1")] {
-        let mut doc = crate::race::order(id);
+        let mut doc = crate::common::work_order(id);
         doc["to"] = json!(to);
         let file = p.path().join(format!("{id}.json"));
         std::fs::write(&file, doc.to_string()).unwrap();

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,26 +28,15 @@ def check(condition: object, message: object = "check failed") -> None:
     if not condition:
         raise AssertionError(message)
 
-TOOLS = {
-    "inbox", "outbox", "show", "send", "reply", "ack", "complete", "hand_back",
-    "archive", "search", "thread", "resume", "focus", "decide", "constrain", "note",
-    "receipt_write", "receipt_wait", "order", "order_show", "need", "queue",
-    "reserve", "release", "reservations",
-}
-# The role profiles a write key gets over HTTP (as `baton mcp` gives them on stdio).
-PROFILES = {
-    "executor": {
-        "inbox", "show", "reply", "ack", "complete", "hand_back", "resume", "constrain",
-        "note", "receipt_write", "order", "order_show", "need", "reserve", "release",
-    },
-}
-READ_ONLY = {
-    "inbox", "outbox", "search", "thread", "resume", "order_show", "queue", "reservations",
-}
-IDEMPOTENT = {
-    "show", "ack", "complete", "hand_back", "archive", "focus", "receipt_write",
-    "receipt_wait",
-}
+# What the operations declare of the tools (`baton_app::ops`), passed by the Rust test
+# that runs these scripts: every tool, the role profiles a write key gets over HTTP (as
+# `baton mcp` gives them on stdio), the tools that change nothing, and the idempotent ones
+# of those that change something.
+DECLARED = json.loads(os.environ["BATON_DECLARED"])
+TOOLS = set(DECLARED["tools"])
+PROFILES = {role: set(tools) for role, tools in DECLARED["profiles"].items()}
+READ_ONLY = set(DECLARED["read_only"])
+IDEMPOTENT = set(DECLARED["idempotent"])
 # `baton resume`'s default cap, and what every resume packet starts its first section with.
 RESUME_BYTES = 6000
 OWED = "## What I owe"
@@ -262,47 +252,24 @@ async def full_round(planner: Checked, executor: Checked) -> None:
     check("holds no live reservation" in text, text)
 
 
+# The shared Work Order and Work Report every test reads (`baton-core/tests/fixtures`).
+FIXTURES = Path(__file__).resolve().parents[3] / "baton-core" / "tests" / "fixtures"
+
+
 def order_doc(id: str) -> dict:
     """A Work Order from the planner to impl-1 that passes every rule, the `x-baton`
     contract included (the project requires it by default)."""
-    return {
-        "spec": "awl/work-order@0.1", "id": id, "created_at": "2025-01-01T00:00:00Z",
-        "from": "planner", "to": "impl-1", "escalate_to": "planner",
-        "goal": "Keep the filters in the CSV export",
-        "criteria": [{"id": "c1", "text": "Filtered rows only"}],
-        "budget": {"usd": 2, "tool_calls": 20},
-        "deadline": "2999-01-01T00:00:00Z",
-        "tools": ["repo/*"],
-        "x-baton": {
-            "context": {"repository": "git@example.org:acme/shop.git", "base_revision": "abc123",
-                        "reproduction": "export with a filter", "expected": "only filtered rows"},
-            "scope": {"allowed": ["src/export.rs"], "excluded": ["migrations"]},
-            "execution": {"test_command": "sh -c true"},
-            "acceptance": {"owner": "planner"},
-            "stop_when": ["the fixture is missing"],
-            "decision": {"resume_at": "run the export test with a filter"},
-        },
-    }
+    order = json.loads((FIXTURES / "work-order.json").read_text())
+    order["id"] = id
+    order["escalate_to"] = "planner"
+    return order
 
 
 def report_doc(order_id: str) -> dict:
     """A `done` report by impl-1 on `order_id`, with its evidence."""
-    return {
-        "spec": "awl/work-report@0.1", "order_id": order_id, "from": "impl-1", "status": "done",
-        "result": {"summary": "Filters kept"},
-        "evidence": [{"criterion": "c1", "type": "note", "note": "tested with a filter"}],
-        "cost": {"usd": 1, "tool_calls": 3},
-        "finished_at": "2025-01-01T01:00:00Z",
-        "tools_used": ["repo/read"],
-        "x-baton": {"evidence": {
-            "before": {"command": "sh -c true", "exit_code": 1, "output": "2 rows",
-                       "base_revision": "abc123"},
-            "change": [{"file": "src/export.rs", "reason": "apply the filters"}],
-            "after": {"command": "sh -c true", "exit_code": 0, "output": "1 row"},
-            "uncertainty": {"none": True},
-            "review": {"commit": "def456", "acceptance_owner": "planner"},
-        }},
-    }
+    report = json.loads((FIXTURES / "work-report.json").read_text())
+    report["order_id"] = order_id
+    return report
 
 
 async def order_round(planner: Checked, executor: Checked, cli: Cli) -> None:

@@ -14,6 +14,8 @@
 // and PARTICIPANTS maps each name to {"profile": NAME, "tools": [...], "token": KEY (http)}.
 // Prints one line per check passed; any failure throws (exit 1) naming the check.
 
+import { readFileSync } from "node:fs";
+
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -90,43 +92,16 @@ const row = (listing, id) => {
   return found;
 };
 
+// The shared Work Order and Work Report every test reads (`baton-core/tests/fixtures`).
+const fixture = (name) =>
+  JSON.parse(readFileSync(new URL(`../../../../baton-core/tests/fixtures/${name}`, import.meta.url), "utf8"));
+
 function orderDoc(id) {
-  return {
-    spec: "awl/work-order@0.1", id, created_at: "2025-01-01T00:00:00Z",
-    from: "planner", to: "impl-1", escalate_to: "planner",
-    goal: "Keep the filters in the CSV export",
-    criteria: [{ id: "c1", text: "Filtered rows only" }],
-    budget: { usd: 2, tool_calls: 20 },
-    deadline: "2999-01-01T00:00:00Z",
-    tools: ["repo/*"],
-    "x-baton": {
-      context: { repository: "git@example.org:acme/shop.git", base_revision: "abc123",
-        reproduction: "export with a filter", expected: "only filtered rows" },
-      scope: { allowed: ["src/export.rs"], excluded: ["migrations"] },
-      execution: { test_command: "sh -c true" },
-      acceptance: { owner: "planner" },
-      stop_when: ["the fixture is missing"],
-      decision: { resume_at: "run the export test with a filter" },
-    },
-  };
+  return { ...fixture("work-order.json"), id, escalate_to: "planner" };
 }
 
 function reportDoc(orderId) {
-  return {
-    spec: "awl/work-report@0.1", order_id: orderId, from: "impl-1", status: "done",
-    result: { summary: "Filters kept" },
-    evidence: [{ criterion: "c1", type: "note", note: "tested with a filter" }],
-    cost: { usd: 1, tool_calls: 3 },
-    finished_at: "2025-01-01T01:00:00Z",
-    tools_used: ["repo/read"],
-    "x-baton": { evidence: {
-      before: { command: "sh -c true", exit_code: 1, output: "2 rows", base_revision: "abc123" },
-      change: [{ file: "src/export.rs", reason: "apply the filters" }],
-      after: { command: "sh -c true", exit_code: 0, output: "1 row" },
-      uncertainty: { none: true },
-      review: { commit: "def456", acceptance_owner: "planner" },
-    } },
-  };
+  return { ...fixture("work-report.json"), order_id: orderId };
 }
 
 const planner = await connect("planner");

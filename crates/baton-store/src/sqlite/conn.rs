@@ -1,24 +1,30 @@
-//! The thin layer between the embedded store and SQLite (rusqlite): opening a connection
-//! with the store's settings, running a statement from the connection's statement cache,
-//! rows read into owned values that [`crate::rows`] decodes, and what an engine error
-//! means to a caller.
+//! Connections to the store's file and statements run on them: opening a connection with
+//! the store's settings (read-only when this process may not write the store), the store's
+//! one connection opened when it is first used, a grouped store's readers, a read in one
+//! snapshot and a write in a transaction of its own, statements run from the connection's
+//! statement cache, and what an engine error means to a caller.
 //!
 //! SQLite runs in the calling thread: a query is a function call, not a message to a
 //! driver's worker thread and back. A one-shot command makes a handful of queries, and on
 //! a busy machine each round trip to another thread costs a scheduling delay.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::config::DbConfig;
-use rusqlite::types::{FromSql, Value};
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Params};
+use rusqlite::types::Value;
+use rusqlite::{Connection, OpenFlags, Params};
+use tokio::sync::{Mutex, OnceCell};
 
-use crate::StoreError;
+use super::{SqliteStore, group, holder, open_conn};
+use crate::{Result, StoreError};
+
+/// Idle reader connections a grouped store keeps open for the next read.
+const IDLE_READERS: usize = 8;
 
 /// What went wrong in a store function: the engine, a row the store cannot read back
-/// (the shared decoders in [`crate::rows`] speak sqlx's error), or a connection that
+/// (the shared decoders in [`crate::decode`] speak sqlx's error), or a connection that
 /// cannot be given the store's settings.
 #[derive(Debug)]
 pub(super) enum Fault {
@@ -186,96 +192,6 @@ fn open_read_only(path: &Path) -> Sql<Connection> {
     )?)
 }
 
-/// A row read out of SQLite into owned values, its columns found by name.
-pub(super) struct Row {
-    names: Arc<[String]>,
-    values: Vec<Value>,
-}
-
-impl Row {
-    fn get(&self, column: &str) -> sqlx::Result<&Value> {
-        self.names
-            .iter()
-            .position(|n| n == column)
-            .map(|i| &self.values[i])
-            .ok_or_else(|| sqlx::Error::ColumnNotFound(column.to_owned()))
-    }
-}
-
-fn mismatch(column: &str, want: &str, got: &Value) -> sqlx::Error {
-    sqlx::Error::Decode(format!("column {column}: expected {want}, found {got:?}").into())
-}
-
-impl crate::rows::Columns for Row {
-    fn text(&self, column: &str) -> sqlx::Result<String> {
-        self.maybe_text(column)?
-            .ok_or_else(|| mismatch(column, "text", &Value::Null))
-    }
-
-    fn maybe_text(&self, column: &str) -> sqlx::Result<Option<String>> {
-        match self.get(column)? {
-            Value::Text(t) => Ok(Some(t.clone())),
-            Value::Null => Ok(None),
-            other => Err(mismatch(column, "text", other)),
-        }
-    }
-
-    fn int(&self, column: &str) -> sqlx::Result<i64> {
-        self.maybe_int(column)?
-            .ok_or_else(|| mismatch(column, "an integer", &Value::Null))
-    }
-
-    fn maybe_int(&self, column: &str) -> sqlx::Result<Option<i64>> {
-        match self.get(column)? {
-            Value::Integer(i) => Ok(Some(*i)),
-            Value::Null => Ok(None),
-            other => Err(mismatch(column, "an integer", other)),
-        }
-    }
-}
-
-/// Every row `sql` selects.
-pub(super) fn rows(conn: &Connection, sql: &str, params: impl Params) -> Sql<Vec<Row>> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let names: Arc<[String]> = stmt.column_names().into_iter().map(str::to_owned).collect();
-    let width = names.len();
-    let mut found = stmt.query(params)?;
-    let mut out = Vec::new();
-    while let Some(row) = found.next()? {
-        let mut values = Vec::with_capacity(width);
-        for i in 0..width {
-            values.push(row.get::<_, Value>(i)?);
-        }
-        out.push(Row {
-            names: Arc::clone(&names),
-            values,
-        });
-    }
-    Ok(out)
-}
-
-/// The first row `sql` selects, if any.
-pub(super) fn row(conn: &Connection, sql: &str, params: impl Params) -> Sql<Option<Row>> {
-    Ok(rows(conn, sql, params)?.into_iter().next())
-}
-
-/// The first column of every row `sql` selects.
-pub(super) fn column<T: FromSql>(conn: &Connection, sql: &str, params: impl Params) -> Sql<Vec<T>> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let found = stmt.query_map(params, |r| r.get::<_, T>(0))?;
-    Ok(found.collect::<rusqlite::Result<_>>()?)
-}
-
-/// The first column of the first row `sql` selects, if any.
-pub(super) fn scalar<T: FromSql>(
-    conn: &Connection,
-    sql: &str,
-    params: impl Params,
-) -> Sql<Option<T>> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    Ok(stmt.query_row(params, |r| r.get::<_, T>(0)).optional()?)
-}
-
 /// Runs `sql` (a write); how many rows it changed.
 pub(super) fn exec(conn: &Connection, sql: &str, params: impl Params) -> Sql<usize> {
     let mut stmt = conn.prepare_cached(sql)?;
@@ -314,6 +230,229 @@ impl Builder {
     }
 }
 
+/// The connections a store reads and writes through.
+#[derive(Clone)]
+pub(super) enum Conns {
+    /// One connection for everything, taken in turn.
+    One(Arc<Lazy>),
+    /// Group commit: the writers' shared transaction, and readers beside it.
+    Grouped {
+        group: Arc<group::Group>,
+        readers: Arc<Readers>,
+    },
+}
+
+/// A store's one connection, opened when it is first used (its schema brought up to date
+/// then). A store is opened at once, except for an agent's hook: a hook that only spools
+/// its event never takes a lock on the database, so a writer checkpointing as it closes
+/// never holds it up.
+pub(super) struct Lazy {
+    conn: OnceCell<Arc<Mutex<Connection>>>,
+    path: PathBuf,
+    busy_timeout: Duration,
+}
+
+impl Lazy {
+    pub(super) fn opened(conn: Connection, path: &Path, busy_timeout: Duration) -> Self {
+        Self {
+            conn: OnceCell::new_with(Some(Arc::new(Mutex::new(conn)))),
+            path: path.to_owned(),
+            busy_timeout,
+        }
+    }
+
+    /// A connection to open when it is first used.
+    pub(super) fn later(path: &Path, busy_timeout: Duration) -> Self {
+        Self {
+            conn: OnceCell::new(),
+            path: path.to_owned(),
+            busy_timeout,
+        }
+    }
+
+    /// The connection, opened now if it was not yet.
+    pub(super) async fn get(&self) -> Result<&Arc<Mutex<Connection>>> {
+        self.conn
+            .get_or_try_init(|| async {
+                open_conn(&self.path, self.busy_timeout, false)
+                    .map(|conn| Arc::new(Mutex::new(conn)))
+            })
+            .await
+    }
+
+    /// The connection itself when nothing else holds it: opened now if it was not yet.
+    pub(super) fn take(self: Arc<Self>) -> std::result::Result<Result<Connection>, Arc<Self>> {
+        let lazy = Arc::try_unwrap(self)?;
+        let (path, busy_timeout) = (lazy.path, lazy.busy_timeout);
+        match lazy.conn.into_inner() {
+            None => Ok(open_conn(&path, busy_timeout, false)),
+            Some(conn) => match Arc::try_unwrap(conn) {
+                Ok(only) => Ok(Ok(only.into_inner())),
+                Err(conn) => Err(Arc::new(Self {
+                    conn: OnceCell::new_with(Some(conn)),
+                    path,
+                    busy_timeout,
+                })),
+            },
+        }
+    }
+}
+
+/// `e` with what only the store's place can tell: the process holding the write lock of a
+/// busy store, and a disk with no room left behind an I/O error (SQLite reports running
+/// out of room as `SQLITE_FULL` only where it sees `ENOSPC` itself; making its
+/// shared-memory file on a full disk is "disk I/O error").
+pub(super) fn located(path: &Path, e: StoreError) -> StoreError {
+    match e {
+        StoreError::Busy {
+            timeout_ms,
+            holder: None,
+        } => StoreError::Busy {
+            timeout_ms,
+            holder: holder::holder(path),
+        },
+        StoreError::Engine(_) | StoreError::Unavailable { .. } if out_of_room(path) => {
+            StoreError::Full
+        }
+        other => other,
+    }
+}
+
+/// Refuses a file that cannot be a SQLite database: shorter than its 100-byte header (an
+/// empty file, say), or without SQLite's magic string at its start.
+pub(super) fn check_header(path: &Path) -> Result<()> {
+    use std::io::Read;
+    let not = |reason: &str| StoreError::NotAStore {
+        path: path.display().to_string(),
+        reason: reason.to_owned(),
+    };
+    let meta = std::fs::metadata(path).map_err(|e| StoreError::Unavailable {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    if !meta.is_file() {
+        return Err(not("not a regular file"));
+    }
+    if meta.len() == 0 {
+        return Err(not("the file is empty"));
+    }
+    let mut head = [0u8; 16];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
+    if read.is_err() || meta.len() < 100 || &head != b"SQLite format 3\0" {
+        return Err(not("it is not a SQLite database"));
+    }
+    Ok(())
+}
+
+/// A grouped store's idle reader connections.
+pub(super) struct Readers {
+    path: PathBuf,
+    busy_timeout: Duration,
+    idle: std::sync::Mutex<Vec<Connection>>,
+}
+
+impl Readers {
+    pub(super) fn new(path: &Path, busy_timeout: Duration) -> Self {
+        Self {
+            path: path.to_owned(),
+            busy_timeout,
+            idle: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(super) fn take(&self) -> Sql<Connection> {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match idle {
+            Some(conn) => Ok(conn),
+            None => connect(&self.path, self.busy_timeout, false),
+        }
+    }
+
+    pub(super) fn give(&self, conn: Connection) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < IDLE_READERS && conn.is_autocommit() {
+            idle.push(conn);
+        }
+    }
+}
+
+/// Runs `work` in one read transaction: everything it reads comes from one snapshot.
+pub(super) fn snapshot<T>(conn: &Connection, work: impl FnOnce(&Connection) -> Sql<T>) -> Sql<T> {
+    exec(conn, "BEGIN", [])?;
+    let out = work(conn);
+    let end = exec(conn, if out.is_ok() { "COMMIT" } else { "ROLLBACK" }, []);
+    let out = out?;
+    end?;
+    Ok(out)
+}
+
+/// Runs `work` in a write transaction of its own on `conn` (`BEGIN IMMEDIATE`, committed
+/// with an fsync), rolled back when it fails.
+pub(super) fn transaction<T>(
+    conn: &Connection,
+    work: impl FnOnce(&Connection) -> Sql<T>,
+) -> Sql<T> {
+    blocking(|| exec(conn, "BEGIN IMMEDIATE", []))?;
+    let out = work(conn).and_then(|out| {
+        blocking(|| exec(conn, "COMMIT", []))?;
+        Ok(out)
+    });
+    if out.is_err() && !conn.is_autocommit() {
+        let _ = exec(conn, "ROLLBACK", []);
+    }
+    out
+}
+
+impl SqliteStore {
+    pub(super) fn err(&self, e: Fault) -> StoreError {
+        classify(&e, self.busy_timeout)
+    }
+
+    /// Runs `work` in one read transaction on a connection of the store's. With group
+    /// commit, it returns once everything the snapshot could hold is on disk.
+    pub(super) async fn read<T>(&self, work: impl FnOnce(&Connection) -> Sql<T>) -> Result<T> {
+        let out = self.read_unsettled(work).await?;
+        if let Conns::Grouped { group, .. } = &self.conns {
+            group.settled().await?;
+        }
+        Ok(out)
+    }
+
+    /// [`Self::read`] without waiting for the group's sync: for a read whose result no
+    /// caller is shown.
+    pub(super) async fn read_unsettled<T>(
+        &self,
+        work: impl FnOnce(&Connection) -> Sql<T>,
+    ) -> Result<T> {
+        let out = match &self.conns {
+            Conns::One(conn) => snapshot(&*conn.get().await?.lock().await, work),
+            Conns::Grouped { readers, .. } => {
+                let conn = readers.take().map_err(|e| self.err(e))?;
+                let out = snapshot(&conn, work);
+                readers.give(conn);
+                out
+            }
+        };
+        out.map_err(|e| self.err(e))
+    }
+
+    /// Runs `work`, a write of the store's own bookkeeping outside the log (a webhook's
+    /// lease), in a write transaction: the group's in a grouped store.
+    pub(super) async fn bookkeep<T>(&self, work: impl FnOnce(&Connection) -> Sql<T>) -> Result<T> {
+        match &self.conns {
+            Conns::One(conn) => {
+                transaction(&*conn.get().await?.lock().await, work).map_err(|e| self.err(e))
+            }
+            Conns::Grouped { group, .. } => {
+                let member = group.begin().await?;
+                let out = work(member.conn()).map_err(|e| self.err(e))?;
+                member.commit(self.busy_timeout).await?;
+                Ok(out)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rusqlite::StatementStatus;
@@ -329,55 +468,6 @@ mod tests {
         let store = SqliteStore::create(&path, timeout).await.unwrap();
         let conn = connect(&path, timeout, false).unwrap();
         (dir, store, conn)
-    }
-
-    /// A send's words wait in its message's row until there are enough of them to
-    /// move into the free-text index at once; the move leaves none pending. A message
-    /// without words waits as well (so what waits is always the newest rows) and adds
-    /// nothing to the index.
-    #[tokio::test]
-    async fn pending_words_move_into_the_index_together() {
-        use baton_core::{Draft, MessageType, Passname, Payload, Topic};
-
-        use crate::Store;
-
-        let (_dir, store, conn) = fresh().await;
-        for who in ["a", "b"] {
-            store
-                .add_participant("@t", &Passname::new(who).unwrap(), "peer", None)
-                .await
-                .unwrap();
-        }
-        let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
-        let flush = super::super::PENDING_TEXT_FLUSH;
-        let wordless = |n: i64| n % 5 == 0;
-        let worded = |upto: i64| (1..=upto).filter(|n| !wordless(*n)).count() as i64;
-        for n in 1..=flush + 1 {
-            let draft = Draft {
-                to: vec![Passname::new("b").unwrap()],
-                kind: MessageType::Info,
-                topic: Topic::new("t").unwrap(),
-                reply_to: None,
-                payload: if wordless(n) {
-                    Payload::parse(r#"{"_": "... !?"}"#, 1024).unwrap()
-                } else {
-                    Payload::body(&format!("word{n}"), 1024).unwrap()
-                },
-                idempotency_key: None,
-            };
-            store
-                .send(&Passname::new("a").unwrap(), draft, 0)
-                .await
-                .unwrap();
-            let pending = count("SELECT count(*) FROM messages WHERE words IS NOT NULL");
-            let indexed = count("SELECT count(DISTINCT doc) FROM message_words");
-            let want = if n < flush {
-                (n, 0)
-            } else {
-                (n - flush, worded(flush))
-            };
-            assert_eq!((pending, indexed), want, "after {n} sends");
-        }
     }
 
     /// The partial indexes a write leaves out serve the reads that need them: the kinds
@@ -399,20 +489,23 @@ mod tests {
                 .unwrap()
                 .join("; ")
         };
-        let indexed = plan(super::super::OF_KIND_INDEXED);
+        let indexed = plan(super::super::events::OF_KIND_INDEXED);
         assert!(indexed.contains("USING INDEX events_kind"), "{indexed}");
-        let other = plan(super::super::OF_KIND);
+        let other = plan(super::super::events::OF_KIND);
         assert!(!other.contains("events_kind"), "{other}");
         let replies = conn
             .prepare(&format!(
                 "EXPLAIN QUERY PLAN {}",
-                super::super::THREAD_REPLIES
+                super::super::messages::THREAD_REPLIES
             ))
             .unwrap()
             .query_row(["r"], |r| r.get::<_, String>(3))
             .unwrap();
         assert!(replies.contains("USING INDEX messages_root"), "{replies}");
-        for about in [super::super::ABOUT, super::super::LAST_CHANGES] {
+        for about in [
+            super::super::events::ABOUT,
+            super::super::events::LAST_CHANGES,
+        ] {
             let found = conn
                 .prepare(&format!("EXPLAIN QUERY PLAN {about}"))
                 .unwrap()
@@ -430,12 +523,15 @@ mod tests {
                 .join("; ");
             assert!(found.contains("USING INDEX events_subject"), "{found}");
         }
-        for kind in super::super::KINDS_INDEXED {
-            assert!(super::super::OF_KIND_INDEXED.contains(&format!("'{kind}'")));
+        for kind in super::super::events::KINDS_INDEXED {
+            assert!(super::super::events::OF_KIND_INDEXED.contains(&format!("'{kind}'")));
         }
         // An event by its id: through the index of ids, or a send's through its message.
         let by_id = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {}", super::super::HAS_EVENT))
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN {}",
+                super::super::events::HAS_EVENT
+            ))
             .unwrap()
             .query_map(["e"], |r| r.get::<_, String>(3))
             .unwrap()
@@ -455,7 +551,7 @@ mod tests {
     async fn a_kept_statement_is_not_compiled_again_for_new_parameters() {
         let (_dir, _store, conn) = fresh().await;
         for kind in ["info", "request", "info", "request"] {
-            let mut stmt = conn.prepare_cached(super::super::RECENT).unwrap();
+            let mut stmt = conn.prepare_cached(super::super::messages::RECENT).unwrap();
             let mut rows = stmt
                 .query(rusqlite::params!["a", "h", kind, "t", None::<String>, 0])
                 .unwrap();
