@@ -50,6 +50,11 @@ pub enum StateOp {
     DependencyChange {
         text: String,
     },
+    /// The first action the actor's next session takes: where its session stopped. One
+    /// per participant; a newer one replaces it.
+    ResumeAt {
+        text: String,
+    },
     Receipt(ReceiptRecord),
     /// Someone waits for a step's receipt until `deadline`; the reaper alerts when it passes
     /// unmet, even if the waiter is gone. Nothing is recorded when the receipt exists.
@@ -212,6 +217,9 @@ pub struct ProjectState {
     pub constraints: Vec<Constraint>,
     pub notes: Vec<Note>,
     pub dependency_changes: Vec<(String, Provenance)>,
+    /// Each participant's newest `resume_at`: the first action its next session takes.
+    #[serde(default)]
+    pub resume_at: BTreeMap<String, (String, Provenance)>,
     /// The newest receipt of each step.
     pub receipts: BTreeMap<String, Receipt>,
     /// Receipts awaited and not yet written nor alerted about: step → deadline.
@@ -294,6 +302,9 @@ impl ProjectState {
             }),
             StateChange::DependencyChange { text } => {
                 self.dependency_changes.push((text.clone(), p));
+            }
+            StateChange::ResumeAt { text } => {
+                self.resume_at.insert(p.actor.clone(), (text.clone(), p));
             }
             StateChange::Expected { step, deadline } => {
                 self.expected.insert(step.clone(), *deadline);
@@ -390,6 +401,9 @@ impl ProjectState {
             },
             StateOp::DependencyChange { text: t } => StateChange::DependencyChange {
                 text: text(Field::DependencyChange, t)?,
+            },
+            StateOp::ResumeAt { text: t } => StateChange::ResumeAt {
+                text: text(Field::ResumeAt, t)?,
             },
             StateOp::Receipt(record) => {
                 text(Field::Step, &record.step)?;
@@ -522,6 +536,9 @@ pub enum StateChange {
     DependencyChange {
         text: String,
     },
+    ResumeAt {
+        text: String,
+    },
     Receipt(ReceiptRecord),
     Expected {
         step: String,
@@ -549,6 +566,7 @@ impl StateChange {
             | Self::AlertRaised { id, .. }
             | Self::AlertAcked { id } => id,
             Self::DependencyChange { .. } => "dependencies",
+            Self::ResumeAt { .. } => "resume-at",
             Self::Receipt(r) => &r.step,
             Self::Expected { step, .. } => step,
         }
@@ -727,6 +745,42 @@ mod tests {
                 name: "nope".into()
             }])
             .is_err()
+        );
+    }
+
+    #[test]
+    fn each_participant_keeps_its_newest_resume_at() {
+        let at = |text: &str| StateOp::ResumeAt { text: text.into() };
+        let mut state = ProjectState::default();
+        for (seq, (actor, op)) in [
+            ("planner", at("run cargo test -p export")),
+            ("impl-1", at("read src/auth.rs first")),
+            ("planner", at("answer order wo-3's question")),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let change = state.plan(&op).unwrap().unwrap();
+            let mut e = event(seq as i64 + 1, change);
+            e.actor = actor.into();
+            state.apply(&e);
+        }
+        let newest: Vec<(&str, &str)> = state
+            .resume_at
+            .iter()
+            .map(|(who, (text, _))| (who.as_str(), text.as_str()))
+            .collect();
+        assert_eq!(
+            newest,
+            [
+                ("impl-1", "read src/auth.rs first"),
+                ("planner", "answer order wo-3's question")
+            ]
+        );
+        assert_eq!(state.resume_at["planner"].1.seq, 3);
+        assert_eq!(
+            state.plan(&at("  ")).unwrap_err(),
+            Refusal::Missing(Field::ResumeAt)
         );
     }
 
