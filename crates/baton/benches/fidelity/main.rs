@@ -1,6 +1,6 @@
 //! `cargo bench -p baton --bench fidelity`: how much of what a resuming participant must
-//! know its 6,000-byte `baton resume` packet tells it, on histories of 1,000, 10,000 and
-//! 100,000 events.
+//! know its 6,000-byte `baton resume` packet tells it, beside two baselines at the same
+//! budget, on histories of 1,000, 10,000 and 100,000 events.
 //!
 //! A seeded generator (`generate.rs`) plays a project's history through Baton's use cases
 //! over a real store, and the `baton` binary where it needs the machine (hooks), in a git
@@ -15,12 +15,17 @@
 //! notes and lost runs, its next action) and what must never be shown to it as current.
 //! The score (`score.rs`) is recall per category, exact counts, errors and bytes.
 //!
-//! It prints one table (history size × category) and asserts nothing about time.
-//! `-- --sizes 1000,10000` picks the sizes, `-- --json` prints one JSON object per size and
-//! system instead. Run without `--bench` (as `cargo test --benches`
+//! Baselines (`baseline.rs`), at the packet's budget: the HANDOFF.md every session
+//! appended to, cut to the budget by keeping its beginning (a reader with a byte limit
+//! reads a file from the top), and the newest lines of `baton export` that fit.
+//!
+//! It prints one table (history size × category, for Baton and each baseline) and asserts
+//! nothing about time. `-- --sizes 1000,10000` picks the sizes, `-- --json` prints one JSON
+//! object per size and system instead. Run without `--bench` (as `cargo test --benches`
 //! does) it only checks that it works, on a short history. The stores are made in the
 //! system's temporary directory (`TMPDIR=/dev/shm` keeps their syncs off the disk).
 
+mod baseline;
 mod generate;
 mod oracle;
 mod score;
@@ -86,7 +91,15 @@ fn main() {
             "the packet is {} bytes",
             packet.len()
         );
-        let systems = [("baton", packet)];
+        let export = String::from_utf8(baton(exe, root, None, &["export"])).expect("utf-8");
+        let systems = [
+            ("baton", packet),
+            (
+                "HANDOFF.md",
+                baseline::head(&record.handoff, DEFAULT_MAX_BYTES),
+            ),
+            ("log", baseline::tail(&export, DEFAULT_MAX_BYTES)),
+        ];
         if !json {
             println!(
                 "  {events} events, generated in {seconds:.0} s: {}",
