@@ -50,6 +50,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let full = args.iter().any(|a| a == "--bench");
     let json = args.iter().any(|a| a == "--json");
+    let show = args.iter().any(|a| a == "--show");
     let sizes: Vec<i64> = match args.iter().position(|a| a == "--sizes") {
         Some(i) => args
             .get(i + 1)
@@ -100,6 +101,9 @@ fn main() {
             ),
             ("log", baseline::tail(&export, DEFAULT_MAX_BYTES)),
         ];
+        if show {
+            println!("{}", systems[0].1);
+        }
         if !json {
             println!(
                 "  {events} events, generated in {seconds:.0} s: {}",
