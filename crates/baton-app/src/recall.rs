@@ -2,25 +2,39 @@
 //! server and the agent hooks all read the packet through [`crate::App::resume`], so an
 //! agent reads the same packet whichever way it asks.
 //!
+//! The packet answers what a successor must know, each list ranked by what is most
+//! urgent and headed by its exact counts: where my last session stopped, what I owe
+//! (requests, orders to work on or conclude, needs on my orders), the constraints on my
+//! topics and paths, the decisions in force, what I wait for, my runs lost with work
+//! held, my stale notes. How the budget is shared among them is `packet::render`'s.
+//!
 //! A path's history lives outside the store (the work tree, git): it comes from the
 //! host's [`PathClock`]; everything else comes from the store.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use baton_core::gate::GateChange;
+use baton_core::order::{Order, OrderStatus};
 use baton_core::packet::{self, Packet, Section};
-use baton_core::state::{Freshness, Note, StateDigest, Subject, freshness};
+use baton_core::state::{Alert, Freshness, Note, StateDigest, Subject, freshness};
 use baton_core::time::rfc3339;
-use baton_core::{Envelope, MessageType, Millis, Passname};
-use baton_store::Store;
+use baton_core::{Change, Envelope, MessageType, Millis, Passname, RequestStatus};
+use baton_store::{OrderQuery, RunQuery, Store};
 use serde_json::Value;
 
 use crate::Result;
 use crate::doc::RunDoc;
 use crate::host::PathClock;
 
-/// How many owed requests have their payload read for `resume_at` and stop conditions:
-/// the packet shows only the first few anyway, and each read costs a query.
+/// How many of the most urgent requests and orders have their payload read for
+/// `resume_at` and stop conditions: the packet shows no more than its share of them.
 const PAYLOADS_READ: usize = 20;
-/// How many of the newest notes the packet examines for staleness.
+/// How many of the newest notes (anyone's) the packet examines for staleness besides
+/// the reader's own.
 const NOTES_EXAMINED: usize = 50;
+/// The first reading of the owed and waiting lists; a list longer than it is read again
+/// whole, so its counts are exact.
+const FIRST_READ: u32 = 32;
 
 /// `notes` (newest first) with their freshness. The records' last changes are read
 /// together, in one read where the store can.
@@ -38,10 +52,14 @@ pub(crate) async fn notes_freshness<'a>(
         })
         .collect();
     let mut changes = store.last_changes(&records).await?.into_iter();
+    // A path asked about once, however many notes name it.
+    let mut paths: HashMap<&str, Option<Millis>> = HashMap::new();
     let mut out = Vec::with_capacity(notes.len());
     for note in notes {
         let changed = match &note.subject {
-            Subject::Path(path) => clock.changed_at(path),
+            Subject::Path(path) => *paths
+                .entry(path.as_str())
+                .or_insert_with(|| clock.changed_at(path)),
             Subject::Record(_) => Some(changes.next().flatten().unwrap_or(note.written.at)),
         };
         out.push((note.clone(), freshness(note, changed)));
@@ -79,67 +97,285 @@ fn contract_field<'a>(payload: &'a Value, path: &[&str]) -> Option<&'a Value> {
     })
 }
 
-fn owed_line(env: &Envelope, resume_at: Option<&str>) -> String {
-    let mut line = format!(
-        "{} {} from {} [{}]: {}",
-        env.id, env.kind, env.from, env.topic, env.excerpt
-    );
-    if let Some(r) = resume_at {
-        line.push_str(&format!(" — resume at: {r}"));
-    }
-    line
-}
-
-/// The shortest owed or waiting line is well over 50 bytes (a 26-character id, type,
-/// sender, topic), so a packet of `max_bytes` never shows more than this many of either.
-fn whole_read_limit(max_bytes: usize) -> u32 {
-    u32::try_from(max_bytes / 50 + 1).unwrap_or(u32::MAX)
-}
-
-/// What the first reading takes of the owed and waiting lists; a list the packet showed
-/// all of is read again, [`GROWTH`] times as long, up to [`whole_read_limit`]. The owed
-/// list's first reading holds every request whose payload is read, so the stop conditions
-/// never depend on how much of it was read.
-const FIRST_OWED: u32 = 32;
-const FIRST_WAITING: u32 = 8;
-const GROWTH: u32 = 4;
-const _: () = assert!(FIRST_OWED as usize >= PAYLOADS_READ);
-
 /// The resume packet and the store generation it was read at.
 pub struct Resume {
     pub packet: Packet,
     pub generation: i64,
 }
 
-/// The titles of the sections read in part: the owed and waiting lists, and the state's
-/// lists the digest keeps only the newest of.
 const OWED: &str = "What I owe";
-const WAITING: &str = "What I am waiting for";
+const FOCUS: &str = "Focus";
 const CONSTRAINTS: &str = "Active constraints";
 const DECISIONS: &str = "Recent decisions";
+const WAITING: &str = "What I am waiting for";
+const LIVE: &str = "My sessions and runs not ended";
+const LOST: &str = "My lost runs";
 const ALERTS: &str = "Open alerts";
+const STALE: &str = "Stale notes (do not take as fact)";
+const STOPS: &str = "Stop conditions";
 
-/// A list read in part: the lines of its first `limit` entries, and how many there are.
-struct Part {
-    lines: Vec<String>,
-    total: u64,
-    limit: u32,
+/// `n` and its noun, singular or plural.
+fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
-impl Part {
-    fn unlisted(&self) -> usize {
-        usize::try_from(self.total).unwrap_or(usize::MAX) - self.lines.len()
+/// An entry of a ranked list: when it is due (if ever), when it began, and its line.
+struct Ranked {
+    due: Option<Millis>,
+    since: Millis,
+    line: String,
+    /// The message whose payload holds its `resume_at` and stop conditions.
+    message: Option<String>,
+    /// What its stop conditions are said to be of.
+    of: String,
+}
+
+/// Most urgent first: what has a deadline, by deadline; then the oldest.
+fn rank(list: &mut [Ranked]) {
+    list.sort_by_key(|r| (r.due.is_none(), r.due, r.since));
+}
+
+/// The orders `me` is party to and has a part in now, by that part.
+#[derive(Default)]
+struct MyOrders {
+    /// Offered to me, accepted or being worked on.
+    to_work: Vec<Order>,
+    /// Mine to conclude: submitted (approve, rework, decline) or blocked (answer).
+    to_conclude: Vec<Order>,
+    /// Mine, at their workers.
+    given: Vec<Order>,
+    /// Mine to work on, at their senders (submitted or blocked).
+    at_sender: Vec<Order>,
+    /// The request message of every open order read, by message id: those messages are
+    /// shown as their orders.
+    messages: HashMap<String, String>,
+    /// Orders by id, for the needs that name one.
+    by_id: HashMap<String, Order>,
+}
+
+async fn my_orders(store: &Store, me: &Passname, now: Millis) -> Result<MyOrders> {
+    let mut mine = MyOrders::default();
+    let orders = store
+        .orders(&OrderQuery {
+            party: Some(me.to_string()),
+            ..Default::default()
+        })
+        .await?;
+    for order in orders {
+        mine.messages
+            .insert(order.message.clone(), order.id.clone());
+        let status = order.status_at(now);
+        let worker = order.to == me.as_str();
+        let sender = order.from == me.as_str();
+        use OrderStatus::*;
+        match status {
+            Offered | Accepted | Working if worker => mine.to_work.push(order.clone()),
+            Submitted | Blocked if sender => mine.to_conclude.push(order.clone()),
+            Offered | Accepted | Working if sender => mine.given.push(order.clone()),
+            Submitted | Blocked if worker => mine.at_sender.push(order.clone()),
+            _ => {}
+        }
+        mine.by_id.insert(order.id.clone(), order);
     }
+    Ok(mine)
+}
+
+/// What `me` owes from its inbox: the open requests (every one, so the count is exact)
+/// and the infos and messages it has not read, of which only the first may be read.
+struct Inbox {
+    requests: Vec<Envelope>,
+    /// Orders' requests: shown as their orders, counted, their topics kept.
+    orders: usize,
+    order_topics: Vec<String>,
+    infos: Vec<Envelope>,
+    infos_total: usize,
+    whole: bool,
+}
+
+/// Reads what `me` owes, requests first: at least `limit` entries, and on until the
+/// first info or message, so every request is read.
+async fn inbox(store: &Store, me: &Passname, limit: u32, orders: &MyOrders) -> Result<Inbox> {
+    let (mut page, total) = store.owed(me, limit).await?;
+    let requests_read = |page: &[Envelope]| page.iter().all(|e| e.kind == MessageType::Request);
+    if (page.len() as u64) < total && requests_read(&page) {
+        // Every entry read is a request: the rest may hold more.
+        (page, _) = store
+            .owed(me, u32::try_from(total).unwrap_or(u32::MAX))
+            .await?;
+    }
+    let whole = page.len() as u64 >= total;
+    let (requests, infos): (Vec<Envelope>, Vec<Envelope>) = page
+        .into_iter()
+        .partition(|e| e.kind == MessageType::Request);
+    let count = requests.len();
+    let (of_orders, requests): (Vec<Envelope>, Vec<Envelope>) = requests
+        .into_iter()
+        .partition(|e| orders.messages.contains_key(&e.id));
+    Ok(Inbox {
+        orders: of_orders.len(),
+        order_topics: of_orders.iter().map(|e| e.topic.to_string()).collect(),
+        infos_total: usize::try_from(total).unwrap_or(usize::MAX) - count,
+        requests,
+        infos,
+        whole,
+    })
+}
+
+/// The requests `me` sent whose own end is still open, other than orders' (all of them:
+/// the list is read whole), and the topics of its open orders' requests.
+async fn outbox(
+    store: &Store,
+    me: &Passname,
+    orders: &MyOrders,
+) -> Result<(Vec<Envelope>, Vec<String>)> {
+    let (mut page, total) = store.waiting(me, FIRST_READ).await?;
+    if (page.len() as u64) < total {
+        (page, _) = store
+            .waiting(me, u32::try_from(total).unwrap_or(u32::MAX))
+            .await?;
+    }
+    let (of_orders, open): (Vec<Envelope>, Vec<Envelope>) = page
+        .into_iter()
+        .filter(|e| e.request_status == Some(RequestStatus::Open))
+        .partition(|e| orders.messages.contains_key(&e.id));
+    Ok((
+        open,
+        of_orders.iter().map(|e| e.topic.to_string()).collect(),
+    ))
+}
+
+/// The open needs raised about orders `me` gave, oldest first, as (id, order, text, at).
+async fn needs(
+    store: &Store,
+    me: &Passname,
+    orders: &MyOrders,
+) -> Result<Vec<(String, String, String, Millis)>> {
+    let mut out = Vec::new();
+    let mut others: HashMap<String, bool> = HashMap::new();
+    for event in store.attention().await?.needs {
+        let Change::Gate(GateChange::Need {
+            id,
+            text,
+            order: Some(order),
+            ..
+        }) = &event.change
+        else {
+            continue;
+        };
+        let gave = match orders.by_id.get(order) {
+            Some(o) => o.from == me.as_str(),
+            None => match others.get(order) {
+                Some(gave) => *gave,
+                None => {
+                    let gave = store
+                        .order(order)
+                        .await?
+                        .is_some_and(|o| o.from == me.as_str());
+                    others.insert(order.clone(), gave);
+                    gave
+                }
+            },
+        };
+        if gave {
+            out.push((format!("need:{id}"), order.clone(), text.clone(), event.at));
+        }
+    }
+    Ok(out)
+}
+
+/// The run an alert is about, for the reaper's alerts (`run-lost:RUN`, `resurfaced:RUN`),
+/// and whether it held work.
+fn alert_run(alert: &Alert) -> Option<(&str, bool)> {
+    if let Some(run) = alert.key.strip_prefix("run-lost:") {
+        Some((run, false))
+    } else {
+        alert.key.strip_prefix("resurfaced:").map(|run| (run, true))
+    }
+}
+
+/// My lost runs (by id, oldest alert first) with their alerts, and everyone else's alerts.
+async fn alerts<'a>(
+    store: &Store,
+    me: &Passname,
+    open: &'a [Alert],
+) -> Result<(BTreeMap<String, Vec<&'a Alert>>, Vec<&'a Alert>)> {
+    let mut whose: HashMap<&str, bool> = HashMap::new();
+    let mut mine: BTreeMap<String, Vec<&Alert>> = BTreeMap::new();
+    let mut others = Vec::new();
+    for alert in open {
+        let Some((run, _)) = alert_run(alert) else {
+            others.push(alert);
+            continue;
+        };
+        let is_mine = match whose.get(run) {
+            Some(m) => *m,
+            None => {
+                let m = store
+                    .runs(&RunQuery {
+                        id: Some(run.to_owned()),
+                        ..RunQuery::default()
+                    })
+                    .await?
+                    .first()
+                    .is_some_and(|r| r.participant.as_deref() == Some(me.as_str()));
+                whose.insert(run, m);
+                m
+            }
+        };
+        if is_mine {
+            mine.entry(run.to_owned()).or_default().push(alert);
+        } else {
+            others.push(alert);
+        }
+    }
+    Ok((mine, others))
+}
+
+/// Whether `text` names `word` whole: not as part of a longer name or path.
+fn names(text: &str, word: &str) -> bool {
+    let part = |c: char| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '/');
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        // A sentence's full stop after a name is not part of it.
+        let after_ends = match after {
+            Some('.') => text[at + word.len() + 1..]
+                .chars()
+                .next()
+                .is_none_or(|c| !part(c)),
+            Some(c) => !part(c),
+            None => true,
+        };
+        before.is_none_or(|c| !part(c)) && after_ends
+    })
+}
+
+/// Everything the packet is built from, read once (the lists that may be read longer are
+/// read again by [`resume`]).
+struct Gathered {
+    header: String,
+    digest: StateDigest,
+    orders: MyOrders,
+    inbox: Inbox,
+    outbox: Vec<Envelope>,
+    /// The topics of the open orders `me` gave.
+    given_topics: Vec<String>,
+    needs: Vec<(String, String, String, Millis)>,
+    payloads: HashMap<String, Value>,
+    effects: HashMap<String, usize>,
+    live: Vec<String>,
+    stale_mine: Vec<String>,
+    stale_others: Vec<String>,
+    mine_examined: BTreeSet<String>,
 }
 
 /// Builds `me`'s resume packet for the project at `place`, within `max_bytes`.
 ///
-/// The packet shows a few kilobytes however long the history, so it is built from a first
-/// reading of each list (a few owed and waiting lines, the state's digest); a list the
-/// packet showed every line of, having more, is read again, longer (the state whole), and
-/// the packet built again. The packet is always the one whole lists give: a section cut by
-/// the byte cap shows the same lines whatever lies past them (`packet::render` is greedy,
-/// in order).
+/// Every list whose count the packet states is read whole (what `me` owes and waits for
+/// are its open items, not the history); the state comes from its digest. A list read in
+/// part (the infos and messages past the requests, the digest's newest decisions, notes
+/// and alerts) that the packet showed all of is read again whole and the packet built
+/// again, so the packet is always the one whole lists give.
 pub(crate) async fn resume(
     store: &Store,
     clock: &dyn PathClock,
@@ -155,7 +391,12 @@ pub(crate) async fn resume(
         .map(|p| p.role)
         .unwrap_or_default();
     let generation = store.generation().await?;
-    let header = format!(
+    let mut digest = store.state_digest().await?;
+    if digest.notes_by_author.is_none() {
+        // A digest kept before it held each author's notes.
+        digest = store.state().await?.digest(baton_core::state::DIGEST_ITEMS);
+    }
+    let mut header = format!(
         "# Resume: {me}{} in {place}\ngeneration {generation} · {}",
         if role.is_empty() {
             String::new()
@@ -164,62 +405,557 @@ pub(crate) async fn resume(
         },
         rfc3339(now),
     );
-    let whole = whole_read_limit(max_bytes);
-    let mut state = store.state_digest().await?;
-    let (mut owed, mut stops) = owed(store, me, FIRST_OWED.min(whole)).await?;
-    let mut waiting = waiting(store, me, FIRST_WAITING.min(whole)).await?;
-    let awaiting = awaiting(store, me, now).await?;
-    let stale: Vec<String> = notes_freshness(store, clock, state.notes.iter().take(NOTES_EXAMINED))
-        .await?
+    // The first action my last session left: the one line read before any list.
+    if let Some((text, p)) = digest.resume_at.get(me.as_str()) {
+        header.push_str(&format!(
+            "\nWhere my last session stopped ({}): {}",
+            rfc3339(p.at),
+            packet::clip(text, packet::MAX_ITEM_BYTES)
+        ));
+    }
+    let orders = my_orders(store, me, now).await?;
+    let inbox = inbox(store, me, FIRST_READ, &orders).await?;
+    let (outbox, given_topics) = outbox(store, me, &orders).await?;
+    let needs = needs(store, me, &orders).await?;
+    let mut effects = HashMap::new();
+    for order in orders
+        .to_conclude
         .iter()
-        .filter(|(_, f)| *f != Freshness::Current)
-        .map(|(n, f)| note_line(n, f))
-        .collect();
-    let live: Vec<String> = live.iter().map(live_line).collect();
+        .filter(|o| o.status_at(now) == OrderStatus::Submitted)
+    {
+        let held = store.effects(&order.id).await?.awaiting();
+        if held > 0 {
+            effects.insert(order.id.clone(), held);
+        }
+    }
+    let mut g = Gathered {
+        header,
+        digest,
+        orders,
+        inbox,
+        outbox,
+        given_topics,
+        needs,
+        payloads: HashMap::new(),
+        effects,
+        live: live.iter().map(live_line).collect(),
+        stale_mine: Vec::new(),
+        stale_others: Vec::new(),
+        mine_examined: BTreeSet::new(),
+    };
+    g.payloads = payloads(store, &owed_ranked(&g, now)).await?;
+    examine_notes(store, clock, me, &mut g).await?;
     let reserved = crate::reservations::packet_lines(store, me, now).await?;
-    let longer = |part: &Part| (part.limit < whole).then(|| (part.limit * GROWTH).min(whole));
     loop {
-        let mut sections = sections(
-            &owed,
-            stops.clone(),
-            &waiting,
-            &live,
-            &state,
-            &awaiting,
-            &stale,
-        );
+        let (mine, others) = alerts(store, me, &g.digest.alerts).await?;
+        let mut sections = sections(&g, me, &mine, &others, now);
         crate::reservations::packet_sections(&mut sections, &reserved);
-        let packet = packet::render(&header, &sections, max_bytes);
+        let packet = packet::render(&g.header, &sections, max_bytes);
         let short: Vec<&str> = packet
             .read_short(&sections)
             .into_iter()
             .map(|i| sections[i].title)
             .collect();
         let mut again = false;
-        if short.contains(&OWED)
-            && let Some(limit) = longer(&owed)
-        {
-            (owed, stops) = self::owed(store, me, limit).await?;
+        if short.contains(&OWED) && !g.inbox.whole {
+            let whole =
+                u32::try_from(g.inbox.requests.len() + g.inbox.orders + g.inbox.infos_total)
+                    .unwrap_or(u32::MAX);
+            g.inbox = self::inbox(store, me, whole, &g.orders).await?;
             again = true;
         }
-        if short.contains(&WAITING)
-            && let Some(limit) = longer(&waiting)
-        {
-            waiting = self::waiting(store, me, limit).await?;
-            again = true;
-        }
-        if [CONSTRAINTS, DECISIONS, ALERTS]
+        if [DECISIONS, ALERTS, LOST, STALE]
             .iter()
             .any(|t| short.contains(t))
-            && !state.is_whole()
+            && !g.digest.is_whole()
         {
-            state = store.state().await?.digest(usize::MAX);
+            g.digest = store.state().await?.digest(usize::MAX);
+            examine_notes(store, clock, me, &mut g).await?;
             again = true;
         }
         if !again {
             return Ok(Resume { packet, generation });
         }
     }
+}
+
+/// The freshness of `me`'s newest note on each subject, and of the newest notes of
+/// others: the lines of those not current, mine apart.
+async fn examine_notes(
+    store: &Store,
+    clock: &dyn PathClock,
+    me: &Passname,
+    g: &mut Gathered,
+) -> Result<()> {
+    let mine = g.digest.notes_of(me.as_str());
+    g.mine_examined = mine.iter().map(|n| n.id.clone()).collect();
+    let others = g
+        .digest
+        .notes
+        .iter()
+        .filter(|n| n.written.actor != me.as_str())
+        .take(NOTES_EXAMINED);
+    let examined = notes_freshness(store, clock, mine.iter().chain(others)).await?;
+    let (mut stale_mine, mut stale_others) = (Vec::new(), Vec::new());
+    for (note, f) in examined.iter().filter(|(_, f)| *f != Freshness::Current) {
+        if g.mine_examined.contains(&note.id) {
+            stale_mine.push(note_line(note, f));
+        } else {
+            stale_others.push(note_line(note, f));
+        }
+    }
+    g.stale_mine = stale_mine;
+    g.stale_others = stale_others;
+    Ok(())
+}
+
+/// The payloads of the most urgent requests and orders `me` owes.
+async fn payloads(store: &Store, ranked: &[Ranked]) -> Result<HashMap<String, Value>> {
+    let ids: Vec<String> = ranked
+        .iter()
+        .filter_map(|r| r.message.clone())
+        .take(PAYLOADS_READ)
+        .collect();
+    let read = store.payloads(&ids).await?;
+    Ok(ids
+        .into_iter()
+        .zip(read)
+        .filter_map(|(id, p)| p.map(|p| (id, Value::Object(p))))
+        .collect())
+}
+
+fn resume_at(payload: Option<&Value>) -> Option<&str> {
+    let payload = payload?;
+    contract_field(payload, &["decision", "resume_at"])
+        .or_else(|| contract_field(payload, &["resume_at"]))
+        .and_then(Value::as_str)
+}
+
+fn due(order: &Order) -> String {
+    order
+        .deadline_at
+        .map(|d| format!(" (due {})", &rfc3339(d)[..10]))
+        .unwrap_or_default()
+}
+
+/// What `me` owes, most urgent first (infos and messages after them, oldest first).
+fn owed_ranked(g: &Gathered, now: Millis) -> Vec<Ranked> {
+    let mut list: Vec<Ranked> = Vec::new();
+    for env in &g.inbox.requests {
+        list.push(Ranked {
+            due: None,
+            since: env.created_at,
+            line: format!(
+                "{} [{}] request from {}: {}",
+                env.id, env.topic, env.from, env.excerpt
+            ),
+            message: Some(env.id.clone()),
+            of: format!("{} ({})", env.id, env.topic),
+        });
+    }
+    for order in &g.orders.to_work {
+        list.push(Ranked {
+            due: order.deadline_at,
+            since: order.created_at,
+            line: format!(
+                "order {} {} from {}: {}{}",
+                order.id,
+                order.status_at(now),
+                order.from,
+                order.goal,
+                due(order),
+            ),
+            message: Some(order.message.clone()),
+            of: format!("order {}", order.id),
+        });
+    }
+    for order in &g.orders.to_conclude {
+        let status = order.status_at(now);
+        let ask = match status {
+            OrderStatus::Blocked => "asks a question",
+            _ => "reported: approve, rework or decline",
+        };
+        let line = match g.effects.get(&order.id) {
+            // As the effects' own line has always read, so it is found the same way.
+            Some(held) => format!(
+                "order {} ({}): {} await approval — approving runs them; {status} by {}{}",
+                order.id,
+                order.goal,
+                counted(*held, "staged effect", "staged effects"),
+                order.to,
+                due(order),
+            ),
+            None => format!(
+                "order {} {status} by {}, {ask}: {}{}",
+                order.id,
+                order.to,
+                order.goal,
+                due(order),
+            ),
+        };
+        list.push(Ranked {
+            due: order.deadline_at,
+            since: order.created_at,
+            line,
+            message: None,
+            of: String::new(),
+        });
+    }
+    for (id, order, text, at) in &g.needs {
+        list.push(Ranked {
+            due: None,
+            since: *at,
+            line: format!("{id} need on my order {order}: {text}"),
+            message: None,
+            of: String::new(),
+        });
+    }
+    rank(&mut list);
+    list
+}
+
+/// The owed lines with their first actions, and the stop conditions of those read.
+fn owed_lines(g: &Gathered, now: Millis) -> (Vec<String>, Vec<String>) {
+    let mut lines = Vec::new();
+    let mut stops = Vec::new();
+    for r in owed_ranked(g, now) {
+        let payload = r.message.as_ref().and_then(|m| g.payloads.get(m));
+        let mut line = r.line;
+        if let Some(at) = resume_at(payload) {
+            line.push_str(&format!(" — resume at: {at}"));
+        }
+        if let Some(Value::Array(items)) = payload.and_then(|p| contract_field(p, &["stop_when"])) {
+            stops.extend(
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(|s| format!("{}: {s}", r.of)),
+            );
+        }
+        lines.push(line);
+    }
+    lines.extend(g.inbox.infos.iter().map(|env| {
+        format!(
+            "{} [{}] {} from {}: {}",
+            env.id, env.topic, env.kind, env.from, env.excerpt
+        )
+    }));
+    (lines, stops)
+}
+
+/// What `me` waits for, most urgent first.
+fn waiting_lines(g: &Gathered, now: Millis) -> Vec<String> {
+    let mut list: Vec<Ranked> = Vec::new();
+    for e in &g.outbox {
+        let ends =
+            e.to.iter()
+                .map(|r| format!("{}:{}", r.name, r.status))
+                .collect::<Vec<_>>()
+                .join(", ");
+        list.push(Ranked {
+            due: None,
+            since: e.created_at,
+            line: format!(
+                "{} [{}] to {ends}: {} ({} replies)",
+                e.id, e.topic, e.excerpt, e.replies
+            ),
+            message: None,
+            of: String::new(),
+        });
+    }
+    for order in &g.orders.given {
+        list.push(Ranked {
+            due: order.deadline_at,
+            since: order.created_at,
+            line: format!(
+                "order {} {} to {}: {}{}",
+                order.id,
+                order.status_at(now),
+                order.to,
+                order.goal,
+                due(order),
+            ),
+            message: None,
+            of: String::new(),
+        });
+    }
+    for order in &g.orders.at_sender {
+        let what = match order.status_at(now) {
+            OrderStatus::Blocked => "my question waits for an answer",
+            _ => "my report waits for review",
+        };
+        list.push(Ranked {
+            due: order.deadline_at,
+            since: order.created_at,
+            line: format!(
+                "order {} from {}, {what}: {}{}",
+                order.id,
+                order.from,
+                order.goal,
+                due(order),
+            ),
+            message: None,
+            of: String::new(),
+        });
+    }
+    rank(&mut list);
+    list.into_iter().map(|r| r.line).collect()
+}
+
+/// The topics and paths `me` works on: its open requests' and orders' topics, and the
+/// subjects of its notes that are paths.
+fn my_words(g: &Gathered, me: &Passname) -> BTreeSet<String> {
+    let mut words: BTreeSet<String> = BTreeSet::new();
+    words.extend(g.inbox.requests.iter().map(|e| e.topic.to_string()));
+    words.extend(g.inbox.order_topics.iter().cloned());
+    words.extend(g.outbox.iter().map(|e| e.topic.to_string()));
+    words.extend(g.given_topics.iter().cloned());
+    for note in g.digest.notes_of(me.as_str()) {
+        if let Subject::Path(path) = &note.subject {
+            words.insert(path.clone());
+        }
+    }
+    words
+}
+
+/// A section read whole, with its share and the counts its heading states.
+fn section(
+    title: &'static str,
+    summary: Option<String>,
+    items: Vec<String>,
+    more: &'static str,
+    empty: Option<&'static str>,
+    want: usize,
+) -> Section {
+    Section {
+        summary,
+        want,
+        ..Section::of(title, items, more, empty)
+    }
+}
+
+/// The packet's sections, in order.
+fn sections(
+    g: &Gathered,
+    me: &Passname,
+    lost: &BTreeMap<String, Vec<&Alert>>,
+    other_alerts: &[&Alert],
+    now: Millis,
+) -> Vec<Section> {
+    let digest = &g.digest;
+    let (owed, stops) = owed_lines(g, now);
+    let owed_summary = [
+        counted(
+            g.inbox.requests.len(),
+            "open request to me",
+            "open requests to me",
+        ),
+        counted(
+            g.orders.to_work.len(),
+            "order to work on",
+            "orders to work on",
+        ),
+        counted(
+            g.orders.to_conclude.len(),
+            "order to conclude",
+            "orders to conclude",
+        ),
+        counted(g.needs.len(), "need on my orders", "needs on my orders"),
+        counted(
+            g.inbox.infos_total,
+            "unread info or message",
+            "unread infos and messages",
+        ),
+    ]
+    .join(", ")
+        + ", most urgent first · `baton inbox`, `baton order list`, `baton queue`";
+    let words = my_words(g, me);
+    let (mut on_mine, mut elsewhere) = (Vec::new(), Vec::new());
+    for c in &digest.constraints {
+        let line = format!("{}: {} (tried {} → {})", c.id, c.text, c.tried, c.result);
+        let all = format!("{} {} {}", c.text, c.tried, c.result);
+        if words.iter().any(|w| names(&all, w)) {
+            on_mine.push(line);
+        } else {
+            elsewhere.push(line);
+        }
+    }
+    let constraints_summary = format!(
+        "{}, of {} · `baton state show`",
+        counted(
+            on_mine.len(),
+            "constraint on my topics and paths",
+            "constraints on my topics and paths"
+        ),
+        digest.constraints_total
+    );
+    on_mine.extend(elsewhere);
+    let waiting = waiting_lines(g, now);
+    let waiting_summary = format!(
+        "{}, {}{}, oldest first · `baton outbox`, `baton order list`",
+        counted(
+            g.outbox.len(),
+            "open request from me",
+            "open requests from me"
+        ),
+        counted(
+            g.orders.given.len(),
+            "order from me in progress",
+            "orders from me in progress"
+        ),
+        if g.orders.at_sender.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {}",
+                counted(
+                    g.orders.at_sender.len(),
+                    "order of mine at its sender",
+                    "orders of mine at their senders"
+                )
+            )
+        }
+    );
+    let holding = lost
+        .values()
+        .filter(|alerts| {
+            alerts
+                .iter()
+                .any(|a| alert_run(a).is_some_and(|(_, held)| held))
+        })
+        .count();
+    let lost_alerts: usize = lost.values().map(Vec::len).sum();
+    let lost_lines: Vec<String> = lost
+        .iter()
+        .map(|(run, alerts)| {
+            let ids: Vec<&str> = alerts.iter().map(|a| a.id.as_str()).collect();
+            // The resurfaced alert says what the run held; the loss alone, why it ended.
+            let told = alerts
+                .iter()
+                .find(|a| alert_run(a).is_some_and(|(_, held)| held))
+                .or_else(|| alerts.first())
+                .map(|a| a.message.as_str())
+                .unwrap_or_default();
+            format!("{run} lost ({}): {told}", ids.join(", "))
+        })
+        .collect();
+    let mut stale = g.stale_mine.clone();
+    stale.extend(g.stale_others.iter().cloned());
+    vec![
+        Section {
+            unlisted: g.inbox.infos_total - g.inbox.infos.len(),
+            ..section(
+                OWED,
+                Some(owed_summary),
+                owed,
+                "baton inbox",
+                Some("nothing"),
+                packet::DEFAULT_WANT,
+            )
+        },
+        section(
+            FOCUS,
+            None,
+            digest.focus.iter().map(|(t, _)| t.clone()).collect(),
+            "baton state show",
+            Some("(none set: baton focus set TEXT)"),
+            1,
+        ),
+        section(
+            CONSTRAINTS,
+            (digest.constraints_total > 0).then_some(constraints_summary),
+            on_mine,
+            "baton state show",
+            Some("none recorded"),
+            packet::DEFAULT_WANT,
+        ),
+        Section {
+            unlisted: digest.decisions_total - digest.decisions.len(),
+            ..section(
+                DECISIONS,
+                (digest.decisions_total > 0).then(|| {
+                    format!(
+                        "{}, newest first · `baton state show`",
+                        counted(
+                            digest.decisions_total,
+                            "decision in force",
+                            "decisions in force"
+                        )
+                    )
+                }),
+                digest
+                    .decisions
+                    .iter()
+                    .map(|d| format!("{}: {} (why: {})", d.id, d.text, d.why))
+                    .collect(),
+                "baton state show",
+                Some("none recorded"),
+                packet::DEFAULT_WANT,
+            )
+        },
+        section(
+            WAITING,
+            (!waiting.is_empty()).then_some(waiting_summary),
+            waiting,
+            "baton outbox",
+            Some("nothing"),
+            packet::DEFAULT_WANT,
+        ),
+        section(LIVE, None, g.live.clone(), "baton runs", None, 3),
+        section(
+            LOST,
+            (!lost.is_empty()).then(|| {
+                format!(
+                    "{}, {} · `baton alerts`",
+                    counted(holding, "run lost holding work", "runs lost holding work"),
+                    counted(lost_alerts, "alert about my runs", "alerts about my runs")
+                )
+            }),
+            lost_lines,
+            "baton alerts",
+            None,
+            10,
+        ),
+        Section {
+            unlisted: digest.alerts_total - digest.alerts.len(),
+            ..section(
+                ALERTS,
+                None,
+                other_alerts
+                    .iter()
+                    .map(|a| format!("{}: {} (since {})", a.id, a.message, rfc3339(a.raised.at)))
+                    .collect(),
+                "baton alerts",
+                Some("none"),
+                2,
+            )
+        },
+        section(
+            STALE,
+            (!g.stale_mine.is_empty()).then(|| {
+                format!(
+                    "{} · `baton state show`",
+                    counted(
+                        g.stale_mine.len(),
+                        "stale note of mine",
+                        "stale notes of mine"
+                    )
+                )
+            }),
+            stale,
+            "baton state show",
+            None,
+            10,
+        ),
+        section(
+            STOPS,
+            None,
+            stops,
+            "baton show ID",
+            Some("none stated by the requests I owe"),
+            3,
+        ),
+    ]
 }
 
 /// A session or run of mine that has not ended, in a line: a crashed session's row shows
@@ -240,187 +976,22 @@ fn live_line(run: &RunDoc) -> String {
     )
 }
 
-/// The first `limit` lines of what `me` owes (requests first, oldest first within each
-/// kind), and the stop conditions of the first few requests.
-async fn owed(store: &Store, me: &Passname, limit: u32) -> Result<(Part, Vec<String>)> {
-    let (owed, total) = store.owed(me, limit).await?;
-    let ids: Vec<String> = owed
-        .iter()
-        .take(PAYLOADS_READ)
-        .filter(|env| env.kind == MessageType::Request)
-        .map(|env| env.id.clone())
-        .collect();
-    let mut payloads = store.payloads(&ids).await?.into_iter();
-    let mut lines = Vec::new();
-    let mut stops = Vec::new();
-    for (i, env) in owed.iter().enumerate() {
-        if i < PAYLOADS_READ && env.kind == MessageType::Request {
-            let payload = match payloads.next().flatten() {
-                Some(payload) => Value::Object(payload),
-                None => Value::Null,
-            };
-            let resume_at = contract_field(&payload, &["decision", "resume_at"])
-                .or_else(|| contract_field(&payload, &["resume_at"]))
-                .and_then(Value::as_str);
-            lines.push(owed_line(env, resume_at));
-            if let Some(Value::Array(items)) = contract_field(&payload, &["stop_when"]) {
-                stops.extend(
-                    items
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .map(|s| format!("{} ({}): {s}", env.id, env.topic)),
-                );
-            }
-        } else {
-            lines.push(owed_line(env, None));
+#[cfg(test)]
+mod tests {
+    use super::names;
+
+    #[test]
+    fn a_word_is_named_only_whole() {
+        for (text, word, named) in [
+            ("on csv-export: streaming fails", "csv-export", true),
+            ("on csv-export-v2: streaming fails", "csv-export", false),
+            ("see src/export.rs.", "src/export.rs", true),
+            ("see src/export.rs.bak", "src/export.rs", false),
+            ("auth", "auth", true),
+            ("author", "auth", false),
+            ("the oauth flow", "auth", false),
+        ] {
+            assert_eq!(names(text, word), named, "{word:?} in {text:?}");
         }
     }
-    Ok((
-        Part {
-            lines,
-            total,
-            limit,
-        },
-        stops,
-    ))
-}
-
-/// The first `limit` of `me`'s open requests, oldest first.
-async fn waiting(store: &Store, me: &Passname, limit: u32) -> Result<Part> {
-    let (waiting, total) = store.waiting(me, limit).await?;
-    let lines = waiting
-        .iter()
-        .map(|e| {
-            let ends =
-                e.to.iter()
-                    .map(|r| format!("{}:{}", r.name, r.status))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-            format!(
-                "{} [{}] to {ends} ({} replies): {}",
-                e.id, e.topic, e.replies, e.excerpt
-            )
-        })
-        .collect();
-    Ok(Part {
-        lines,
-        total,
-        limit,
-    })
-}
-
-/// Orders `me` gave whose report is in, with what their approval would run.
-async fn awaiting(store: &Store, me: &Passname, now: Millis) -> Result<Vec<String>> {
-    let mut awaiting = Vec::new();
-    let mine = store
-        .orders(&baton_store::OrderQuery {
-            party: Some(me.to_string()),
-            ..Default::default()
-        })
-        .await?;
-    for order in mine.iter().filter(|o| {
-        o.from == me.as_str() && o.status_at(now) == baton_core::order::OrderStatus::Submitted
-    }) {
-        let held = store.effects(&order.id).await?.awaiting();
-        if held > 0 {
-            awaiting.push(format!(
-                "order {} ({}): {held} staged effect{} await approval — approving runs them",
-                order.id,
-                order.goal,
-                if held == 1 { "" } else { "s" }
-            ));
-        }
-    }
-    Ok(awaiting)
-}
-
-/// The packet's sections, in order.
-fn sections(
-    owed: &Part,
-    stops: Vec<String>,
-    waiting: &Part,
-    live: &[String],
-    state: &StateDigest,
-    awaiting: &[String],
-    stale: &[String],
-) -> Vec<Section> {
-    vec![
-        Section {
-            title: OWED,
-            unlisted: owed.unlisted(),
-            items: owed.lines.clone(),
-            more: "baton inbox",
-            empty: Some("nothing"),
-        },
-        Section::of(
-            "Focus",
-            state.focus.iter().map(|(t, _)| t.clone()).collect(),
-            "baton state show",
-            Some("(none set: baton focus set TEXT)"),
-        ),
-        Section {
-            title: CONSTRAINTS,
-            unlisted: state.constraints_total - state.constraints.len(),
-            items: state
-                .constraints
-                .iter()
-                .map(|c| format!("{}: {} (tried {} → {})", c.id, c.text, c.tried, c.result))
-                .collect(),
-            more: "baton state show",
-            empty: Some("none recorded"),
-        },
-        Section {
-            title: DECISIONS,
-            unlisted: state.decisions_total - state.decisions.len(),
-            items: state
-                .decisions
-                .iter()
-                .map(|d| format!("{}: {} (why: {})", d.id, d.text, d.why))
-                .collect(),
-            more: "baton state show",
-            empty: Some("none recorded"),
-        },
-        Section {
-            title: WAITING,
-            unlisted: waiting.unlisted(),
-            items: waiting.lines.clone(),
-            more: "baton outbox",
-            empty: Some("nothing"),
-        },
-        Section::of(
-            "My sessions and runs not ended",
-            live.to_vec(),
-            "baton runs",
-            None,
-        ),
-        Section::of(
-            "Effects awaiting my approval",
-            awaiting.to_vec(),
-            "baton order show ID",
-            None,
-        ),
-        Section {
-            title: ALERTS,
-            unlisted: state.alerts_total - state.alerts.len(),
-            items: state
-                .alerts
-                .iter()
-                .map(|a| format!("{}: {} (since {})", a.id, a.message, rfc3339(a.raised.at)))
-                .collect(),
-            more: "baton alerts",
-            empty: Some("none"),
-        },
-        Section::of(
-            "Stale notes (do not take as fact)",
-            stale.to_vec(),
-            "baton state show",
-            None,
-        ),
-        Section::of(
-            "Stop conditions",
-            stops,
-            "baton show ID",
-            Some("none stated by the requests I owe"),
-        ),
-    ]
 }

@@ -1046,3 +1046,135 @@ async fn live_rows_are_counted_by_source_with_quiet_helpers_left_out() {
         "{live:?}"
     );
 }
+
+// ---- the resume packet ----------------------------------------------------------------------
+
+/// The packet a planner resumes from when it owes 150 requests, waits on 5, and the
+/// project holds 300 decisions (100 superseded) and 5 failed approaches on its topic: the
+/// first list does not spend the budget, every count is exact, nothing superseded or
+/// ended is shown, and its last session's first action heads it.
+#[tokio::test]
+async fn a_long_owed_list_leaves_room_for_every_other_thing_to_know() {
+    use baton_core::packet::DEFAULT_MAX_BYTES;
+    use baton_core::state::StateOp;
+    let f = fixture().await;
+    f.app
+        .add_participant("@local", "owner", "owner", &Default::default())
+        .await
+        .unwrap();
+    for i in 0..150 {
+        let body = format!("Fix export case {i} before the release");
+        f.app
+            .send(
+                &me("owner"),
+                message(&["planner"], MessageType::Request, Some("export"), &body),
+            )
+            .await
+            .unwrap();
+    }
+    let mut waited = Vec::new();
+    for i in 0..5 {
+        let body = format!("Check export fixture {i}");
+        let sent = f
+            .app
+            .send(
+                &me("planner"),
+                message(&["impl-1"], MessageType::Request, Some("export"), &body),
+            )
+            .await
+            .unwrap();
+        waited.push(sent.id);
+    }
+    // An order that ended: its request's sending end closed with it, not waited for.
+    let cancelled = f
+        .app
+        .offer(&me("planner"), order_doc("wo_1"), Some("export"))
+        .await
+        .unwrap();
+    f.app
+        .take_step(
+            &me("planner"),
+            "wo_1",
+            None,
+            OrderStep::Cancel { reason: None },
+        )
+        .await
+        .unwrap();
+    let decisions: Vec<StateOp> = (1..=300)
+        .map(|i| StateOp::Decide {
+            text: format!("decision {i}"),
+            why: "fewer paths".into(),
+            // Every third one replaces the one before it.
+            supersedes: (i % 3 == 0).then(|| format!("D-{}", i - 1)),
+        })
+        .collect();
+    f.app.record("planner", &decisions).await.unwrap();
+    let constraints: Vec<StateOp> = (1..=5)
+        .map(|i| StateOp::Constrain {
+            text: format!("on export: approach {i} does not hold"),
+            tried: format!("approach {i}"),
+            result: "the rows come out unfiltered".into(),
+        })
+        .collect();
+    f.app.record("impl-1", &constraints).await.unwrap();
+    let next = "run cargo test -p export csv_filters";
+    f.app
+        .record("planner", &[StateOp::ResumeAt { text: next.into() }])
+        .await
+        .unwrap();
+
+    let packet = f
+        .app
+        .resume(&me("planner"), DEFAULT_MAX_BYTES)
+        .await
+        .unwrap()
+        .packet;
+    let text = &packet.text;
+    assert!(text.len() <= DEFAULT_MAX_BYTES, "{} bytes", text.len());
+    // The first action its last session left, in the header: read before any list.
+    let header = text.split("\n\n## ").next().unwrap();
+    assert!(
+        header.starts_with("# Resume: planner")
+            && header.contains("\nWhere my last session stopped (")
+            && header.ends_with(&format!("): {next}")),
+        "{text}"
+    );
+    for count in [
+        "150 open requests to me",
+        "5 open requests from me",
+        "0 orders from me in progress",
+        "200 decisions in force",
+        "5 constraints on my topics and paths, of 5",
+    ] {
+        assert!(text.contains(count), "{count:?} in:\n{text}");
+    }
+    for id in &waited {
+        assert!(text.contains(id.as_str()), "{id} waited for:\n{text}");
+    }
+    assert!(
+        !text.contains(&cancelled.order.message),
+        "an ended order:\n{text}"
+    );
+    for i in 1..=5 {
+        assert!(text.contains(&format!("- C-{i}: ")), "C-{i}:\n{text}");
+    }
+    // The 20 newest decisions in force, none superseded.
+    let in_force: Vec<usize> = (1..=300).rev().filter(|i| (i + 1) % 3 != 0).collect();
+    for i in &in_force[..20] {
+        assert!(text.contains(&format!("- D-{i}: ")), "D-{i}:\n{text}");
+    }
+    for superseded in (2..=300).step_by(3) {
+        assert!(
+            !text.contains(&format!("- D-{superseded}: ")),
+            "D-{superseded}:\n{text}"
+        );
+    }
+    let owed = packet
+        .sections
+        .iter()
+        .find(|s| s.title == "What I owe")
+        .unwrap();
+    // Its share first, and what room the others left.
+    assert!(owed.shown >= 20 && owed.shown < 150, "{text}");
+    assert_eq!(owed.total, 150);
+}

@@ -50,6 +50,11 @@ pub enum StateOp {
     DependencyChange {
         text: String,
     },
+    /// The first action the actor's next session takes: where its session stopped. One
+    /// per participant; a newer one replaces it.
+    ResumeAt {
+        text: String,
+    },
     Receipt(ReceiptRecord),
     /// Someone waits for a step's receipt until `deadline`; the reaper alerts when it passes
     /// unmet, even if the waiter is gone. Nothing is recorded when the receipt exists.
@@ -212,6 +217,9 @@ pub struct ProjectState {
     pub constraints: Vec<Constraint>,
     pub notes: Vec<Note>,
     pub dependency_changes: Vec<(String, Provenance)>,
+    /// Each participant's newest `resume_at`: the first action its next session takes.
+    #[serde(default)]
+    pub resume_at: BTreeMap<String, (String, Provenance)>,
     /// The newest receipt of each step.
     pub receipts: BTreeMap<String, Receipt>,
     /// Receipts awaited and not yet written nor alerted about: step → deadline.
@@ -294,6 +302,9 @@ impl ProjectState {
             }),
             StateChange::DependencyChange { text } => {
                 self.dependency_changes.push((text.clone(), p));
+            }
+            StateChange::ResumeAt { text } => {
+                self.resume_at.insert(p.actor.clone(), (text.clone(), p));
             }
             StateChange::Expected { step, deadline } => {
                 self.expected.insert(step.clone(), *deadline);
@@ -391,6 +402,9 @@ impl ProjectState {
             StateOp::DependencyChange { text: t } => StateChange::DependencyChange {
                 text: text(Field::DependencyChange, t)?,
             },
+            StateOp::ResumeAt { text: t } => StateChange::ResumeAt {
+                text: text(Field::ResumeAt, t)?,
+            },
             StateOp::Receipt(record) => {
                 text(Field::Step, &record.step)?;
                 text(Field::Artifact, &record.artifact)?;
@@ -438,14 +452,20 @@ impl ProjectState {
 /// (the resume packet) shows first.
 pub const DIGEST_ITEMS: usize = 50;
 
+/// How many subjects a [`StateDigest`] keeps each participant's newest note on: the
+/// subjects it wrote of most recently.
+pub const NOTED_SUBJECTS: usize = 100;
+
 /// The newest entries of each list the resume packet shows, with how many there are in
 /// all: kept beside the whole state in the same transaction, so a bounded view reads a
-/// few kilobytes however long the project has run.
+/// few kilobytes however long the project has run. Constraints are the exception: what
+/// was tried and failed is kept whole, so a reader can find every one on its own topics
+/// and paths.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StateDigest {
     pub generation: i64,
     pub focus: Option<(String, Provenance)>,
-    /// Newest first.
+    /// Every constraint, newest first.
     pub constraints: Vec<Constraint>,
     pub constraints_total: usize,
     /// Decisions not superseded, newest first.
@@ -454,9 +474,16 @@ pub struct StateDigest {
     /// Newest first.
     pub notes: Vec<Note>,
     pub notes_total: usize,
+    /// Each participant's newest note on each subject (at most [`NOTED_SUBJECTS`] of
+    /// them), newest first; `None` in a digest kept before it held them.
+    #[serde(default)]
+    pub notes_by_author: Option<BTreeMap<String, Vec<Note>>>,
     /// Open alerts, oldest first (the first `alerts.len()` of them).
     pub alerts: Vec<Alert>,
     pub alerts_total: usize,
+    /// Each participant's newest `resume_at`.
+    #[serde(default)]
+    pub resume_at: BTreeMap<String, (String, Provenance)>,
 }
 
 impl StateDigest {
@@ -466,24 +493,50 @@ impl StateDigest {
             && self.decisions.len() == self.decisions_total
             && self.notes.len() == self.notes_total
             && self.alerts.len() == self.alerts_total
+            && self.notes_by_author.is_some()
+    }
+
+    /// `who`'s newest note on each subject, newest first.
+    pub fn notes_of(&self, who: &str) -> &[Note] {
+        self.notes_by_author
+            .as_ref()
+            .and_then(|by| by.get(who))
+            .map_or(&[], Vec::as_slice)
     }
 }
 
 impl ProjectState {
-    /// The newest `n` of each list (all of them for `usize::MAX`).
+    /// The newest `n` of each list (all of them for `usize::MAX`), every constraint, and
+    /// each participant's newest note on each subject.
     pub fn digest(&self, n: usize) -> StateDigest {
         StateDigest {
             generation: self.generation,
             focus: self.focus.clone(),
-            constraints: self.constraints.iter().rev().take(n).cloned().collect(),
+            constraints: self.constraints.iter().rev().cloned().collect(),
             constraints_total: self.constraints.len(),
             decisions: self.current_decisions().take(n).cloned().collect(),
             decisions_total: self.current_decisions().count(),
             notes: self.notes.iter().rev().take(n).cloned().collect(),
             notes_total: self.notes.len(),
+            notes_by_author: Some(self.notes_by_author()),
             alerts: self.alerts.iter().take(n).cloned().collect(),
             alerts_total: self.alerts.len(),
+            resume_at: self.resume_at.clone(),
         }
+    }
+
+    /// Each author's newest note on each subject, newest first, at most
+    /// [`NOTED_SUBJECTS`] an author: a note an author wrote again on the same subject is
+    /// replaced by the newer one.
+    fn notes_by_author(&self) -> BTreeMap<String, Vec<Note>> {
+        let mut by: BTreeMap<String, Vec<Note>> = BTreeMap::new();
+        for note in self.notes.iter().rev() {
+            let mine = by.entry(note.written.actor.clone()).or_default();
+            if mine.len() < NOTED_SUBJECTS && !mine.iter().any(|n| n.subject == note.subject) {
+                mine.push(note.clone());
+            }
+        }
+        by
     }
 }
 
@@ -522,6 +575,9 @@ pub enum StateChange {
     DependencyChange {
         text: String,
     },
+    ResumeAt {
+        text: String,
+    },
     Receipt(ReceiptRecord),
     Expected {
         step: String,
@@ -549,6 +605,7 @@ impl StateChange {
             | Self::AlertRaised { id, .. }
             | Self::AlertAcked { id } => id,
             Self::DependencyChange { .. } => "dependencies",
+            Self::ResumeAt { .. } => "resume-at",
             Self::Receipt(r) => &r.step,
             Self::Expected { step, .. } => step,
         }
@@ -728,6 +785,92 @@ mod tests {
             }])
             .is_err()
         );
+    }
+
+    #[test]
+    fn each_participant_keeps_its_newest_resume_at() {
+        let at = |text: &str| StateOp::ResumeAt { text: text.into() };
+        let mut state = ProjectState::default();
+        for (seq, (actor, op)) in [
+            ("planner", at("run cargo test -p export")),
+            ("impl-1", at("read src/auth.rs first")),
+            ("planner", at("answer order wo-3's question")),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let change = state.plan(&op).unwrap().unwrap();
+            let mut e = event(seq as i64 + 1, change);
+            e.actor = actor.into();
+            state.apply(&e);
+        }
+        let newest: Vec<(&str, &str)> = state
+            .resume_at
+            .iter()
+            .map(|(who, (text, _))| (who.as_str(), text.as_str()))
+            .collect();
+        assert_eq!(
+            newest,
+            [
+                ("impl-1", "read src/auth.rs first"),
+                ("planner", "answer order wo-3's question")
+            ]
+        );
+        assert_eq!(state.resume_at["planner"].1.seq, 3);
+        assert_eq!(
+            state.plan(&at("  ")).unwrap_err(),
+            Refusal::Missing(Field::ResumeAt)
+        );
+    }
+
+    #[test]
+    fn the_digest_keeps_every_constraint_and_each_authors_newest_note_on_a_subject() {
+        let mut state = ProjectState::default();
+        let mut seq = 0;
+        let mut add = |state: &mut ProjectState, actor: &str, op: StateOp| {
+            seq += 1;
+            let change = state.plan(&op).unwrap().unwrap();
+            let mut e = event(seq, change);
+            e.actor = actor.into();
+            state.apply(&e);
+        };
+        let note = |text: &str, path: &str| StateOp::Note {
+            text: text.into(),
+            subject: Subject::Path(path.into()),
+        };
+        for i in 0..DIGEST_ITEMS + 5 {
+            let op = StateOp::Constrain {
+                text: format!("c{i}"),
+                tried: "t".into(),
+                result: "r".into(),
+            };
+            add(&mut state, "impl-1", op);
+        }
+        add(&mut state, "planner", note("old", "src/a.rs"));
+        add(&mut state, "impl-1", note("theirs", "src/a.rs"));
+        add(&mut state, "planner", note("b", "src/b.rs"));
+        add(&mut state, "planner", note("new", "src/a.rs"));
+        let d = state.digest(DIGEST_ITEMS);
+        assert_eq!(d.constraints.len(), DIGEST_ITEMS + 5);
+        assert_eq!(d.constraints[0].text, format!("c{}", DIGEST_ITEMS + 4));
+        let mine: Vec<&str> = d
+            .notes_of("planner")
+            .iter()
+            .map(|n| n.text.as_str())
+            .collect();
+        assert_eq!(
+            mine,
+            ["new", "b"],
+            "the newest on each subject, newest first"
+        );
+        let theirs: Vec<&str> = d
+            .notes_of("impl-1")
+            .iter()
+            .map(|n| n.text.as_str())
+            .collect();
+        assert_eq!(theirs, ["theirs"]);
+        assert!(d.notes_of("owner").is_empty());
+        assert!(d.is_whole());
     }
 
     #[test]

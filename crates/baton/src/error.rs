@@ -222,6 +222,7 @@ pub fn flag(field: Field) -> &'static str {
         Field::Policy => "--may, --topics or --default",
         Field::Paths => "GLOB",
         Field::Ttl => "--ttl",
+        Field::ResumeAt => "--resume-at",
         // Positional arguments: named by what they are.
         other => other.noun(),
     }

@@ -236,6 +236,11 @@ pub struct Handover {
     pub constraints: Vec<ConstrainInput>,
     #[serde(default)]
     pub dependency_changes: Vec<String>,
+    /// The first action the next session takes: a concrete step ("run cargo test -p
+    /// export csv_filters"), never "continue". The newest one heads this participant's
+    /// resume packet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_at: Option<String>,
 }
 
 pub struct SessionEnd;
@@ -267,11 +272,24 @@ impl Typed for SessionEnd {
                 .into_iter()
                 .map(|text| StateOp::DependencyChange { text }),
         );
+        if let Some(text) = input.resume_at {
+            if baton_core::awl::contract::is_vague_action(&text) {
+                return Err(baton_core::Refusal::Input {
+                    operation: "session end",
+                    problem: format!(
+                        "`resume_at` {text:?} names no concrete action: say what to run or \
+                         read first (\"run cargo test -p export csv_filters\")"
+                    ),
+                }
+                .into());
+            }
+            ops.push(StateOp::ResumeAt { text });
+        }
         if ops.is_empty() {
             return Err(baton_core::Refusal::Input {
                 operation: "session end",
-                problem: "nothing to hand over: give `completed`, `decisions`, `constraints` \
-                          or `dependency_changes`"
+                problem: "nothing to hand over: give `completed`, `decisions`, `constraints`, \
+                          `dependency_changes` or `resume_at`"
                     .into(),
             }
             .into());

@@ -82,14 +82,16 @@ pub struct NoteArgs {
 /// transaction.
 ///
 /// `--completed NAME` finishes an active stream. `--decision 'TEXT :: WHY'`,
-/// `--constraint 'TEXT :: TRIED :: RESULT'`. Or `--file F` with
+/// `--constraint 'TEXT :: TRIED :: RESULT'`, `--resume-at 'FIRST ACTION'` (what the next
+/// session does first; it heads the resume packet). Or `--file F` with
 /// `{"completed": [...], "decisions": [{"text", "why", "supersedes"?}], "constraints":
-/// [{"text", "tried", "result"}], "dependency_changes": [...]}`.
+/// [{"text", "tried", "result"}], "dependency_changes": [...], "resume_at": "..."}`.
 #[derive(Subcommand, Debug)]
 pub enum SessionCommand {
     #[command(
         after_help = "Example:\n  baton session end --completed export --decision 'Keep filters in the query :: one code path' \\\n    \
-                      --constraint 'Fixtures are read-only :: writing them :: permission denied' --dependency-change 'csv 1.3 → 1.4'"
+                      --constraint 'Fixtures are read-only :: writing them :: permission denied' --dependency-change 'csv 1.3 → 1.4' \\\n    \
+                      --resume-at 'run cargo test -p export csv_filters'"
     )]
     End(SessionEndArgs),
 }
@@ -104,7 +106,10 @@ pub struct SessionEndArgs {
     pub constraint: Vec<String>,
     #[arg(long, value_name = "TEXT")]
     pub dependency_change: Vec<String>,
-    /// A JSON file with the same four lists.
+    /// The first action the next session takes (a concrete step, never "continue").
+    #[arg(long, value_name = "FIRST ACTION")]
+    pub resume_at: Option<String>,
+    /// A JSON file with the same four lists and `resume_at`.
     #[arg(long, value_name = "FILE")]
     pub file: Option<PathBuf>,
 }
@@ -237,13 +242,18 @@ pub async fn session(ctx: &Context, cmd: SessionCommand) -> CommandResult<Output
         });
     }
     handover.dependency_changes.extend(args.dependency_change);
+    if args.resume_at.is_some() {
+        handover.resume_at = args.resume_at;
+    }
     if handover.completed.is_empty()
         && handover.decisions.is_empty()
         && handover.constraints.is_empty()
         && handover.dependency_changes.is_empty()
+        && handover.resume_at.is_none()
     {
         return Err(CommandError::usage(
-            "nothing to hand over: pass --completed, --decision, --constraint, --dependency-change or --file",
+            "nothing to hand over: pass --completed, --decision, --constraint, \
+             --dependency-change, --resume-at or --file",
         ));
     }
     let recorded = ctx.call::<ops::SessionEnd>(handover).await?;

@@ -161,6 +161,27 @@ fn session_end_hands_over_in_one_transaction_or_not_at_all() {
     assert_eq!(out["recorded"], json!(["D-2"]));
     let bad = p.run(None, &["session", "end", "--decision", "no separator"]);
     assert_eq!(code(&bad), 2);
+
+    // The first action for next time heads that participant's packet, and only its own;
+    // "continue" is no action, and is refused with nothing recorded.
+    let before = generation(&p);
+    let vague = p.run(
+        Some("impl-1"),
+        &["session", "end", "--resume-at", "continue"],
+    );
+    assert_eq!(code(&vague), 3, "{}", stderr(&vague));
+    assert_eq!(generation(&p), before);
+    let next = "run cargo test -p export csv_filters";
+    let out = p.json(Some("impl-1"), &["session", "end", "--resume-at", next]);
+    assert_eq!(out["recorded"], json!(["resume-at"]));
+    let packet = p.ok(Some("impl-1"), &["resume"]);
+    let header = packet.split("\n\n## ").next().unwrap();
+    assert!(
+        header.contains("\nWhere my last session stopped (") && header.ends_with(next),
+        "{packet}"
+    );
+    let theirs = p.ok(Some("planner"), &["resume"]);
+    assert!(!theirs.contains(next), "{theirs}");
 }
 
 #[test]
