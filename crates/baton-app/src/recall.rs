@@ -643,7 +643,8 @@ fn owed_lines(g: &Gathered, now: Millis) -> (Vec<String>, Vec<String>) {
     (lines, stops)
 }
 
-/// What `me` waits for, most urgent first.
+/// What `me` waits for, most urgent first: its open requests and its orders at their
+/// workers, then its orders back at their senders.
 fn waiting_lines(g: &Gathered, now: Millis) -> Vec<String> {
     let mut list: Vec<Ranked> = Vec::new();
     for e in &g.outbox {
@@ -679,12 +680,15 @@ fn waiting_lines(g: &Gathered, now: Millis) -> Vec<String> {
             of: String::new(),
         });
     }
+    rank(&mut list);
+    // Then my orders back at their senders: waited for, on work I did.
+    let mut back: Vec<Ranked> = Vec::new();
     for order in &g.orders.at_sender {
         let what = match order.status_at(now) {
             OrderStatus::Blocked => "my question waits for an answer",
             _ => "my report waits for review",
         };
-        list.push(Ranked {
+        back.push(Ranked {
             due: order.deadline_at,
             since: order.created_at,
             line: format!(
@@ -698,8 +702,8 @@ fn waiting_lines(g: &Gathered, now: Millis) -> Vec<String> {
             of: String::new(),
         });
     }
-    rank(&mut list);
-    list.into_iter().map(|r| r.line).collect()
+    rank(&mut back);
+    list.into_iter().chain(back).map(|r| r.line).collect()
 }
 
 /// The topics and paths `me` works on: its open requests' and orders' topics, and the
@@ -945,7 +949,7 @@ fn sections(
             stale,
             "baton state show",
             None,
-            10,
+            packet::DEFAULT_WANT,
         ),
         section(
             STOPS,

@@ -18,7 +18,7 @@ pub const DEFAULT_MAX_BYTES: usize = 6000;
 pub const MAX_ITEM_BYTES: usize = 400;
 /// The narrowest an item is cut to before a share gives up items: room for an id and
 /// the first words after it.
-pub const MIN_ITEM_BYTES: usize = 40;
+pub const MIN_ITEM_BYTES: usize = 36;
 /// A section's share when it names none: what a successor reads of a list before the
 /// rest is better asked for by the command that lists it.
 pub const DEFAULT_WANT: usize = 20;
@@ -440,15 +440,15 @@ mod tests {
             (
                 &[(20, 200), (20, 200), (3, 200)],
                 &[20, 20, 3],
-                1460,
-                &[15, 14, 3],
+                1420,
+                &[16, 15, 3],
                 MIN_ITEM_BYTES,
             ),
             (
                 &[(20, 200), (6, 200)],
                 &[20, 20],
-                1000,
-                &[16, 6],
+                990,
+                &[18, 6],
                 MIN_ITEM_BYTES,
             ),
         ];

@@ -1240,16 +1240,25 @@ impl Generator {
     /// Changes a file and commits it: every note on it before now is stale.
     async fn change_file(&mut self) {
         let path = self.rng.pick(&self.files).clone();
-        // The change comes strictly after the newest note on it, by the millisecond.
-        if let Some(at) = self.noted.get(&path) {
-            while now() <= *at + 1 {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        }
         let file = self.root.join(&path);
         let mut body = std::fs::read_to_string(&file).unwrap();
         body.push_str(&format!("// change {}\n", self.record.commits));
-        std::fs::write(&file, body).unwrap();
+        // The change comes after the newest note on it as the file system tells time: its
+        // modification time is read from a coarse clock, a tick behind the wall clock.
+        let after = self.noted.get(&path).copied().unwrap_or(0);
+        loop {
+            std::fs::write(&file, &body).unwrap();
+            let modified = std::fs::metadata(&file)
+                .and_then(|m| m.modified())
+                .unwrap()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as Millis;
+            if modified > after {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
         git(&self.root, &["commit", "-qam", &format!("change {path}")]);
         self.record.commits += 1;
         for note in self.record.notes.iter_mut().filter(|n| n.path == path) {

@@ -128,6 +128,11 @@ fn main() {
                 for e in &s.error_examples {
                     println!("  {system} error: {e}");
                 }
+                if system == "baton" {
+                    for m in &s.missed {
+                        println!("  {system} missed {m}");
+                    }
+                }
             }
             rows.push((events, system, s));
         }

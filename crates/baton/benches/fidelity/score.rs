@@ -33,6 +33,8 @@ pub struct Score {
     pub errors: usize,
     /// What the errors were, a few of them.
     pub error_examples: Vec<String>,
+    /// Must-know items and counts the text lacks, a few of each category.
+    pub missed: Vec<String>,
     pub bytes: usize,
 }
 
@@ -99,6 +101,18 @@ pub fn score(text: &str, oracle: &Oracle) -> Score {
             found: category.must.iter().filter(|i| found(i)).count(),
             of: category.must.len(),
         };
+        let missed: Vec<&str> = category
+            .must
+            .iter()
+            .filter(|i| !found(i))
+            .map(|i| i.id.as_str())
+            .take(5)
+            .collect();
+        if !missed.is_empty() {
+            score
+                .missed
+                .push(format!("{}: {}", category.name, missed.join(", ")));
+        }
         score.categories.push((category.name, recall));
         for count in category.counts.iter().filter(|c| !c.items.is_empty()) {
             let n = count.items.len();
@@ -109,6 +123,8 @@ pub fn score(text: &str, oracle: &Oracle) -> Score {
                 .any(|l| states(l, n, count.one, count.many) && (every || l.contains("`baton ")))
             {
                 score.counts.found += 1;
+            } else {
+                score.missed.push(format!("the count {n} {}", count.many));
             }
         }
     }
