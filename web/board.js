@@ -251,6 +251,29 @@
     );
   }
 
+  // Work sent to a role's pool and not yet claimed (`baton next`): shown only while there is some.
+  function pools(s) {
+    const waiting = s.pools || { items: [], more: false };
+    $("pools-section").hidden = waiting.items.length === 0;
+    const rows = waiting.items.map((p) =>
+      el(
+        "tr",
+        { "data-pool-item": p.message },
+        cell("pool", p.pool),
+        cell("id", p.order || p.message, "id"),
+        cell("topic", p.topic),
+        cell("from", p.from),
+        cell("deadline", p.deadline),
+        cell("excerpt", p.excerpt),
+      ),
+    );
+    replace(
+      "pools",
+      table([["pool"], ["id"], ["topic"], ["from"], ["deadline"], ["excerpt"]], rows),
+      waiting.more ? nothing("More wait: baton pool --role ROLE") : null,
+    );
+  }
+
   function metric(name, label, value, note) {
     return el("div", { class: "metric", "data-metric": name }, el("b", null, value), el("span", null, label), note ? el("small", null, note) : null);
   }
@@ -340,6 +363,7 @@
     alerts(s);
     reviews(s);
     reservations(s);
+    pools(s);
     metrics(s);
     charts(s);
     $("board").hidden = false;

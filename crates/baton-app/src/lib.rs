@@ -22,6 +22,7 @@ mod negotiation;
 mod news;
 pub mod ops;
 mod orders;
+mod pools;
 pub mod portable;
 mod queue;
 pub mod recall;

@@ -3,6 +3,7 @@
 
 use baton_core::message::reply_recipients;
 use baton_core::packet::floor_char_boundary;
+use baton_core::pool::{self, Address, Pool};
 use baton_core::{
     Draft, Envelope, Field, MessageType, Participant, Passname, Payload, Record, Refusal, Topic,
     Verb,
@@ -85,11 +86,27 @@ impl Shown {
     }
 }
 
-fn passnames(field: Field, names: &[String]) -> Result<Vec<Passname>> {
-    names
-        .iter()
-        .map(|n| Passname::new(n.trim()).map_err(|error| Refusal::Name { field, error }.into()))
-        .collect()
+/// The recipients a send names, or the one pool (`role:ROLE`) it goes to: a pool is the
+/// only recipient of what is sent to it.
+fn addresses(names: &[String]) -> Result<(Vec<Passname>, Option<Pool>)> {
+    let mut to = Vec::new();
+    let mut pools = Vec::new();
+    for name in names {
+        match pool::address(name, Field::To)? {
+            Address::One(n) => to.push(n),
+            Address::Pool(p) => pools.push(p),
+        }
+    }
+    match (pools.len(), to.is_empty()) {
+        (0, _) => Ok((to, None)),
+        (1, true) => Ok((to, pools.pop())),
+        _ => Err(Refusal::PoolAddress {
+            field: Field::To,
+            value: names.join(","),
+            problem: pool::AddressProblem::NotAlone,
+        }
+        .into()),
+    }
 }
 
 impl App {
@@ -144,9 +161,9 @@ impl App {
             ),
             None => None,
         };
-        let to = match (&parent, out.to.is_empty()) {
-            (Some(p), true) => reply_recipients(&p.from, &p.recipients(), me),
-            (_, _) => passnames(Field::To, &out.to)?,
+        let (to, pool) = match (&parent, out.to.is_empty()) {
+            (Some(p), true) => (reply_recipients(&p.from, &p.recipients(), me), None),
+            (_, _) => addresses(&out.to)?,
         };
         let topic = match (&out.topic, &parent) {
             (Some(t), _) => Topic::new(t).map_err(|error| Refusal::Name {
@@ -166,7 +183,12 @@ impl App {
         };
         match self
             .store()
-            .send(me, draft, self.settings.duplicate_window_ms())
+            .send_to(
+                me,
+                pool.as_ref(),
+                draft,
+                self.settings.duplicate_window_ms(),
+            )
             .await
         {
             // A recipient nobody registered: say which names would have done.

@@ -54,6 +54,7 @@ impl App {
                 let id = match change {
                     OrderChange::Created(c) => &c.order,
                     OrderChange::Stepped(s) => &s.order,
+                    OrderChange::Claimed(c) => &c.order,
                 };
                 self.store().order(id).await?.is_some_and(|o| {
                     o.from == me.as_str()

@@ -446,10 +446,12 @@ pub(crate) async fn resume(
     g.payloads = payloads(store, &owed_ranked(&g, now)).await?;
     examine_notes(store, clock, me, &mut g).await?;
     let reserved = crate::reservations::packet_lines(store, me, now).await?;
+    let pooled = crate::pools::packet_lines(store, me, now).await?;
     loop {
         let (mine, others) = alerts(store, me, &g.digest.alerts).await?;
         let mut sections = sections(&g, me, &mine, &others, now);
         crate::reservations::packet_sections(&mut sections, &reserved);
+        crate::pools::packet_section(&mut sections, &pooled);
         let packet = packet::render(&g.header, &sections, max_bytes);
         let short: Vec<&str> = packet
             .read_short(&sections)

@@ -263,6 +263,7 @@ impl App {
         let queue = Queue::new(&self.queue(None).await?).lanes;
         let alerts = self.alerts().await?;
         let reservations = self.held_now(now).await?;
+        let pools = self.pools_waiting(now).await?;
 
         let m = self.metrics().await?;
         let t = &m.tally;
@@ -306,6 +307,7 @@ impl App {
             alerts,
             reviews,
             reservations,
+            pools,
             metrics,
             trends,
         })

@@ -227,6 +227,7 @@ impl App {
                 let id = match change {
                     OrderChange::Created(c) => &c.order,
                     OrderChange::Stepped(s) => &s.order,
+                    OrderChange::Claimed(c) => &c.order,
                 };
                 let order = self.store().order(id).await?;
                 order.map(|o| {

@@ -111,6 +111,9 @@ pub enum Change {
     /// seen to have bypassed the git guard.
     #[serde(rename = "reservation.changed")]
     Reservation(crate::reservation::ReservationChange),
+    /// A participant claimed a request or an order sent to a pool: it is its own from here.
+    #[serde(rename = "pool.claimed")]
+    Claimed(crate::pool::Claimed),
 }
 
 impl Change {
@@ -133,6 +136,7 @@ impl Change {
             Self::Gate(_) => "gate.changed",
             Self::Handover(_) => crate::handover::KIND,
             Self::Reservation(_) => crate::reservation::KIND,
+            Self::Claimed(_) => crate::pool::KIND,
         }
     }
 
@@ -155,6 +159,7 @@ impl Change {
             Self::Gate(change) => change.subject(),
             Self::Handover(change) => change.request(),
             Self::Reservation(change) => change.subject(),
+            Self::Claimed(c) => &c.message,
         }
     }
 
@@ -178,7 +183,11 @@ impl Change {
 pub struct SentMessage {
     pub id: String,
     pub from: Passname,
+    /// Empty when it went to a pool: whoever claims it becomes its recipient.
     pub to: Vec<Passname>,
+    /// The pool it went to, if it went to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<crate::pool::Pool>,
     #[serde(rename = "type")]
     pub kind: MessageType,
     pub topic: Topic,

@@ -24,6 +24,7 @@ pub mod negotiation;
 pub mod order;
 pub mod packet;
 pub mod participant;
+pub mod pool;
 pub mod portable;
 pub mod queue;
 pub mod record;

@@ -238,6 +238,9 @@ pub struct Envelope {
     pub id: String,
     pub from: Passname,
     pub to: Vec<Recipient>,
+    /// The pool it was sent to, if any: until claimed, `to` is empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<crate::pool::Pool>,
     #[serde(rename = "type")]
     pub kind: MessageType,
     pub topic: Topic,
@@ -273,14 +276,30 @@ impl Envelope {
 // ---- the rules of a send ----------------------------------------------------------------
 
 /// The recipients of `draft` as sent: each named once, in the order given. Refused when
-/// there are none, or when the sender names itself.
-pub fn address(from: &Passname, draft: &mut Draft) -> Result<(), Refusal> {
+/// there are none (but for a send to a pool, which has none until claimed), or when the
+/// sender names itself.
+pub fn address(from: &Passname, draft: &mut Draft, pooled: bool) -> Result<(), Refusal> {
     let mut seen: Vec<Passname> = Vec::new();
     draft.to.retain(|name| {
         let first = !seen.contains(name);
         seen.push(name.clone());
         first
     });
+    if pooled {
+        if !draft.to.is_empty() {
+            return Err(Refusal::PoolAddress {
+                field: Field::To,
+                value: draft
+                    .to
+                    .iter()
+                    .map(Passname::as_str)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                problem: crate::pool::AddressProblem::NotAlone,
+            });
+        }
+        return Ok(());
+    }
     if draft.to.is_empty() {
         return Err(Refusal::Missing(Field::To));
     }
@@ -345,12 +364,19 @@ pub fn duplicate_of(
         .map(|prior| prior.id.clone()))
 }
 
-/// The message a draft becomes once the store has given it an id.
-pub fn sent(id: String, from: &Passname, draft: Draft) -> SentMessage {
+/// The message a draft becomes once the store has given it an id (sent to `pool`, when
+/// it went to one).
+pub fn sent(
+    id: String,
+    from: &Passname,
+    draft: Draft,
+    pool: Option<crate::pool::Pool>,
+) -> SentMessage {
     SentMessage {
         id,
         from: from.clone(),
         to: draft.to,
+        pool,
         kind: draft.kind,
         topic: draft.topic,
         reply_to: draft.reply_to,
@@ -430,15 +456,18 @@ mod tests {
     fn a_send_names_each_recipient_once_and_never_its_sender() {
         let me = Passname::new("a").unwrap();
         let mut d = draft(&["b", "c", "b"], "x", None);
-        address(&me, &mut d).unwrap();
+        address(&me, &mut d, false).unwrap();
         assert_eq!(d.to.len(), 2);
         let mut to_me = draft(&["b", "a"], "x", None);
         assert_eq!(
-            address(&me, &mut to_me),
+            address(&me, &mut to_me, false),
             Err(Refusal::SelfSend { name: me.clone() })
         );
         let mut nobody = draft(&[], "x", None);
-        assert_eq!(address(&me, &mut nobody), Err(Refusal::Missing(Field::To)));
+        assert_eq!(
+            address(&me, &mut nobody, false),
+            Err(Refusal::Missing(Field::To))
+        );
     }
 
     #[test]

@@ -292,6 +292,7 @@ mod tests {
             id: id.into(),
             from: Passname::new("planner").unwrap(),
             to: vec![Passname::new("impl-1").unwrap()],
+            pool: None,
             kind,
             topic: Topic::new("csv").unwrap(),
             reply_to: reply_to.map(str::to_owned),

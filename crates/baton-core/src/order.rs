@@ -28,6 +28,7 @@ use crate::delivery::{
 use crate::event::Change;
 use crate::message::Envelope;
 use crate::names::Passname;
+use crate::pool::Address;
 use crate::refusal::{
     Action, Blocker, Document, Field, InvalidTransition, MayAct, Record, Refusal,
 };
@@ -269,6 +270,17 @@ pub fn allowed(status: OrderStatus) -> Vec<&'static str> {
 pub enum OrderChange {
     Created(Box<Created>),
     Stepped(Box<Step>),
+    /// An order offered to a pool was claimed: its claimant is its worker from here on.
+    Claimed(Box<Claim>),
+}
+
+/// A claim of an order offered to a pool (`crate::pool`): `by` becomes its worker; its
+/// status stays `offered`, its seq moves on, so a claimant that read an older seq loses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    pub order: String,
+    pub seq: i64,
+    pub by: String,
 }
 
 /// An order was offered. The document itself is the payload of the request `message`
@@ -341,6 +353,7 @@ impl OrderChange {
         match self {
             Self::Created(c) => &c.order,
             Self::Stepped(s) => &s.order,
+            Self::Claimed(c) => &c.order,
         }
     }
 
@@ -349,6 +362,7 @@ impl OrderChange {
         match self {
             Self::Created(c) => c.seq,
             Self::Stepped(s) => s.seq,
+            Self::Claimed(c) => c.seq,
         }
     }
 }
@@ -457,6 +471,13 @@ pub fn fold(
                 order.attempt = attempt;
                 order.findings = s.findings.clone();
             }
+            Some(order)
+        }
+        OrderChange::Claimed(c) => {
+            let mut order = current?;
+            order.to = c.by.clone();
+            order.seq = c.seq;
+            order.updated_at = at;
             Some(order)
         }
     }
@@ -602,6 +623,12 @@ pub fn plan(
             (action, None, Some((report, findings)))
         }
     };
+    if action.role() == Role::Worker && order.to.starts_with(crate::pool::ROLE_PREFIX) {
+        return Err(Refusal::Unclaimed {
+            order: order.id.clone(),
+            pool: order.to.clone(),
+        });
+    }
     if !order.may(actor, action) {
         return Err(Refusal::OrderRole {
             actor: actor.to_owned(),
@@ -654,19 +681,52 @@ pub fn plan(
 /// The lifecycle's fields of an order `doc` offered by `actor`, and its worker: the offer
 /// must come from the acting identity and go to a participant. The document passed the
 /// AWL rules already; `message` is filled in once the request carrying it is sent.
-pub fn plan_offer(doc: &Value, actor: &Passname) -> Result<(Created, Passname), Refusal> {
-    let created = Created::from_document(doc, String::new())?;
+pub fn plan_offer(doc: &Value, actor: &Passname) -> Result<(Created, Address), Refusal> {
+    let mut created = Created::from_document(doc, String::new())?;
     if created.from != actor.as_str() {
         return Err(Refusal::OfferFrom {
             actor: actor.to_string(),
             from: created.from,
         });
     }
-    let to = Passname::new(&created.to).map_err(|error| Refusal::Name {
-        field: Field::OrderTo,
-        error,
-    })?;
+    let to = crate::pool::address(&created.to, Field::OrderTo)?;
+    if let Address::Pool(pool) = &to {
+        // As the pool's canonical spelling, so every reader compares it alike.
+        created.to = pool.to_string();
+    }
     Ok((created, to))
+}
+
+/// The claim of `order`, offered to a pool, by `by` at `now`: its seq must still be
+/// `expected_seq` when the claimant names one, and it must still be on offer.
+pub fn plan_claim(
+    order: &Order,
+    by: &Passname,
+    expected_seq: Option<i64>,
+    now: Millis,
+) -> Result<Claim, Refusal> {
+    if let Some(expected) = expected_seq
+        && expected != order.seq
+    {
+        return Err(Refusal::Moved {
+            order: order.id.clone(),
+            expected,
+            seq: order.seq,
+        });
+    }
+    if order.status_at(now) != OrderStatus::Offered
+        || !order.to.starts_with(crate::pool::ROLE_PREFIX)
+    {
+        return Err(Refusal::Claim {
+            item: order.id.clone(),
+            problem: crate::pool::ClaimProblem::Closed,
+        });
+    }
+    Ok(Claim {
+        order: order.id.clone(),
+        seq: order.seq + 1,
+        by: by.to_string(),
+    })
 }
 
 /// An order id names one order: offering it again is a conflict.

@@ -366,6 +366,10 @@ pub fn plan(
             Change::Reservation(crate::reservation::ReservationChange::Reserved {
                 holder, ..
             }) => known(&roles, holder.as_str())?,
+            Change::Claimed(claimed) => {
+                message_known(&messages, &claimed.message)?;
+                known(&roles, claimed.by.as_str())?;
+            }
             change @ Change::State(_) => {
                 if let Some(id) = item_id(change) {
                     if !held && items.contains(id.as_str()) {

@@ -724,6 +724,30 @@ pub enum Refusal {
         role: String,
         id: String,
     },
+
+    // ---- pools (`crate::pool`) ----
+    #[error("{} {value:?} is refused: {problem}", field.noun())]
+    PoolAddress {
+        field: Field,
+        value: String,
+        problem: crate::pool::AddressProblem,
+    },
+    /// A claim that cannot be made; a lost race (`Taken`) is retryable on another item.
+    #[error("{item} cannot be claimed: {problem}")]
+    Claim {
+        item: String,
+        problem: crate::pool::ClaimProblem,
+    },
+    /// A worker's step on an order still in its pool: it is nobody's until claimed.
+    #[error("order {order} is offered to {pool} and nobody has claimed it")]
+    Unclaimed { order: String, pool: String },
+    /// `next` found nothing the caller may take.
+    #[error("nothing is ready for {actor} in pool {pool}{}", topic.as_ref().map_or_else(String::new, |t| format!(" on topic {t}")))]
+    NothingReady {
+        actor: Passname,
+        pool: crate::pool::Pool,
+        topic: Option<crate::names::Topic>,
+    },
 }
 
 impl Refusal {
@@ -731,7 +755,15 @@ impl Refusal {
     /// moved the order first), or a path another holds (it may lapse or be released).
     /// Every other conflict is permanent.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Moved { .. } | Self::Reserved { .. })
+        matches!(
+            self,
+            Self::Moved { .. }
+                | Self::Reserved { .. }
+                | Self::Claim {
+                    problem: crate::pool::ClaimProblem::Taken { .. },
+                    ..
+                }
+        )
     }
 
     pub fn kind(&self) -> RefusalKind {
@@ -745,7 +777,8 @@ impl Refusal {
             | Self::NoReceipt { .. }
             | Self::NoStep { .. }
             | Self::NoEffect { .. }
-            | Self::NotReleased { .. } => K::NotFound,
+            | Self::NotReleased { .. }
+            | Self::NothingReady { .. } => K::NotFound,
             Self::Ambiguous { .. }
             | Self::ShortPrefix { .. }
             | Self::Missing(_)
@@ -784,7 +817,14 @@ impl Refusal {
             | Self::EffectsDiffer { .. }
             | Self::EffectsNeedRunner { .. }
             | Self::SameReviewer { .. }
-            | Self::ReservationInput { .. } => K::Invalid,
+            | Self::ReservationInput { .. }
+            | Self::PoolAddress { .. }
+            | Self::Unclaimed { .. }
+            | Self::Claim {
+                problem:
+                    crate::pool::ClaimProblem::NotPooled | crate::pool::ClaimProblem::Own { .. },
+                ..
+            } => K::Invalid,
             Self::Beyond { .. }
             | Self::Unwilling { .. }
             | Self::OwnWork { .. }
@@ -798,7 +838,11 @@ impl Refusal {
             | Self::OwnPosition { .. }
             | Self::ActorInRequest
             | Self::NotTheWorker { .. }
-            | Self::ForceRelease { .. } => K::Forbidden,
+            | Self::ForceRelease { .. }
+            | Self::Claim {
+                problem: crate::pool::ClaimProblem::NotInPool { .. },
+                ..
+            } => K::Forbidden,
             Self::Unauthenticated => K::Unauthenticated,
             Self::RoleTaken { .. }
             | Self::KeyReused { .. }
@@ -810,7 +854,11 @@ impl Refusal {
             | Self::RunStatus { .. }
             | Self::EffectNotHeld { .. }
             | Self::Reserved { .. }
-            | Self::Unreleased { .. } => K::Conflict,
+            | Self::Unreleased { .. }
+            | Self::Claim {
+                problem: crate::pool::ClaimProblem::Taken { .. } | crate::pool::ClaimProblem::Closed,
+                ..
+            } => K::Conflict,
         }
     }
 

@@ -423,7 +423,7 @@ mod tests {
     #[test]
     fn every_tool_declares_compact_object_schemas_for_input_and_output() {
         let tools = BatonTools::router().list_all();
-        assert_eq!(tools.len(), 25);
+        assert_eq!(tools.len(), 26);
         described(
             &tools,
             "show",

@@ -71,7 +71,7 @@ where
     }
 }
 
-fn decode<T, E>(r: std::result::Result<T, E>) -> sqlx::Result<T>
+pub(crate) fn decode<T, E>(r: std::result::Result<T, E>) -> sqlx::Result<T>
 where
     E: std::error::Error + Send + Sync + 'static,
 {
@@ -121,7 +121,7 @@ pub(crate) fn participant(row: &impl Columns) -> sqlx::Result<Participant> {
 
 /// The tables derived from the log, which a rebuild empties and replays into (the
 /// search index is the backend's own).
-pub(crate) const PROJECTIONS: [&str; 13] = [
+pub(crate) const PROJECTIONS: [&str; 14] = [
     "metrics",
     "open_needs",
     "stuck_orders",
@@ -135,6 +135,7 @@ pub(crate) const PROJECTIONS: [&str; 13] = [
     "keys",
     "webhooks",
     "reservations",
+    "pool_items",
 ];
 
 /// The columns a webhook is read from.
@@ -259,7 +260,7 @@ pub(crate) fn parent_facts(row: &impl Columns) -> sqlx::Result<(MessageType, u32
 
 /// The envelopes of `ids`, in that order (unknown ids skipped), from the message rows
 /// (`id, from_name, type, topic, reply_to, depth, excerpt, size, hash, created_at,
-/// request_status, replies, idempotency_key`) and their delivery rows (`message_id,
+/// request_status, replies, idempotency_key, pool`) and their delivery rows (`message_id,
 /// participant, status, updated_at`, in the order the recipients were addressed).
 pub(crate) fn envelopes<M: Columns, D: Columns>(
     ids: &[String],
@@ -282,9 +283,17 @@ pub(crate) fn envelopes<M: Columns, D: Columns>(
     for row in messages {
         let id = row.text("id")?;
         let request_status = row.maybe_text("request_status")?;
+        let pool = row
+            .maybe_text("pool")?
+            .map(|p| {
+                baton_core::pool::Pool::try_from(p.clone())
+                    .map_err(|_| sqlx::Error::Decode(format!("pool {p:?}").into()))
+            })
+            .transpose()?;
         let envelope = Envelope {
             from: decode(Passname::try_from(row.text("from_name")?))?,
             to: to.remove(&id).unwrap_or_default(),
+            pool,
             kind: message_type(row)?,
             topic: decode(Topic::try_from(row.text("topic")?))?,
             reply_to: row.maybe_text("reply_to")?,

@@ -20,6 +20,7 @@
 
 mod decode;
 mod error;
+mod pools;
 pub mod postgres;
 mod reservations;
 pub mod sqlite;
@@ -31,10 +32,12 @@ use std::time::Duration;
 
 pub use decode::{decode_cursor, encode_cursor};
 pub use error::{Holder, StoreError};
+pub use pools::PoolQuery;
 pub use postgres::{PostgresDatabase, PostgresStore};
 pub use reservations::ReservationQuery;
 pub use sqlite::SqliteStore;
 pub use types::*;
+pub use write::pools::Taken;
 pub use write::reservations::Force;
 
 use async_trait::async_trait;
@@ -201,6 +204,10 @@ pub trait Tx: Send {
     /// The newest event or heartbeat of `participant`'s runs and sessions that have not
     /// ended.
     async fn activity(&mut self, participant: &str) -> Result<Option<Millis>>;
+    /// The pool items `query` names, the most urgent first.
+    async fn pool_items(&mut self, query: &PoolQuery) -> Result<Vec<baton_core::pool::Item>>;
+    /// Every participant, by name.
+    async fn participants(&mut self) -> Result<Vec<Participant>>;
     async fn commit(self: Box<Self>) -> Result<()>;
 }
 
@@ -338,6 +345,8 @@ pub trait Backend: Send + Sync {
     }
     /// The reservations `query` names, oldest first.
     async fn reservations(&self, query: &ReservationQuery) -> Result<Vec<Reservation>>;
+    /// The pool items `query` names, the most urgent first.
+    async fn pool_items(&self, query: &PoolQuery) -> Result<Vec<baton_core::pool::Item>>;
     /// The store's generation: the sequence number of its newest event (0 when empty).
     async fn generation(&self) -> Result<i64>;
 

@@ -20,6 +20,7 @@ use baton_core::key::{self, Key, KeyChange};
 use baton_core::message::{self, duplicate_of};
 use baton_core::negotiation::{self, Negotiation, Spec};
 use baton_core::order::{self, OrderChange, OrderRequest};
+use baton_core::pool;
 use baton_core::run::{self, RunChange};
 use baton_core::state::StateOp;
 use baton_core::webhook::{self, Webhook};
@@ -33,6 +34,7 @@ use crate::{
     Store, StoreError, Tx, Verb,
 };
 
+pub mod pools;
 pub mod reservations;
 
 /// The store's clock: when an event is committed.
@@ -165,9 +167,21 @@ impl Store {
     /// idempotency key (forever), or same type, topic, payload, parent and recipients
     /// within `window_ms` milliseconds.
     pub async fn send(&self, from: &Passname, draft: Draft, window_ms: i64) -> Result<Sent> {
+        self.send_to(from, None, draft, window_ms).await
+    }
+
+    /// [`Store::send`], or, with `pool`, a request to a pool: it has no recipient until a
+    /// participant holding the pool's role claims it ([`Store::claim`]).
+    pub async fn send_to(
+        &self,
+        from: &Passname,
+        pool: Option<&baton_core::pool::Pool>,
+        draft: Draft,
+        window_ms: i64,
+    ) -> Result<Sent> {
         self.recorded(from.as_str(), async {
             let mut tx = self.begin().await?;
-            let (sent, _) = send_in(tx.as_mut(), from, draft, window_ms, now(), true).await?;
+            let (sent, _) = send_in(tx.as_mut(), from, draft, window_ms, now(), true, pool).await?;
             // A duplicate wrote nothing; committing it is harmless.
             tx.commit().await?;
             Ok(sent)
@@ -230,7 +244,7 @@ impl Store {
                 .await?;
             let mut stepped = plan.stepped;
             if let Some(reply) = plan.reply {
-                let (sent, _) = send_in(tx.as_mut(), who, reply, 0, at, false).await?;
+                let (sent, _) = send_in(tx.as_mut(), who, reply, 0, at, false, None).await?;
                 stepped.reply = Some(sent.id);
             }
             tx.commit().await?;
@@ -369,11 +383,15 @@ impl Store {
         self.recorded(actor.as_str(), async {
             let doc = serde_json::Value::Object(document.object().clone());
             let (mut created, to) = order::plan_offer(&doc, actor)?;
+            let (to, pool) = match to {
+                pool::Address::One(name) => (vec![name], None),
+                pool::Address::Pool(pool) => (Vec::new(), Some(pool)),
+            };
             let mut tx = self.begin().await?;
             order::ensure_new(tx.order(&created.order).await?.as_ref(), &created.order)?;
             let at = now();
             let draft = Draft {
-                to: vec![to],
+                to,
                 kind: baton_core::MessageType::Request,
                 topic,
                 reply_to: None,
@@ -381,7 +399,8 @@ impl Store {
                 idempotency_key: None,
             };
             // No duplicate window: the order id already makes a second offer a conflict.
-            let (sent, message) = send_in(tx.as_mut(), actor, draft, 0, at, true).await?;
+            let (sent, message) =
+                send_in(tx.as_mut(), actor, draft, 0, at, true, pool.as_ref()).await?;
             created.message = sent.id;
             let id = created.order.clone();
             let event = tx
@@ -863,8 +882,9 @@ async fn send_in(
     window_ms: i64,
     at: Millis,
     checked: bool,
+    pool: Option<&pool::Pool>,
 ) -> Result<(Sent, Option<Event>)> {
-    message::address(from, &mut draft)?;
+    message::address(from, &mut draft, pool.is_some())?;
     if checked {
         let power = authority::for_send(draft.kind);
         authorize(tx, from.as_str(), power, Some(&draft.topic)).await?;
@@ -874,6 +894,17 @@ async fn send_in(
     for to in &draft.to {
         let recipient = registered(tx, to.as_str()).await?;
         authority::deliverable(&recipient, draft.kind, &draft.topic)?;
+    }
+    if let Some(pool) = pool {
+        let everyone = tx.participants().await?;
+        let mut known: Vec<String> = everyone.iter().map(|p| p.role.clone()).collect();
+        known.sort();
+        known.dedup();
+        let members: Vec<Participant> = everyone
+            .into_iter()
+            .filter(|p| p.role == pool.role() && p.name != *from)
+            .collect();
+        pool::sendable(pool, draft.kind, &draft.topic, &members, &known)?;
     }
     if let Some(parent) = &draft.reply_to
         && tx.envelope(parent).await?.is_none()
@@ -901,7 +932,7 @@ async fn send_in(
     // The message and its event share one id: on SQLite the message's row, indexed by id,
     // is how the event is found by its id (migration 15).
     let id = crate::new_id().to_string();
-    let sent = message::sent(id.clone(), from, draft);
+    let sent = message::sent(id.clone(), from, draft, pool.cloned());
     let event = tx
         .append(NewEvent {
             id: id.clone(),

@@ -7,8 +7,8 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::commands::{
     agent, board, demo, gateway, guard, handoff, hook, init, key, mcp, messages, negotiate, order,
-    portable, project_cmd, queue, reap, receipt, reserve, resume, review, run, runs, search, send,
-    serve, state, status, step, wait,
+    pool, portable, project_cmd, queue, reap, receipt, reserve, resume, review, run, runs, search,
+    send, serve, state, status, step, wait,
 };
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
@@ -123,6 +123,9 @@ pub enum Command {
     Reserve(reserve::ReserveArgs),
     Release(reserve::ReleaseArgs),
     Reservations(reserve::ReservationsArgs),
+    Next(pool::NextArgs),
+    Claim(pool::ClaimArgs),
+    Pool(pool::PoolArgs),
     #[command(hide = true)]
     Guard(guard::GuardArgs),
     /// The demo's cast (executor, reviewer, upstream MCP server), run by `baton demo`.
@@ -191,6 +194,9 @@ const SUBCOMMANDS: &[(&str, Build)] = &[
     ("reserve", reserve::ReserveArgs::augment_args),
     ("release", reserve::ReleaseArgs::augment_args),
     ("reservations", reserve::ReservationsArgs::augment_args),
+    ("next", pool::NextArgs::augment_args),
+    ("claim", pool::ClaimArgs::augment_args),
+    ("pool", pool::PoolArgs::augment_args),
     ("guard", guard::GuardArgs::augment_args),
 ];
 

@@ -204,6 +204,9 @@ pub struct Status {
     /// The paths held now, oldest first (at most 50; `more` says there are others).
     #[serde(default)]
     pub reservations: Reservations,
+    /// What waits unclaimed in the role pools, the most urgent first (at most 50).
+    #[serde(default)]
+    pub pools: super::PoolsWaiting,
     pub metrics: StatusMetrics,
     pub trends: Trends,
 }

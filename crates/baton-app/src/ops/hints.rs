@@ -15,10 +15,11 @@ use baton_core::refusal::{Action, Blocker, Document, blocker_text};
 use baton_core::{DeliveryAction, Field, InvalidTransition, Record, Refusal, RequestAction};
 
 use super::{
-    AgentAdd, AgentPolicySet, AlertList, Archive, Complete, HandBack, InboxList, KeyIssue, KeyList,
-    OPERATIONS, Operation, OrderList, OrderShow, OrderTake, OutboxList, ReceiptWait, ReceiptWrite,
-    Refuse, Release, ReleaseForce, Reply, ReservationList, ResumePacket, RunList, SearchMessages,
-    SecurityEventsList, SendMessage, ShowMessage, StateShow, ThreadOf, Typed,
+    AgentAdd, AgentPolicySet, AlertList, Archive, ClaimItem, Complete, HandBack, InboxList,
+    KeyIssue, KeyList, NextItem, OPERATIONS, Operation, OrderList, OrderShow, OrderTake,
+    OutboxList, ReceiptWait, ReceiptWrite, Refuse, Release, ReleaseForce, Reply, ReservationList,
+    ResumePacket, RunList, SearchMessages, SecurityEventsList, SendMessage, ShowMessage, StateShow,
+    ThreadOf, Typed,
 };
 
 /// A refusal in words: the sentence, and what to do next when there is something to say.
@@ -1058,7 +1059,32 @@ pub fn explain(r: &Refusal, about: Option<&str>) -> Explained {
                     .with("reason", Arg::Fill("TEXT")),
             ]),
         ),
-        Refusal::Role { .. }
+        Refusal::PoolAddress {
+            field,
+            value,
+            problem,
+        } => Explained::said(
+            Words::default()
+                .field(*field)
+                .text(format!(" {value:?} is refused: {problem}")),
+        ),
+        Refusal::Claim {
+            problem: baton_core::pool::ClaimProblem::Taken { .. },
+            ..
+        } => Explained::plain(r).hinted(
+            Colon,
+            say("take the most urgent item still ready: ").run(of::<NextItem>()),
+        ),
+        Refusal::Unclaimed { order, .. } => Explained::plain(r).hinted(
+            Colon,
+            say("claim it first: ").run(of::<ClaimItem>().on("id", Arg::Is(order.clone()))),
+        ),
+        Refusal::NothingReady { .. } => Explained::plain(r).hinted(
+            Semicolon,
+            say("run it again once work is sent to the pool"),
+        ),
+        Refusal::Claim { .. }
+        | Refusal::Role { .. }
         | Refusal::ShortPrefix { .. }
         | Refusal::TopicPattern { .. }
         | Refusal::PowerName { .. }
@@ -1462,7 +1488,38 @@ fn after(r: &Refusal) -> Option<Refusal> {
                 id: s("rsv-01jd0000000000000000000000"),
             },
         },
-        Refusal::ForceRelease { .. } => return None,
+        Refusal::ForceRelease { .. } => Refusal::PoolAddress {
+            field: Field::To,
+            value: s("role:nobody"),
+            problem: baton_core::pool::AddressProblem::UnknownRole {
+                role: s("nobody"),
+                known: vec![s("executor"), s("planner")],
+            },
+        },
+        Refusal::PoolAddress { .. } => Refusal::Claim {
+            item: s("01JD0000000000000000000000"),
+            problem: baton_core::pool::ClaimProblem::Taken { by: name("impl-2") },
+        },
+        Refusal::Claim { problem, .. } => match problem {
+            baton_core::pool::ClaimProblem::Taken { .. } => Refusal::Claim {
+                item: s("wo_1"),
+                problem: baton_core::pool::ClaimProblem::NotInPool {
+                    actor: name("rev"),
+                    role: s("reviewer"),
+                    pool: baton_core::pool::Pool::of_role("executor"),
+                },
+            },
+            _ => Refusal::Unclaimed {
+                order: s("wo_1"),
+                pool: s("role:executor"),
+            },
+        },
+        Refusal::Unclaimed { .. } => Refusal::NothingReady {
+            actor: name("impl-1"),
+            pool: baton_core::pool::Pool::of_role("executor"),
+            topic: None,
+        },
+        Refusal::NothingReady { .. } => return None,
     })
 }
 

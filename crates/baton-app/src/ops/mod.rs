@@ -20,6 +20,7 @@ pub mod hints;
 mod memory;
 mod messages;
 mod orders;
+mod pools;
 mod reads;
 mod reservations;
 mod steps;
@@ -54,6 +55,7 @@ pub use orders::{
     DEFAULT_WAIT, MAX_WAIT, OrderInput, OrderShow, OrderShowInput, OrderTake, OrderVerb,
     ReceiptInput, ReceiptWait, ReceiptWaitInput, ReceiptWrite, wait_for,
 };
+pub use pools::{ClaimInput, ClaimItem, NextInput, NextItem, PoolInput, PoolList};
 pub use reads::{
     InboxList, ListInput, OutboxList, QueueInput, QueueShow, ResumeInput, ResumePacket, SHOW_BYTES,
     SearchInput, SearchMessages, ShowInput, ShowMessage, ThreadOf,
@@ -590,6 +592,10 @@ pub const OPERATIONS: &[Operation] = &[
     ReservationList::OP,
     GuardCheck::OP,
     GuardRecord::OP,
+    // Pools: work sent to a role, claimed by one of its holders.
+    PoolList::OP,
+    ClaimItem::OP,
+    NextItem::OP,
     // Administration.
     local("init", Admin),
     local("project", Admin),

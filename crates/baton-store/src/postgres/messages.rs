@@ -477,7 +477,9 @@ async fn load_envelopes(
         "SELECT m.id, m.from_name, m.type, m.topic, m.reply_to, m.depth, m.excerpt, m.size, \
                 m.hash, m.created_at, m.request_status, m.idempotency_key, \
                 (SELECT count(*) FROM messages r \
-                 WHERE r.project = m.project AND r.reply_to = m.id) AS replies \
+                 WHERE r.project = m.project AND r.reply_to = m.id) AS replies, \
+                (SELECT p.pool FROM pool_items p \
+                 WHERE p.project = m.project AND p.message_id = m.id) AS pool \
          FROM messages m WHERE m.project = $1 AND m.id = ANY($2)",
     )
     .bind(project)

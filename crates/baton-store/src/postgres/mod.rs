@@ -55,6 +55,7 @@ mod metrics;
 mod notify;
 mod orders;
 mod participants;
+mod pools;
 mod reservations;
 mod rows;
 mod runs;
@@ -65,6 +66,7 @@ pub(crate) use self::conn::redact;
 use self::conn::{begin_bounded, parse_url, place};
 use crate::ReservationQuery;
 use crate::decode;
+use crate::pools::PoolQuery;
 use crate::{
     Attention, Backend, Database, NewEvent, OrderQuery, Page, Repeats, Result, RunQuery,
     SearchQuery, Settled, Store, StoreError, Tx, Window,
@@ -100,6 +102,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/013_refusal_repeats.sql"),
     include_str!("migrations/014_runs_parent.sql"),
     include_str!("migrations/015_reservations.sql"),
+    include_str!("migrations/017_pools.sql"),
 ];
 
 /// Connections one database keeps open, shared by all its projects.
@@ -302,6 +305,11 @@ impl PostgresStore {
              || coalesce(released_at::text, '') || '|' || coalesce(released_by, '') || '|' \
              || coalesce(forced, '') FROM reservations WHERE project = $1 \
              ORDER BY id COLLATE \"C\"",
+            "SELECT 'q|' || message_id || '|' || pool || '|' || from_name || '|' || topic || '|' \
+             || coalesce(order_id, '') || '|' || coalesce(deadline_at::text, '') || '|' || seq \
+             || '|' || created_at || '|' || coalesce(claimed_by, '') || '|' \
+             || coalesce(claimed_at::text, '') || '|' || open FROM pool_items \
+             WHERE project = $1 ORDER BY message_id COLLATE \"C\"",
         ];
         let mut tx = self.snapshot().await?;
         let mut dump = Vec::new();
@@ -495,7 +503,10 @@ async fn project_tables(conn: &mut PgConnection, project: i64, event: &Event) ->
         Change::ParticipantAdded { name, role } => {
             participants::added(conn, project, event, name, role).await?
         }
-        Change::MessageSent(m) => messages::sent(conn, project, event, m).await?,
+        Change::MessageSent(m) => {
+            messages::sent(conn, project, event, m).await?;
+            pools::sent(conn, project, event, m).await?;
+        }
         Change::DeliveryChanged {
             message,
             participant,
@@ -505,8 +516,12 @@ async fn project_tables(conn: &mut PgConnection, project: i64, event: &Event) ->
             messages::delivery_changed(conn, project, event, message, participant, *status).await?
         }
         Change::RequestChanged { message, status } => {
-            messages::request_changed(conn, project, message, *status).await?
+            messages::request_changed(conn, project, message, *status).await?;
+            if *status != baton_core::RequestStatus::Open {
+                pools::closed(conn, project, message).await?;
+            }
         }
+        Change::Claimed(claimed) => pools::claimed(conn, project, event, claimed).await?,
         Change::State(_) => state::advance(conn, project, event).await?,
         Change::Run(change) => runs::project(conn, project, event, change).await?,
         Change::Order(change) => orders::project(conn, project, event, change).await?,
@@ -792,6 +807,13 @@ impl Backend for PostgresStore {
             .map_err(|e| self.err(e))
     }
 
+    async fn pool_items(&self, query: &PoolQuery) -> Result<Vec<baton_core::pool::Item>> {
+        let mut conn = self.conn().await?;
+        pools::query(&mut conn, self.project, query)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
     async fn webhooks(&self) -> Result<Vec<Webhook>> {
         webhooks::all(self.pool().await?, self.project)
             .await
@@ -897,6 +919,16 @@ impl Tx for PostgresTx {
 
     async fn activity(&mut self, participant: &str) -> Result<Option<Millis>> {
         let result = reservations::activity(&mut self.tx, self.project, participant).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn pool_items(&mut self, query: &PoolQuery) -> Result<Vec<baton_core::pool::Item>> {
+        let result = pools::query(&mut self.tx, self.project, query).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn participants(&mut self) -> Result<Vec<Participant>> {
+        let result = pools::participants(&mut self.tx, self.project).await;
         result.map_err(|e| self.err(e))
     }
 

@@ -21,6 +21,9 @@ pub(super) async fn project(
     let current = load(conn, project, change.order()).await?;
     if let Some(order) = order::fold(current, change, event.seq, event.at) {
         save(conn, project, &order).await?;
+        if matches!(change, OrderChange::Created(_)) {
+            super::pools::offered(conn, project, &order).await?;
+        }
     }
     Ok(())
 }
@@ -46,7 +49,7 @@ async fn save(conn: &mut PgConnection, project: i64, order: &Order) -> sqlx::Res
          (project, id, log_seq, seq, status, from_name, to_name, escalate_to, data) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
          ON CONFLICT (project, id) DO UPDATE SET seq = excluded.seq, status = excluded.status, \
-         data = excluded.data",
+         to_name = excluded.to_name, data = excluded.data",
     )
     .bind(project)
     .bind(&order.id)

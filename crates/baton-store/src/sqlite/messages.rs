@@ -364,7 +364,8 @@ macro_rules! envelope_messages {
     ($where:literal) => {
         concat!(
             "SELECT m.id, m.from_name, m.type, m.topic, m.reply_to, m.depth, m.excerpt, \
-             m.size, m.hash, m.created_at, m.request_status, m.replies, m.idempotency_key \
+             m.size, m.hash, m.created_at, m.request_status, m.replies, m.idempotency_key, \
+             (SELECT p.pool FROM pool_items p WHERE p.message_id = m.id) AS pool \
              FROM messages m ",
             $where
         )

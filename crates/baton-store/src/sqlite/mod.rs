@@ -49,6 +49,7 @@ mod messages;
 mod metrics;
 mod orders;
 mod participants;
+mod pools;
 mod reservations;
 mod rows;
 mod runs;
@@ -62,6 +63,7 @@ use self::conn::{
 use self::rows::{column, scalar};
 use crate::ReservationQuery;
 use crate::decode;
+use crate::pools::PoolQuery;
 use crate::{
     Attention, Backend, NewEvent, OrderQuery, Page, Repeats, Result, RunQuery, SearchQuery,
     Settled, StoreError, Tx, Window,
@@ -90,6 +92,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/019_refusal_repeats.sql"),
     include_str!("migrations/020_runs_parent.sql"),
     include_str!("migrations/021_reservations.sql"),
+    include_str!("migrations/023_pools.sql"),
 ];
 
 /// How many migrations ran before the one that added `message_text` and `state`: a store
@@ -316,6 +319,10 @@ impl SqliteStore {
              || reserved_at || '|' || renewed_at || '|' || coalesce(expires_at, '') || '|' \
              || coalesce(released_at, '') || '|' || coalesce(released_by, '') || '|' \
              || coalesce(forced, '') FROM reservations ORDER BY id",
+            "SELECT 'q|' || message_id || '|' || pool || '|' || from_name || '|' || topic || '|' \
+             || coalesce(order_id, '') || '|' || coalesce(deadline_at, '') || '|' || seq || '|' \
+             || created_at || '|' || coalesce(claimed_by, '') || '|' \
+             || coalesce(claimed_at, '') || '|' || open FROM pool_items ORDER BY message_id",
         ];
         self.read(|conn| {
             let mut out = Vec::new();
@@ -527,7 +534,10 @@ fn project(conn: &Connection, event: &Event) -> Sql<()> {
 fn project_tables(conn: &Connection, event: &Event) -> Sql<()> {
     match &event.change {
         Change::ParticipantAdded { name, role } => participants::added(conn, event, name, role)?,
-        Change::MessageSent(m) => messages::sent(conn, event, m)?,
+        Change::MessageSent(m) => {
+            messages::sent(conn, event, m)?;
+            pools::sent(conn, event, m)?;
+        }
         Change::DeliveryChanged {
             message,
             participant,
@@ -535,8 +545,12 @@ fn project_tables(conn: &Connection, event: &Event) -> Sql<()> {
             ..
         } => messages::delivery_changed(conn, event, message, participant, *status)?,
         Change::RequestChanged { message, status } => {
-            messages::request_changed(conn, message, *status)?
+            messages::request_changed(conn, message, *status)?;
+            if *status != baton_core::RequestStatus::Open {
+                pools::closed(conn, message)?;
+            }
         }
+        Change::Claimed(claimed) => pools::claimed(conn, event, claimed)?,
         Change::State(_) => state::advance(conn, event)?,
         Change::Run(change) => runs::project(conn, event, change)?,
         Change::Order(change) => orders::project(conn, event, change)?,
@@ -800,6 +814,10 @@ impl Backend for SqliteStore {
         self.read(|conn| reservations::query(conn, query)).await
     }
 
+    async fn pool_items(&self, query: &PoolQuery) -> Result<Vec<baton_core::pool::Item>> {
+        self.read(|conn| pools::query(conn, query)).await
+    }
+
     async fn attention(&self) -> Result<Attention> {
         self.read(attention::read).await
     }
@@ -934,6 +952,14 @@ impl Tx for SqliteTx {
 
     async fn activity(&mut self, participant: &str) -> Result<Option<Millis>> {
         self.on(|conn| reservations::activity(conn, participant))
+    }
+
+    async fn pool_items(&mut self, query: &PoolQuery) -> Result<Vec<baton_core::pool::Item>> {
+        self.on(|conn| pools::query(conn, query))
+    }
+
+    async fn participants(&mut self) -> Result<Vec<Participant>> {
+        self.on(participants::all)
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {

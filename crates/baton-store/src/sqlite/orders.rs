@@ -15,6 +15,9 @@ pub(super) fn project(conn: &Connection, event: &Event, change: &OrderChange) ->
     let current = load(conn, change.order())?;
     if let Some(order) = order::fold(current, change, event.seq, event.at) {
         save(conn, &order)?;
+        if matches!(change, OrderChange::Created(_)) {
+            super::pools::offered(conn, &order)?;
+        }
     }
     Ok(())
 }
@@ -30,7 +33,7 @@ fn save(conn: &Connection, order: &Order) -> Sql<()> {
         "INSERT INTO orders (id, log_seq, seq, status, from_name, to_name, escalate_to, data) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
          ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, status = excluded.status, \
-         data = excluded.data",
+         to_name = excluded.to_name, data = excluded.data",
         params![
             order.id,
             order.log_seq,

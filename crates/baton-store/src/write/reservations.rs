@@ -152,7 +152,7 @@ impl Store {
                     idempotency_key: None,
                 };
                 // The force's authority covers its notice.
-                send_in(tx.as_mut(), actor, draft, 0, at, false).await?;
+                send_in(tx.as_mut(), actor, draft, 0, at, false, None).await?;
             }
             tx.commit().await?;
             Ok(released.pop().expect("the released reservation"))

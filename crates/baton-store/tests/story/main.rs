@@ -12,7 +12,7 @@
 //! that runs each story on each backend. The stories are in one module per family:
 //! `messages`, `delivery` (the delivery lifecycle as a property), `log` (the log as the
 //! truth, writers and waits), `migrations`, `runs`, `state`, `orders`, `review`,
-//! `negotiation`, `authority` (and keys), `webhooks`, `reservations`, `portable` and
+//! `negotiation`, `authority` (and keys), `webhooks`, `reservations`, `pools`, `portable` and
 //! `databases`.
 //!
 //! SQLite always runs. PostgreSQL runs on the database `BATON_TEST_POSTGRES` names, or on a
@@ -46,6 +46,7 @@ mod messages;
 mod migrations;
 mod negotiation;
 mod orders;
+mod pools;
 mod portable;
 mod reservations;
 mod review;
@@ -609,6 +610,11 @@ macro_rules! every_backend {
                     reservations::an_accepted_order_holds_its_scope_for_its_worker_until_it_ends,
                     reservations::a_quiet_holders_reservation_is_force_released_and_the_holder_told,
                     reservations::sixteen_writers_reserving_one_path_one_wins,
+                    pools::a_request_in_a_pool_is_claimed_once_and_is_then_its_claimants,
+                    pools::a_pool_refuses_what_is_not_its_own,
+                    pools::an_order_in_a_pool_becomes_its_claimants_to_accept,
+                    pools::next_takes_the_most_urgent_ready_item,
+                    pools::sixteen_claimants_one_item_one_wins,
                 ];
                 backends: [
                     log::the_log_is_the_truth,
@@ -619,6 +625,7 @@ macro_rules! every_backend {
                     orders::orders_replay_to_the_same_rows,
                     authority::a_keys_last_use_is_kept_beside_the_log,
                     reservations::reservations_replay_to_the_same_rows,
+                    pools::pools_replay_to_the_same_rows,
                 ]
             );
         )*

@@ -15,6 +15,7 @@ pub mod mcp;
 pub mod messages;
 pub mod negotiate;
 pub mod order;
+pub mod pool;
 pub mod portable;
 pub mod project_cmd;
 pub mod queue;
@@ -107,6 +108,9 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
         Command::Reserve(args) => reserve::reserve(&Context::open(g).await?, args).await,
         Command::Release(args) => reserve::release(&Context::open(g).await?, args).await,
         Command::Reservations(args) => reserve::list(&Context::open(g).await?, args).await,
+        Command::Next(args) => pool::next(&Context::open(g).await?, args).await,
+        Command::Claim(args) => pool::claim(&Context::open(g).await?, args).await,
+        Command::Pool(args) => pool::list(&Context::open(g).await?, args).await,
         Command::Guard(args) => guard::run(g, args).await,
         Command::DemoPart(part) => demo::part(g, part).await,
     }

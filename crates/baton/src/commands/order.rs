@@ -33,7 +33,10 @@ pub enum OrderCommand {
     /// Offer a Work Order: check it (AWL rules; the `x-baton` contract as the project's
     /// `orders.contract` requires), send it to its `to` as a request, and record it as
     /// offered (seq 1). Its `from` must be you; invalid findings exit 3 and store nothing.
-    #[command(after_help = "Example:\n  baton --as planner order create order.json")]
+    #[command(
+        after_help = "Examples:\n  baton --as planner order create order.json\n  \
+                            baton --as planner order create order.json --to role:executor"
+    )]
     Create(CreateArgs),
     /// List the open orders you are party to (from, to or escalate_to; every order without
     /// --as), oldest first.
@@ -105,6 +108,10 @@ pub struct CreateArgs {
     /// The topic of the request that carries it.
     #[arg(long, default_value = "work-order")]
     pub topic: String,
+    /// Its worker in place of the document's `to`: a passname, or a pool (`role:ROLE`)
+    /// whose holders may claim it (`baton next`, `baton claim`).
+    #[arg(long, value_name = "NAME|role:ROLE")]
+    pub to: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -280,7 +287,11 @@ fn object(path: &Path, what: &str) -> CommandResult<Map<String, Value>> {
 async fn create(ctx: &Context, args: CreateArgs) -> CommandResult<Output> {
     ctx.me().await?;
     let mut input = OrderInput::new(OrderVerb::Create, None);
-    input.document = Some(object(&args.file, "a Work Order")?);
+    let mut document = object(&args.file, "a Work Order")?;
+    if let Some(to) = args.to {
+        document.insert("to".to_owned(), Value::String(to));
+    }
+    input.document = Some(document);
     input.topic = Some(args.topic);
     let written = crate::cases::call::<OrderTake>(ctx.cases.as_ref(), input)
         .await

@@ -25,11 +25,13 @@ use crate::output::Output;
     after_help = "Examples:\n  baton --as planner send --to impl-1 --type request --topic csv-export \
                   --body 'CSV export drops the active filters'\n  \
                   baton --as impl-1 send --reply-to 01J... --body 'Which filters?'\n  \
-                  baton --as planner send --to impl-1,impl-2 --type info --topic release --payload notes.json"
+                  baton --as planner send --to impl-1,impl-2 --type info --topic release --payload notes.json\n  \
+                  baton --as planner send --to role:executor --type request --topic billing --body 'Fix invoice rounding'"
 )]
 pub struct SendArgs {
-    /// Recipients, comma-separated passnames.
-    #[arg(long, value_delimiter = ',', value_name = "NAME[,NAME…]")]
+    /// Recipients, comma-separated passnames; or one pool, `role:ROLE`, for a request any
+    /// holder of the role may claim (`baton next`).
+    #[arg(long, value_delimiter = ',', value_name = "NAME[,NAME…]|role:ROLE")]
     pub to: Vec<String>,
     /// request, info or message.
     #[arg(long = "type", value_name = "TYPE", default_value = "message")]

@@ -243,6 +243,35 @@ pub fn render(s: &Status) -> String {
         }
     }
 
+    if !s.pools.items.is_empty() {
+        out.push_str(&format!(
+            "\nWAITING IN POOLS ({}{})\n",
+            s.pools.items.len(),
+            if s.pools.more {
+                "+, see `baton pool --role ROLE`"
+            } else {
+                ""
+            }
+        ));
+        for p in &s.pools.items {
+            let id = p.order.as_deref().unwrap_or(&p.message);
+            let due = p
+                .deadline
+                .as_ref()
+                .map_or_else(String::new, |d| format!(" due {d}"));
+            out.push_str(&format!(
+                "  {}\n",
+                fit(
+                    &one_line(&format!(
+                        "{} {id} {} from {}{due}: {}",
+                        p.pool, p.topic, p.from, p.excerpt
+                    )),
+                    WIDTH - 2
+                )
+            ));
+        }
+    }
+
     if !s.reservations.items.is_empty() {
         let held = &s.reservations;
         out.push_str(&format!(

@@ -26,6 +26,7 @@ mod memory;
 mod negotiate;
 mod node;
 mod orders;
+mod pools;
 mod portable;
 mod queue;
 mod race;

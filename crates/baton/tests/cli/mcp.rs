@@ -234,7 +234,7 @@ fn mcp_over_streamable_http_serves_the_same_tools_as_the_keys_participant() {
         ],
     );
     for line in [
-        "http: each write key lists its role's profile (25 and 15 tools)",
+        "http: each write key lists its role's profile (26 and 16 tools)",
         "http: full round ok",
         "http: a read key is offered 8 read-only tools",
         "http: a bad key is refused with 401",
@@ -251,7 +251,7 @@ fn mcp_full_round_through_the_python_sdk_on_2025_11_25() {
         "sdk: order round ok",
         "sdk: resume, focus, decide, constrain, note and receipts ok; state and alerts match",
         "sdk: the resume prompt and baton://resume return the packet",
-        "sdk: every tool's output (25 tools) matched its outputSchema",
+        "sdk: every tool's output (26 tools) matched its outputSchema",
         "sdk: unknown tool, prompt and resource are protocol errors",
     ] {
         assert!(out.contains(line), "{line:?} missing from:\n{out}");
@@ -267,7 +267,7 @@ fn mcp_full_round_over_raw_json_rpc_on_2025_06_18() {
         "raw: order round ok on 2025-06-18",
         "raw: resume, focus, decide, constrain, note and receipts ok; state and alerts match",
         "raw: the resume prompt and baton://resume return the packet",
-        "raw: every tool's output (25 tools) matched its outputSchema",
+        "raw: every tool's output (26 tools) matched its outputSchema",
         "garbage lines are protocol errors",
         "hostile argument sets came back as isError results",
         "stdout carried only JSON-RPC",
@@ -552,7 +552,7 @@ fn mcp_profiles_default_from_the_role_stay_small_and_refuse_other_tools_with_a_h
     }
     // A role without a profile gets every tool.
     let r = exchange(&p, "bot", std::slice::from_ref(&tools_list));
-    assert_eq!(listed(&r[0]).0.len(), 25);
+    assert_eq!(listed(&r[0]).0.len(), 26);
 
     // A tool outside the profile is refused naming a profile that has it; one inside works.
     let r = exchange(

@@ -63,7 +63,7 @@ fn passed(stdout: &str, transport: &str) {
         "lists the planner profile (14 tools",
         "lists the reviewer profile (12 tools",
         "lists the owner profile (13 tools",
-        "lists the all profile (25 tools",
+        "lists the all profile (26 tools",
         "message round ok",
         "reviewer round ok",
         "order round ok",
