@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::process::{Baton, Killed, XorShift, copy_dir, kill_loop};
 use crate::{Counter, Options, Tally, check};
 
+mod pools;
 mod reservations;
 
 /// What a check found, each under the counter it goes in.
@@ -94,6 +95,13 @@ pub const SCENARIOS: &[Scenario] = &[
         script: reservations::RESERVE_LOOP,
         delay: Some((20, 2500)),
         check: reservations::check_reserve,
+    },
+    Scenario {
+        name: "claim-next",
+        prepare: team,
+        script: pools::CLAIM_LOOP,
+        delay: Some((20, 2500)),
+        check: pools::check_claims,
     },
     Scenario {
         name: "guard-record",

@@ -1035,3 +1035,68 @@ fn malformed_frames_are_answered_with_their_ids_and_change_nothing_on_both_trans
         "a refused frame stored nothing: {inbox}"
     );
 }
+
+#[test]
+fn mcp_next_claims_the_most_urgent_pool_item_once_and_says_when_nothing_is_ready() {
+    let p = Project::new(&[
+        ("planner", "planner"),
+        ("impl-1", "executor"),
+        ("impl-2", "executor"),
+    ]);
+    let r = exchange(
+        &p,
+        "planner",
+        &[
+            call(
+                "send",
+                json!({"to": ["role:executor"], "type": "request", "topic": "lane", "body": "first"}),
+            ),
+            call(
+                "send",
+                json!({"to": ["role:executor"], "type": "request", "topic": "other", "body": "second"}),
+            ),
+        ],
+    );
+    let first = structured(&r[0])["id"].as_str().unwrap().to_owned();
+    let second = structured(&r[1])["id"].as_str().unwrap().to_owned();
+    // The executor's profile holds `next`; the oldest comes first, a topic narrows.
+    let r = exchange(
+        &p,
+        "impl-1",
+        &[
+            json!({"method": "tools/list"}),
+            call("next", json!({"topic": "other"})),
+            call("next", json!({})),
+            call("next", json!({})),
+        ],
+    );
+    assert!(listed(&r[0]).0.iter().any(|n| n == "next"), "{}", r[0]);
+    assert_eq!(
+        structured(&r[1])["item"]["message"],
+        second.as_str(),
+        "{}",
+        r[1]
+    );
+    assert_eq!(
+        structured(&r[2])["item"]["message"],
+        first.as_str(),
+        "{}",
+        r[2]
+    );
+    assert_eq!(structured(&r[2])["item"]["claimed_by"], "impl-1");
+    assert_eq!(r[3]["result"]["isError"], true, "{}", r[3]);
+    let text = r[3]["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("nothing is ready for impl-1 in pool role:executor"),
+        "{text}"
+    );
+    // The claims are impl-1's: in its inbox, in nobody else's.
+    let inbox = p.json(Some("impl-1"), &["inbox"]);
+    assert_eq!(inbox["items"].as_array().unwrap().len(), 2, "{inbox}");
+    assert!(
+        p.json(Some("impl-2"), &["inbox"])["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -37,6 +37,18 @@ const CLAIMS: &[(&str, &str)] = &[
         r#"baton --json reservations | json 'sorted(r["holder"] for r in d["items"]) == ["impl-2", "impl-3"]' && exits 4 baton --as impl-1 release"#,
     ),
     (
+        r#"BATON_AS=impl-2 baton pool"#,
+        r#"baton --as impl-2 --json pool | json '[(i["pool"], i["excerpt"]) for i in d["items"]] == [("role:executor", "Quote the header row")]'"#,
+    ),
+    (
+        r#"BATON_AS=impl-2 baton next"#,
+        r#"baton --as impl-2 --json inbox | json 'any(i["excerpt"] == "Quote the header row" for i in d["items"])' && baton --as impl-3 --json pool | json 'd["items"] == []'"#,
+    ),
+    (
+        r#"BATON_AS=impl-3 baton next"#,
+        r#"exits 4 baton --as impl-3 next"#,
+    ),
+    (
         r#"cd my-repo && baton init"#,
         r#"test -f .baton/baton.db && test -f .baton/config.toml"#,
     ),

@@ -251,6 +251,15 @@ async def full_round(planner: Checked, executor: Checked) -> None:
     text = await executor.refused("release")
     check("holds no live reservation" in text, text)
 
+    # A pool: a request to the executors' role, claimed by `next`; then nothing is ready.
+    pooled = (await planner.ok(
+        "send", to=["role:executor"], type="request", topic="pool", body="take me"
+    ))["id"]
+    taken = await executor.ok("next")
+    check((taken["item"]["message"], taken["item"]["claimed_by"]) == (pooled, "impl-1"), taken)
+    text = await executor.refused("next")
+    check("nothing is ready for impl-1 in pool role:executor" in text, text)
+
 
 # The shared Work Order and Work Report every test reads (`baton-core/tests/fixtures`).
 FIXTURES = Path(__file__).resolve().parents[3] / "baton-core" / "tests" / "fixtures"
