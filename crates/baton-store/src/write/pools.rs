@@ -5,6 +5,7 @@
 //! first finds the item open and takes it, every later one finds it taken and is refused
 //! with nothing appended.
 
+use baton_core::authority::{self, Power};
 use baton_core::order::{self, Order, OrderChange};
 use baton_core::pool::{self, Item};
 use baton_core::{Change, Millis, Passname, Refusal, Topic};
@@ -46,6 +47,9 @@ impl Store {
             let mut tx = self.begin().await?;
             let at = now();
             let claimant = registered(tx.as_mut(), by.as_str()).await?;
+            // Taking work takes `accept`: one that may take none is refused before it
+            // looks (and recorded), not told that nothing is ready.
+            authority::authorize(&claimant, Power::Accept, None)?;
             let pool = pool::Pool::of_role(&claimant.role);
             let candidates = tx
                 .pool_items(&PoolQuery {

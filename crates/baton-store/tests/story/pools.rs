@@ -206,6 +206,11 @@ pub(crate) async fn a_pool_refuses_what_is_not_its_own(store: &Store) {
         refused(store, store.next(&name("exec-1"), None)).await,
         StoreError::Refused(Refusal::NothingReady { .. })
     );
+    // One that may take no work is refused before it looks, and recorded.
+    assert_variant!(
+        refused(store, store.next(&name("observer"), None)).await,
+        StoreError::Refused(Refusal::Beyond { .. })
+    );
 }
 
 /// Story: an order offered to a pool is claimed at the seq its claimant read; the
