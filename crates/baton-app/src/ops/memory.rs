@@ -197,7 +197,7 @@ impl Typed for Constrain {
 #[serde(deny_unknown_fields)]
 pub struct NoteInput {
     pub text: String,
-    /// An id, or a path from the project root.
+    /// An id, or a path from the root.
     pub subject: String,
 }
 
@@ -363,7 +363,7 @@ impl Typed for AckItem {
 pub struct NeedInput {
     /// What is needed.
     pub text: String,
-    /// The order it is about.
+    /// Its order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<String>,
 }
@@ -376,7 +376,7 @@ impl Typed for Need {
     const OP: Operation = memory(
         "need",
         "/needs",
-        "Raise a need for a person (the human queue).",
+        "Ask a person (the human queue).",
         &The::<Self>::ONE,
     )
     .offered("need", &[Role::Executor, Role::Reviewer]);

@@ -73,22 +73,22 @@ impl OrderVerb {
 #[serde(deny_unknown_fields)]
 pub struct OrderInput {
     pub action: OrderVerb,
-    /// The order; not on `create`.
+    /// Not on `create`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// On `create` your Work Order, on `report` your Work Report.
+    /// Your Work Order (`create`) or Report (`report`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub document: Option<Map<String, Value>>,
-    /// On `create`: its topic (default `work-order`).
+    /// On `create` (default `work-order`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
-    /// On `answer`: the answer.
+    /// On `answer`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    /// On `rework`; optional on `decline` and `cancel`.
+    /// On `rework`, `decline`, `cancel`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// Refuse unless the order is still at this seq.
+    /// Refuse if the order is past this seq.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_seq: Option<i64>,
 }
@@ -194,7 +194,7 @@ impl Typed for OrderTake {
         "order",
         Needs::OneOf(&[Power::Accept, Power::Approve, Power::Request]),
         route(POST, "/orders"),
-        "Take a Work Order step as you: `create`, or an order's `allowed` action.",
+        "A Work Order step as you: `create`, or an `allowed` action.",
         &The::<Self>::ONE,
     )
     .offered("order", &[Role::Executor, Role::Planner, Role::Owner]);
@@ -220,10 +220,10 @@ impl Typed for OrderTake {
 #[serde(deny_unknown_fields)]
 pub struct OrderShowInput {
     pub id: String,
-    /// Wait for steps after this seq and list only those.
+    /// Wait for steps after this seq.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<i64>,
-    /// With `since`: seconds to wait (default 30).
+    /// Seconds to wait (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = 300))]
     pub timeout_seconds: Option<f64>,
@@ -273,7 +273,7 @@ impl Typed for OrderShow {
 #[serde(deny_unknown_fields)]
 pub struct ReceiptInput {
     pub step: String,
-    /// A URI, or a path from the project root.
+    /// A URI, or a path from the root.
     pub artifact: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,

@@ -12,7 +12,6 @@ use crate::{App, Result};
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NextInput {
-    /// Only this topic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
 }
@@ -26,7 +25,7 @@ impl Typed for NextItem {
         "next",
         Needs::Power(Power::Accept),
         route(POST, "/pool/next"),
-        "Claim the most urgent work in your role's pool.",
+        "Claim your role pool's most urgent work.",
         &The::<Self>::ONE,
     )
     .offered("next", &[Role::Executor]);

@@ -42,10 +42,10 @@ pub struct ListInput {
     /// Finished ones too.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all: bool,
-    /// A page's `next`: the page after it.
+    /// A page's `next`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
-    /// Entries per page, default 100.
+    /// Page size, default 100.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: Option<u32>,
@@ -107,10 +107,10 @@ pub const SHOW_BYTES: usize = 8192;
 #[serde(deny_unknown_fields)]
 pub struct ShowInput {
     pub id: String,
-    /// Cut the payload text here (default 8192).
+    /// Cut here (default 8192).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<usize>,
-    /// Indent the payload text (the cut counts it).
+    /// Indent the payload text.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pretty: bool,
 }

@@ -35,7 +35,7 @@ impl Typed for Reserve {
         "reserve",
         Needs::Power(MEMORY),
         route(POST, "/reservations"),
-        "Hold paths (globs from the root) before editing; again: renew.",
+        "Hold paths (globs from the root) before editing.",
         &The::<Self>::ONE,
     )
     .offered("reserve", &[Role::Executor, Role::Planner]);

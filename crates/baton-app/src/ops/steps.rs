@@ -61,7 +61,7 @@ impl Typed for Ack {
         "ack",
         Needs::Own,
         "/messages/{id}/ack",
-        "Acknowledge an info or message you read.",
+        "Acknowledge an info or message.",
         &The::<Self>::ONE,
     )
     .offered(

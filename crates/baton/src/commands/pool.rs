@@ -7,7 +7,7 @@ use clap::Args;
 
 use crate::commands::Context;
 use crate::error::CommandResult;
-use crate::output::{Output, table};
+use crate::output::{Output, table, visible};
 
 /// Claim the most urgent work ready for you in your role's pool, and print it.
 ///
@@ -60,9 +60,10 @@ pub struct PoolArgs {
     pub topic: Option<String>,
 }
 
+/// What a claim took, in words; stored text (a goal, an excerpt) escaped.
 fn claimed_text(doc: &Claimed) -> String {
     let item = &doc.item;
-    match &doc.order {
+    let text = match &doc.order {
         Some(o) => format!(
             "Claimed order {} from {} (seq {}, topic {}): {}\nNext: baton order accept {}",
             o.id, item.pool, o.seq, item.topic, o.goal, o.id
@@ -71,7 +72,8 @@ fn claimed_text(doc: &Claimed) -> String {
             "Claimed request {} from {} (topic {}, from {}): {}\nNext: baton show {}",
             item.message, item.pool, item.topic, item.from, item.excerpt, item.message
         ),
-    }
+    };
+    visible(&text)
 }
 
 pub async fn next(ctx: &Context, args: NextArgs) -> CommandResult<Output> {
@@ -118,9 +120,13 @@ pub async fn list(ctx: &Context, args: PoolArgs) -> CommandResult<Output> {
     };
     let doc = ctx.call::<baton_app::ops::PoolList>(input).await?;
     let human = if doc.items.is_empty() {
-        format!("Nothing waits in {}.", doc.pool)
+        format!("Nothing waits in {}.", visible(&doc.pool))
     } else {
-        format!("Waiting in {}:\n{}", doc.pool, rows_table(&doc.items))
+        format!(
+            "Waiting in {}:\n{}",
+            visible(&doc.pool),
+            rows_table(&doc.items)
+        )
     };
     Ok(Output::of(&doc, human))
 }

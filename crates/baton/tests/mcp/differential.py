@@ -86,6 +86,13 @@ SCRIPT: list[tuple[str, str, dict, bool]] = [
     ("obs", "constrain", {"text": "x", "tried": "y", "result": "z"}, False),
     ("impl-1", "need", {"text": "Which fixture is canonical?", "order": ORDER}, True),
     ("impl-1", "need", {"text": " "}, False),
+    ("planner", "send", {"to": ["role:executor"], "type": "request", "topic": "csv-export",
+                         "body": "Whoever is free: the dates", "as": "m6"}, True),
+    ("planner", "send", {"to": ["role:nobody"], "type": "request", "topic": "csv-export",
+                         "body": "x"}, False),
+    ("obs", "next", {}, False),
+    ("impl-1", "next", {}, True),
+    ("impl-1", "next", {}, False),
 ]
 
 
@@ -136,6 +143,8 @@ def cli_args(op: str, a: dict) -> tuple[list[str], str | None]:
         return ["order", "show", a["id"]], None
     if op == "need":
         return ["need", a["text"]] + (["--order", a["order"]] if "order" in a else []), None
+    if op == "next":
+        return ["next"] + (["--topic", a["topic"]] if "topic" in a else []), None
     raise AssertionError(op)
 
 
@@ -161,6 +170,8 @@ def rest_request(op: str, a: dict) -> tuple[str, str, dict | None]:
         return "POST", "/orders", body
     if op == "order_show":
         return "GET", f"/orders/{a['id']}", None
+    if op == "next":
+        return "POST", "/pool/next", body
     raise AssertionError(op)
 
 
