@@ -1178,3 +1178,43 @@ async fn a_long_owed_list_leaves_room_for_every_other_thing_to_know() {
     assert!(owed.shown >= 20 && owed.shown < 150, "{text}");
     assert_eq!(owed.total, 150);
 }
+
+#[tokio::test]
+async fn work_sent_to_a_pool_is_listed_claimed_by_id_prefix_or_next_and_refused_once_taken() {
+    let f = fixture().await;
+    let mut doc = order_doc("wo_pool_1");
+    doc["to"] = json!("role:executor");
+    f.app.offer(&me("planner"), doc, None).await.unwrap();
+    let sent = f
+        .app
+        .send(
+            &me("planner"),
+            message(&["role:executor"], MessageType::Request, Some("lane"), "whoever is free"),
+        )
+        .await
+        .unwrap();
+    // Listed for the role, the order first: it has a deadline.
+    let pool = f.app.pool(&me("impl-2"), None, None).await.unwrap();
+    assert_eq!(pool.pool, "role:executor");
+    let listed: Vec<Option<&str>> = pool.items.iter().map(|i| i.order.as_deref()).collect();
+    assert_eq!(listed, [Some("wo_pool_1"), None]);
+    assert_eq!(pool.items[1].excerpt, "whoever is free");
+
+    // An order is claimed by its id (a prefix will do) at the seq its claimant read.
+    let claimed = f.app.claim(&me("impl-1"), "wo_pool", Some(1)).await.unwrap();
+    let order = claimed.order.expect("the order");
+    assert_eq!((order.to.as_str(), order.seq), ("impl-1", 2));
+    let r = refused(&f.app, f.app.claim(&me("impl-2"), "wo_pool_1", None)).await;
+    assert!(r.is_retryable(), "{r:?}");
+    // `next` takes what is left; then nothing is ready.
+    let next = f.app.next(&me("impl-2"), None).await.unwrap();
+    assert_eq!(next.item.message, sent.id);
+    let r = refused(&f.app, f.app.next(&me("impl-2"), Some("lane"))).await;
+    assert!(matches!(r, Refusal::NothingReady { .. }), "{r:?}");
+    // A topic that is no topic is refused naming its field.
+    let r = refused(&f.app, f.app.next(&me("impl-2"), Some("Not A Topic"))).await;
+    assert!(
+        matches!(r, Refusal::Name { field: baton_core::Field::Topic, .. }),
+        "{r:?}"
+    );
+}
