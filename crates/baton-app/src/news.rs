@@ -32,7 +32,21 @@ impl App {
             return Ok(false);
         }
         Ok(match &event.change {
-            Change::MessageSent(m) => m.to.contains(me),
+            Change::MessageSent(m) => match &m.pool {
+                // Work sent to my role's pool is news to me: I may claim it.
+                Some(pool) => self
+                    .store()
+                    .participant(me.as_str())
+                    .await?
+                    .is_some_and(|p| p.role == pool.role()),
+                None => m.to.contains(me),
+            },
+            // A claim is news to the sender: its work has a taker.
+            Change::Claimed(c) => self
+                .store()
+                .message(&c.message)
+                .await?
+                .is_some_and(|(env, _)| &env.from == me),
             Change::DeliveryChanged {
                 message,
                 participant,

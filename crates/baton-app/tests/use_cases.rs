@@ -1189,7 +1189,12 @@ async fn work_sent_to_a_pool_is_listed_claimed_by_id_prefix_or_next_and_refused_
         .app
         .send(
             &me("planner"),
-            message(&["role:executor"], MessageType::Request, Some("lane"), "whoever is free"),
+            message(
+                &["role:executor"],
+                MessageType::Request,
+                Some("lane"),
+                "whoever is free",
+            ),
         )
         .await
         .unwrap();
@@ -1201,7 +1206,11 @@ async fn work_sent_to_a_pool_is_listed_claimed_by_id_prefix_or_next_and_refused_
     assert_eq!(pool.items[1].excerpt, "whoever is free");
 
     // An order is claimed by its id (a prefix will do) at the seq its claimant read.
-    let claimed = f.app.claim(&me("impl-1"), "wo_pool", Some(1)).await.unwrap();
+    let claimed = f
+        .app
+        .claim(&me("impl-1"), "wo_pool", Some(1))
+        .await
+        .unwrap();
     let order = claimed.order.expect("the order");
     assert_eq!((order.to.as_str(), order.seq), ("impl-1", 2));
     let r = refused(&f.app, f.app.claim(&me("impl-2"), "wo_pool_1", None)).await;
@@ -1214,7 +1223,13 @@ async fn work_sent_to_a_pool_is_listed_claimed_by_id_prefix_or_next_and_refused_
     // A topic that is no topic is refused naming its field.
     let r = refused(&f.app, f.app.next(&me("impl-2"), Some("Not A Topic"))).await;
     assert!(
-        matches!(r, Refusal::Name { field: baton_core::Field::Topic, .. }),
+        matches!(
+            r,
+            Refusal::Name {
+                field: baton_core::Field::Topic,
+                ..
+            }
+        ),
         "{r:?}"
     );
 }

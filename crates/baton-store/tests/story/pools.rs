@@ -54,7 +54,7 @@ pub(crate) async fn a_request_in_a_pool_is_claimed_once_and_is_then_its_claimant
     let env = crate::envelope(store, &id).await;
     assert!(env.to.is_empty(), "nobody's until claimed: {env:?}");
     assert_eq!(env.pool, executors());
-    assert_eq!(waiting(store).await, [id.clone()]);
+    assert_eq!(waiting(store).await, std::slice::from_ref(&id));
     let owed = |who: &'static str| async move {
         store
             .owed(&name(who), 10)
@@ -70,7 +70,7 @@ pub(crate) async fn a_request_in_a_pool_is_claimed_once_and_is_then_its_claimant
     let Taken { item, order } = store.claim(&name("exec-1"), &id, None).await.unwrap();
     assert_eq!(item.claimed_by, Some(name("exec-1")));
     assert!(!item.open && order.is_none());
-    assert_eq!(owed("exec-1").await, [id.clone()]);
+    assert_eq!(owed("exec-1").await, std::slice::from_ref(&id));
     assert!(owed("exec-2").await.is_empty());
     assert!(waiting(store).await.is_empty());
     assert_eq!(

@@ -32,6 +32,7 @@ fn order_file(p: &Project, id: &str) -> String {
 #[test]
 fn a_pool_request_is_listed_for_its_role_claimed_by_next_and_then_in_the_claimants_inbox() {
     let p = team();
+    let after = p.generation().to_string();
     let sent = p.json(
         Some("planner"),
         &[
@@ -47,6 +48,18 @@ fn a_pool_request_is_listed_for_its_role_claimed_by_next_and_then_in_the_claiman
         ],
     );
     let id = sent["id"].as_str().unwrap().to_owned();
+
+    // News to every holder of the role (`baton wait` returns it), not to others.
+    let news = p.json(
+        Some("impl-2"),
+        &["wait", "--after", &after, "--timeout", "5s"],
+    );
+    assert!(news.to_string().contains(&id), "{news}");
+    let out = p.run(
+        Some("boss"),
+        &["wait", "--after", &after, "--timeout", "0s"],
+    );
+    assert_eq!(code(&out), 4, "not news to an owner: {}", stderr(&out));
 
     // Visible to would-be claimants before anyone claims it.
     let pool = p.json(Some("impl-2"), &["pool"]);
