@@ -132,6 +132,12 @@ async function compare(page, s) {
   same("open alerts", alerts.join(" "), s.alerts.map((a) => a.id).join(" "));
   const reviews = await page.$$eval("[data-review]", (items) => items.map((i) => i.dataset.review));
   same("reviews not concluded", reviews.join(" "), (s.reviews || []).map((r) => r.order).join(" "));
+  const waiting = (s.pools || { items: [] }).items;
+  const pooled = await page.$$eval("[data-pool-item]", (items) => items.map((i) => i.dataset.poolItem));
+  same("items waiting in pools", pooled.join(" "), waiting.map((p) => p.message).join(" "));
+  for (const p of waiting) {
+    same(`pool item ${p.message}`, await text(page, `[data-pool-item="${p.message}"] [data-field="excerpt"]`), p.excerpt);
+  }
   const m = s.metrics;
   for (const name of ["open_requests", "pending_deliveries", "orders_awaiting_approval", "requests", "max_thread_depth", "security_refusals"]) {
     same(`metric ${name}`, await text(page, `[data-metric="${name}"] b`), m[name]);

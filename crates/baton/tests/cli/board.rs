@@ -181,6 +181,21 @@ fn fixture(b: &Bench) -> Vec<u32> {
             "send", "--to", "planner", "--type", "request", "--topic", "plan", "--body", "plan it",
         ],
     );
+    // Work waiting in the executors' pool, its text a script.
+    p.ok(
+        Some("planner"),
+        &[
+            "send",
+            "--to",
+            "role:executor",
+            "--type",
+            "request",
+            "--topic",
+            "pool",
+            "--body",
+            HOSTILE,
+        ],
+    );
     // Seven needs: the lane shows five and holds two back; one carries a script.
     for i in 0..6 {
         p.ok(Some("impl-1"), &["need", &format!("need number {i}")]);
@@ -350,6 +365,20 @@ fn status_prints_the_board_in_100_columns_and_its_document_with_json() {
         Some("impl-1"),
         &["need", &format!("{HOSTILE} \u{1b}[2J{}", "x".repeat(300))],
     );
+    p.ok(
+        Some("planner"),
+        &[
+            "send",
+            "--to",
+            "role:executor",
+            "--type",
+            "request",
+            "--topic",
+            LONG_TOPIC,
+            "--body",
+            &format!("{HOSTILE} \u{1b}[2J{}", "y".repeat(300)),
+        ],
+    );
     let failed = p.run(
         Some("impl-1"),
         &["run", "--", "sh", "-c", "echo PROGRESS 2/5; exit 3"],
@@ -392,6 +421,7 @@ fn status_prints_the_board_in_100_columns_and_its_document_with_json() {
     );
     assert!(text.contains("RUNS  running 0 (stalled 0)  registered 0  done 0  failed 1"));
     assert!(text.contains("2/5"), "{text}");
+    assert!(text.contains("WAITING IN POOLS (1)"), "{text}");
     assert!(text.contains("oldest open request"), "{text}");
 }
 
