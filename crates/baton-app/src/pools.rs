@@ -3,6 +3,7 @@
 //! item is the most urgent — are `baton_core::pool`'s; the claim is the store's one
 //! transaction.
 
+use baton_core::order::OrderStatus;
 use baton_core::pool::{self, Pool};
 use baton_core::{Field, Passname, Record, Refusal, Topic};
 use baton_store::{PoolQuery, Taken};
@@ -47,6 +48,7 @@ pub(crate) async fn packet_lines(
             ..PoolQuery::default()
         })
         .await?;
+    let items = on_offer(store, items, now).await?;
     Ok(items
         .iter()
         .filter(|i| pool::ready_for(i, &p, now))
@@ -76,6 +78,26 @@ pub(crate) fn packet_section(sections: &mut Vec<baton_core::packet::Section>, re
             None,
         ),
     );
+}
+
+/// `items` less those carrying an order not on offer at `now` (one that waits on others,
+/// or ended): they are not ready, though still in their pool.
+async fn on_offer(
+    store: &baton_store::Store,
+    items: Vec<pool::Item>,
+    now: baton_core::Millis,
+) -> Result<Vec<pool::Item>> {
+    let mut kept = Vec::with_capacity(items.len());
+    for item in items {
+        if let Some(id) = &item.order {
+            let order = store.order(id).await?;
+            if !order.is_some_and(|o| o.status_at(now) == OrderStatus::Offered) {
+                continue;
+            }
+        }
+        kept.push(item);
+    }
+    Ok(kept)
 }
 
 impl App {
@@ -133,6 +155,7 @@ impl App {
                 ..PoolQuery::default()
             })
             .await?;
+        let items = on_offer(self.store(), items, self.now()).await?;
         let mut rows = Vec::with_capacity(items.len());
         for item in &items {
             rows.push(PoolRow::new(item, self.excerpt(&item.message).await?));
@@ -145,7 +168,7 @@ impl App {
 
     /// What waits unclaimed in every pool at `now`, the most urgent first: the status's.
     pub(crate) async fn pools_waiting(&self, now: baton_core::Millis) -> Result<PoolsWaiting> {
-        let mut items = self
+        let items = self
             .store()
             .pool_items(&PoolQuery {
                 open_at: Some(now),
@@ -153,6 +176,7 @@ impl App {
                 ..PoolQuery::default()
             })
             .await?;
+        let mut items = on_offer(self.store(), items, now).await?;
         let more = items.len() > STATUS_POOL_ITEMS;
         items.truncate(STATUS_POOL_ITEMS);
         let mut rows = Vec::with_capacity(items.len());

@@ -748,11 +748,24 @@ pub fn found(order: Option<Order>, id: &str) -> Result<Order, Refusal> {
 /// `refused` otherwise) and so does the sender's. Without them an approved order would
 /// stay in the worker's inbox and resume packet as work still owed.
 pub fn follow_request(order: &Order, env: &Envelope) -> Result<Vec<Change>, Refusal> {
-    let Ok(worker) = Passname::new(&order.to) else {
-        return Ok(Vec::new());
-    };
+    let mut changes = Vec::new();
+    // An order still in its pool has no worker yet: only the sender's end follows it.
+    if let Ok(worker) = Passname::new(&order.to) {
+        changes.extend(follow_worker(order, env, &worker)?);
+    }
+    if order.status.is_terminal() && env.request_status == Some(RequestStatus::Open) {
+        changes.push(Change::RequestChanged {
+            message: order.message.clone(),
+            status: request_transition(RequestStatus::Open, RequestAction::Complete)?,
+        });
+    }
+    Ok(changes)
+}
+
+/// The worker's delivery of the request, following the order.
+fn follow_worker(order: &Order, env: &Envelope, worker: &Passname) -> Result<Vec<Change>, Refusal> {
     let mut actions: Vec<(DeliveryAction, Option<String>)> = Vec::new();
-    let mut status = env.status_for(&worker).unwrap_or(DeliveryStatus::Pending);
+    let mut status = env.status_for(worker).unwrap_or(DeliveryStatus::Pending);
     if status == DeliveryStatus::Pending && order.status != OrderStatus::Offered {
         actions.push((DeliveryAction::Fetch, None));
         status = DeliveryStatus::Delivered;
@@ -769,7 +782,7 @@ pub fn follow_request(order: &Order, env: &Envelope) -> Result<Vec<Change>, Refu
         ));
     }
     let mut changes = Vec::new();
-    let mut current = env.status_for(&worker).unwrap_or(DeliveryStatus::Pending);
+    let mut current = env.status_for(worker).unwrap_or(DeliveryStatus::Pending);
     for (action, note) in actions {
         let next = delivery_transition(current, action, env.kind)?;
         changes.push(Change::DeliveryChanged {
@@ -779,12 +792,6 @@ pub fn follow_request(order: &Order, env: &Envelope) -> Result<Vec<Change>, Refu
             note,
         });
         current = next;
-    }
-    if order.status.is_terminal() && env.request_status == Some(RequestStatus::Open) {
-        changes.push(Change::RequestChanged {
-            message: order.message.clone(),
-            status: request_transition(RequestStatus::Open, RequestAction::Complete)?,
-        });
     }
     Ok(changes)
 }

@@ -296,17 +296,19 @@ pub fn ready_for(item: &Item, claimant: &Participant, now: Millis) -> bool {
         && authority::authorize(claimant, Power::Accept, Some(&item.topic)).is_ok()
 }
 
-/// The item `next` claims for `claimant` at `now` among `candidates`: the most urgent
-/// that is ready for it; `None` when none is.
-pub fn most_urgent<'a>(
+/// The items among `candidates` ready for `claimant` at `now`, the most urgent first:
+/// `next` claims the first of them whose order (if it carries one) is still on offer.
+pub fn by_urgency<'a>(
     candidates: &'a [Item],
     claimant: &Participant,
     now: Millis,
-) -> Option<&'a Item> {
-    candidates
+) -> Vec<&'a Item> {
+    let mut ready: Vec<&Item> = candidates
         .iter()
         .filter(|i| ready_for(i, claimant, now))
-        .min_by_key(|i| urgency(i))
+        .collect();
+    ready.sort_by_key(|i| urgency(i));
+    ready
 }
 
 #[cfg(test)]

@@ -250,7 +250,11 @@ fn next_takes_the_soonest_deadline_then_the_oldest_send() {
         item("soon", 3, Some(500)),
         item("soon-but-newer", 4, Some(500)),
     ];
-    let pick = |items: &[Item], now| most_urgent(items, &executor, now).map(|i| i.message.clone());
+    let pick = |items: &[Item], now| {
+        by_urgency(items, &executor, now)
+            .first()
+            .map(|i| i.message.clone())
+    };
     assert_eq!(pick(&items, 100).as_deref(), Some("soon"));
     // Past its deadline an order has expired: it is not ready.
     assert_eq!(pick(&items, 600).as_deref(), Some("late"));
@@ -262,13 +266,13 @@ fn next_takes_the_soonest_deadline_then_the_oldest_send() {
     }
     assert_eq!(pick(&others, 100), None);
     let reviewer = member("rev", "reviewer");
-    assert_eq!(most_urgent(&items, &reviewer, 100), None);
+    assert!(by_urgency(&items, &reviewer, 100).is_empty());
     let confined = on_topics(member("impl-2", "executor"), &["docs"]);
-    assert_eq!(most_urgent(&items, &confined, 100), None);
+    assert!(by_urgency(&items, &confined, 100).is_empty());
 }
 
 proptest! {
-    /// Whatever the items, `next` takes one that is ready and none ready is more urgent.
+    /// Whatever the items, every ready one is listed, and none after a less urgent one.
     #[test]
     fn next_never_passes_over_a_more_urgent_ready_item(
         specs in proptest::collection::vec((proptest::option::of(0i64..50), any::<bool>()), 0..20),
@@ -284,14 +288,13 @@ proptest! {
                 i
             })
             .collect();
-        match most_urgent(&items, &executor, now) {
-            None => prop_assert!(items.iter().all(|i| !ready_for(i, &executor, now))),
-            Some(chosen) => {
-                prop_assert!(ready_for(chosen, &executor, now));
-                for other in items.iter().filter(|i| ready_for(i, &executor, now)) {
-                    prop_assert!(urgency(chosen) <= urgency(other));
-                }
-            }
+        let ready = by_urgency(&items, &executor, now);
+        prop_assert_eq!(
+            ready.len(),
+            items.iter().filter(|i| ready_for(i, &executor, now)).count()
+        );
+        for pair in ready.windows(2) {
+            prop_assert!(urgency(pair[0]) <= urgency(pair[1]));
         }
     }
 }

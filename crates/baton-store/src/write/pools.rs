@@ -6,7 +6,7 @@
 //! with nothing appended.
 
 use baton_core::authority::{self, Power};
-use baton_core::order::{self, Order, OrderChange};
+use baton_core::order::{self, Order, OrderChange, OrderStatus};
 use baton_core::pool::{self, Item};
 use baton_core::{Change, Millis, Passname, Refusal, Topic};
 
@@ -59,18 +59,24 @@ impl Store {
                     ..PoolQuery::default()
                 })
                 .await?;
-            let Some(chosen) = pool::most_urgent(&candidates, &claimant, at) else {
-                return Err(Refusal::NothingReady {
-                    actor: by.clone(),
-                    pool,
-                    topic: topic.cloned(),
+            for item in pool::by_urgency(&candidates, &claimant, at) {
+                // An order not on offer (one that waits on others) is not ready yet.
+                if let Some(id) = &item.order {
+                    let order = tx.order(id).await?;
+                    if !order.is_some_and(|o| o.status_at(at) == OrderStatus::Offered) {
+                        continue;
+                    }
                 }
-                .into());
-            };
-            let message = chosen.message.clone();
-            let taken = claim_in(tx.as_mut(), by, &message, None, at).await?;
-            tx.commit().await?;
-            Ok(taken)
+                let taken = claim_in(tx.as_mut(), by, &item.message, None, at).await?;
+                tx.commit().await?;
+                return Ok(taken);
+            }
+            Err(Refusal::NothingReady {
+                actor: by.clone(),
+                pool,
+                topic: topic.cloned(),
+            }
+            .into())
         })
         .await
     }

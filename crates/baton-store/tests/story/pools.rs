@@ -201,6 +201,42 @@ pub(crate) async fn a_pool_refuses_what_is_not_its_own(store: &Store) {
         crate::envelope(store, &id).await.request_status,
         Some(RequestStatus::Completed)
     );
+    // An order cancelled while in its pool leaves it, and its sender's end closes.
+    let offered = store
+        .create_order(
+            &name("planner"),
+            topic("csv"),
+            order_doc("wo_gone", "planner", "role:executor", FAR),
+        )
+        .await
+        .unwrap();
+    store
+        .order_step(
+            &name("planner"),
+            "wo_gone",
+            1,
+            OrderRequest::Cancel { reason: None },
+        )
+        .await
+        .unwrap();
+    assert!(waiting(store).await.is_empty());
+    assert_eq!(
+        crate::envelope(store, &offered.order.message)
+            .await
+            .request_status,
+        Some(RequestStatus::Completed)
+    );
+    assert_variant!(
+        refused(
+            store,
+            store.claim(&name("exec-1"), &offered.order.message, None)
+        )
+        .await,
+        StoreError::Refused(Refusal::Claim {
+            problem: ClaimProblem::Closed,
+            ..
+        })
+    );
     // Nothing is ready now.
     assert_variant!(
         refused(store, store.next(&name("exec-1"), None)).await,
