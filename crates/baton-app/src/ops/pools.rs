@@ -95,3 +95,7 @@ impl Typed for PoolList {
             .await
     }
 }
+
+/// Pools' operations (work sent to a role, claimed by one of its holders), in the order
+/// the edges list them: part of [`super::OPERATIONS`].
+pub(super) const OPERATIONS: &[Operation] = &[PoolList::OP, ClaimItem::OP, NextItem::OP];

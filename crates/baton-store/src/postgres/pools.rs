@@ -3,17 +3,49 @@
 //! delivery a claim makes, and the read of items in urgency order.
 
 use baton_core::event::SentMessage;
-use baton_core::order::Order;
+use baton_core::order::{self, Order, OrderChange};
 use baton_core::pool::{self, Claimed};
-use baton_core::{Event, Participant, delivery};
+use baton_core::{Change, Event, Participant, RequestStatus, delivery};
 use sqlx::postgres::PgConnection;
 use sqlx::{Postgres, QueryBuilder};
 
 use crate::decode;
 use crate::pools::{self as shared, POOL_COLUMNS, PoolQuery, URGENCY};
 
+/// Applies the changes that are this family's: a send to a pool, an order offered to one,
+/// a claim, and a sender closing its request; any other change is not its.
+pub(super) async fn project(
+    conn: &mut PgConnection,
+    project: i64,
+    event: &Event,
+) -> sqlx::Result<()> {
+    match &event.change {
+        Change::MessageSent(m) => sent(conn, project, event, m).await,
+        Change::Order(change @ OrderChange::Created(c)) if c.to.starts_with(pool::ROLE_PREFIX) => {
+            match order::fold(None, change, event.seq, event.at) {
+                Some(order) => offered(conn, project, &order).await,
+                None => Ok(()),
+            }
+        }
+        Change::Claimed(c) => claimed(conn, project, event, c).await,
+        Change::RequestChanged { message, status } if *status != RequestStatus::Open => {
+            closed(conn, project, message).await
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The pool's rows, for the projection dump.
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'q|' || message_id || '|' || pool || '|' || from_name || '|' || topic || '|' \
+     || coalesce(order_id, '') || '|' || coalesce(deadline_at::text, '') || '|' || seq \
+     || '|' || created_at || '|' || coalesce(claimed_by, '') || '|' \
+     || coalesce(claimed_at::text, '') || '|' || open FROM pool_items \
+     WHERE project = $1 ORDER BY message_id COLLATE \"C\"",
+];
+
 /// Projects a send to a pool: its row, open.
-pub(super) async fn sent(
+async fn sent(
     conn: &mut PgConnection,
     project: i64,
     event: &Event,
@@ -39,11 +71,7 @@ pub(super) async fn sent(
 
 /// Projects an order offered to a pool: the item carrying it learns its order and
 /// deadline.
-pub(super) async fn offered(
-    conn: &mut PgConnection,
-    project: i64,
-    order: &Order,
-) -> sqlx::Result<()> {
+async fn offered(conn: &mut PgConnection, project: i64, order: &Order) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE pool_items SET order_id = $1, deadline_at = $2 \
          WHERE project = $3 AND message_id = $4",
@@ -59,7 +87,7 @@ pub(super) async fn offered(
 
 /// Projects a claim: the item is closed and its claimant's, who has a delivery of it as
 /// any recipient does.
-pub(super) async fn claimed(
+async fn claimed(
     conn: &mut PgConnection,
     project: i64,
     event: &Event,
@@ -90,11 +118,7 @@ pub(super) async fn claimed(
 }
 
 /// Projects the sender closing its request: an item still in its pool leaves it.
-pub(super) async fn closed(
-    conn: &mut PgConnection,
-    project: i64,
-    message: &str,
-) -> sqlx::Result<()> {
+async fn closed(conn: &mut PgConnection, project: i64, message: &str) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE pool_items SET open = 0 WHERE project = $1 AND message_id = $2 AND open = 1",
     )

@@ -3,17 +3,44 @@
 //! and the read of items in urgency order.
 
 use baton_core::event::SentMessage;
-use baton_core::order::Order;
+use baton_core::order::{self, Order, OrderChange};
 use baton_core::pool::{self, Claimed};
-use baton_core::{Event, delivery};
+use baton_core::{Change, Event, RequestStatus, delivery};
 use rusqlite::{Connection, params};
 
 use super::conn::{Builder, Sql, exec};
 use super::rows::rows;
 use crate::pools::{self as shared, POOL_COLUMNS, PoolQuery, URGENCY};
 
+/// Applies the changes that are this family's: a send to a pool, an order offered to one,
+/// a claim, and a sender closing its request; any other change is not its.
+pub(super) fn project(conn: &Connection, event: &Event) -> Sql<()> {
+    match &event.change {
+        Change::MessageSent(m) => sent(conn, event, m),
+        Change::Order(change @ OrderChange::Created(c)) if c.to.starts_with(pool::ROLE_PREFIX) => {
+            match order::fold(None, change, event.seq, event.at) {
+                Some(order) => offered(conn, &order),
+                None => Ok(()),
+            }
+        }
+        Change::Claimed(c) => claimed(conn, event, c),
+        Change::RequestChanged { message, status } if *status != RequestStatus::Open => {
+            closed(conn, message)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The pool's rows, for the projection dump.
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'q|' || message_id || '|' || pool || '|' || from_name || '|' || topic || '|' \
+     || coalesce(order_id, '') || '|' || coalesce(deadline_at, '') || '|' || seq || '|' \
+     || created_at || '|' || coalesce(claimed_by, '') || '|' \
+     || coalesce(claimed_at, '') || '|' || open FROM pool_items ORDER BY message_id",
+];
+
 /// Projects a send to a pool: its row, open.
-pub(super) fn sent(conn: &Connection, event: &Event, m: &SentMessage) -> Sql<()> {
+fn sent(conn: &Connection, event: &Event, m: &SentMessage) -> Sql<()> {
     let Some(pool) = &m.pool else { return Ok(()) };
     exec(
         conn,
@@ -33,7 +60,7 @@ pub(super) fn sent(conn: &Connection, event: &Event, m: &SentMessage) -> Sql<()>
 
 /// Projects an order offered to a pool: the item carrying it learns its order and
 /// deadline.
-pub(super) fn offered(conn: &Connection, order: &Order) -> Sql<()> {
+fn offered(conn: &Connection, order: &Order) -> Sql<()> {
     exec(
         conn,
         "UPDATE pool_items SET order_id = ?, deadline_at = ? WHERE message_id = ?",
@@ -44,7 +71,7 @@ pub(super) fn offered(conn: &Connection, order: &Order) -> Sql<()> {
 
 /// Projects a claim: the item is closed and its claimant's, who has a delivery of it as
 /// any recipient does.
-pub(super) fn claimed(conn: &Connection, event: &Event, c: &Claimed) -> Sql<()> {
+fn claimed(conn: &Connection, event: &Event, c: &Claimed) -> Sql<()> {
     exec(
         conn,
         "UPDATE pool_items SET claimed_by = ?, claimed_at = ?, open = 0 WHERE message_id = ?",
@@ -67,7 +94,7 @@ pub(super) fn claimed(conn: &Connection, event: &Event, c: &Claimed) -> Sql<()> 
 }
 
 /// Projects the sender closing its request: an item still in its pool leaves it.
-pub(super) fn closed(conn: &Connection, message: &str) -> Sql<()> {
+fn closed(conn: &Connection, message: &str) -> Sql<()> {
     exec(
         conn,
         "UPDATE pool_items SET open = 0 WHERE message_id = ? AND open = 1",

@@ -12,6 +12,25 @@ use baton_store::{DEFAULT_BUSY_TIMEOUT, PoolQuery, Store, StoreError, Taken};
 use crate::orders::{FAR, order_doc, topic};
 use crate::{Backend, assert_variant, cast, draft, name, now_ms, refused};
 
+/// This family's stories, run on each backend by `every_backend!` in `main.rs`.
+macro_rules! stories {
+    ($attrs:tt $backend:ty) => {
+        crate::on_backend!($attrs $backend; pools;
+            stores: [
+                a_request_in_a_pool_is_claimed_once_and_is_then_its_claimants,
+                a_pool_refuses_what_is_not_its_own,
+                an_order_in_a_pool_becomes_its_claimants_to_accept,
+                next_takes_the_most_urgent_ready_item,
+                sixteen_claimants_one_item_one_wins,
+            ];
+            backends: [
+                pools_replay_to_the_same_rows,
+            ];
+        );
+    };
+}
+pub(crate) use stories;
+
 fn executors() -> Option<Pool> {
     Some(Pool::of_role("executor"))
 }
