@@ -427,7 +427,10 @@ mod tests {
         let mut declared: Vec<&str> = baton_app::ops::tools().collect();
         listed.sort_unstable();
         declared.sort_unstable();
-        assert_eq!(listed, declared, "a tool for each declared one, and no other");
+        assert_eq!(
+            listed, declared,
+            "a tool for each declared one, and no other"
+        );
         described(
             &tools,
             "show",
