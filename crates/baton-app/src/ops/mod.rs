@@ -27,7 +27,6 @@ mod steps;
 mod watch;
 
 use std::future::Future;
-use std::pin::Pin;
 
 use baton_core::Refusal;
 use baton_core::key::Scope;
@@ -40,7 +39,9 @@ use crate::doc::Doc;
 use crate::{App, Result};
 
 // Each group's public declarations (an operation's unit struct and its input type) are
-// the module's: a new operation is written in its group's file alone.
+// the module's: a new operation is written in its group's file alone. A name this file
+// imports would hide a group's declaration of that name, so it imports few (`std::pin::Pin`
+// is named by its path, so an operation may be called `Pin`).
 pub use admin::*;
 pub use memory::*;
 pub use messages::*;
@@ -244,7 +245,7 @@ pub trait Typed: Send + Sync + 'static {
 }
 
 /// A future the dispatcher returns.
-pub type Running<'a> = Pin<Box<dyn Future<Output = Result<Value>> + Send + 'a>>;
+pub type Running<'a> = std::pin::Pin<Box<dyn Future<Output = Result<Value>> + Send + 'a>>;
 
 /// A typed operation seen without its types: what an edge generic over the declarations
 /// holds.
