@@ -454,7 +454,8 @@ async fn all<T, F: Future<Output = T> + Unpin>(mut racing: Vec<F>) -> Vec<T> {
     done.into_iter().map(Option::unwrap).collect()
 }
 
-/// Story: the pool's rows a rebuild replays are the ones the live writes made.
+/// Story: the pool's rows a rebuild replays, or an import of the log makes, are the ones
+/// the live writes made.
 pub(crate) async fn pools_replay_to_the_same_rows<B: Backend>() {
     let backend = B::fresh(DEFAULT_BUSY_TIMEOUT).await;
     let store = backend.store();
@@ -468,4 +469,18 @@ pub(crate) async fn pools_replay_to_the_same_rows<B: Backend>() {
     );
     backend.rebuild_projections().await;
     assert_eq!(backend.projection_dump().await, live);
+    // The log carried to a fresh store (export, import) gives the same rows there.
+    let log = store.events(0, 10_000).await.unwrap();
+    let lines = log
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| (i + 1, e))
+        .collect();
+    let carried = B::fresh(DEFAULT_BUSY_TIMEOUT).await;
+    carried
+        .store()
+        .import(lines, false, baton_core::message::DEFAULT_PAYLOAD_CAP)
+        .await
+        .expect("the log imports whole");
+    assert_eq!(carried.projection_dump().await, live);
 }
