@@ -17,11 +17,9 @@ pub struct PoolQuery {
     pub message: Option<String>,
     pub pool: Option<Pool>,
     pub topic: Option<Topic>,
-    /// Only those still open: unclaimed, their request not closed by its sender, and,
-    /// when this is given, their deadline not passed at this instant.
+    /// Only those still open at this instant: unclaimed, their request not closed by its
+    /// sender, their deadline not passed.
     pub open_at: Option<Millis>,
-    /// Only open ones, whatever their deadline.
-    pub open: bool,
     /// At most this many (else [`pool::NEXT_PAGE`]).
     pub limit: Option<u32>,
 }

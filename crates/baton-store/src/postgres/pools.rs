@@ -144,7 +144,7 @@ pub(super) async fn query(
     if let Some(pool) = &q.pool {
         sql.push(" AND pool = ").push_bind(pool.to_string());
     }
-    if q.open || q.open_at.is_some() {
+    if q.open_at.is_some() {
         sql.push(" AND open = 1");
     }
     if let Some(now) = q.open_at {

@@ -113,7 +113,7 @@ pub(super) fn query(conn: &Connection, q: &PoolQuery) -> Sql<Vec<pool::Item>> {
     if let Some(pool) = &q.pool {
         sql.push(" AND pool = ").bind(pool.to_string());
     }
-    if q.open || q.open_at.is_some() {
+    if q.open_at.is_some() {
         sql.push(" AND open = 1");
     }
     if let Some(now) = q.open_at {
