@@ -920,7 +920,19 @@ async fn send_in(
     } else {
         Vec::new()
     };
-    if let Some(id) = duplicate_of(&draft, keyed.as_ref(), &recent)? {
+    let repeated = match duplicate_of(&draft, keyed.as_ref(), &recent)? {
+        // A send to a pool repeats one to the same pool only (the two have no recipient).
+        Some(id) if pool.is_some() => {
+            let query = crate::PoolQuery {
+                message: Some(id.clone()),
+                ..crate::PoolQuery::default()
+            };
+            let earlier = tx.pool_items(&query).await?.pop().map(|i| i.pool);
+            (earlier.as_ref() == pool).then_some(id)
+        }
+        other => other,
+    };
+    if let Some(id) = repeated {
         return Ok((
             Sent {
                 id,

@@ -19,6 +19,7 @@ macro_rules! stories {
             stores: [
                 a_request_in_a_pool_is_claimed_once_and_is_then_its_claimants,
                 a_pool_refuses_what_is_not_its_own,
+                a_pool_send_repeats_only_to_the_same_pool,
                 an_order_in_a_pool_becomes_its_claimants_to_accept,
                 next_takes_the_most_urgent_ready_item,
                 sixteen_claimants_one_item_one_wins,
@@ -116,6 +117,35 @@ pub(crate) async fn a_request_in_a_pool_is_claimed_once_and_is_then_its_claimant
     assert_eq!(
         crate::status(store, &id, "exec-1").await,
         Some(DeliveryStatus::Completed)
+    );
+}
+
+/// Story: a pool send repeated within the window returns the original; the same words to
+/// another pool are a send of their own.
+pub(crate) async fn a_pool_send_repeats_only_to_the_same_pool(store: &Store) {
+    cast(store).await;
+    store
+        .add_participant("@local", &name("rev"), "reviewer", None)
+        .await
+        .unwrap();
+    let send = |pool: &'static str| async move {
+        store
+            .send_to(
+                &name("planner"),
+                Some(&Pool::of_role(pool)),
+                draft(&[], Request, "billing", "same words"),
+                crate::WINDOW,
+            )
+            .await
+            .unwrap()
+    };
+    let first = send("executor").await;
+    let again = send("executor").await;
+    assert!(again.duplicate && again.id == first.id, "{again:?}");
+    let elsewhere = send("reviewer").await;
+    assert!(
+        !elsewhere.duplicate && elsewhere.id != first.id,
+        "{elsewhere:?}"
     );
 }
 
