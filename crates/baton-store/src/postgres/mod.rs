@@ -100,6 +100,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/013_refusal_repeats.sql"),
     include_str!("migrations/014_runs_parent.sql"),
     include_str!("migrations/015_reservations.sql"),
+    include_str!("migrations/016_order_waits.sql"),
 ];
 
 /// Connections one database keeps open, shared by all its projects.
@@ -302,6 +303,8 @@ impl PostgresStore {
              || coalesce(released_at::text, '') || '|' || coalesce(released_by, '') || '|' \
              || coalesce(forced, '') FROM reservations WHERE project = $1 \
              ORDER BY id COLLATE \"C\"",
+            "SELECT 'a|' || order_id || '|' || after_id || '|' || message_id FROM order_waits \
+             WHERE project = $1 ORDER BY order_id COLLATE \"C\", after_id COLLATE \"C\"",
         ];
         let mut tx = self.snapshot().await?;
         let mut dump = Vec::new();
@@ -728,6 +731,13 @@ impl Backend for PostgresStore {
             .map_err(|e| self.err(e))
     }
 
+    async fn waits(&self, ids: &[String]) -> Result<Vec<(String, Order)>> {
+        let mut conn = self.conn().await?;
+        orders::waits(&mut conn, self.project, ids)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
     async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>> {
         orders::events_since(self.pool().await?, self.project, id, after_seq)
             .await
@@ -862,6 +872,16 @@ impl Tx for PostgresTx {
 
     async fn order(&mut self, id: &str) -> Result<Option<Order>> {
         let result = orders::load(&mut self.tx, self.project, id).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn waits(&mut self, ids: &[String]) -> Result<Vec<(String, Order)>> {
+        let result = orders::waits(&mut self.tx, self.project, ids).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn waiting_on(&mut self, id: &str) -> Result<Vec<Order>> {
+        let result = orders::waiting_on(&mut self.tx, self.project, id).await;
         result.map_err(|e| self.err(e))
     }
 

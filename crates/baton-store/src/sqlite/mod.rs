@@ -90,6 +90,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/019_refusal_repeats.sql"),
     include_str!("migrations/020_runs_parent.sql"),
     include_str!("migrations/021_reservations.sql"),
+    include_str!("migrations/022_order_waits.sql"),
 ];
 
 /// How many migrations ran before the one that added `message_text` and `state`: a store
@@ -316,6 +317,8 @@ impl SqliteStore {
              || reserved_at || '|' || renewed_at || '|' || coalesce(expires_at, '') || '|' \
              || coalesce(released_at, '') || '|' || coalesce(released_by, '') || '|' \
              || coalesce(forced, '') FROM reservations ORDER BY id",
+            "SELECT 'a|' || order_id || '|' || after_id || '|' || message_id FROM order_waits \
+             ORDER BY order_id, after_id",
         ];
         self.read(|conn| {
             let mut out = Vec::new();
@@ -741,6 +744,10 @@ impl Backend for SqliteStore {
         self.read(|conn| orders::query(conn, query)).await
     }
 
+    async fn waits(&self, ids: &[String]) -> Result<Vec<(String, Order)>> {
+        self.read(|conn| orders::waits(conn, ids)).await
+    }
+
     async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>> {
         self.read(|conn| orders::events_since(conn, id, after_seq))
             .await
@@ -878,6 +885,14 @@ impl Tx for SqliteTx {
 
     async fn order(&mut self, id: &str) -> Result<Option<Order>> {
         self.on(|conn| orders::load(conn, id))
+    }
+
+    async fn waits(&mut self, ids: &[String]) -> Result<Vec<(String, Order)>> {
+        self.on(|conn| orders::waits(conn, ids))
+    }
+
+    async fn waiting_on(&mut self, id: &str) -> Result<Vec<Order>> {
+        self.on(|conn| orders::waiting_on(conn, id))
     }
 
     async fn run(&mut self, id: &str) -> Result<Option<Run>> {

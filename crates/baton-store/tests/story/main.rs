@@ -38,6 +38,7 @@ use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 use tempfile::TempDir;
 
+mod after;
 mod authority;
 mod databases;
 mod delivery;
@@ -609,6 +610,9 @@ macro_rules! every_backend {
                     reservations::an_accepted_order_holds_its_scope_for_its_worker_until_it_ends,
                     reservations::a_quiet_holders_reservation_is_force_released_and_the_holder_told,
                     reservations::sixteen_writers_reserving_one_path_one_wins,
+                    after::an_order_is_offered_once_every_order_it_waits_on_is_approved,
+                    after::an_after_naming_what_cannot_be_waited_on_is_refused,
+                    after::an_order_waited_on_that_ends_unapproved_holds_and_tells_the_sender,
                 ];
                 backends: [
                     log::the_log_is_the_truth,
@@ -619,6 +623,7 @@ macro_rules! every_backend {
                     orders::orders_replay_to_the_same_rows,
                     authority::a_keys_last_use_is_kept_beside_the_log,
                     reservations::reservations_replay_to_the_same_rows,
+                    after::waits_replay_to_the_same_rows,
                 ]
             );
         )*
