@@ -23,8 +23,8 @@ struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// Only this command: send, complete, order-steps, approve, state-render,
-    /// receipt-write, run-exit, import, reserve-release, guard-record, serve-sqlite,
-    /// serve-postgres.
+    /// receipt-write, run-exit, import, reserve-release, guard-record, order-after,
+    /// serve-sqlite, serve-postgres.
     #[arg(long, value_name = "CMD")]
     only: Option<String>,
     /// The `baton` executable (default: the one beside this program).
