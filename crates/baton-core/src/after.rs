@@ -280,17 +280,18 @@ fn desk_step(order: &Order, action: OrderAction, seq: i64, after: &[String]) -> 
     }
 }
 
-/// What follows for the orders waiting on `ended`, which a step just closed: each one
-/// still `waiting` (as recorded) is released when `ended` was approved and it waits on
-/// nothing else (`rest`: what else it waits on), or held when `ended` was not approved.
-pub fn follow(ended: &Order, waiting: &[(Order, Vec<Wait>)]) -> Vec<Step> {
+/// What follows for the orders waiting on `ended`, which a step just closed at `now`: each
+/// one still `waiting` (as recorded, and not past its own deadline) is released when
+/// `ended` was approved and it waits on nothing else (`rest`: what else it waits on), or
+/// held when `ended` was not approved.
+pub fn follow(ended: &Order, waiting: &[(Order, Vec<Wait>)], now: Millis) -> Vec<Step> {
     if !ended.status.is_terminal() {
         return Vec::new();
     }
     let approved = ended.status == OrderStatus::Approved;
     waiting
         .iter()
-        .filter(|(o, _)| o.status == OrderStatus::Waiting)
+        .filter(|(o, _)| o.status_at(now) == OrderStatus::Waiting)
         .filter_map(|(o, rest)| {
             let rest: Vec<&Wait> = rest.iter().filter(|w| w.order != ended.id).collect();
             if approved && rest.is_empty() {

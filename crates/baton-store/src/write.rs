@@ -1051,7 +1051,7 @@ async fn follow_waiting(
 ) -> Result<()> {
     for dependent in waiting {
         let rest = waits_of(tx, &dependent, at).await?;
-        for step in after::follow(ended, &[(dependent.clone(), rest)]) {
+        for step in after::follow(ended, &[(dependent.clone(), rest)], at) {
             let held = step.action == order::OrderAction::Hold;
             let change = Change::Order(OrderChange::Stepped(Box::new(step)));
             tx.append(NewEvent::new(actor.as_str(), change, at)).await?;

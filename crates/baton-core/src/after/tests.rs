@@ -213,9 +213,12 @@ fn an_end_releases_or_holds_what_waits_on_it() {
         vec![wait("wo_0", S::Working)],
     );
     let held = (order("wo_4", &["wo_1"], S::Held), vec![wait("wo_9", S::Cancelled)]);
-    let all = [alone, with_other, held];
+    // Past its own deadline it reads expired: nothing follows for it.
+    let mut past = order("wo_5", &["wo_1"], S::Waiting);
+    past.deadline_at = Some(NOW - 1);
+    let all = [alone, with_other, held, (past, vec![])];
     let got = |ended: &Order| -> Vec<(String, A, S)> {
-        follow(ended, &all)
+        follow(ended, &all, NOW)
             .into_iter()
             .map(|s| (s.order, s.action, s.status))
             .collect()
@@ -229,7 +232,7 @@ fn an_end_releases_or_holds_what_waits_on_it() {
         ]
     );
     assert!(got(&open).is_empty());
-    assert_eq!(follow(&declined, &all)[0].after, names(&["wo_1"]));
+    assert_eq!(follow(&declined, &all, NOW)[0].after, names(&["wo_1"]));
 }
 
 #[test]
