@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
+use baton_core::after::Wait;
 use baton_core::awl::{
     DocumentKind, Environment, Finding, has_invalid, order_findings, report_findings,
 };
-use baton_core::after::Wait;
 use baton_core::order::{self, Order, OrderAction, OrderRequest, OrderStatus, newest_report};
 use baton_core::refusal::Document;
 use baton_core::{Event, Field, Passname, Payload, Record, Refusal, Topic};
@@ -20,13 +20,23 @@ use crate::{App, Result, wait};
 #[derive(Debug, Clone)]
 pub enum OrderStep {
     Accept,
-    Decline { reason: Option<String> },
+    Decline {
+        reason: Option<String>,
+    },
     Start,
-    Report { document: Value },
-    Answer { text: String },
+    Report {
+        document: Value,
+    },
+    Answer {
+        text: String,
+    },
     Approve,
-    Rework { reason: String },
-    Cancel { reason: Option<String> },
+    Rework {
+        reason: String,
+    },
+    Cancel {
+        reason: Option<String>,
+    },
     /// A held order's sender goes on without what ended unapproved.
     Proceed,
 }

@@ -243,7 +243,10 @@ pub fn plan(
         for step in &mut steps {
             step.seq += 1;
         }
-        steps.insert(0, desk_step(order, OrderAction::Hold, order.seq + 1, &dropped));
+        steps.insert(
+            0,
+            desk_step(order, OrderAction::Hold, order.seq + 1, &dropped),
+        );
     }
     if waits.iter().all(Wait::failed) {
         let last = steps.last().expect("a proceed is one step");
@@ -259,10 +262,7 @@ fn desk_step(order: &Order, action: OrderAction, seq: i64, after: &[String]) -> 
     let was = order.status;
     let status = order::transition(was, action).map_or(was, |s| s);
     let note = match action {
-        OrderAction::Hold => Some(format!(
-            "held: {} ended without approval",
-            after.join(", ")
-        )),
+        OrderAction::Hold => Some(format!("held: {} ended without approval", after.join(", "))),
         OrderAction::Release => Some("offered: every order it waited on is approved".into()),
         _ => None,
     };

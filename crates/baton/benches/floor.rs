@@ -233,7 +233,10 @@ fn main() {
          JOIN orders a ON a.id = w.after_id WHERE o.status IN ('waiting', 'held') \
          ORDER BY o.log_seq;",
     );
-    row.extra = format!("lists the {} waiting, each with what it waits on", scale.chain - 1);
+    row.extra = format!(
+        "lists the {} waiting, each with what it waits on",
+        scale.chain - 1
+    );
     table.push(row);
 
     println!(

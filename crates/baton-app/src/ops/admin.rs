@@ -475,7 +475,11 @@ impl Typed for OrderList {
         let now = app.now();
         let stray = [
             ("explain", input.explain && !input.ready, "give `ready` too"),
-            ("all", input.all && input.ready, "a ready order is open: leave `all` out"),
+            (
+                "all",
+                input.all && input.ready,
+                "a ready order is open: leave `all` out",
+            ),
         ];
         if let Some((name, _, fix)) = stray.iter().find(|(_, stray, _)| *stray) {
             return Err(refused(Self::OP.name, format!("`{name}`: {fix}")));

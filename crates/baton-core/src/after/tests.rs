@@ -56,16 +56,36 @@ fn creation_waits_on_what_is_not_yet_approved_and_refuses_the_rest() {
     let cancelled = Some(order("wo_x", &[], S::Cancelled));
     let mut expired = order("wo_e", &[], S::Working);
     expired.deadline_at = Some(NOW - 1);
-    type Row<'a> = (&'a [&'a str], Vec<Option<Order>>, Result<Vec<String>, (usize, Problem)>);
+    type Row<'a> = (
+        &'a [&'a str],
+        Vec<Option<Order>>,
+        Result<Vec<String>, (usize, Problem)>,
+    );
     let rows: Vec<Row> = vec![
         (&["wo_1"], vec![open.clone()], Ok(names(&["wo_1"]))),
-        (&["wo_0", "wo_1"], vec![approved.clone(), open.clone()], Ok(names(&["wo_1"]))),
+        (
+            &["wo_0", "wo_1"],
+            vec![approved.clone(), open.clone()],
+            Ok(names(&["wo_1"])),
+        ),
         (&["wo_0"], vec![approved.clone()], Ok(vec![])),
         (&["wo_9"], vec![None], Err((0, Problem::Unknown))),
-        (&["wo_1", "wo_x"], vec![open.clone(), cancelled], Err((1, Problem::Ended(S::Cancelled)))),
-        (&["wo_e"], vec![Some(expired)], Err((0, Problem::Ended(S::Expired)))),
+        (
+            &["wo_1", "wo_x"],
+            vec![open.clone(), cancelled],
+            Err((1, Problem::Ended(S::Cancelled))),
+        ),
+        (
+            &["wo_e"],
+            vec![Some(expired)],
+            Err((0, Problem::Ended(S::Expired))),
+        ),
         (&["wo_new"], vec![None], Err((0, Problem::Itself))),
-        (&["wo_1", "wo_1"], vec![open.clone(), open.clone()], Err((1, Problem::Repeated))),
+        (
+            &["wo_1", "wo_1"],
+            vec![open.clone(), open.clone()],
+            Err((1, Problem::Repeated)),
+        ),
         (&[""], vec![None], Err((0, Problem::Unknown))),
     ];
     for (named, found, want) in rows {
@@ -107,7 +127,11 @@ fn the_contract_names_its_own_bad_entries() {
 fn a_dependency_that_ended_unapproved_reads_as_held() {
     let rows = [
         (S::Waiting, vec![wait("wo_1", S::Working)], S::Waiting),
-        (S::Waiting, vec![wait("wo_1", S::Working), wait("wo_3", S::Declined)], S::Held),
+        (
+            S::Waiting,
+            vec![wait("wo_1", S::Working), wait("wo_3", S::Declined)],
+            S::Held,
+        ),
         (S::Waiting, vec![wait("wo_1", S::Expired)], S::Held),
         (S::Held, vec![wait("wo_1", S::Cancelled)], S::Held),
         (S::Offered, vec![], S::Offered),
@@ -136,7 +160,10 @@ fn a_worker_cannot_take_an_order_not_yet_offered_and_is_told_what_it_waits_on() 
                 on: waits.to_vec()
             }
         );
-        assert_eq!(err.to_string(), "order wo_2 is waiting: it waits on wo_1 (submitted)");
+        assert_eq!(
+            err.to_string(),
+            "order wo_2 is waiting: it waits on wo_1 (submitted)"
+        );
     }
     let failed = [wait("wo_1", S::Cancelled)];
     let err = plan(&o, &failed, "impl-1", OrderRequest::Accept, 1, NOW).unwrap_err();
@@ -145,7 +172,15 @@ fn a_worker_cannot_take_an_order_not_yet_offered_and_is_told_what_it_waits_on() 
     let err = plan(&o, &waits, "impl-2", OrderRequest::Accept, 1, NOW).unwrap_err();
     assert!(matches!(err, Refusal::OrderRole { .. }), "{err}");
     // The sender may cancel a waiting order.
-    let steps = plan(&o, &waits, "planner", OrderRequest::Cancel { reason: None }, 1, NOW).unwrap();
+    let steps = plan(
+        &o,
+        &waits,
+        "planner",
+        OrderRequest::Cancel { reason: None },
+        1,
+        NOW,
+    )
+    .unwrap();
     assert_eq!(steps[0].status, S::Cancelled);
 }
 
@@ -212,7 +247,10 @@ fn an_end_releases_or_holds_what_waits_on_it() {
         order("wo_3", &["wo_1", "wo_0"], S::Waiting),
         vec![wait("wo_0", S::Working)],
     );
-    let held = (order("wo_4", &["wo_1"], S::Held), vec![wait("wo_9", S::Cancelled)]);
+    let held = (
+        order("wo_4", &["wo_1"], S::Held),
+        vec![wait("wo_9", S::Cancelled)],
+    );
     // Past its own deadline it reads expired: nothing follows for it.
     let mut past = order("wo_5", &["wo_1"], S::Waiting);
     past.deadline_at = Some(NOW - 1);
@@ -223,7 +261,10 @@ fn an_end_releases_or_holds_what_waits_on_it() {
             .map(|s| (s.order, s.action, s.status))
             .collect()
     };
-    assert_eq!(got(&approved), [("wo_2".to_owned(), A::Release, S::Offered)]);
+    assert_eq!(
+        got(&approved),
+        [("wo_2".to_owned(), A::Release, S::Offered)]
+    );
     assert_eq!(
         got(&declined),
         [
@@ -261,17 +302,25 @@ fn the_pending_edges_follow_the_log() {
     assert_eq!(
         edits(&step(A::Approve, S::Submitted, S::Approved, &[])),
         [
-            WaitEdit::Satisfied { after: "wo_1".into() },
-            WaitEdit::Clear { order: "wo_1".into() }
+            WaitEdit::Satisfied {
+                after: "wo_1".into()
+            },
+            WaitEdit::Clear {
+                order: "wo_1".into()
+            }
         ]
     );
     assert_eq!(
         edits(&step(A::Cancel, S::Waiting, S::Cancelled, &[])),
-        [WaitEdit::Clear { order: "wo_1".into() }]
+        [WaitEdit::Clear {
+            order: "wo_1".into()
+        }]
     );
     assert_eq!(
         edits(&step(A::Release, S::Waiting, S::Offered, &[])),
-        [WaitEdit::Clear { order: "wo_1".into() }]
+        [WaitEdit::Clear {
+            order: "wo_1".into()
+        }]
     );
     assert_eq!(
         edits(&step(A::Proceed, S::Held, S::Waiting, &["wo_0"])),

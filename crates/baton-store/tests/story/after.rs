@@ -77,12 +77,16 @@ async fn ready(store: &Store) -> Vec<String> {
 /// An order waiting on two is out of its worker's inbox and not ready; its worker's accept
 /// is refused naming what it waits on; the first approval leaves it waiting, the second
 /// offers it, in the approving step's transaction.
-pub(crate) async fn an_order_is_offered_once_every_order_it_waits_on_is_approved(
-    store: &Store,
-) {
+pub(crate) async fn an_order_is_offered_once_every_order_it_waits_on_is_approved(store: &Store) {
     cast(store).await;
-    assert_eq!(offer(store, "wo_1", "exec-1", &[]).await, OrderStatus::Offered);
-    assert_eq!(offer(store, "wo_2", "exec-1", &[]).await, OrderStatus::Offered);
+    assert_eq!(
+        offer(store, "wo_1", "exec-1", &[]).await,
+        OrderStatus::Offered
+    );
+    assert_eq!(
+        offer(store, "wo_2", "exec-1", &[]).await,
+        OrderStatus::Offered
+    );
     assert_eq!(
         offer(store, "wo_3", "exec-2", &["wo_1", "wo_2"]).await,
         OrderStatus::Waiting
@@ -139,7 +143,13 @@ pub(crate) async fn an_order_is_offered_once_every_order_it_waits_on_is_approved
 pub(crate) async fn an_after_naming_what_cannot_be_waited_on_is_refused(store: &Store) {
     cast(store).await;
     offer(store, "wo_1", "exec-1", &[]).await;
-    step(store, "exec-1", "wo_1", OrderRequest::Decline { reason: None }).await;
+    step(
+        store,
+        "exec-1",
+        "wo_1",
+        OrderRequest::Decline { reason: None },
+    )
+    .await;
     offer(store, "wo_2", "exec-1", &[]).await;
     for (after, index, problem) in [
         (&["wo_2", "wo_9"][..], 1, Problem::Unknown),
@@ -203,7 +213,10 @@ pub(crate) async fn an_order_waited_on_that_ends_unapproved_holds_and_tells_the_
         text.as_str().unwrap().contains("wo_3") && text.as_str().unwrap().contains("declined"),
         "{text}"
     );
-    assert!(inbox(store, "exec-2").await.is_empty(), "held is not offered");
+    assert!(
+        inbox(store, "exec-2").await.is_empty(),
+        "held is not offered"
+    );
     let err = refused(
         store,
         store.order_step(&name("exec-2"), "wo_3", 2, OrderRequest::Accept),
@@ -229,7 +242,13 @@ pub(crate) async fn an_order_waited_on_that_ends_unapproved_holds_and_tells_the_
     offer(store, "wo_6", "exec-1", &[]).await;
     offer(store, "wo_7", "exec-2", &["wo_6"]).await;
     let told = inbox(store, "planner").await.len();
-    step(store, "planner", "wo_6", OrderRequest::Cancel { reason: None }).await;
+    step(
+        store,
+        "planner",
+        "wo_6",
+        OrderRequest::Cancel { reason: None },
+    )
+    .await;
     assert_eq!(status(store, "wo_7").await, OrderStatus::Held);
     assert_eq!(inbox(store, "planner").await.len(), told);
     // Proceeding without the only one offers it at once; cancelling one held works too.

@@ -58,7 +58,11 @@ fn refused(p: &Project, who: Option<&str>, args: &[&str], want: i32) -> String {
 /// impl-1 takes `id` to submitted and the planner approves it.
 fn approve(p: &Project, id: &str) {
     p.ok(Some("impl-1"), &["order", "accept", id]);
-    let report = json_file(p, &format!("report-{id}.json"), &report_doc(id, "impl-1", 1));
+    let report = json_file(
+        p,
+        &format!("report-{id}.json"),
+        &report_doc(id, "impl-1", 1),
+    );
     p.ok(Some("impl-1"), &["order", "report", id, &report]);
     p.ok(Some("planner"), &["order", "approve", id]);
 }
@@ -73,17 +77,32 @@ fn an_order_is_offered_once_what_it_waits_on_is_approved() {
     let ready = p.json(None, &["order", "list", "--ready"]);
     assert_eq!(ids(&ready, "items"), ["wo_1"]);
     assert!(ready.get("waiting").is_none(), "{ready}");
-    assert!(ids(&p.json(Some("impl-2"), &["order", "list", "--ready"]), "items").is_empty());
+    assert!(
+        ids(
+            &p.json(Some("impl-2"), &["order", "list", "--ready"]),
+            "items"
+        )
+        .is_empty()
+    );
     let explained = p.json(None, &["order", "list", "--ready", "--explain"]);
     assert_eq!(ids(&explained, "waiting"), ["wo_2"]);
     let waits = &explained["waiting"][0]["waits_on"];
-    assert_eq!(waits, &serde_json::json!([{"order": "wo_1", "status": "offered"}]));
+    assert_eq!(
+        waits,
+        &serde_json::json!([{"order": "wo_1", "status": "offered"}])
+    );
     let text = p.ok(None, &["order", "list", "--ready", "--explain"]);
-    assert!(text.contains("WAITS ON") && text.contains("wo_1 (offered)"), "{text}");
+    assert!(
+        text.contains("WAITS ON") && text.contains("wo_1 (offered)"),
+        "{text}"
+    );
 
     assert!(inbox(&p, "impl-2").is_empty(), "not offered yet");
     let err = refused(&p, Some("impl-2"), &["order", "accept", "wo_2"], 3);
-    assert!(err.contains("order wo_2 is waiting: it waits on wo_1 (offered)"), "{err}");
+    assert!(
+        err.contains("order wo_2 is waiting: it waits on wo_1 (offered)"),
+        "{err}"
+    );
     assert!(err.contains("baton order list --ready --explain"), "{err}");
 
     approve(&p, "wo_1");
@@ -112,7 +131,10 @@ fn a_declined_order_holds_what_waits_on_it_until_its_sender_proceeds() {
         Some("planner"),
         &["show", planner.last().unwrap()["id"].as_str().unwrap()],
     );
-    assert!(notice.contains("wo_2") && notice.contains("declined"), "{notice}");
+    assert!(
+        notice.contains("wo_2") && notice.contains("declined"),
+        "{notice}"
+    );
     let queue = p.ok(None, &["queue"]);
     assert!(queue.contains("wo_2 is held"), "{queue}");
     let explained = p.json(None, &["order", "list", "--ready", "--explain"]);
@@ -142,8 +164,14 @@ fn an_after_that_cannot_be_waited_on_is_refused_naming_the_field() {
     let many: Vec<String> = (0..33).map(|i| format!("wo_{i}")).collect();
     for (after, says) in [
         (serde_json::json!(["wo_1", "wo_9"]), "/x-baton/after/1"),
-        (serde_json::json!(["wo_elsewhere"]), "is no order in this project"),
-        (serde_json::json!(["wo_2"]), "an order cannot wait on itself"),
+        (
+            serde_json::json!(["wo_elsewhere"]),
+            "is no order in this project",
+        ),
+        (
+            serde_json::json!(["wo_2"]),
+            "an order cannot wait on itself",
+        ),
         (serde_json::json!(["wo_1", "wo_1"]), "is named twice"),
         (serde_json::json!(many), "B11 /x-baton/after/32"),
         (serde_json::json!("wo_1"), "B8 /x-baton/after"),
@@ -161,5 +189,8 @@ fn an_after_that_cannot_be_waited_on_is_refused_naming_the_field() {
     let doc = waiting("wo_2", "impl-2", serde_json::json!(["wo_3"]));
     let path = json_file(&p, "wo_2.json", &doc);
     let err = refused(&p, Some("planner"), &["order", "create", &path], 3);
-    assert!(err.contains("is declined: it will never be approved"), "{err}");
+    assert!(
+        err.contains("is declined: it will never be approved"),
+        "{err}"
+    );
 }
