@@ -124,7 +124,10 @@ pub(crate) async fn an_order_is_offered_once_every_order_it_waits_on_is_approved
     approve(store, "exec-1", "wo_2").await;
     let offered = store.order("wo_3").await.unwrap().unwrap();
     assert_eq!((offered.status, offered.seq), (OrderStatus::Offered, 2));
-    assert_eq!(inbox(store, "exec-2").await, [offered.message.clone()]);
+    assert_eq!(
+        inbox(store, "exec-2").await,
+        std::slice::from_ref(&offered.message)
+    );
     assert_eq!(ready(store).await, ["wo_3"]);
     assert!(store.waits(&["wo_3".to_owned()]).await.unwrap().is_empty());
     assert_eq!(
