@@ -13,6 +13,23 @@ use baton_store::{DEFAULT_BUSY_TIMEOUT, OrderQuery, Store, StoreError, Window};
 use crate::orders::{FAR, order_doc, report_of, topic};
 use crate::{Backend, cast, ids, name, refused};
 
+/// This family's stories, each run on every backend by `every_backend!` (`main.rs`).
+macro_rules! stories {
+    ($attrs:tt $backend:ty) => {
+        crate::on_backend!($attrs $backend; after;
+            stores: [
+                an_order_is_offered_once_every_order_it_waits_on_is_approved,
+                an_after_naming_what_cannot_be_waited_on_is_refused,
+                an_order_waited_on_that_ends_unapproved_holds_and_tells_the_sender,
+            ];
+            backends: [
+                waits_replay_to_the_same_rows,
+            ];
+        );
+    };
+}
+pub(crate) use stories;
+
 /// An order from the planner to `to` that waits on `after`.
 fn waiting_doc(id: &str, to: &str, after: &[&str]) -> Payload {
     let mut doc = serde_json::Value::Object(order_doc(id, "planner", to, FAR).object().clone());
