@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
+use baton_core::after::Wait;
 use baton_core::awl::{
     DocumentKind, Environment, Finding, has_invalid, order_findings, report_findings,
 };
-use baton_core::order::{self, Order, OrderAction, OrderRequest, newest_report};
+use baton_core::order::{self, Order, OrderAction, OrderRequest, OrderStatus, newest_report};
 use baton_core::refusal::Document;
 use baton_core::{Event, Field, Passname, Payload, Record, Refusal, Topic};
 use baton_store::{OrderQuery, OrderWritten};
@@ -19,13 +20,25 @@ use crate::{App, Result, wait};
 #[derive(Debug, Clone)]
 pub enum OrderStep {
     Accept,
-    Decline { reason: Option<String> },
+    Decline {
+        reason: Option<String>,
+    },
     Start,
-    Report { document: Value },
-    Answer { text: String },
+    Report {
+        document: Value,
+    },
+    Answer {
+        text: String,
+    },
     Approve,
-    Rework { reason: String },
-    Cancel { reason: Option<String> },
+    Rework {
+        reason: String,
+    },
+    Cancel {
+        reason: Option<String>,
+    },
+    /// A held order's sender goes on without what ended unapproved.
+    Proceed,
 }
 
 /// An order as read: where it stands, its document, its steps and the newest report
@@ -38,6 +51,8 @@ pub struct OrderView {
     pub report: Option<Value>,
     /// What the gateway forwarded and held for it.
     pub effects: baton_core::effect::Effects,
+    /// What it still waits on, when it is not offered yet.
+    pub waits: Vec<Wait>,
 }
 
 impl App {
@@ -178,6 +193,8 @@ impl App {
             }
             OrderStep::Rework { reason } => OrderRequest::Rework { reason },
             OrderStep::Cancel { reason } => OrderRequest::Cancel { reason },
+            // What it goes on without is the store's to read, in the step's transaction.
+            OrderStep::Proceed => OrderRequest::Proceed { after: Vec::new() },
         };
         let expected = expect_seq.unwrap_or(order.seq);
         self.store().order_step(me, id, expected, request).await
@@ -200,13 +217,79 @@ impl App {
         let events = self.store().order_events_since(&order.id, 0).await?;
         let report = newest_report(&events);
         let effects = self.store().effects(&order.id).await?;
+        let waits = self
+            .waits(std::slice::from_ref(&order))
+            .await?
+            .pop()
+            .unwrap_or_default();
         Ok(OrderView {
             order,
             document,
             events,
             report,
             effects,
+            waits,
         })
+    }
+
+    /// What each of `orders` still waits on (nothing for one offered or past), each with
+    /// its status now, in the same order.
+    pub async fn waits(&self, orders: &[Order]) -> Result<Vec<Vec<Wait>>> {
+        let ids: Vec<String> = orders
+            .iter()
+            .filter(|o| matches!(o.status, OrderStatus::Waiting | OrderStatus::Held))
+            .map(|o| o.id.clone())
+            .collect();
+        let rows = if ids.is_empty() {
+            Vec::new()
+        } else {
+            self.store().waits(&ids).await?
+        };
+        let now = self.now();
+        Ok(orders
+            .iter()
+            .map(|o| {
+                rows.iter()
+                    .filter(|(id, _)| *id == o.id)
+                    .map(|(_, on)| Wait::of(on, now))
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// The orders offered and not yet taken that `party` is party to (every one without
+    /// one), oldest first: ready, as nothing they waited on is pending. With `explain`,
+    /// also the open orders not offered yet, each with what it waits on.
+    pub async fn ready_orders(
+        &self,
+        party: Option<&Passname>,
+        explain: bool,
+    ) -> Result<(Vec<Order>, Option<Vec<(Order, Vec<Wait>)>>)> {
+        let now = self.now();
+        let query = |only: Vec<OrderStatus>| OrderQuery {
+            party: party.map(Passname::to_string),
+            only,
+            ..OrderQuery::default()
+        };
+        let ready: Vec<Order> = self
+            .store()
+            .orders(&query(vec![OrderStatus::Offered]))
+            .await?
+            .into_iter()
+            .filter(|o| o.status_at(now) == OrderStatus::Offered)
+            .collect();
+        if !explain {
+            return Ok((ready, None));
+        }
+        let waiting: Vec<Order> = self
+            .store()
+            .orders(&query(vec![OrderStatus::Waiting, OrderStatus::Held]))
+            .await?
+            .into_iter()
+            .filter(|o| !o.status_at(now).is_terminal())
+            .collect();
+        let waits = self.waits(&waiting).await?;
+        Ok((ready, Some(waiting.into_iter().zip(waits).collect())))
     }
 
     /// The open orders `party` is party to (every order without one), oldest first;
@@ -215,7 +298,7 @@ impl App {
         let query = OrderQuery {
             party: party.map(Passname::to_string),
             closed: all,
-            closed_since: None,
+            ..OrderQuery::default()
         };
         let now = self.now();
         Ok(self

@@ -112,11 +112,23 @@ impl App {
                 });
             }
         }
-        for o in &open {
-            let status = o.status_at(now);
+        // What the waiting orders wait on: a held one is its sender's decision.
+        let waits = self.waits(&open).await?;
+        for (o, waits) in open.iter().zip(&waits) {
+            let status = baton_core::after::status_at(o, waits, now);
+            let ended: Vec<String> = waits
+                .iter()
+                .filter(|w| w.failed())
+                .map(ToString::to_string)
+                .collect();
+            let held = format!(
+                "is held as {} ended unapproved, for its sender to proceed or cancel",
+                ended.join(", ")
+            );
             let waiting = match status {
                 OrderStatus::Submitted => Some("waits for its owner's approval"),
                 OrderStatus::Blocked => Some("waits for an answer to its question"),
+                OrderStatus::Held => Some(held.as_str()),
                 _ => None,
             };
             if let Some(what) = waiting {

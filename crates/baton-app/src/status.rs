@@ -27,7 +27,9 @@ pub const RECENT_MS: i64 = 3_600_000;
 const ATTEMPTS: usize = 5;
 
 /// The order statuses in lifecycle order: the board's columns.
-const ORDER_STATUSES: [OrderStatus; 9] = [
+const ORDER_STATUSES: [OrderStatus; 11] = [
+    OrderStatus::Waiting,
+    OrderStatus::Held,
     OrderStatus::Offered,
     OrderStatus::Accepted,
     OrderStatus::Working,
@@ -228,8 +230,10 @@ impl App {
             closed_since: Some(since),
             ..OrderQuery::default()
         };
-        for o in self.store().orders(&recent).await? {
-            let status = o.status_at(now);
+        let listed = self.store().orders(&recent).await?;
+        let waits = self.waits(&listed).await?;
+        for (o, waits) in listed.into_iter().zip(waits) {
+            let status = baton_core::after::status_at(&o, &waits, now);
             if status.is_terminal() && o.updated_at < now - RECENT_MS {
                 continue;
             }
@@ -247,7 +251,7 @@ impl App {
             }
             let effects = self.store().effects(&o.id).await?;
             let item = BoardOrder {
-                order: OrderRow::new(&o, now),
+                order: OrderRow::waiting(&o, &waits, now),
                 effects: EffectRow::all(&effects),
             };
             match orders.iter_mut().find(|g| g.status == status) {

@@ -317,6 +317,8 @@ pub fn for_order(request: &OrderRequest) -> Option<Power> {
         OrderRequest::Answer { .. } | OrderRequest::Approve | OrderRequest::Rework { .. } => {
             Some(Power::Approve)
         }
+        // Going on offers the order to its worker, as creating it did.
+        OrderRequest::Proceed { .. } => Some(Power::Request),
         OrderRequest::Decline { .. } | OrderRequest::Cancel { .. } => None,
     }
 }

@@ -7,6 +7,7 @@
 //! facts it needs as arguments, so it is tested as data. Storage lives in `baton-store`,
 //! the terminal in `baton`.
 
+pub mod after;
 pub mod authority;
 pub mod awl;
 pub mod delivery;

@@ -433,6 +433,7 @@ mod tests {
                 attempt: None,
                 report: None,
                 findings: Vec::new(),
+                after: Vec::new(),
             })))
         };
         let mut r = Replay::default();

@@ -39,6 +39,10 @@ use crate::time::Millis;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OrderStatus {
+    /// Waits on other orders (its contract's `after`) to be approved: not yet offered.
+    Waiting,
+    /// One it waited on ended without approval: its sender decides (proceed or cancel).
+    Held,
     /// Sent to its worker, not yet taken.
     Offered,
     /// The worker took responsibility; work has not started.
@@ -56,7 +60,9 @@ pub enum OrderStatus {
 }
 
 impl OrderStatus {
-    pub const ALL: [OrderStatus; 9] = [
+    pub const ALL: [OrderStatus; 11] = [
+        Self::Waiting,
+        Self::Held,
         Self::Offered,
         Self::Accepted,
         Self::Working,
@@ -70,6 +76,8 @@ impl OrderStatus {
 
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Waiting => "waiting",
+            Self::Held => "held",
             Self::Offered => "offered",
             Self::Accepted => "accepted",
             Self::Working => "working",
@@ -121,8 +129,15 @@ pub enum OrderAction {
     Approve,
     Rework,
     Cancel,
+    /// The sender's decision on a held order: stop waiting on what ended unapproved, and
+    /// go on waiting for the rest (offered at once when nothing is left).
+    Proceed,
     /// Baton's own step: a report broke a limit. No command takes it.
     Expire,
+    /// Baton's own step: the last order a waiting one waited on was approved.
+    Release,
+    /// Baton's own step: an order a waiting one waited on ended without approval.
+    Hold,
 }
 
 /// Who may take an action.
@@ -137,7 +152,7 @@ pub enum Role {
 }
 
 impl OrderAction {
-    pub const ALL: [OrderAction; 11] = [
+    pub const ALL: [OrderAction; 14] = [
         Self::Accept,
         Self::Decline,
         Self::Start,
@@ -148,7 +163,10 @@ impl OrderAction {
         Self::Approve,
         Self::Rework,
         Self::Cancel,
+        Self::Proceed,
         Self::Expire,
+        Self::Release,
+        Self::Hold,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -163,7 +181,10 @@ impl OrderAction {
             Self::Approve => "approve",
             Self::Rework => "rework",
             Self::Cancel => "cancel",
+            Self::Proceed => "proceed",
             Self::Expire => "expire",
+            Self::Release => "release",
+            Self::Hold => "hold",
         }
     }
 
@@ -183,8 +204,10 @@ impl OrderAction {
             | Self::ReportDone
             | Self::ReportFailed
             | Self::ReportBlocked => Role::Worker,
-            Self::Answer | Self::Approve | Self::Rework | Self::Cancel => Role::Manager,
-            Self::Expire => Role::Desk,
+            Self::Answer | Self::Approve | Self::Rework | Self::Cancel | Self::Proceed => {
+                Role::Manager
+            }
+            Self::Expire | Self::Release | Self::Hold => Role::Desk,
         }
     }
 }
@@ -213,6 +236,9 @@ fn next_status(status: OrderStatus, action: OrderAction) -> Option<OrderStatus> 
         (S::Blocked, A::Answer) => Some(S::Working),
         (S::Submitted, A::Approve) => Some(S::Approved),
         (S::Submitted, A::Rework) => Some(S::Working),
+        (S::Waiting, A::Release) => Some(S::Offered),
+        (S::Waiting, A::Hold) => Some(S::Held),
+        (S::Held, A::Proceed) => Some(S::Waiting),
         _ => None,
     }
 }
@@ -228,6 +254,9 @@ pub fn transition(
         blocker: match (status, action.command()) {
             (OrderStatus::Expired, _) => Some(Blocker::Expired),
             (OrderStatus::Offered, "start" | "report") => Some(Blocker::AcceptFirst),
+            (OrderStatus::Waiting | OrderStatus::Held, _) if action.role() == Role::Worker => {
+                Some(Blocker::NotOffered)
+            }
             (OrderStatus::Blocked, "report") => Some(Blocker::AnswerFirst),
             _ => None,
         },
@@ -299,6 +328,10 @@ pub struct Created {
     pub deadline: Option<String>,
     /// The request message that carries the document.
     pub message: String,
+    /// The orders it waits on (its contract's `after`, less those already approved): it
+    /// starts `waiting` when there are any, else `offered`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
 }
 
 impl Created {
@@ -320,6 +353,7 @@ impl Created {
             goal: text("goal").unwrap_or_default(),
             deadline: text("deadline"),
             message,
+            after: Vec::new(),
         })
     }
 }
@@ -346,6 +380,10 @@ pub struct Step {
     /// On a report or an expiry: the `limit` findings recorded with it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// On a hold: the orders waited on that ended unapproved; on a proceed: the orders no
+    /// longer waited on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
 }
 
 impl OrderChange {
@@ -452,7 +490,11 @@ pub fn fold(
             deadline: c.deadline.clone(),
             deadline_at: c.deadline.as_deref().and_then(stamp::instant),
             message: c.message.clone(),
-            status: OrderStatus::Offered,
+            status: if c.after.is_empty() {
+                OrderStatus::Offered
+            } else {
+                OrderStatus::Waiting
+            },
             seq: c.seq,
             attempt: 0,
             log_seq,
@@ -517,6 +559,11 @@ pub enum OrderRequest {
     Cancel {
         reason: Option<String>,
     },
+    /// A held order's sender goes on without what ended unapproved (`after` is the
+    /// orders dropped, filled in by [`crate::after::plan`]).
+    Proceed {
+        after: Vec<String>,
+    },
 }
 
 impl OrderRequest {
@@ -531,6 +578,7 @@ impl OrderRequest {
             Self::Approve => "approve",
             Self::Rework { .. } => "rework",
             Self::Cancel { .. } => "cancel",
+            Self::Proceed { .. } => "proceed",
         }
     }
 }
@@ -541,6 +589,11 @@ fn required(text: &str, field: Field) -> Result<String, Refusal> {
         return Err(Refusal::Missing(field));
     }
     Ok(text.to_owned())
+}
+
+/// A proceed's note: what the order no longer waits on.
+fn dropped_note(after: &[String]) -> Option<String> {
+    (!after.is_empty()).then(|| format!("goes on without {}", after.join(", ")))
 }
 
 fn optional(text: Option<String>) -> Option<String> {
@@ -565,6 +618,7 @@ fn next_step<'a>(
         attempt: None,
         report: None,
         findings: Vec::new(),
+        after: Vec::new(),
     });
     *status = next;
     Ok(steps.last_mut().expect("a step was just pushed"))
@@ -591,6 +645,10 @@ pub fn plan(
             seq: order.seq,
         });
     }
+    let request_after = match &request {
+        OrderRequest::Proceed { after } => after.clone(),
+        _ => Vec::new(),
+    };
     let (action, note, report) = match request {
         OrderRequest::Accept => (A::Accept, None, None),
         OrderRequest::Decline { reason } => (A::Decline, optional(reason), None),
@@ -603,6 +661,7 @@ pub fn plan(
             None,
         ),
         OrderRequest::Cancel { reason } => (A::Cancel, optional(reason), None),
+        OrderRequest::Proceed { after } => (A::Proceed, dropped_note(&after), None),
         OrderRequest::Report { report, findings } => {
             if has_invalid(&findings) {
                 return Err(Refusal::Findings {
@@ -651,7 +710,9 @@ pub fn plan(
     let mut steps = Vec::new();
     match report {
         None => {
-            next_step(order, &mut steps, &mut status, action)?.note = note;
+            let step = next_step(order, &mut steps, &mut status, action)?;
+            step.note = note;
+            step.after = request_after;
         }
         Some((report, findings)) => {
             if status == OrderStatus::Accepted {
@@ -766,7 +827,11 @@ pub fn follow_request(order: &Order, env: &Envelope) -> Result<Vec<Change>, Refu
 fn follow_worker(order: &Order, env: &Envelope, worker: &Passname) -> Result<Vec<Change>, Refusal> {
     let mut actions: Vec<(DeliveryAction, Option<String>)> = Vec::new();
     let mut status = env.status_for(worker).unwrap_or(DeliveryStatus::Pending);
-    if status == DeliveryStatus::Pending && order.status != OrderStatus::Offered {
+    let offered = matches!(
+        order.status,
+        OrderStatus::Offered | OrderStatus::Waiting | OrderStatus::Held
+    );
+    if status == DeliveryStatus::Pending && !offered {
         actions.push((DeliveryAction::Fetch, None));
         status = DeliveryStatus::Delivered;
     }
@@ -817,8 +882,13 @@ mod tests {
         (S::Blocked, A::Answer, S::Working),
         (S::Submitted, A::Approve, S::Approved),
         (S::Submitted, A::Rework, S::Working),
+        (S::Waiting, A::Release, S::Offered),
+        (S::Waiting, A::Hold, S::Held),
+        (S::Held, A::Proceed, S::Waiting),
     ];
-    const OPEN: [S; 5] = [
+    const OPEN: [S; 7] = [
+        S::Waiting,
+        S::Held,
         S::Offered,
         S::Accepted,
         S::Working,
@@ -891,7 +961,10 @@ mod tests {
             (A::Approve, [false, true, false, false]),
             (A::Rework, [false, true, false, false]),
             (A::Cancel, [false, true, false, false]),
+            (A::Proceed, [false, true, false, false]),
             (A::Expire, [false, false, false, false]),
+            (A::Release, [false, false, false, false]),
+            (A::Hold, [false, false, false, false]),
         ];
         for (action, want) in rows {
             let got = ["impl-1", "planner", "owner", "impl-2"].map(|who| o.may(who, *action));

@@ -267,6 +267,8 @@ pub enum Blocker {
     AcceptFirst,
     /// The order's question needs an answer first.
     AnswerFirst,
+    /// The order waits on other orders: it is not offered yet.
+    NotOffered,
 }
 
 /// A refused lifecycle step: what was asked, where things stand, and what may be done.
@@ -328,6 +330,7 @@ pub fn blocker_text(b: Blocker) -> &'static str {
         Blocker::Expired => "its deadline passed or a report broke a limit",
         Blocker::AcceptFirst => "accept it first",
         Blocker::AnswerFirst => "its question needs an answer first",
+        Blocker::NotOffered => "it waits on other orders and is not offered yet",
     }
 }
 
@@ -691,6 +694,22 @@ pub enum Refusal {
         what: fixed::Word,
     },
 
+    // ---- orders that wait on orders (`crate::after`) ----
+    /// An order's `x-baton.after` names an order it cannot wait on: nothing was stored.
+    #[error("x-baton.after[{index}] names order {order:?}, which {problem}: nothing was stored")]
+    After {
+        index: usize,
+        order: String,
+        problem: crate::after::Problem,
+    },
+    /// A worker's step on an order that is not offered yet: it waits on `on`.
+    #[error("order {order} is {}: it waits on {}", if *held { "held" } else { "waiting" }, on.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
+    Waits {
+        order: String,
+        held: bool,
+        on: Vec<crate::after::Wait>,
+    },
+
     // ---- reservations (`crate::reservation`) ----
     /// Another's live reservation stands in the way of every glob named: nothing was
     /// reserved. Retryable: it may lapse or be released.
@@ -824,7 +843,8 @@ impl Refusal {
                 problem:
                     crate::pool::ClaimProblem::NotPooled | crate::pool::ClaimProblem::Own { .. },
                 ..
-            } => K::Invalid,
+            }
+            | Self::After { .. } => K::Invalid,
             Self::Beyond { .. }
             | Self::Unwilling { .. }
             | Self::OwnWork { .. }
@@ -858,7 +878,8 @@ impl Refusal {
             | Self::Claim {
                 problem: crate::pool::ClaimProblem::Taken { .. } | crate::pool::ClaimProblem::Closed,
                 ..
-            } => K::Conflict,
+            }
+            | Self::Waits { .. } => K::Conflict,
         }
     }
 

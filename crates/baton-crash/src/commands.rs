@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::process::{Baton, Killed, XorShift, copy_dir, kill_loop};
 use crate::{Counter, Options, Tally, check};
 
+mod after;
 mod pools;
 mod reservations;
 
@@ -109,6 +110,13 @@ pub const SCENARIOS: &[Scenario] = &[
         script: reservations::BYPASS_LOOP,
         delay: Some((20, 2500)),
         check: reservations::check_bypass,
+    },
+    Scenario {
+        name: "order-after",
+        prepare: after::pairs,
+        script: after::AFTER_LOOP,
+        delay: Some((20, 4000)),
+        check: after::check_after,
     },
 ];
 

@@ -23,7 +23,7 @@ struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// Only this command: send, complete, order-steps, approve, state-render,
-    /// receipt-write, run-exit, import, reserve-release, claim-next, guard-record,
+    /// receipt-write, run-exit, import, reserve-release, claim-next, guard-record, order-after,
     /// serve-sqlite, serve-postgres.
     #[arg(long, value_name = "CMD")]
     only: Option<String>,

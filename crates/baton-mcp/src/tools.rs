@@ -444,7 +444,7 @@ mod tests {
         described(
             &tools,
             "order",
-            r#""enum":["create","accept","decline","start","report","answer","approve","rework","cancel"]"#,
+            r#""enum":["create","accept","decline","start","report","answer","approve","rework","cancel","proceed"]"#,
         );
         described(&tools, "order_show", &format!("\"maximum\":{most}"));
         // Each role's profile stays under its budget: what an agent of that role reads

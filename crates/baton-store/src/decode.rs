@@ -121,7 +121,8 @@ pub(crate) fn participant(row: &impl Columns) -> sqlx::Result<Participant> {
 
 /// The tables derived from the log, which a rebuild empties and replays into (the
 /// search index is the backend's own).
-pub(crate) const PROJECTIONS: [&str; 14] = [
+pub(crate) const PROJECTIONS: [&str; 15] = [
+    "order_waits",
     "metrics",
     "open_needs",
     "stuck_orders",

@@ -173,6 +173,10 @@ pub trait Tx: Send {
     async fn recent(&mut self, from: &Passname, draft: &Draft, since: Millis)
     -> Result<Vec<Prior>>;
     async fn order(&mut self, id: &str) -> Result<Option<Order>>;
+    /// What each of `orders` still waits on: `(order, the order it waits on)`.
+    async fn waits(&mut self, orders: &[String]) -> Result<Vec<(String, Order)>>;
+    /// The orders that still wait on `id`, oldest first.
+    async fn waiting_on(&mut self, id: &str) -> Result<Vec<Order>>;
     async fn run(&mut self, id: &str) -> Result<Option<Run>>;
     async fn key(&mut self, id: &str) -> Result<Option<Key>>;
     async fn webhook(&mut self, participant: &str) -> Result<Option<Webhook>>;
@@ -293,6 +297,8 @@ pub trait Backend: Send + Sync {
     async fn order(&self, id: &str) -> Result<Option<Order>>;
     /// Orders matching `query`, oldest first.
     async fn orders(&self, query: &OrderQuery) -> Result<Vec<Order>>;
+    /// What each of `orders` still waits on: `(order, the order it waits on)`, by order.
+    async fn waits(&self, orders: &[String]) -> Result<Vec<(String, Order)>>;
     /// The order's events whose own seq is after `after_seq`, oldest first.
     async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>>;
     /// Events after `after_seq`, oldest first, at most `limit`.

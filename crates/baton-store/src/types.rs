@@ -228,6 +228,8 @@ pub struct OrderQuery {
     pub closed: bool,
     /// With `closed`: only the closed orders whose last step was at or after this time.
     pub closed_since: Option<Millis>,
+    /// Only orders in these statuses as recorded (any, when empty).
+    pub only: Vec<baton_core::order::OrderStatus>,
 }
 
 /// An order after a write, and the events the write appended.

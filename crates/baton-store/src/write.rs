@@ -12,6 +12,7 @@
 use std::future::Future;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use baton_core::after::{self, Wait};
 use baton_core::authority::{self, Denied, Policy, Power};
 use baton_core::effect::{self, Call, Decision, Effects, Gate};
 use baton_core::event::LOCAL_OPERATOR;
@@ -19,14 +20,14 @@ use baton_core::gate::{self, GateChange};
 use baton_core::key::{self, Key, KeyChange};
 use baton_core::message::{self, duplicate_of};
 use baton_core::negotiation::{self, Negotiation, Spec};
-use baton_core::order::{self, OrderChange, OrderRequest};
+use baton_core::order::{self, OrderChange, OrderRequest, OrderStatus};
 use baton_core::pool;
 use baton_core::run::{self, RunChange};
 use baton_core::state::StateOp;
 use baton_core::webhook::{self, Webhook};
 use baton_core::{
-    Change, DeliveryStatus, Draft, Event, Millis, Participant, Passname, Payload, Record, Refusal,
-    Topic, delivery, participant,
+    Change, DeliveryStatus, Draft, Event, Field, MessageType, Millis, Participant, Passname,
+    Payload, Record, Refusal, Topic, delivery, participant,
 };
 
 use crate::{
@@ -390,6 +391,13 @@ impl Store {
             let mut tx = self.begin().await?;
             order::ensure_new(tx.order(&created.order).await?.as_ref(), &created.order)?;
             let at = now();
+            // The orders it waits on, as they stand now: read no more than the bound allows.
+            let named = after::named(&doc);
+            let mut found = Vec::new();
+            for name in named.iter().take(after::MAX_AFTER) {
+                found.push(tx.order(name).await?);
+            }
+            created.after = after::plan_offer(&created.order, &named, &found, at)?;
             let draft = Draft {
                 to,
                 kind: baton_core::MessageType::Request,
@@ -1008,7 +1016,14 @@ async fn step_in(
     let current = order::found(tx.order(id).await?, id)?;
     let mut powers: Vec<Power> = authority::for_order(&request).into_iter().collect();
     let approving = request == OrderRequest::Approve;
-    let steps = order::plan(&current, actor.as_str(), request, expected_seq, at)?;
+    let waits = waits_of(tx, &current, at).await?;
+    let steps = after::plan(&current, &waits, actor.as_str(), request, expected_seq, at)?;
+    // Who waits on this order, read before its end takes their edges away.
+    let waiting = if steps.iter().any(|s| s.status.is_terminal()) {
+        tx.waiting_on(id).await?
+    } else {
+        Vec::new()
+    };
     let effects = tx.effects(id).await?;
     let mut follow = Vec::new();
     if approving {
@@ -1049,7 +1064,69 @@ async fn step_in(
     for change in order::follow_request(&order, &request)? {
         tx.append(NewEvent::new(actor.as_str(), change, at)).await?;
     }
+    follow_waiting(tx, actor, &order, waiting, at).await?;
     Ok(OrderWritten { order, events })
+}
+
+/// What `order` still waits on, as it stands at `at` (nothing, once offered).
+async fn waits_of(tx: &mut dyn Tx, order: &order::Order, at: Millis) -> Result<Vec<Wait>> {
+    if !matches!(order.status, OrderStatus::Waiting | OrderStatus::Held) {
+        return Ok(Vec::new());
+    }
+    Ok(tx
+        .waits(std::slice::from_ref(&order.id))
+        .await?
+        .iter()
+        .map(|(_, o)| Wait::of(o, at))
+        .collect())
+}
+
+/// The orders `waiting` on `ended`, which a step just closed: each released or held
+/// (`after::follow`), in the step's transaction; the sender of one held is told why, in
+/// an `info` on the topic its order was offered on (unless it ended the order itself, or
+/// may not receive there: its queue shows the decision either way).
+async fn follow_waiting(
+    tx: &mut dyn Tx,
+    actor: &Passname,
+    ended: &order::Order,
+    waiting: Vec<order::Order>,
+    at: Millis,
+) -> Result<()> {
+    for dependent in waiting {
+        let rest = waits_of(tx, &dependent, at).await?;
+        for step in after::follow(ended, &[(dependent.clone(), rest)], at) {
+            let held = step.action == order::OrderAction::Hold;
+            let change = Change::Order(OrderChange::Stepped(Box::new(step)));
+            tx.append(NewEvent::new(actor.as_str(), change, at)).await?;
+            let Ok(sender) = Passname::new(&dependent.from) else {
+                continue;
+            };
+            if !held || sender == *actor {
+                continue;
+            }
+            let topic = carrier_topic(tx, &dependent).await?;
+            let recipient = registered(tx, sender.as_str()).await?;
+            if authority::deliverable(&recipient, MessageType::Info, &topic).is_err() {
+                continue;
+            }
+            let body = serde_json::json!({ "body": after::held_notice(&dependent, ended) });
+            let draft = Draft {
+                to: vec![sender],
+                kind: MessageType::Info,
+                topic,
+                reply_to: None,
+                payload: Payload::from_value(body, baton_core::message::DEFAULT_PAYLOAD_CAP)
+                    .map_err(|error| Refusal::Payload {
+                        field: Field::Body,
+                        error,
+                    })?,
+                idempotency_key: None,
+            };
+            // The step's authority covers its notice.
+            send_in(tx, actor, draft, 0, at, false).await?;
+        }
+    }
+    Ok(())
 }
 
 /// The topic of the request that carried `order`: the topic its authority is judged on.

@@ -18,7 +18,9 @@
 //! with the log; the row gives both packets' sizes). It asserts nothing about time. Run
 //! without `--bench` (as `cargo test --benches` does) it only checks that it works, on a
 //! small store of its own. `BATON_FLOOR_SIZES=10000` (comma-separated) times only those
-//! stores.
+//! stores. Orders that wait on orders: `order list --ready` on a chain of 1,000 orders
+//! (each waiting on the one before) beside its floor, and alternating with the same on a
+//! chain of 10: how much `--ready` grows with the orders.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -59,6 +61,8 @@ struct Scale {
     hooks: usize,
     /// Hook events of the one session the session store adds.
     session_hooks: usize,
+    /// Orders in the chain `order list --ready` is timed on.
+    chain: usize,
 }
 
 const FULL: Scale = Scale {
@@ -66,13 +70,17 @@ const FULL: Scale = Scale {
     runs: 30,
     hooks: 300,
     session_hooks: 10_000,
+    chain: 1000,
 };
 const SMOKE: Scale = Scale {
     sizes: &[400],
     runs: 2,
     hooks: 5,
     session_hooks: 200,
+    chain: 20,
 };
+/// The short chain the long one is compared with.
+const SHORT_CHAIN: usize = 10;
 /// Helpers the session starts (each with a start, a tool use and, for half, a stop).
 const SESSION_HELPERS: usize = 50;
 
@@ -182,6 +190,54 @@ fn main() {
             ),
         ));
     }
+    // Orders that wait on orders: what is ready on a long chain, beside its floor and
+    // against a short chain.
+    let chain = base.join(format!("floor-chain-{}", scale.chain));
+    let short = base.join(format!("floor-chain-{SHORT_CHAIN}"));
+    notes.push(format!(
+        "chains: {} and {SHORT_CHAIN} orders, each waiting on the one before",
+        prepare_chain(&exe, &chain, scale.chain)
+    ));
+    prepare_chain(&exe, &short, SHORT_CHAIN);
+    quiesce();
+    let bench = Bench {
+        exe: &exe,
+        project: &chain,
+        runs: scale.runs,
+        size: 0,
+    };
+    let ready = ["order", "list", "--ready"];
+    let mut row = bench.compare(
+        &format!("order list --ready ({})", scale.chain),
+        |_| args(&ready),
+        "SELECT data FROM orders WHERE status = 'offered' ORDER BY log_seq;",
+    );
+    row.extra = format!("{} orders, 1 ready", scale.chain);
+    table.push(row);
+    table.push(alternate(
+        &exe,
+        ("--ready, vs a chain of 10", &chain, 0),
+        &short,
+        &ready,
+        scale.runs,
+        format!(
+            "floor here: the same on a chain of {SHORT_CHAIN}, alternating · {} orders",
+            scale.chain
+        ),
+    ));
+    let explain = ["order", "list", "--ready", "--explain"];
+    let mut row = bench.compare(
+        &format!("--ready --explain ({})", scale.chain),
+        |_| args(&explain),
+        "SELECT o.data, a.data FROM orders o JOIN order_waits w ON w.order_id = o.id \
+         JOIN orders a ON a.id = w.after_id WHERE o.status IN ('waiting', 'held') \
+         ORDER BY o.log_seq;",
+    );
+    row.extra = format!(
+        "lists the {} waiting, each with what it waits on",
+        scale.chain - 1
+    );
+    table.push(row);
 
     println!(
         "baton floor bench: {} · {} runs of each command and of its floor, alternating, \
@@ -923,6 +979,52 @@ fn prepare_small(exe: &Path, project: &Path) -> i64 {
     }
     baton(exe, project, &["--as", ME, "inbox"]);
     sqlite_scalar(&db, "SELECT max(seq) FROM events;")
+}
+
+/// A store of `orders` Work Orders from the planner to impl-2, each but the first waiting
+/// on the one before (`x-baton.after`), made once through the store library; returns
+/// `orders`.
+fn prepare_chain(exe: &Path, project: &Path, orders: usize) -> usize {
+    let done = project.join("seeded");
+    let shape = format!("a chain of {orders}");
+    if std::fs::read_to_string(&done).ok().as_deref() == Some(shape.as_str()) {
+        return orders;
+    }
+    let _ = std::fs::remove_dir_all(project);
+    std::fs::create_dir_all(project).expect("store dir");
+    baton(exe, project, &["init"]);
+    for (name, role) in PARTICIPANTS {
+        baton(exe, project, &["agent", "add", name, "--role", role]);
+    }
+    let db = project.join(".baton/baton.db");
+    settle(async {
+        let store = Store::new(
+            SqliteStore::open(&db, Duration::from_secs(30))
+                .await
+                .expect("open the store"),
+        );
+        let planner = Passname::new("planner").expect("passname");
+        let fixture: serde_json::Value = serde_json::from_str(include_str!(
+            "../../baton-core/tests/fixtures/work-order.json"
+        ))
+        .expect("the shared Work Order");
+        for i in 1..=orders {
+            let mut doc = fixture.clone();
+            doc["id"] = format!("wo_{i}").into();
+            doc["to"] = "impl-2".into();
+            doc["deadline"] = "2999-01-01T00:00:00Z".into();
+            if i > 1 {
+                doc["x-baton"]["after"] = serde_json::json!([format!("wo_{}", i - 1)]);
+            }
+            let payload = Payload::from_value(doc, 1 << 20).expect("payload");
+            store
+                .create_order(&planner, Topic::new("work-order").expect("topic"), payload)
+                .await
+                .expect("an order of the chain");
+        }
+    });
+    std::fs::write(&done, &shape).expect("mark the store seeded");
+    orders
 }
 
 fn draft(to: &Passname, kind: MessageType, i: usize, reply_to: Option<String>) -> Draft {

@@ -1,5 +1,6 @@
 //! Work Orders: a row, its events, a step, the list and one order shown.
 
+use baton_core::after::{self, Wait};
 use baton_core::awl::Finding;
 use baton_core::order::{Order, OrderChange, OrderStatus, allowed};
 use baton_core::time::rfc3339;
@@ -32,11 +33,19 @@ pub struct OrderRow {
     pub findings: Vec<Finding>,
     pub created_at: String,
     pub updated_at: String,
+    /// What a waiting or held order still waits on, each with its status now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waits_on: Vec<Wait>,
 }
 
 impl OrderRow {
     pub fn new(o: &Order, now: Millis) -> Self {
-        let status = o.status_at(now);
+        Self::waiting(o, &[], now)
+    }
+
+    /// `o`, which still waits on `waits`: held, as read, when one of them ended unapproved.
+    pub fn waiting(o: &Order, waits: &[Wait], now: Millis) -> Self {
+        let status = after::status_at(o, waits, now);
         Self {
             id: o.id.clone(),
             status,
@@ -54,6 +63,7 @@ impl OrderRow {
             findings: o.findings.clone(),
             created_at: rfc3339(o.created_at),
             updated_at: rfc3339(o.updated_at),
+            waits_on: waits.to_vec(),
         }
     }
 }
@@ -110,6 +120,9 @@ impl OrderStepped {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Orders {
     pub items: Vec<OrderRow>,
+    /// With `explain`: the open orders not offered yet, each with what it waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Vec<OrderRow>>,
 }
 doc!(Orders, "baton/orders@1");
 
@@ -134,7 +147,7 @@ doc!(OrderShown, "baton/order@1");
 impl OrderShown {
     pub fn new(view: &crate::OrderView, now: Millis) -> Self {
         Self {
-            order: OrderRow::new(&view.order, now),
+            order: OrderRow::waiting(&view.order, &view.waits, now),
             document: view.document.clone(),
             report: view.report.clone(),
             events: EventRow::all(&view.events),

@@ -7,7 +7,7 @@ use baton_core::{Refusal, time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{GET, Needs, Operation, POST, The, Typed, Who, local, route, typed};
+use super::{GET, Needs, Operation, POST, The, Typed, Who, local, refused, route, typed};
 use crate::doc::{
     AgentAdded, AgentPolicy, Agents, Alerts, KeyIssued, KeyRevoked, KeyRow, Keys, OrderRow, Orders,
     ReceiptShown, RunDoc, Runs, SecurityEvents, State, WebhookSet, Webhooks,
@@ -447,6 +447,12 @@ pub struct OrdersInput {
     /// Closed or finished ones too.
     #[serde(default)]
     pub all: bool,
+    /// Only the orders ready to take: offered, nothing they wait on pending.
+    #[serde(default)]
+    pub ready: bool,
+    /// With `ready`: also the open orders not offered yet, and what each waits on.
+    #[serde(default)]
+    pub explain: bool,
 }
 
 pub struct OrderList;
@@ -466,10 +472,38 @@ impl Typed for OrderList {
     async fn run(app: &App, Who { actor, .. }: Who<'_>, input: OrdersInput) -> Result<Orders> {
         // A participant sees the orders it is party to; the machine's operator, all.
         let party = baton_core::Passname::new(actor).ok();
-        let orders = app.orders(party.as_ref(), input.all).await?;
         let now = app.now();
+        let stray = [
+            ("explain", input.explain && !input.ready, "give `ready` too"),
+            (
+                "all",
+                input.all && input.ready,
+                "a ready order is open: leave `all` out",
+            ),
+        ];
+        if let Some((name, _, fix)) = stray.iter().find(|(_, stray, _)| *stray) {
+            return Err(refused(Self::OP.name, format!("`{name}`: {fix}")));
+        }
+        if input.ready {
+            let (ready, waiting) = app.ready_orders(party.as_ref(), input.explain).await?;
+            return Ok(Orders {
+                items: ready.iter().map(|o| OrderRow::new(o, now)).collect(),
+                waiting: waiting.map(|w| {
+                    w.iter()
+                        .map(|(o, waits)| OrderRow::waiting(o, waits, now))
+                        .collect()
+                }),
+            });
+        }
+        let orders = app.orders(party.as_ref(), input.all).await?;
+        let waits = app.waits(&orders).await?;
         Ok(Orders {
-            items: orders.iter().map(|o| OrderRow::new(o, now)).collect(),
+            items: orders
+                .iter()
+                .zip(&waits)
+                .map(|(o, w)| OrderRow::waiting(o, w, now))
+                .collect(),
+            waiting: None,
         })
     }
 }

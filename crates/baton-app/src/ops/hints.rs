@@ -880,6 +880,46 @@ pub fn explain(r: &Refusal, about: Option<&str>) -> Explained {
                 .input("idempotency_key")
                 .text(" for a new message"),
         ),
+        Refusal::After {
+            index,
+            order,
+            problem,
+        } => Explained::said(
+            Words::default()
+                .at(Field::Document, &format!("/x-baton/after/{index}"))
+                .text(format!(
+                    " names order {order:?}, which {problem}; nothing was stored"
+                )),
+        )
+        .hinted(
+            Semicolon,
+            say("name orders of this project that may still be approved (")
+                .run(of::<OrderList>().with("all", Arg::Yes))
+                .text(" lists them), then ")
+                .again(of::<OrderTake>()),
+        ),
+        Refusal::Waits { order, held, .. } => Explained::plain(r).hinted(
+            Semicolon,
+            if *held {
+                say("its sender decides: go on without what ended with ")
+                    .run(step(
+                        Action::Order(baton_core::order::OrderAction::Proceed),
+                        Arg::Is(order.clone()),
+                    ))
+                    .text(", or ")
+                    .run(step(
+                        Action::Order(baton_core::order::OrderAction::Cancel),
+                        Arg::Is(order.clone()),
+                    ))
+            } else {
+                say("it is offered once each is approved; see what waits on what with ")
+                    .run(
+                        of::<OrderList>()
+                            .with("ready", Arg::Yes)
+                            .with("explain", Arg::Yes),
+                    )
+            },
+        ),
         Refusal::Moved { order, .. } => Explained::plain(r).hinted(
             Semicolon,
             say("read it again with ")
@@ -1519,7 +1559,28 @@ fn after(r: &Refusal) -> Option<Refusal> {
             pool: baton_core::pool::Pool::of_role("executor"),
             topic: None,
         },
-        Refusal::NothingReady { .. } => return None,
+                Refusal::NothingReady { .. } => Refusal::After {
+            index: 1,
+            order: s("wo_9"),
+            problem: baton_core::after::Problem::Unknown,
+        },
+        Refusal::After { .. } => Refusal::Waits {
+            order: s("wo_2"),
+            held: false,
+            on: vec![baton_core::after::Wait {
+                order: s("wo_1"),
+                status: OrderStatus::Submitted,
+            }],
+        },
+        Refusal::Waits { held: false, .. } => Refusal::Waits {
+            order: s("wo_2"),
+            held: true,
+            on: vec![baton_core::after::Wait {
+                order: s("wo_1"),
+                status: OrderStatus::Cancelled,
+            }],
+        },
+        Refusal::Waits { .. } => return None,
     })
 }
 
@@ -1571,7 +1632,7 @@ mod tests {
             all.iter().map(std::mem::discriminant).collect();
         // As many as `Refusal` has. A new variant does not compile until `after` has an
         // arm for it; counting it here fails until the chain reaches its sample.
-        assert_eq!(variants.len(), 78, "variants sampled");
+        assert_eq!(variants.len(), 80, "variants sampled");
     }
 
     /// The neutral spelling: fields and inputs by name, operations by their words.

@@ -52,6 +52,7 @@ pub enum OrderVerb {
     Approve,
     Rework,
     Cancel,
+    Proceed,
 }
 
 impl OrderVerb {
@@ -66,6 +67,7 @@ impl OrderVerb {
             Self::Approve => "approve",
             Self::Rework => "rework",
             Self::Cancel => "cancel",
+            Self::Proceed => "proceed",
         }
     }
 }
@@ -169,6 +171,7 @@ impl OrderInput {
             V::Cancel => Step::On(OrderStep::Cancel {
                 reason: self.reason.clone(),
             }),
+            V::Proceed => Step::On(OrderStep::Proceed),
         };
         if verb != V::Create && self.id.is_none() {
             return Err(format!("`id`: `{}` needs the order's id", verb.as_str()));
@@ -213,7 +216,13 @@ impl Typed for OrderTake {
             (Some(id), Step::On(step)) => app.take_step(&me, &id, expect_seq, step).await?,
             (None, Step::On(_)) => unreachable!("a step on an order names it"),
         };
-        Ok(OrderStepped::new(&written, app.now()))
+        let now = app.now();
+        let mut stepped = OrderStepped::new(&written, now);
+        let waits = app.waits(std::slice::from_ref(&written.order)).await?;
+        if let Some(waits) = waits.first().filter(|w| !w.is_empty()) {
+            stepped.order = crate::doc::OrderRow::waiting(&written.order, waits, now);
+        }
+        Ok(stepped)
     }
 }
 

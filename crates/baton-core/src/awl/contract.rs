@@ -14,6 +14,7 @@
 //! | B8 | an `x-baton` block of the wrong shape (unknown fields, wrong types) |
 //! | B9 | a contract field the project requires (`contract = "required"`) is missing |
 //! | B10 | a placeholder left from `baton handoff new` (a string starting `<fill in:`) |
+//! | B11 | an `after` past its bound, with an empty entry, a repeat, or the order itself |
 //!
 //! Checks that need the world (B2, B3) ask an [`Environment`]; one that cannot tell
 //! ([`NoEnvironment`]) leaves them unchecked rather than guessing.
@@ -132,6 +133,8 @@ pub struct Contract {
     pub acceptance: Option<Acceptance>,
     pub stop_when: Option<Vec<String>>,
     pub decision: Option<ContractDecision>,
+    /// The orders this one waits on (`crate::after`).
+    pub after: Option<Vec<String>>,
 }
 
 impl Contract {
@@ -221,6 +224,7 @@ const ORDER_SHAPE: Shape = Shape::Object(
             Shape::Object(&[("owner", Shape::Text), ("reviewers", Shape::Texts)], &[]),
         ),
         ("stop_when", Shape::Texts),
+        ("after", Shape::Texts),
         (
             "decision",
             Shape::Object(
@@ -563,6 +567,7 @@ pub fn check_order_contract(order: &Value, env: &dyn Environment) -> Vec<Finding
         return out;
     };
     out.extend(shape(block, &ORDER_SHAPE, "/x-baton"));
+    out.extend(crate::after::findings(order));
     let implementer = order.get("to").and_then(Value::as_str);
     if let (Some(owner), Some(to)) = (text_at(block, &["acceptance", "owner"]), implementer)
         && owner.trim() == to.trim()

@@ -168,7 +168,10 @@ pub(super) async fn inbox(
         "SELECT m.id FROM deliveries d \
          JOIN messages m ON m.project = d.project AND m.id = d.message_id \
          WHERE d.project = $1 AND d.participant = $2 \
-         AND d.status IN ('pending', 'delivered') AND m.seq > $3 ORDER BY m.seq LIMIT $4"
+         AND d.status IN ('pending', 'delivered') AND m.seq > $3 \
+         AND NOT EXISTS (SELECT 1 FROM order_waits w \
+             WHERE w.project = d.project AND w.message_id = d.message_id) \
+         ORDER BY m.seq LIMIT $4"
     };
     list(conn, project, sql, who, window).await
 }
@@ -183,12 +186,16 @@ pub(super) async fn owed(
     counted(
         conn,
         project,
-        "SELECT count(*) FROM deliveries \
-         WHERE project = $1 AND participant = $2 AND status IN ('pending', 'delivered')",
+        "SELECT count(*) FROM deliveries d \
+         WHERE project = $1 AND participant = $2 AND status IN ('pending', 'delivered') \
+         AND NOT EXISTS (SELECT 1 FROM order_waits w \
+             WHERE w.project = d.project AND w.message_id = d.message_id)",
         "SELECT m.id FROM deliveries d \
          JOIN messages m ON m.project = d.project AND m.id = d.message_id \
          WHERE d.project = $1 AND d.participant = $2 \
          AND d.status IN ('pending', 'delivered') \
+         AND NOT EXISTS (SELECT 1 FROM order_waits w \
+             WHERE w.project = d.project AND w.message_id = d.message_id) \
          ORDER BY m.type != 'request', m.seq LIMIT $3",
         who,
         limit,

@@ -670,6 +670,13 @@ impl Backend for PostgresStore {
             .map_err(|e| self.err(e))
     }
 
+    async fn waits(&self, ids: &[String]) -> Result<Vec<(String, Order)>> {
+        let mut conn = self.conn().await?;
+        orders::waits(&mut conn, self.project, ids)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
     async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>> {
         orders::events_since(self.pool().await?, self.project, id, after_seq)
             .await
@@ -811,6 +818,16 @@ impl Tx for PostgresTx {
 
     async fn order(&mut self, id: &str) -> Result<Option<Order>> {
         let result = orders::load(&mut self.tx, self.project, id).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn waits(&mut self, ids: &[String]) -> Result<Vec<(String, Order)>> {
+        let result = orders::waits(&mut self.tx, self.project, ids).await;
+        result.map_err(|e| self.err(e))
+    }
+
+    async fn waiting_on(&mut self, id: &str) -> Result<Vec<Order>> {
+        let result = orders::waiting_on(&mut self.tx, self.project, id).await;
         result.map_err(|e| self.err(e))
     }
 

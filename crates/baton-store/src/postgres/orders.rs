@@ -1,7 +1,8 @@
 //! The order lifecycle in PostgreSQL: the `orders` projection, each row the fold of its
 //! order's `order.changed` events (`baton_core::order::fold`), kept whole as JSON, keyed by
-//! project.
+//! project, and `order_waits`, the orders each still waits on (`baton_core::after::edits`).
 
+use baton_core::after::{self, WaitEdit};
 use baton_core::order::{self, Order, OrderChange};
 use baton_core::{Change, Event};
 use sqlx::postgres::{PgConnection, PgPool};
@@ -34,7 +35,102 @@ async fn apply(
     if let Some(order) = order::fold(current, change, event.seq, event.at) {
         save(conn, project, &order).await?;
     }
+    for edit in after::edits(change) {
+        edit_waits(conn, project, &edit).await?;
+    }
     Ok(())
+}
+
+async fn edit_waits(conn: &mut PgConnection, project: i64, edit: &WaitEdit) -> sqlx::Result<()> {
+    match edit {
+        WaitEdit::Add {
+            order,
+            message,
+            after,
+        } => {
+            for a in after {
+                sqlx::query(
+                    "INSERT INTO order_waits (project, order_id, after_id, message_id) \
+                     VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                )
+                .bind(project)
+                .bind(order)
+                .bind(a)
+                .bind(message)
+                .execute(&mut *conn)
+                .await?;
+            }
+        }
+        WaitEdit::Satisfied { after } => {
+            sqlx::query("DELETE FROM order_waits WHERE project = $1 AND after_id = $2")
+                .bind(project)
+                .bind(after)
+                .execute(&mut *conn)
+                .await?;
+        }
+        WaitEdit::Drop { order, after } => {
+            sqlx::query(
+                "DELETE FROM order_waits WHERE project = $1 AND order_id = $2 \
+                 AND after_id = ANY($3)",
+            )
+            .bind(project)
+            .bind(order)
+            .bind(after)
+            .execute(&mut *conn)
+            .await?;
+        }
+        WaitEdit::Clear { order } => {
+            sqlx::query("DELETE FROM order_waits WHERE project = $1 AND order_id = $2")
+                .bind(project)
+                .bind(order)
+                .execute(&mut *conn)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// What each of `orders` still waits on: `(order, the order it waits on)`, by order and
+/// then in the order they were offered.
+pub(super) async fn waits(
+    conn: &mut PgConnection,
+    project: i64,
+    orders: &[String],
+) -> sqlx::Result<Vec<(String, Order)>> {
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SELECT w.order_id, o.data FROM order_waits w \
+         JOIN orders o ON o.project = w.project AND o.id = w.after_id \
+         WHERE w.project = $1 AND w.order_id = ANY($2) ORDER BY w.order_id, o.log_seq",
+    )
+    .bind(project)
+    .bind(orders)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for (id, data) in rows {
+        out.push((id, decode::folded(&data)?));
+    }
+    // In the order `orders` names them, as SQLite answers.
+    out.sort_by_key(|(id, _)| orders.iter().position(|o| o == id));
+    Ok(out)
+}
+
+/// The orders that wait on `id`, oldest first.
+pub(super) async fn waiting_on(
+    conn: &mut PgConnection,
+    project: i64,
+    id: &str,
+) -> sqlx::Result<Vec<Order>> {
+    let data: Vec<String> = sqlx::query_scalar(
+        "SELECT o.data FROM order_waits w \
+         JOIN orders o ON o.project = w.project AND o.id = w.order_id \
+         WHERE w.project = $1 AND w.after_id = $2 ORDER BY o.log_seq",
+    )
+    .bind(project)
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    data.iter().map(|d| decode::folded(d)).collect()
 }
 
 pub(super) async fn load(
@@ -90,6 +186,10 @@ pub(super) async fn query(
             .push_bind(who.clone())
             .push(")");
     }
+    if !query.only.is_empty() {
+        sql.push(" AND status IN ")
+            .push(decode::statuses(query.only.iter().map(|s| s.as_str())));
+    }
     let closed = decode::closed_orders();
     match (query.closed, query.closed_since) {
         (false, _) => {
@@ -136,4 +236,6 @@ pub(super) const DUMP: &[&str] = &[
     "SELECT 'o|' || id || '|' || log_seq || '|' || seq || '|' || status || '|' || from_name \
      || '|' || to_name || '|' || coalesce(escalate_to, '') || '|' || data \
      FROM orders WHERE project = $1 ORDER BY id COLLATE \"C\"",
+    "SELECT 'a|' || order_id || '|' || after_id || '|' || message_id FROM order_waits \
+     WHERE project = $1 ORDER BY order_id COLLATE \"C\", after_id COLLATE \"C\"",
 ];

@@ -185,8 +185,9 @@ pub(super) fn inbox(
         "SELECT message_id FROM deliveries \
          WHERE participant = ?1 AND status != 'archived' AND seq > ?2 ORDER BY seq LIMIT ?3"
     } else {
-        "SELECT message_id FROM deliveries \
+        "SELECT message_id FROM deliveries d \
          WHERE participant = ?1 AND status IN ('pending', 'delivered') AND seq > ?2 \
+         AND NOT EXISTS (SELECT 1 FROM order_waits w WHERE w.message_id = d.message_id) \
          ORDER BY seq LIMIT ?3"
     };
     windowed(conn, sql, who, window)
@@ -196,10 +197,12 @@ pub(super) fn inbox(
 pub(super) fn owed(conn: &Connection, who: &Passname, limit: u32) -> Sql<(Vec<Envelope>, u64)> {
     counted(
         conn,
-        "SELECT count(*) FROM deliveries \
-         WHERE participant = ? AND status IN ('pending', 'delivered')",
-        "SELECT message_id FROM deliveries \
+        "SELECT count(*) FROM deliveries d \
          WHERE participant = ? AND status IN ('pending', 'delivered') \
+         AND NOT EXISTS (SELECT 1 FROM order_waits w WHERE w.message_id = d.message_id)",
+        "SELECT message_id FROM deliveries d \
+         WHERE participant = ? AND status IN ('pending', 'delivered') \
+         AND NOT EXISTS (SELECT 1 FROM order_waits w WHERE w.message_id = d.message_id) \
          ORDER BY request DESC, seq LIMIT ?",
         who,
         limit,

@@ -685,6 +685,10 @@ impl Backend for SqliteStore {
         self.read(|conn| orders::query(conn, query)).await
     }
 
+    async fn waits(&self, ids: &[String]) -> Result<Vec<(String, Order)>> {
+        self.read(|conn| orders::waits(conn, ids)).await
+    }
+
     async fn order_events_since(&self, id: &str, after_seq: i64) -> Result<Vec<Event>> {
         self.read(|conn| orders::events_since(conn, id, after_seq))
             .await
@@ -826,6 +830,14 @@ impl Tx for SqliteTx {
 
     async fn order(&mut self, id: &str) -> Result<Option<Order>> {
         self.on(|conn| orders::load(conn, id))
+    }
+
+    async fn waits(&mut self, ids: &[String]) -> Result<Vec<(String, Order)>> {
+        self.on(|conn| orders::waits(conn, ids))
+    }
+
+    async fn waiting_on(&mut self, id: &str) -> Result<Vec<Order>> {
+        self.on(|conn| orders::waiting_on(conn, id))
     }
 
     async fn run(&mut self, id: &str) -> Result<Option<Run>> {

@@ -1,6 +1,8 @@
 //! The order lifecycle in SQLite: the `orders` projection, each row the fold of its
-//! order's `order.changed` events (`baton_core::order::fold`), kept whole as JSON.
+//! order's `order.changed` events (`baton_core::order::fold`), kept whole as JSON, and
+//! `order_waits`, the orders each still waits on (`baton_core::after::edits`).
 
+use baton_core::after::{self, WaitEdit};
 use baton_core::order::{self, Order, OrderChange};
 use baton_core::{Change, Event};
 use rusqlite::{Connection, params};
@@ -24,7 +26,77 @@ fn apply(conn: &Connection, event: &Event, change: &OrderChange) -> Sql<()> {
     if let Some(order) = order::fold(current, change, event.seq, event.at) {
         save(conn, &order)?;
     }
+    for edit in after::edits(change) {
+        edit_waits(conn, &edit)?;
+    }
     Ok(())
+}
+
+fn edit_waits(conn: &Connection, edit: &WaitEdit) -> Sql<()> {
+    match edit {
+        WaitEdit::Add {
+            order,
+            message,
+            after,
+        } => {
+            for a in after {
+                exec(
+                    conn,
+                    "INSERT OR IGNORE INTO order_waits (order_id, after_id, message_id) \
+                     VALUES (?, ?, ?)",
+                    params![order, a, message],
+                )?;
+            }
+        }
+        WaitEdit::Satisfied { after } => {
+            exec(conn, "DELETE FROM order_waits WHERE after_id = ?", [after])?;
+        }
+        WaitEdit::Drop { order, after } => {
+            for a in after {
+                exec(
+                    conn,
+                    "DELETE FROM order_waits WHERE order_id = ? AND after_id = ?",
+                    [order, a],
+                )?;
+            }
+        }
+        WaitEdit::Clear { order } => {
+            exec(conn, "DELETE FROM order_waits WHERE order_id = ?", [order])?;
+        }
+    }
+    Ok(())
+}
+
+/// What each of `orders` still waits on: `(order, the order it waits on)`, by order and
+/// then in the order they were offered.
+pub(super) fn waits(conn: &Connection, orders: &[String]) -> Sql<Vec<(String, Order)>> {
+    let mut out = Vec::new();
+    for id in orders {
+        let data: Vec<String> = column(
+            conn,
+            "SELECT o.data FROM order_waits w JOIN orders o ON o.id = w.after_id \
+             WHERE w.order_id = ? ORDER BY o.log_seq",
+            [id],
+        )?;
+        for d in data {
+            out.push((id.clone(), decode::folded(&d)?));
+        }
+    }
+    Ok(out)
+}
+
+/// The orders that wait on `id`, oldest first.
+pub(super) fn waiting_on(conn: &Connection, id: &str) -> Sql<Vec<Order>> {
+    let data: Vec<String> = column(
+        conn,
+        "SELECT o.data FROM order_waits w JOIN orders o ON o.id = w.order_id \
+         WHERE w.after_id = ? ORDER BY o.log_seq",
+        [id],
+    )?;
+    Ok(data
+        .iter()
+        .map(|d| decode::folded(d))
+        .collect::<sqlx::Result<_>>()?)
 }
 
 pub(super) fn load(conn: &Connection, id: &str) -> Sql<Option<Order>> {
@@ -63,6 +135,10 @@ pub(super) fn query(conn: &Connection, query: &OrderQuery) -> Sql<Vec<Order>> {
             .push(" OR escalate_to = ")
             .bind(who.clone())
             .push(")");
+    }
+    if !query.only.is_empty() {
+        sql.push(" AND status IN ")
+            .push(&decode::statuses(query.only.iter().map(|s| s.as_str())));
     }
     let closed = decode::closed_orders();
     match (query.closed, query.closed_since) {
@@ -105,4 +181,6 @@ pub(super) const DUMP: &[&str] = &[
     "SELECT 'o|' || id || '|' || log_seq || '|' || seq || '|' || status || '|' || from_name \
      || '|' || to_name || '|' || coalesce(escalate_to, '') || '|' || data \
      FROM orders ORDER BY id",
+    "SELECT 'a|' || order_id || '|' || after_id || '|' || message_id FROM order_waits \
+     ORDER BY order_id, after_id",
 ];

@@ -39,6 +39,7 @@ use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 use tempfile::TempDir;
 
+mod after;
 mod authority;
 mod databases;
 mod delivery;
@@ -600,6 +601,7 @@ every_backend!(
         authority,
         webhooks,
         reservations,
+        after,
         pools,
         portable,
     ];

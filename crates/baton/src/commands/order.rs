@@ -26,8 +26,11 @@ use crate::output::{Output, table};
 ///
 /// States: offered → accepted → working → submitted → approved, with blocked (a question)
 /// between working and working, declined, cancelled, and expired (past the deadline, or a
-/// report over a limit). The order's `to` accepts, declines, starts and reports; its
-/// `from` approves, reworks and cancels; `from` or `escalate_to` answers a question.
+/// report over a limit). An order whose contract names orders it waits on
+/// (`x-baton.after`) is waiting until each is approved, then offered; held when one ends
+/// unapproved, until its sender proceeds or cancels. The order's `to` accepts, declines,
+/// starts and reports; its `from` approves, reworks, cancels and proceeds; `from` or
+/// `escalate_to` answers a question.
 #[derive(Subcommand, Debug)]
 pub enum OrderCommand {
     /// Offer a Work Order: check it (AWL rules; the `x-baton` contract as the project's
@@ -40,8 +43,13 @@ pub enum OrderCommand {
     Create(CreateArgs),
     /// List the open orders you are party to (from, to or escalate_to; every order without
     /// --as), oldest first.
+    ///
+    /// With --ready, only those ready to take: offered, nothing they wait on pending; with
+    /// --explain too, the orders not offered yet and what each waits on (an order it waits
+    /// on that ended unapproved makes it held).
     #[command(after_help = "Examples:\n  baton --as impl-1 order list\n  \
-                            baton --json order list --all")]
+                            baton --json order list --all\n  \
+                            baton order list --ready --explain")]
     List(ListArgs),
     /// Show an order: its status now, the steps allowed next, its document and every step.
     #[command(after_help = "Example:\n  baton order show wo_42")]
@@ -94,6 +102,10 @@ pub enum OrderCommand {
         after_help = "Example:\n  baton --as planner order cancel wo_42 --reason 'superseded by wo_43'"
     )]
     Cancel(OptionalReasonArgs),
+    /// Go on with a held order without the orders it waited on that ended unapproved (its
+    /// `from` only): it waits on the rest, or is offered at once when none is left.
+    #[command(after_help = "Example:\n  baton --as planner order proceed wo_43")]
+    Proceed(StepArgs),
     /// Wait until an order has a step newer than --since; exit 4 at the timeout.
     ///
     /// Prints the new steps as soon as one exists (it polls the store every 50 ms).
@@ -117,8 +129,14 @@ pub struct CreateArgs {
 #[derive(Args, Debug)]
 pub struct ListArgs {
     /// Closed orders too (approved, declined, expired, cancelled).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "ready")]
     pub all: bool,
+    /// Only the orders ready to take: offered, nothing they wait on pending.
+    #[arg(long)]
+    pub ready: bool,
+    /// With --ready: also the orders not offered yet, and what each waits on.
+    #[arg(long, requires = "ready")]
+    pub explain: bool,
 }
 
 #[derive(Args, Debug)]
@@ -217,6 +235,7 @@ pub async fn run(ctx: &Context, cmd: OrderCommand) -> CommandResult<Output> {
         OrderCommand::Cancel(a) => {
             step(ctx, a.step, OrderVerb::Cancel, |i| i.reason = a.reason).await
         }
+        OrderCommand::Proceed(a) => step(ctx, a, OrderVerb::Proceed, |_| {}).await,
         OrderCommand::Wait(args) => wait(ctx, args).await,
     }
 }
@@ -297,15 +316,30 @@ async fn create(ctx: &Context, args: CreateArgs) -> CommandResult<Output> {
         .await
         .map_err(|e| about_file(&args.file, e))?;
     let o = &written.order;
-    let human = format!(
-        "{}: offered to {} (seq 1, request {})",
-        o.id, o.to, o.message
-    );
+    let human = if o.status == baton_core::order::OrderStatus::Waiting {
+        let on: Vec<&str> = o.waits_on.iter().map(|w| w.order.as_str()).collect();
+        format!(
+            "{}: waiting on {} before it is offered to {} (seq 1, request {})",
+            o.id,
+            on.join(", "),
+            o.to,
+            o.message
+        )
+    } else {
+        format!(
+            "{}: offered to {} (seq 1, request {})",
+            o.id, o.to, o.message
+        )
+    };
     Ok(Output::of(&written, human))
 }
 
 async fn list(ctx: &Context, args: ListArgs) -> CommandResult<Output> {
-    let input = baton_app::ops::OrdersInput { all: args.all };
+    let input = baton_app::ops::OrdersInput {
+        all: args.all,
+        ready: args.ready,
+        explain: args.explain,
+    };
     let doc = ctx.call::<baton_app::ops::OrderList>(input).await?;
     let rows: Vec<Vec<String>> = doc
         .items
@@ -323,16 +357,37 @@ async fn list(ctx: &Context, args: ListArgs) -> CommandResult<Output> {
             ]
         })
         .collect();
-    let human = if doc.items.is_empty() {
-        "No open orders.".to_owned()
-    } else {
-        table(
+    let mut human = match (doc.items.is_empty(), args.ready) {
+        (true, false) => "No open orders.".to_owned(),
+        (true, true) => "No order is ready.".to_owned(),
+        (false, _) => table(
             &[
                 "ID", "STATUS", "FROM", "TO", "SEQ", "REPORTS", "DEADLINE", "GOAL",
             ],
             &rows,
-        )
+        ),
     };
+    if let Some(waiting) = &doc.waiting {
+        human.push_str("\n\n");
+        if waiting.is_empty() {
+            human.push_str("Nothing waits on another order.");
+        } else {
+            let rows: Vec<Vec<String>> = waiting
+                .iter()
+                .map(|o| {
+                    let on: Vec<String> = o.waits_on.iter().map(ToString::to_string).collect();
+                    vec![
+                        o.id.clone(),
+                        o.status.to_string(),
+                        o.from.clone(),
+                        o.to.clone(),
+                        on.join(", "),
+                    ]
+                })
+                .collect();
+            human.push_str(&table(&["ID", "STATUS", "FROM", "TO", "WAITS ON"], &rows));
+        }
+    }
     Ok(Output::of(&doc, human))
 }
 
@@ -532,11 +587,17 @@ fn change_of(row: &EventRow) -> Option<Change> {
 
 fn step_cells(event: &EventRow) -> Vec<String> {
     let (seq, what, status, note) = match change_of(event) {
-        Some(Change::Order(OrderChange::Created(c))) => (
+        Some(Change::Order(OrderChange::Created(c))) if c.after.is_empty() => (
             c.seq,
             "offer".to_owned(),
             "offered".to_owned(),
             String::new(),
+        ),
+        Some(Change::Order(OrderChange::Created(c))) => (
+            c.seq,
+            "offer".to_owned(),
+            "waiting".to_owned(),
+            format!("waits on {}", c.after.join(", ")),
         ),
         Some(Change::Order(OrderChange::Stepped(s))) => (
             s.seq,

@@ -5,6 +5,7 @@ mod common;
 
 mod a2a;
 mod a2a_js;
+mod after;
 mod agents;
 mod awl_conformance;
 mod board;

@@ -32,9 +32,19 @@ from round import check, order_doc, report_doc
 
 PROJECT = "shop"
 ORDER = "wo_diff_1"
+# An order that waits on ORDER (`x-baton.after`): offered once ORDER is approved.
+AFTER = "wo_diff_2"
 # Past a double's exact integers, within 64 bits: kept exactly. Past 64 bits: refused.
 BIG = 9007199254740993
 HUGE = 123456789012345678901234567890
+
+
+def waiting_doc(id: str, after: str) -> dict:
+    """A Work Order like ORDER's that waits on `after`."""
+    order = order_doc(id)
+    order["x-baton"]["after"] = [after]
+    return order
+
 
 # (who, operation, arguments, taken?) — `$name` in an argument is an earlier step's id.
 SCRIPT: list[tuple[str, str, dict, bool]] = [
@@ -75,7 +85,10 @@ SCRIPT: list[tuple[str, str, dict, bool]] = [
     ("impl-1", "order", {"action": "approve", "id": ORDER}, False),
     ("impl-1", "order", {"action": "report", "id": ORDER, "document": report_doc(ORDER)}, True),
     ("planner", "order_show", {"id": ORDER}, True),
+    ("planner", "order_create", {"document": waiting_doc(AFTER, ORDER)}, True),
+    ("impl-1", "order", {"action": "accept", "id": AFTER}, False),
     ("planner", "order", {"action": "approve", "id": ORDER}, True),
+    ("impl-1", "order", {"action": "accept", "id": AFTER}, True),
     ("planner", "decide", {"text": " ", "why": "w"}, False),
     ("obs", "inbox", {}, True),
     ("planner", "send", {"to": ["impl-1"], "type": "message", "topic": "csv-export",
