@@ -347,7 +347,8 @@ pub fn edits(change: &OrderChange) -> Vec<WaitEdit> {
             message: c.message.clone(),
             after: c.after.clone(),
         }],
-        OrderChange::Created(_) => Vec::new(),
+        // A claim names the worker of a pooled order; what it waits on is unchanged.
+        OrderChange::Created(_) | OrderChange::Claimed(_) => Vec::new(),
         OrderChange::Stepped(s) => {
             let mut out = Vec::new();
             if s.status == OrderStatus::Approved {

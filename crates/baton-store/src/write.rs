@@ -1123,7 +1123,7 @@ async fn follow_waiting(
                 idempotency_key: None,
             };
             // The step's authority covers its notice.
-            send_in(tx, actor, draft, 0, at, false).await?;
+            send_in(tx, actor, draft, 0, at, false, None).await?;
         }
     }
     Ok(())

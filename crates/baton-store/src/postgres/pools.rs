@@ -3,7 +3,7 @@
 //! delivery a claim makes, and the read of items in urgency order.
 
 use baton_core::event::SentMessage;
-use baton_core::order::{self, Order, OrderChange};
+use baton_core::order::{self, Order, OrderChange, OrderStatus};
 use baton_core::pool::{self, Claimed};
 use baton_core::{Change, Event, Participant, RequestStatus, delivery};
 use sqlx::postgres::PgConnection;
@@ -145,7 +145,14 @@ pub(super) async fn query(
         sql.push(" AND pool = ").push_bind(pool.to_string());
     }
     if q.open_at.is_some() {
-        sql.push(" AND open = 1");
+        // An order still waiting on others (or held) is not offered yet: not to be taken.
+        sql.push(
+            " AND open = 1 AND (order_id IS NULL OR EXISTS (SELECT 1 FROM orders o \
+             WHERE o.project = pool_items.project AND o.id = pool_items.order_id \
+             AND o.status = ",
+        )
+        .push_bind(OrderStatus::Offered.as_str().to_owned())
+        .push("))");
     }
     if let Some(now) = q.open_at {
         sql.push(" AND (deadline_at IS NULL OR deadline_at >= ")
