@@ -1559,7 +1559,7 @@ fn after(r: &Refusal) -> Option<Refusal> {
             pool: baton_core::pool::Pool::of_role("executor"),
             topic: None,
         },
-                Refusal::NothingReady { .. } => Refusal::After {
+        Refusal::NothingReady { .. } => Refusal::After {
             index: 1,
             order: s("wo_9"),
             problem: baton_core::after::Problem::Unknown,

@@ -7,8 +7,9 @@ use baton_core::MessageType::Info;
 use baton_core::after::{Problem, Wait};
 use baton_core::message::DEFAULT_PAYLOAD_CAP;
 use baton_core::order::{OrderRequest, OrderStatus};
+use baton_core::pool::Pool;
 use baton_core::{Payload, Refusal};
-use baton_store::{DEFAULT_BUSY_TIMEOUT, OrderQuery, Store, StoreError, Window};
+use baton_store::{DEFAULT_BUSY_TIMEOUT, OrderQuery, PoolQuery, Store, StoreError, Window};
 
 use crate::orders::{FAR, order_doc, report_of, topic};
 use crate::{Backend, cast, ids, name, refused};
@@ -21,6 +22,7 @@ macro_rules! stories {
                 an_order_is_offered_once_every_order_it_waits_on_is_approved,
                 an_after_naming_what_cannot_be_waited_on_is_refused,
                 an_order_waited_on_that_ends_unapproved_holds_and_tells_the_sender,
+                a_pooled_order_is_open_to_claim_once_it_is_offered,
             ];
             backends: [
                 waits_replay_to_the_same_rows,
@@ -291,4 +293,42 @@ pub(crate) async fn waits_replay_to_the_same_rows<B: Backend>() {
     assert_eq!(edges.len(), 2, "{edges:?}");
     backend.rebuild_projections().await;
     assert_eq!(backend.projection_dump().await, live);
+}
+
+/// An order offered to a pool that waits on another is not in the pool's open items and
+/// `next` does not take it; the approval that offers it opens it to the pool's claimants.
+pub(crate) async fn a_pooled_order_is_open_to_claim_once_it_is_offered(store: &Store) {
+    cast(store).await;
+    offer(store, "wo_1", "exec-1", &[]).await;
+    assert_eq!(
+        offer(store, "wo_2", "role:executor", &["wo_1"]).await,
+        OrderStatus::Waiting
+    );
+    let open = || async {
+        store
+            .pool_items(&PoolQuery {
+                pool: Some(Pool::of_role("executor")),
+                open_at: Some(crate::now_ms()),
+                ..PoolQuery::default()
+            })
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|item| item.order)
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        open().await.is_empty(),
+        "a waiting order is no one's to take"
+    );
+    let err = refused(store, store.next(&name("exec-2"), None)).await;
+    assert!(
+        matches!(err, StoreError::Refused(Refusal::NothingReady { .. })),
+        "{err:?}"
+    );
+    approve(store, "exec-1", "wo_1").await;
+    assert_eq!(status(store, "wo_2").await, OrderStatus::Offered);
+    assert_eq!(open().await, ["wo_2"]);
+    let taken = store.next(&name("exec-2"), None).await.unwrap();
+    assert_eq!(taken.order.map(|o| o.to), Some("exec-2".to_owned()));
 }
