@@ -8,9 +8,9 @@ use baton_core::{Change, Event};
 use rusqlite::{Connection, params};
 
 use super::conn::{Builder, Sql, exec};
-use super::rows::{column, load_folded, rows};
+use super::rows::{Row, column, load_folded, rows};
 use crate::OrderQuery;
-use crate::decode;
+use crate::decode::{self, Columns};
 
 /// Applies an order's change to its row; any other change is not this family's.
 pub(super) fn project(conn: &Connection, event: &Event) -> Sql<()> {
@@ -70,19 +70,28 @@ fn edit_waits(conn: &Connection, edit: &WaitEdit) -> Sql<()> {
 /// What each of `orders` still waits on: `(order, the order it waits on)`, by order and
 /// then in the order they were offered.
 pub(super) fn waits(conn: &Connection, orders: &[String]) -> Sql<Vec<(String, Order)>> {
-    let mut out = Vec::new();
-    for id in orders {
-        let data: Vec<String> = column(
+    let found: Vec<Row> = match orders {
+        [] => return Ok(Vec::new()),
+        // One order (a step's own check) is read without `json_each`, whose statement
+        // costs more to compile than to run.
+        [id] => rows(
             conn,
-            "SELECT o.data FROM order_waits w JOIN orders o ON o.id = w.after_id \
+            "SELECT w.order_id, o.data FROM order_waits w JOIN orders o ON o.id = w.after_id \
              WHERE w.order_id = ? ORDER BY o.log_seq",
             [id],
-        )?;
-        for d in data {
-            out.push((id.clone(), decode::folded(&d)?));
-        }
-    }
-    Ok(out)
+        )?,
+        _ => rows(
+            conn,
+            "SELECT w.order_id, o.data FROM json_each(?) j \
+             JOIN order_waits w ON w.order_id = j.value \
+             JOIN orders o ON o.id = w.after_id ORDER BY j.key, o.log_seq",
+            [serde_json::to_string(orders).expect("strings serialize")],
+        )?,
+    };
+    Ok(found
+        .iter()
+        .map(|row| Ok((row.text("order_id")?, decode::folded(&row.text("data")?)?)))
+        .collect::<sqlx::Result<_>>()?)
 }
 
 /// The orders that wait on `id`, oldest first.

@@ -321,6 +321,17 @@ pub(crate) async fn a_pooled_order_is_open_to_claim_once_it_is_offered(store: &S
         open().await.is_empty(),
         "a waiting order is no one's to take"
     );
+    // What several orders wait on is read in one answer, in the order they are asked for.
+    offer(store, "wo_3", "exec-1", &["wo_1"]).await;
+    let waits = store
+        .waits(&["wo_3".to_owned(), "wo_2".to_owned()])
+        .await
+        .unwrap();
+    let pairs: Vec<(&str, &str)> = waits
+        .iter()
+        .map(|(waiting, on)| (waiting.as_str(), on.id.as_str()))
+        .collect();
+    assert_eq!(pairs, [("wo_3", "wo_1"), ("wo_2", "wo_1")]);
     let err = refused(store, store.next(&name("exec-2"), None)).await;
     assert!(
         matches!(err, StoreError::Refused(Refusal::NothingReady { .. })),
