@@ -2,7 +2,8 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The exit code of a process that exited (a signal is a test failure here).
 pub fn code(out: &Output) -> i32 {
@@ -188,4 +189,49 @@ pub fn until_waiting(child: &mut Child) -> String {
     assert!(said, "the waiter ended without waiting; it said: {before}");
     child.stderr = Some(pipe);
     before
+}
+
+/// The processes that have `db` open (its `-shm` mapped or the file itself open).
+pub fn opened(child: &Child, db: &Path) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{}/fd", child.id())) else {
+        return false;
+    };
+    fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .any(|target| target.starts_with(db))
+}
+
+/// Runs `args` as each of `names` at once, every process queued behind a write lock this
+/// test holds until all of them have opened the store: a forced interleaving, so all of
+/// them read before any writes.
+pub fn queued(p: &Project, names: &[String], args: &[&str]) -> Vec<Output> {
+    let db = p.db();
+    let lock = rusqlite::Connection::open(&db).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut children: Vec<Child> = names
+        .iter()
+        .map(|who| {
+            p.cmd(Some(who), args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !children.iter().all(|c| opened(c, &db)) {
+        assert!(
+            children.iter_mut().all(|c| c.try_wait().unwrap().is_none()),
+            "a process finished while the write lock was held"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the processes never opened the store"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    lock.execute_batch("ROLLBACK").unwrap();
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect()
 }

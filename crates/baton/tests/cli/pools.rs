@@ -4,14 +4,11 @@
 //! and by `next`); sixteen clients over two `baton serve` on one PostgreSQL; and bad
 //! addresses refused with the field named and nothing stored.
 
-use std::path::Path;
-use std::process::{Child, Output, Stdio};
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Project, code, stderr, work_order};
+use crate::common::{Project, code, queued, stderr, work_order};
 
 fn team() -> Project {
     Project::new(&[
@@ -223,51 +220,6 @@ fn bad_pool_addresses_are_refused_naming_the_field_and_nothing_is_stored() {
         );
     }
     assert_eq!(p.generation(), before, "nothing stored");
-}
-
-/// The processes that have `db` open (its `-shm` mapped or the file itself open).
-fn opened(child: &Child, db: &Path) -> bool {
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{}/fd", child.id())) else {
-        return false;
-    };
-    fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
-        .any(|target| target.starts_with(db))
-}
-
-/// Runs `args` as each of `names` at once, every process queued behind a write lock this
-/// test holds until all of them have opened the store: a forced interleaving, so all
-/// sixteen read before any writes.
-fn queued(p: &Project, names: &[String], args: &[&str]) -> Vec<Output> {
-    let db = p.db();
-    let lock = rusqlite::Connection::open(&db).unwrap();
-    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let mut children: Vec<Child> = names
-        .iter()
-        .map(|who| {
-            p.cmd(Some(who), args)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !children.iter().all(|c| opened(c, &db)) {
-        assert!(
-            children.iter_mut().all(|c| c.try_wait().unwrap().is_none()),
-            "a claimant finished while the write lock was held"
-        );
-        assert!(
-            Instant::now() < deadline,
-            "the claimants never opened the store"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    lock.execute_batch("ROLLBACK").unwrap();
-    children
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect()
 }
 
 #[test]

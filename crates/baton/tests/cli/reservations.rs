@@ -6,13 +6,13 @@
 //! worktrees of one repository.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Project, code, stderr};
+use crate::common::{Project, code, queued, stderr};
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -225,15 +225,6 @@ fn a_reservation_is_live_until_its_expiry_and_over_from_it() {
     assert!(live_seen >= 1, "read live at least once before its expiry");
 }
 
-/// The processes that have `db` open (its `-shm` mapped or the file itself open).
-fn opened(child: &Child, db: &Path) -> bool {
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{}/fd", child.id())) else {
-        return false;
-    };
-    fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
-        .any(|target| target.starts_with(db))
-}
-
 #[test]
 fn sixteen_processes_reserving_one_path_exactly_one_wins_every_time() {
     let names: Vec<String> = (0..16).map(|n| format!("w-{n}")).collect();
@@ -241,40 +232,11 @@ fn sixteen_processes_reserving_one_path_exactly_one_wins_every_time() {
     let p = Project::new(&cast);
     // Each writer waits behind the lock this test holds.
     p.configure("busy_timeout = \"5s\"", "busy_timeout = \"60s\"");
-    let db = p.db();
     for round in 0..5 {
         let path = format!("src/hot-{round}.rs");
         // Forced interleaving: every process opens the store and reads before any may
         // write, so all sixteen queue for the write lock with the same view.
-        let lock = rusqlite::Connection::open(&db).unwrap();
-        lock.execute_batch("BEGIN IMMEDIATE").unwrap();
-        let mut children: Vec<Child> = names
-            .iter()
-            .map(|who| {
-                p.cmd(Some(who), &["--json", "reserve", &path])
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !children.iter().all(|c| opened(c, &db)) {
-            assert!(
-                children.iter_mut().all(|c| c.try_wait().unwrap().is_none()),
-                "a writer finished while the write lock was held"
-            );
-            assert!(
-                Instant::now() < deadline,
-                "the writers never opened the store"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        lock.execute_batch("ROLLBACK").unwrap();
-        let outs: Vec<_> = children
-            .into_iter()
-            .map(|c| c.wait_with_output().unwrap())
-            .collect();
+        let outs = queued(&p, &names, &["--json", "reserve", &path]);
         let won: Vec<Value> = outs
             .iter()
             .filter(|o| o.status.success())
