@@ -580,6 +580,7 @@ macro_rules! every_backend {
                     messages::a_thread_comes_back_depth_first,
                     messages::search_filters_narrow_and_pages_walk_everything_once,
                     messages::a_search_over_many_messages_walks_them_all_newest_first,
+                    messages::owed_and_waiting_lists_read_as_heads_and_envelopes_on_demand,
                     runs::a_run_is_the_fold_of_its_facts,
                     runs::a_hooks_event_is_its_participants_or_the_local_operators,
                     runs::the_runs_view_is_live_runs_and_the_newest_others_and_pages_walk_all,
