@@ -1,15 +1,12 @@
-//! The command line: global options and the list of subcommands. Each subcommand's
-//! arguments live beside its code in `commands/`.
+//! The command line: global options, and parsing a line against the subcommands (listed,
+//! with what runs each, in `commands/mod.rs`; each one's arguments beside its code).
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser};
 
-use crate::commands::{
-    agent, board, demo, gateway, guard, handoff, hook, init, key, mcp, messages, negotiate, order,
-    portable, project_cmd, queue, reap, receipt, reserve, resume, review, run, runs, search, send,
-    serve, state, status, step, wait,
-};
+pub use crate::commands::Command;
+use crate::commands::SUBCOMMANDS;
 
 /// Baton: the handoff layer for AI agents. Durable inboxes, typed handoffs and an
 /// append-only log, in `.baton/` beside your repository.
@@ -58,141 +55,6 @@ pub struct GlobalArgs {
     #[arg(long = "remote", global = true, env = "BATON_URL", value_name = "URL")]
     pub remote: Option<String>,
 }
-
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    Init(init::InitArgs),
-    #[command(subcommand)]
-    Agent(agent::AgentCommand),
-    #[command(subcommand)]
-    Key(key::KeyCommand),
-    SecurityEvents(agent::SecurityEventsArgs),
-    #[command(subcommand)]
-    Project(project_cmd::ProjectCommand),
-    Send(send::SendArgs),
-    Inbox(messages::InboxArgs),
-    Outbox(messages::OutboxArgs),
-    Show(messages::ShowArgs),
-    Thread(messages::ThreadArgs),
-    Ack(step::AckArgs),
-    Complete(step::CompleteArgs),
-    HandBack(step::HandBackArgs),
-    Refuse(step::RefuseArgs),
-    Archive(step::ArchiveArgs),
-    Search(search::SearchArgs),
-    Wait(wait::WaitArgs),
-    #[command(subcommand)]
-    Focus(state::FocusCommand),
-    #[command(subcommand)]
-    Stream(state::StreamCommand),
-    Decide(state::DecideArgs),
-    Constrain(state::ConstrainArgs),
-    Note(state::NoteArgs),
-    #[command(subcommand)]
-    Session(state::SessionCommand),
-    #[command(subcommand)]
-    State(state::StateCommand),
-    Check(state::CheckArgs),
-    Resume(resume::ResumeArgs),
-    #[command(subcommand)]
-    Receipt(receipt::ReceiptCommand),
-    Alerts(receipt::AlertsArgs),
-    Mcp(mcp::McpArgs),
-    Gateway(gateway::GatewayArgs),
-    Serve(serve::ServeArgs),
-    Export(portable::ExportArgs),
-    Import(portable::ImportArgs),
-    Run(run::RunArgs),
-    Runs(runs::RunsArgs),
-    Hook(hook::HookArgs),
-    Reap(reap::ReapArgs),
-    #[command(subcommand)]
-    Handoff(handoff::HandoffCommand),
-    #[command(subcommand)]
-    Evidence(handoff::EvidenceCommand),
-    #[command(subcommand)]
-    Order(order::OrderCommand),
-    Negotiate(negotiate::NegotiateArgs),
-    Review(review::ReviewArgs),
-    Queue(queue::QueueArgs),
-    Need(queue::NeedArgs),
-    Record(queue::RecordArgs),
-    Demo(demo::DemoArgs),
-    Status(status::StatusArgs),
-    Board(board::BoardArgs),
-    Reserve(reserve::ReserveArgs),
-    Release(reserve::ReleaseArgs),
-    Reservations(reserve::ReservationsArgs),
-    #[command(hide = true)]
-    Guard(guard::GuardArgs),
-    /// The demo's cast (executor, reviewer, upstream MCP server), run by `baton demo`.
-    #[command(subcommand, hide = true)]
-    DemoPart(demo::DemoPart),
-}
-
-/// How each subcommand is built, by name: what the derive of [`Command`] does for that one
-/// variant. [`Cli::parse_lazily`] builds only the one a command line names; the test
-/// `every_subcommand_builds_lazily_as_the_derive_builds_it` holds this list to the enum.
-type Build = fn(clap::Command) -> clap::Command;
-
-fn group<T: Subcommand>(cmd: clap::Command) -> clap::Command {
-    T::augment_subcommands(cmd.subcommand_required(true).arg_required_else_help(true))
-}
-
-const SUBCOMMANDS: &[(&str, Build)] = &[
-    ("init", init::InitArgs::augment_args),
-    ("agent", group::<agent::AgentCommand>),
-    ("key", group::<key::KeyCommand>),
-    ("security-events", agent::SecurityEventsArgs::augment_args),
-    ("project", group::<project_cmd::ProjectCommand>),
-    ("send", send::SendArgs::augment_args),
-    ("inbox", messages::InboxArgs::augment_args),
-    ("outbox", messages::OutboxArgs::augment_args),
-    ("show", messages::ShowArgs::augment_args),
-    ("thread", messages::ThreadArgs::augment_args),
-    ("ack", step::AckArgs::augment_args),
-    ("complete", step::CompleteArgs::augment_args),
-    ("hand-back", step::HandBackArgs::augment_args),
-    ("refuse", step::RefuseArgs::augment_args),
-    ("archive", step::ArchiveArgs::augment_args),
-    ("search", search::SearchArgs::augment_args),
-    ("wait", wait::WaitArgs::augment_args),
-    ("focus", group::<state::FocusCommand>),
-    ("stream", group::<state::StreamCommand>),
-    ("decide", state::DecideArgs::augment_args),
-    ("constrain", state::ConstrainArgs::augment_args),
-    ("note", state::NoteArgs::augment_args),
-    ("session", group::<state::SessionCommand>),
-    ("state", group::<state::StateCommand>),
-    ("check", state::CheckArgs::augment_args),
-    ("resume", resume::ResumeArgs::augment_args),
-    ("receipt", group::<receipt::ReceiptCommand>),
-    ("alerts", receipt::AlertsArgs::augment_args),
-    ("mcp", mcp::McpArgs::augment_args),
-    ("gateway", gateway::GatewayArgs::augment_args),
-    ("serve", serve::ServeArgs::augment_args),
-    ("export", portable::ExportArgs::augment_args),
-    ("import", portable::ImportArgs::augment_args),
-    ("run", run::RunArgs::augment_args),
-    ("runs", runs::RunsArgs::augment_args),
-    ("hook", hook::HookArgs::augment_args),
-    ("reap", reap::ReapArgs::augment_args),
-    ("handoff", group::<handoff::HandoffCommand>),
-    ("evidence", group::<handoff::EvidenceCommand>),
-    ("order", group::<order::OrderCommand>),
-    ("negotiate", negotiate::NegotiateArgs::augment_args),
-    ("review", review::ReviewArgs::augment_args),
-    ("queue", queue::QueueArgs::augment_args),
-    ("need", queue::NeedArgs::augment_args),
-    ("record", queue::RecordArgs::augment_args),
-    ("demo", demo::DemoArgs::augment_args),
-    ("status", status::StatusArgs::augment_args),
-    ("board", board::BoardArgs::augment_args),
-    ("reserve", reserve::ReserveArgs::augment_args),
-    ("release", reserve::ReleaseArgs::augment_args),
-    ("reservations", reserve::ReservationsArgs::augment_args),
-    ("guard", guard::GuardArgs::augment_args),
-];
 
 /// Where the commands run, from the operations' declarations: "Works there: …" (over a
 /// server) and "Needs the project here: …". A command whose operations all run alike is

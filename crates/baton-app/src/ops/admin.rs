@@ -7,7 +7,7 @@ use baton_core::{Refusal, time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{GET, Needs, Operation, POST, The, Typed, Who, route, typed};
+use super::{GET, Needs, Operation, POST, The, Typed, Who, local, route, typed};
 use crate::doc::{
     AgentAdded, AgentPolicy, Agents, Alerts, KeyIssued, KeyRevoked, KeyRow, Keys, OrderRow, Orders,
     ReceiptShown, RunDoc, Runs, SecurityEvents, State, WebhookSet, Webhooks,
@@ -473,3 +473,31 @@ impl Typed for OrderList {
         })
     }
 }
+
+/// This group's operations (administration and the project-wide reads), in the order the edges list them: its
+/// part of [`super::OPERATIONS`].
+pub(super) const OPERATIONS: &[Operation] = &[
+    StateShow::OP,
+    AlertList::OP,
+    ReceiptShow::OP,
+    OrderList::OP,
+    RunList::OP,
+    local("init", Needs::Admin),
+    local("project", Needs::Admin),
+    AgentAdd::OP,
+    AgentList::OP,
+    AgentPolicySet::OP,
+    AgentWebhook::OP,
+    AgentWebhooks::OP,
+    KeyIssue::OP,
+    KeyList::OP,
+    KeyRevoke::OP,
+    SecurityEventsList::OP,
+    local("export", Needs::Read),
+    local("import", Needs::Admin),
+    local("serve", Needs::Admin),
+    local("mcp", Needs::Read),
+    // The demo makes a throwaway project of its own, and its cast runs inside it.
+    local("demo", Needs::Admin),
+    local("demo-part", Needs::Admin),
+];

@@ -8,7 +8,7 @@ use baton_core::state::StateOp;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Method, Needs, Operation, Role, Route, The, Typed, Who, typed};
+use super::{Method, Needs, Operation, Role, Route, The, Typed, Who, local, typed};
 use crate::doc::{AlertAcked, QueueNoted, Recorded};
 use crate::{App, Result};
 
@@ -394,3 +394,20 @@ impl Typed for Need {
         Ok(QueueNoted { item, seq: None })
     }
 }
+
+/// This group's operations (the project memory and the human queue), in the order the edges list them: its
+/// part of [`super::OPERATIONS`].
+pub(super) const OPERATIONS: &[Operation] = &[
+    Focus::OP,
+    Decide::OP,
+    Constrain::OP,
+    Note::OP,
+    Stream::OP,
+    StreamDone::OP,
+    SessionEnd::OP,
+    local("state render", Needs::Read),
+    local("state import", Needs::Power(MEMORY)),
+    AckAlert::OP,
+    Need::OP,
+    AckItem::OP,
+];

@@ -144,3 +144,7 @@ impl Typed for Reply {
         Ok(app.send(&participant(actor)?, out).await?.into())
     }
 }
+
+/// This group's operations (sending and replying), in the order the edges list them: its
+/// part of [`super::OPERATIONS`].
+pub(super) const OPERATIONS: &[Operation] = &[SendMessage::OP, Reply::OP];

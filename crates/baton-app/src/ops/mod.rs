@@ -26,7 +26,6 @@ mod steps;
 mod watch;
 
 use std::future::Future;
-use std::pin::Pin;
 
 use baton_core::Refusal;
 use baton_core::key::Scope;
@@ -38,36 +37,20 @@ use serde_json::Value;
 use crate::doc::Doc;
 use crate::{App, Result};
 
-pub use admin::{
-    AgentAdd, AgentInput, AgentList, AgentPolicySet, AgentWebhook, AgentWebhooks, AlertList,
-    KeyIdInput, KeyInput, KeyIssue, KeyList, KeyRevoke, MAX_RUNS_PAGE, Nothing, OrderList,
-    OrdersInput, PolicyInput, ReceiptShow, RunList, RunsInput, SecurityEventsList, SecurityInput,
-    StateShow, StepInput, WebhookInput,
-};
-pub use memory::{
-    AckAlert, AckItem, Constrain, ConstrainInput, Decide, DecideInput, Focus, FocusInput, Handover,
-    IdInput, ItemInput, Need, NeedInput, Note, NoteInput, SessionEnd, Stream, StreamDone,
-    StreamDoneInput, StreamInput,
-};
-pub use messages::{Reply, ReplyInput, SendInput, SendMessage, message_kinds};
-pub use orders::{
-    DEFAULT_WAIT, MAX_WAIT, OrderInput, OrderShow, OrderShowInput, OrderTake, OrderVerb,
-    ReceiptInput, ReceiptWait, ReceiptWaitInput, ReceiptWrite, wait_for,
-};
-pub use reads::{
-    InboxList, ListInput, OutboxList, QueueInput, QueueShow, ResumeInput, ResumePacket, SHOW_BYTES,
-    SearchInput, SearchMessages, ShowInput, ShowMessage, ThreadOf,
-};
-pub use reservations::{
-    BypassInput, ForceInput, GuardCheck, GuardInput, GuardRecord, MAX_RESERVATIONS_PAGE, Release,
-    ReleaseForce, ReleaseInput, ReservationList, ReservationsInput, Reserve, ReserveInput,
-};
-pub use steps::{
-    Ack, Archive, Complete, CompleteInput, HandBack, MessageInput, ReasonInput, Refuse,
-};
-pub use watch::{AfterInput, Me, NewsWait, StatusShow, StatusWait};
+// Each group's public declarations (an operation's unit struct and its input type) are
+// the module's: a new operation is written in its group's file alone. A name this file
+// imports would hide a group's declaration of that name, so it imports few (`std::pin::Pin`
+// is named by its path, so an operation may be called `Pin`).
+pub use admin::*;
+pub use memory::*;
+pub use messages::*;
+pub use orders::*;
+pub use reads::*;
+pub use reservations::*;
+pub use steps::*;
+pub use watch::*;
 
-use baton_core::authority::{MEMORY, Power};
+use baton_core::authority::Power;
 
 /// What an operation takes of the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,7 +243,7 @@ pub trait Typed: Send + Sync + 'static {
 }
 
 /// A future the dispatcher returns.
-pub type Running<'a> = Pin<Box<dyn Future<Output = Result<Value>> + Send + 'a>>;
+pub type Running<'a> = std::pin::Pin<Box<dyn Future<Output = Result<Value>> + Send + 'a>>;
 
 /// A typed operation seen without its types: what an edge generic over the declarations
 /// holds.
@@ -519,97 +502,48 @@ const fn local(name: &'static str, needs: Needs) -> Operation {
     }
 }
 
-/// Every operation.
-pub const OPERATIONS: &[Operation] = &[
-    // The inbox: messages and their lifecycle.
-    InboxList::OP,
-    OutboxList::OP,
-    ShowMessage::OP,
-    SendMessage::OP,
-    Reply::OP,
-    Ack::OP,
-    Complete::OP,
-    HandBack::OP,
-    Refuse::OP,
-    Archive::OP,
-    SearchMessages::OP,
-    ThreadOf::OP,
-    NewsWait::OP,
-    // Project memory.
-    ResumePacket::OP,
-    Focus::OP,
-    Decide::OP,
-    Constrain::OP,
-    Note::OP,
-    Stream::OP,
-    StreamDone::OP,
-    SessionEnd::OP,
-    StateShow::OP,
-    local("state render", Read),
-    local("state import", Power(MEMORY)),
-    AlertList::OP,
-    AckAlert::OP,
-    ReceiptWrite::OP,
-    ReceiptWait::OP,
-    ReceiptShow::OP,
-    local("receipt verify", Read),
-    // Work Orders.
-    OrderTake::OP,
-    OrderShow::OP,
-    OrderList::OP,
-    // Approving an order that holds effects runs them: where the upstream can be started.
-    op("order approve", Power(Power::Approve)),
-    local("gateway", Power(Power::Accept)),
-    local("handoff", Read),
-    local("check", Read),
-    local("evidence run", Power(MEMORY)),
-    // The gate.
-    local("review", Power(Power::Approve)),
-    Need::OP,
-    QueueShow::OP,
-    AckItem::OP,
-    // Track records are read from this machine's store only (no route serves them).
-    local("record", Read),
-    local("negotiate", Power(MEMORY)),
-    // The ledger.
-    local("run", Power(MEMORY)),
-    RunList::OP,
-    // A hook records what an agent did and never fails: it is an observation, recorded as
-    // its participant, or as the local operator for a name no one registered.
-    local("hook", Read),
-    local("reap", Admin),
-    Me::OP,
-    StatusShow::OP,
-    StatusWait::OP,
-    op("metrics", Read),
-    local("board", Read),
-    // Reservations, and the git guard that holds commits to them.
-    Reserve::OP,
-    Release::OP,
-    ReleaseForce::OP,
-    ReservationList::OP,
-    GuardCheck::OP,
-    GuardRecord::OP,
-    // Administration.
-    local("init", Admin),
-    local("project", Admin),
-    AgentAdd::OP,
-    AgentList::OP,
-    AgentPolicySet::OP,
-    AgentWebhook::OP,
-    AgentWebhooks::OP,
-    KeyIssue::OP,
-    KeyList::OP,
-    KeyRevoke::OP,
-    SecurityEventsList::OP,
-    local("export", Read),
-    local("import", Admin),
-    local("serve", Admin),
-    local("mcp", Read),
-    // The demo makes a throwaway project of its own, and its cast runs inside it.
-    local("demo", Admin),
-    local("demo-part", Admin),
+/// Every operation: each group's list (in its file, beside its declarations), the groups
+/// in the order the edges list them.
+pub const OPERATIONS: &[Operation] = &ALL;
+
+const GROUPS: [&[Operation]; 8] = [
+    reads::OPERATIONS,
+    messages::OPERATIONS,
+    steps::OPERATIONS,
+    memory::OPERATIONS,
+    orders::OPERATIONS,
+    watch::OPERATIONS,
+    reservations::OPERATIONS,
+    admin::OPERATIONS,
 ];
+
+const ALL: [Operation; count(&GROUPS)] = concat(&GROUPS);
+
+/// How many operations `groups` hold.
+const fn count(groups: &[&[Operation]]) -> usize {
+    let (mut n, mut g) = (0, 0);
+    while g < groups.len() {
+        n += groups[g].len();
+        g += 1;
+    }
+    n
+}
+
+/// The operations of `groups`, one group after another.
+const fn concat<const N: usize>(groups: &[&[Operation]]) -> [Operation; N] {
+    let mut all = [op("", Read); N];
+    let (mut n, mut g) = (0, 0);
+    while g < groups.len() {
+        let mut i = 0;
+        while i < groups[g].len() {
+            all[n] = groups[g][i];
+            n += 1;
+            i += 1;
+        }
+        g += 1;
+    }
+    all
+}
 
 /// The operation reached as MCP tool `tool`.
 pub fn by_tool(tool: &str) -> Option<&'static Operation> {

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{
-    GET, Needs, Operation, POST, Role, The, Typed, Who, participant, refused, route, typed,
+    GET, Needs, Operation, POST, Role, The, Typed, Who, local, op, participant, refused, route,
+    typed,
 };
 use crate::doc::{OrderShown, OrderStepped, ReceiptShown, ReceiptWritten};
 use crate::{App, OrderStep, Result};
@@ -343,3 +344,23 @@ impl Typed for ReceiptWait {
         })
     }
 }
+
+/// This group's operations (Work Orders, their receipts, the handoff, the review gate and negotiation), in the order the edges list them: its
+/// part of [`super::OPERATIONS`].
+pub(super) const OPERATIONS: &[Operation] = &[
+    ReceiptWrite::OP,
+    ReceiptWait::OP,
+    local("receipt verify", Needs::Read),
+    OrderTake::OP,
+    OrderShow::OP,
+    // Approving an order that holds effects runs them: where the upstream can be started.
+    op("order approve", Needs::Power(Power::Approve)),
+    local("gateway", Needs::Power(Power::Accept)),
+    local("handoff", Needs::Read),
+    local("check", Needs::Read),
+    local("evidence run", Needs::Power(MEMORY)),
+    local("review", Needs::Power(Power::Approve)),
+    // Track records are read from this machine's store only (no route serves them).
+    local("record", Needs::Read),
+    local("negotiate", Needs::Power(MEMORY)),
+];

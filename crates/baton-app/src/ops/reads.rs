@@ -320,3 +320,15 @@ impl Typed for QueueShow {
         Ok(Queue::new(&app.queue(input.lane).await?))
     }
 }
+
+/// This group's operations (the reads of the inbox, the resume packet and the queue), in the order the edges list them: its
+/// part of [`super::OPERATIONS`].
+pub(super) const OPERATIONS: &[Operation] = &[
+    InboxList::OP,
+    OutboxList::OP,
+    ShowMessage::OP,
+    SearchMessages::OP,
+    ThreadOf::OP,
+    ResumePacket::OP,
+    QueueShow::OP,
+];

@@ -255,3 +255,14 @@ impl Typed for GuardRecord {
         Ok(GuardRecorded { commit, generation })
     }
 }
+
+/// This group's operations (reservations, and the git guard that holds commits to them), in the order the edges list them: its
+/// part of [`super::OPERATIONS`].
+pub(super) const OPERATIONS: &[Operation] = &[
+    Reserve::OP,
+    Release::OP,
+    ReleaseForce::OP,
+    ReservationList::OP,
+    GuardCheck::OP,
+    GuardRecord::OP,
+];

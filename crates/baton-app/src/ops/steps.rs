@@ -151,3 +151,8 @@ impl Typed for Archive {
         take(app, actor, &input.id, Verb::Archive, None).await
     }
 }
+
+/// This group's operations (the steps on a delivery), in the order the edges list them: its
+/// part of [`super::OPERATIONS`].
+pub(super) const OPERATIONS: &[Operation] =
+    &[Ack::OP, Complete::OP, HandBack::OP, Refuse::OP, Archive::OP];

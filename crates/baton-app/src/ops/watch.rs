@@ -2,10 +2,13 @@
 //! key acts as, the status (which `baton board` serves without a key, on loopback), the
 //! status once the log moves, and what is new for the caller.
 
+use baton_core::authority::MEMORY;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{GET, Needs, Nothing, Operation, The, Typed, Who, participant, route, typed, wait_for};
+use super::{
+    GET, Needs, Nothing, Operation, The, Typed, Who, local, op, participant, route, typed, wait_for,
+};
 use crate::doc::{Caller, News, Status};
 use crate::{App, Result};
 
@@ -111,3 +114,19 @@ impl Typed for NewsWait {
         Ok((&app.wait_news(&me, input.after, timeout).await?).into())
     }
 }
+
+/// This group's operations (the ledger and what a participant watches), in the order the edges list them: its
+/// part of [`super::OPERATIONS`].
+pub(super) const OPERATIONS: &[Operation] = &[
+    NewsWait::OP,
+    local("run", Needs::Power(MEMORY)),
+    // A hook records what an agent did and never fails: it is an observation, recorded as
+    // its participant, or as the local operator for a name no one registered.
+    local("hook", Needs::Read),
+    local("reap", Needs::Admin),
+    Me::OP,
+    StatusShow::OP,
+    StatusWait::OP,
+    op("metrics", Needs::Read),
+    local("board", Needs::Read),
+];

@@ -11,6 +11,19 @@ use super::events;
 use crate::Attention;
 use crate::decode;
 
+/// Applies a verdict, a need, an acknowledgement or an effect to the open needs and the stuck orders; any other change is not this family's.
+pub(super) async fn project(
+    conn: &mut PgConnection,
+    project: i64,
+    event: &Event,
+) -> sqlx::Result<()> {
+    match &event.change {
+        Change::Gate(change) => gate(conn, project, event, change).await,
+        Change::Effect(change) => effect(conn, project, change).await,
+        _ => Ok(()),
+    }
+}
+
 /// Projects a gate event as the core moves its need (`gate::need_move`).
 pub(super) async fn gate(
     conn: &mut PgConnection,
@@ -134,3 +147,11 @@ pub(super) async fn acks(
     .fetch_all(&mut *conn)
     .await
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`
+/// (`$1`: the project).
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'n|' || id || '|' || seq FROM open_needs \
+     WHERE project = $1 ORDER BY id COLLATE \"C\"",
+    "SELECT 'u|' || id FROM stuck_orders WHERE project = $1 ORDER BY id COLLATE \"C\"",
+];

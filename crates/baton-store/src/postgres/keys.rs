@@ -3,16 +3,28 @@
 //! `key_uses`, each key's last recorded use (not in the log, so a rebuild keeps it). The
 //! token itself is never stored.
 
-use baton_core::Event;
 use baton_core::key::{self, Key, KeyChange};
+use baton_core::{Change, Event};
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnection, PgPool};
 
 use super::rows::load_folded;
 use crate::decode;
 
-/// Applies one key event to the projection (live writes and replay alike).
+/// Applies a key's change to its row; any other change is not this family's.
 pub(super) async fn project(
+    conn: &mut PgConnection,
+    project: i64,
+    event: &Event,
+) -> sqlx::Result<()> {
+    match &event.change {
+        Change::Key(change) => apply(conn, project, event, change).await,
+        _ => Ok(()),
+    }
+}
+
+/// Applies one key event to the projection (live writes and replay alike).
+async fn apply(
     conn: &mut PgConnection,
     project: i64,
     event: &Event,
@@ -87,3 +99,10 @@ pub(super) async fn record_use(pool: &PgPool, project: i64, id: &str, at: i64) -
     .await?;
     Ok(())
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`
+/// (`$1`: the project).
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'k|' || id || '|' || seq || '|' || participant || '|' || data \
+     FROM keys WHERE project = $1 ORDER BY id COLLATE \"C\"",
+];

@@ -7,7 +7,8 @@
 use baton_core::event::SentMessage;
 use baton_core::message::Prior;
 use baton_core::{
-    DeliveryStatus, Draft, Envelope, Event, Millis, Passname, Refusal, RequestStatus, delivery,
+    Change, DeliveryStatus, Draft, Envelope, Event, Millis, Passname, Refusal, RequestStatus,
+    delivery,
 };
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::{Postgres, QueryBuilder, Row};
@@ -26,6 +27,27 @@ pub(super) const RECENT: &str = "SELECT id, hash, type, topic, reply_to, idempot
      WHERE project = $1 AND from_name = $2 AND hash = $3 AND type = $4 AND topic = $5 \
      AND reply_to IS NOT DISTINCT FROM $6 AND created_at >= $7 \
      ORDER BY created_at DESC, seq DESC LIMIT 20";
+
+/// Applies a message sent, or a step of a delivery or of a request to their rows; any other change is not this family's.
+pub(super) async fn project(
+    conn: &mut PgConnection,
+    project: i64,
+    event: &Event,
+) -> sqlx::Result<()> {
+    match &event.change {
+        Change::MessageSent(m) => sent(conn, project, event, m).await,
+        Change::DeliveryChanged {
+            message,
+            participant,
+            status,
+            ..
+        } => delivery_changed(conn, project, event, message, participant, *status).await,
+        Change::RequestChanged { message, status } => {
+            request_changed(conn, project, message, *status).await
+        }
+        _ => Ok(()),
+    }
+}
 
 /// Projects a message's send: its row (its place in its thread, its words) and a delivery
 /// to each recipient.
@@ -594,6 +616,21 @@ async fn priors(
     }
     Ok(out)
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`
+/// (`$1`: the project).
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'm|' || id || '|' || seq || '|' || from_name || '|' || type || '|' || topic \
+     || '|' || coalesce(reply_to, '') || '|' || root_id || '|' || depth || '|' || excerpt \
+     || '|' || size || '|' || hash || '|' || coalesce(idempotency_key, '') || '|' \
+     || created_at || '|' || coalesce(request_status, '') FROM messages \
+     WHERE project = $1 ORDER BY id COLLATE \"C\"",
+    "SELECT 'd|' || message_id || '|' || participant || '|' || status || '|' || updated_at \
+     FROM deliveries WHERE project = $1 \
+     ORDER BY message_id COLLATE \"C\", participant COLLATE \"C\"",
+    "SELECT 't|' || seq || '|' || words::text FROM messages \
+     WHERE project = $1 ORDER BY seq",
+];
 
 #[cfg(test)]
 mod tests {

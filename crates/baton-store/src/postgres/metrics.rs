@@ -203,3 +203,7 @@ pub(super) async fn read(conn: &mut PgConnection, project: i64) -> sqlx::Result<
         awaiting_approval: count("awaiting_approval")?,
     })
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`
+/// (`$1`: the project).
+pub(super) const DUMP: &[&str] = &["SELECT 'x|' || data FROM metrics WHERE project = $1"];

@@ -71,7 +71,6 @@ use crate::{
 };
 use hosts::Link;
 
-/// Schema migrations, applied in order; the `migrations` table records which ran.
 /// The migration that added the messages' words and the `state` projection: a database
 /// made before it has them filled from its logs.
 const TEXT_AND_STATE: i64 = 7;
@@ -84,24 +83,9 @@ const METRICS: i64 = 10;
 /// them filled from its logs.
 const ATTENTION: i64 = 11;
 
-const MIGRATIONS: &[&str] = &[
-    include_str!("migrations/001_event_log.sql"),
-    include_str!("migrations/002_runs.sql"),
-    include_str!("migrations/003_orders.sql"),
-    include_str!("migrations/004_keys.sql"),
-    include_str!("migrations/005_authority.sql"),
-    include_str!("migrations/006_webhooks.sql"),
-    include_str!("migrations/007_text_and_state.sql"),
-    include_str!("migrations/008_state_digest.sql"),
-    include_str!("migrations/009_key_uses.sql"),
-    include_str!("migrations/010_metrics.sql"),
-    include_str!("migrations/011_attention.sql"),
-    include_str!("migrations/012_failures.sql"),
-    include_str!("migrations/013_refusal_repeats.sql"),
-    include_str!("migrations/014_runs_parent.sql"),
-    include_str!("migrations/015_reservations.sql"),
-    include_str!("migrations/018_open_requests.sql"),
-];
+/// Schema migrations, applied in order; the `migrations` table records which ran. They are
+/// the files of `migrations/`, embedded by the build script in the order of their numbers.
+const MIGRATIONS: &[&str] = include!(concat!(env!("OUT_DIR"), "/postgres_migrations.rs"));
 
 /// Connections one database keeps open, shared by all its projects.
 const MAX_CONNECTIONS: u32 = 8;
@@ -267,43 +251,7 @@ impl PostgresStore {
     /// [`crate::SqliteStore::projection_dump`], so two stores can be compared.
     pub async fn projection_dump(&self) -> Result<Vec<String>> {
         // Ordered byte-wise (`COLLATE "C"`), as SQLite orders text.
-        let queries = [
-            "SELECT 'p|' || name || '|' || role || '|' || added_at || '|' || coalesce(policy, '') \
-             FROM participants \
-             WHERE project = $1 ORDER BY name COLLATE \"C\"",
-            "SELECT 'm|' || id || '|' || seq || '|' || from_name || '|' || type || '|' || topic \
-             || '|' || coalesce(reply_to, '') || '|' || root_id || '|' || depth || '|' || excerpt \
-             || '|' || size || '|' || hash || '|' || coalesce(idempotency_key, '') || '|' \
-             || created_at || '|' || coalesce(request_status, '') FROM messages \
-             WHERE project = $1 ORDER BY id COLLATE \"C\"",
-            "SELECT 'd|' || message_id || '|' || participant || '|' || status || '|' || updated_at \
-             FROM deliveries WHERE project = $1 \
-             ORDER BY message_id COLLATE \"C\", participant COLLATE \"C\"",
-            "SELECT 'r|' || id || '|' || seq || '|' || status || '|' || coalesce(participant, '') \
-             || '|' || coalesce(host, '') || '|' || coalesce(ended_at::text, '') || '|' || data \
-             FROM runs WHERE project = $1 ORDER BY id COLLATE \"C\"",
-            "SELECT 'o|' || id || '|' || log_seq || '|' || seq || '|' || status || '|' || from_name \
-             || '|' || to_name || '|' || coalesce(escalate_to, '') || '|' || data \
-             FROM orders WHERE project = $1 ORDER BY id COLLATE \"C\"",
-            "SELECT 'k|' || id || '|' || seq || '|' || participant || '|' || data \
-             FROM keys WHERE project = $1 ORDER BY id COLLATE \"C\"",
-            "SELECT 'w|' || participant || '|' || url || '|' || set_seq \
-             FROM webhooks WHERE project = $1 ORDER BY participant COLLATE \"C\"",
-            "SELECT 't|' || seq || '|' || words::text FROM messages \
-             WHERE project = $1 ORDER BY seq",
-            "SELECT 's|' || data FROM state WHERE project = $1",
-            "SELECT 'g|' || data FROM state_digest WHERE project = $1",
-            "SELECT 'x|' || data FROM metrics WHERE project = $1",
-            "SELECT 'n|' || id || '|' || seq FROM open_needs \
-             WHERE project = $1 ORDER BY id COLLATE \"C\"",
-            "SELECT 'u|' || id FROM stuck_orders WHERE project = $1 ORDER BY id COLLATE \"C\"",
-            "SELECT 'v|' || id || '|' || seq || '|' || holder || '|' || path || '|' || prefix \
-             || '|' || exclusive || '|' || reason || '|' || coalesce(order_id, '') || '|' \
-             || reserved_at || '|' || renewed_at || '|' || coalesce(expires_at::text, '') || '|' \
-             || coalesce(released_at::text, '') || '|' || coalesce(released_by, '') || '|' \
-             || coalesce(forced, '') FROM reservations WHERE project = $1 \
-             ORDER BY id COLLATE \"C\"",
-        ];
+        let queries = DUMPS.concat();
         let mut tx = self.snapshot().await?;
         let mut dump = Vec::new();
         for q in queries {
@@ -316,6 +264,21 @@ impl PostgresStore {
         self.done(tx, Ok(dump)).await
     }
 }
+
+/// Each family's projection rows, for [`PostgresStore::projection_dump`]: a family's file holds its
+/// own, so a table's new column is written there.
+const DUMPS: [&[&str]; 10] = [
+    participants::DUMP,
+    messages::DUMP,
+    runs::DUMP,
+    orders::DUMP,
+    keys::DUMP,
+    webhooks::DUMP,
+    state::DUMP,
+    metrics::DUMP,
+    attention::DUMP,
+    reservations::DUMP,
+];
 
 /// Brings the schema up to date, in one transaction. Two processes migrating the same
 /// place at once queue on an advisory lock named after it; the later ones find the work
@@ -490,45 +453,19 @@ async fn project(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::
     Ok(())
 }
 
-/// [`project`] but for the metrics' tally.
+/// [`project`] but for the metrics' tally: each family applies the changes that are its
+/// own (in its file: `messages::project`, `runs::project`, …) and passes over the rest,
+/// as SQLite's do.
 async fn project_tables(conn: &mut PgConnection, project: i64, event: &Event) -> sqlx::Result<()> {
-    match &event.change {
-        Change::ParticipantAdded { name, role } => {
-            participants::added(conn, project, event, name, role).await?
-        }
-        Change::MessageSent(m) => messages::sent(conn, project, event, m).await?,
-        Change::DeliveryChanged {
-            message,
-            participant,
-            status,
-            ..
-        } => {
-            messages::delivery_changed(conn, project, event, message, participant, *status).await?
-        }
-        Change::RequestChanged { message, status } => {
-            messages::request_changed(conn, project, message, *status).await?
-        }
-        Change::State(_) => state::advance(conn, project, event).await?,
-        Change::Run(change) => runs::project(conn, project, event, change).await?,
-        Change::Order(change) => orders::project(conn, project, event, change).await?,
-        Change::Key(change) => keys::project(conn, project, event, change).await?,
-        Change::Webhook(change) => webhooks::project(conn, project, event, change).await?,
-        Change::Reservation(change) => reservations::project(conn, project, event, change).await?,
-        Change::PolicySet { name, policy } => {
-            participants::policy_set(conn, project, name, policy.as_ref()).await?
-        }
-        // The log is the record of a refusal; nothing projects it.
-        Change::Denied(_) => {}
-        // A negotiation is folded in memory from its events (`Negotiation::replay`), and
-        // so are an order's effects (`Effects::replay`), but for whether one is stuck.
-        // Whom a participant stands for is folded from its events when asked.
-        Change::Negotiation(_) | Change::A2aAgent { .. } | Change::Handover(_) => {}
-        Change::Effect(change) => attention::effect(conn, project, change).await?,
-        // Verdicts and acknowledgements are read from the log by subject; open needs are
-        // projected.
-        Change::Gate(change) => attention::gate(conn, project, event, change).await?,
-    }
-    Ok(())
+    participants::project(conn, project, event).await?;
+    messages::project(conn, project, event).await?;
+    state::project(conn, project, event).await?;
+    runs::project(conn, project, event).await?;
+    orders::project(conn, project, event).await?;
+    keys::project(conn, project, event).await?;
+    webhooks::project(conn, project, event).await?;
+    reservations::project(conn, project, event).await?;
+    attention::project(conn, project, event).await
 }
 
 #[async_trait]
@@ -989,5 +926,33 @@ pub(crate) mod tests {
         let name = ProjectName::new("shop").unwrap();
         crate::Database::add_project(&db, &name).await.unwrap();
         (db.store(&name).await.unwrap(), schema)
+    }
+
+    /// The scripts a store made before migrations were read from their directory has run
+    /// are the ones it ran then, in the same order: its recorded `migrations` rows means what it
+    /// meant, and it opens unchanged.
+    #[test]
+    fn the_embedded_migrations_begin_with_the_ones_stores_have_run() {
+        let before: &[&str] = &[
+            include_str!("migrations/001_event_log.sql"),
+            include_str!("migrations/002_runs.sql"),
+            include_str!("migrations/003_orders.sql"),
+            include_str!("migrations/004_keys.sql"),
+            include_str!("migrations/005_authority.sql"),
+            include_str!("migrations/006_webhooks.sql"),
+            include_str!("migrations/007_text_and_state.sql"),
+            include_str!("migrations/008_state_digest.sql"),
+            include_str!("migrations/009_key_uses.sql"),
+            include_str!("migrations/010_metrics.sql"),
+            include_str!("migrations/011_attention.sql"),
+            include_str!("migrations/012_failures.sql"),
+            include_str!("migrations/013_refusal_repeats.sql"),
+            include_str!("migrations/014_runs_parent.sql"),
+            include_str!("migrations/015_reservations.sql"),
+        ];
+        assert!(MIGRATIONS.len() >= before.len());
+        for (number, (now, then)) in (1..).zip(MIGRATIONS.iter().zip(before)) {
+            assert_eq!(now, then, "migration {number}");
+        }
     }
 }

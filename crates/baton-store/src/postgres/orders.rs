@@ -11,8 +11,20 @@ use super::rows::load_folded;
 use crate::OrderQuery;
 use crate::decode;
 
-/// Applies one order event to the projection (live writes and replay alike).
+/// Applies an order's change to its row; any other change is not this family's.
 pub(super) async fn project(
+    conn: &mut PgConnection,
+    project: i64,
+    event: &Event,
+) -> sqlx::Result<()> {
+    match &event.change {
+        Change::Order(change) => apply(conn, project, event, change).await,
+        _ => Ok(()),
+    }
+}
+
+/// Applies one order event to the projection (live writes and replay alike).
+async fn apply(
     conn: &mut PgConnection,
     project: i64,
     event: &Event,
@@ -117,3 +129,11 @@ pub(super) async fn events_since(
     events.retain(|e| matches!(&e.change, Change::Order(c) if c.seq() > after_seq));
     Ok(events)
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`
+/// (`$1`: the project).
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'o|' || id || '|' || log_seq || '|' || seq || '|' || status || '|' || from_name \
+     || '|' || to_name || '|' || coalesce(escalate_to, '') || '|' || data \
+     FROM orders WHERE project = $1 ORDER BY id COLLATE \"C\"",
+];

@@ -1,10 +1,25 @@
 //! Participants in PostgreSQL: the `participants` projection (each one's name, role and
 //! authority policy), keyed by project, and the reads over it.
 
-use baton_core::{Event, Participant, Passname, Policy};
+use baton_core::{Change, Event, Participant, Passname, Policy};
 use sqlx::postgres::{PgConnection, PgPool};
 
 use crate::decode;
+
+/// Applies a participant's addition or policy to its row; any other change is not this family's.
+pub(super) async fn project(
+    conn: &mut PgConnection,
+    project: i64,
+    event: &Event,
+) -> sqlx::Result<()> {
+    match &event.change {
+        Change::ParticipantAdded { name, role } => added(conn, project, event, name, role).await,
+        Change::PolicySet { name, policy } => {
+            policy_set(conn, project, name, policy.as_ref()).await
+        }
+        _ => Ok(()),
+    }
+}
 
 /// Projects a participant's registration (a role given again replaces its role).
 pub(super) async fn added(
@@ -70,3 +85,11 @@ pub(super) async fn load(
     .await?;
     row.as_ref().map(decode::participant).transpose()
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`
+/// (`$1`: the project).
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'p|' || name || '|' || role || '|' || added_at || '|' || coalesce(policy, '') \
+     FROM participants \
+     WHERE project = $1 ORDER BY name COLLATE \"C\"",
+];

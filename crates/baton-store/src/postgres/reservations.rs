@@ -2,16 +2,28 @@
 //! keyed by project, its reads, and a participant's newest activity (what a force-release
 //! waits out).
 
-use baton_core::Event;
 use baton_core::reservation::{Reservation, ReservationChange};
+use baton_core::{Change, Event};
 use sqlx::postgres::PgConnection;
 use sqlx::{Postgres, QueryBuilder};
 
 use crate::decode;
 use crate::reservations::{self as shared, RESERVATION_COLUMNS, ReservationQuery};
 
-/// Applies one reservation event (live writes and replay alike).
+/// Applies a reservation's change to its row; any other change is not this family's.
 pub(super) async fn project(
+    conn: &mut PgConnection,
+    project: i64,
+    event: &Event,
+) -> sqlx::Result<()> {
+    match &event.change {
+        Change::Reservation(change) => apply(conn, project, event, change).await,
+        _ => Ok(()),
+    }
+}
+
+/// Applies one reservation event (live writes and replay alike).
+async fn apply(
     conn: &mut PgConnection,
     project: i64,
     event: &Event,
@@ -147,3 +159,14 @@ pub(super) async fn activity(
         .fetch_one(&mut *conn)
         .await
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`
+/// (`$1`: the project).
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'v|' || id || '|' || seq || '|' || holder || '|' || path || '|' || prefix \
+     || '|' || exclusive || '|' || reason || '|' || coalesce(order_id, '') || '|' \
+     || reserved_at || '|' || renewed_at || '|' || coalesce(expires_at::text, '') || '|' \
+     || coalesce(released_at::text, '') || '|' || coalesce(released_by, '') || '|' \
+     || coalesce(forced, '') FROM reservations WHERE project = $1 \
+     ORDER BY id COLLATE \"C\"",
+];

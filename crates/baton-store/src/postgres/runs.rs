@@ -1,9 +1,9 @@
 //! The run ledger in PostgreSQL: the `runs` projection, each row the fold of its run's
 //! `run.changed` events (`baton_core::run::fold`), kept whole as JSON, keyed by project.
 
-use baton_core::Event;
 use baton_core::Millis;
 use baton_core::run::{self, Run, RunChange, Source};
+use baton_core::{Change, Event};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, QueryBuilder};
 
@@ -65,8 +65,20 @@ fn without_helpers(query: &RunQuery) -> String {
     }
 }
 
-/// Applies one run event to the projection (live writes and replay alike).
+/// Applies a run's change to its row; any other change is not this family's.
 pub(super) async fn project(
+    conn: &mut PgConnection,
+    project: i64,
+    event: &Event,
+) -> sqlx::Result<()> {
+    match &event.change {
+        Change::Run(change) => apply(conn, project, event, change).await,
+        _ => Ok(()),
+    }
+}
+
+/// Applies one run event to the projection (live writes and replay alike).
+async fn apply(
     conn: &mut PgConnection,
     project: i64,
     event: &Event,
@@ -243,3 +255,11 @@ pub(super) async fn query(pool: &PgPool, project: i64, query: &RunQuery) -> sqlx
     let data: Vec<String> = sql.build_query_scalar().fetch_all(pool).await?;
     data.iter().map(|d| decode::folded(d)).collect()
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`
+/// (`$1`: the project).
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'r|' || id || '|' || seq || '|' || status || '|' || coalesce(participant, '') \
+     || '|' || coalesce(host, '') || '|' || coalesce(ended_at::text, '') || '|' || data \
+     FROM runs WHERE project = $1 ORDER BY id COLLATE \"C\"",
+];

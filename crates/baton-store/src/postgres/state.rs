@@ -2,12 +2,24 @@
 //! `state.changed` event (`baton_core::state`), kept whole as JSON, and beside it its
 //! digest, the newest entries of each list; one row of each a project.
 
-use baton_core::Event;
 use baton_core::state::{DIGEST_ITEMS, ProjectState, StateDigest};
+use baton_core::{Change, Event};
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgConnection;
 
 use crate::decode;
+
+/// Applies a change of the project state to its row and its digest; any other change is not this family's.
+pub(super) async fn project(
+    conn: &mut PgConnection,
+    project: i64,
+    event: &Event,
+) -> sqlx::Result<()> {
+    match &event.change {
+        Change::State(_) => advance(conn, project, event).await,
+        _ => Ok(()),
+    }
+}
 
 /// The project state: the fold of every `state.changed` event, as its projection keeps it.
 pub(super) async fn read(conn: &mut PgConnection, project: i64) -> sqlx::Result<ProjectState> {
@@ -57,3 +69,10 @@ pub(super) async fn advance(
     }
     Ok(())
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`
+/// (`$1`: the project).
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 's|' || data FROM state WHERE project = $1",
+    "SELECT 'g|' || data FROM state_digest WHERE project = $1",
+];

@@ -2,15 +2,27 @@
 //! delivery bookkeeping beside it. Several servers share the work: each claims the due
 //! webhook first in line that no other holds (`FOR UPDATE SKIP LOCKED`) and leases it.
 
-use baton_core::Event;
 use baton_core::webhook::{Webhook, WebhookChange};
+use baton_core::{Change, Event};
 use sqlx::postgres::{PgConnection, PgPool};
 
 use crate::Settled;
 use crate::decode::{self, WEBHOOK_COLUMNS};
 
-/// Applies one webhook event (live writes and replay alike); see the SQLite twin.
+/// Applies a webhook's change to its row; any other change is not this family's.
 pub(super) async fn project(
+    conn: &mut PgConnection,
+    project: i64,
+    event: &Event,
+) -> sqlx::Result<()> {
+    match &event.change {
+        Change::Webhook(change) => apply(conn, project, event, change).await,
+        _ => Ok(()),
+    }
+}
+
+/// Applies one webhook event (live writes and replay alike); see the SQLite twin.
+async fn apply(
     conn: &mut PgConnection,
     project: i64,
     event: &Event,
@@ -146,3 +158,10 @@ pub(super) async fn settle(
     query.execute(pool).await?;
     Ok(())
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`
+/// (`$1`: the project).
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'w|' || participant || '|' || url || '|' || set_seq \
+     FROM webhooks WHERE project = $1 ORDER BY participant COLLATE \"C\"",
+];

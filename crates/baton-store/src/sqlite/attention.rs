@@ -13,6 +13,15 @@ use super::rows::{column, rows};
 use crate::Attention;
 use crate::decode;
 
+/// Applies a verdict, a need, an acknowledgement or an effect to the open needs and the stuck orders; any other change is not this family's.
+pub(super) fn project(conn: &Connection, event: &Event) -> Sql<()> {
+    match &event.change {
+        Change::Gate(change) => gate(conn, event, change),
+        Change::Effect(change) => effect(conn, change),
+        _ => Ok(()),
+    }
+}
+
 /// Projects a gate event as the core moves its need (`gate::need_move`).
 pub(super) fn gate(conn: &Connection, event: &Event, change: &GateChange) -> Sql<()> {
     match need_move(change) {
@@ -94,3 +103,9 @@ pub(super) fn acks(conn: &Connection, items: &[String]) -> Sql<Vec<Option<i64>>>
         [list],
     )
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`.
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'n|' || id || '|' || seq FROM open_needs ORDER BY id",
+    "SELECT 'u|' || id FROM stuck_orders ORDER BY id",
+];

@@ -3,16 +3,24 @@
 //! key's last recorded use (not in the log, so a rebuild keeps it). The token itself is
 //! never stored.
 
-use baton_core::Event;
 use baton_core::key::{self, Key, KeyChange};
+use baton_core::{Change, Event};
 use rusqlite::{Connection, params};
 
 use super::conn::{Sql, exec};
 use super::rows::{self, load_folded};
 use crate::decode;
 
+/// Applies a key's change to its row; any other change is not this family's.
+pub(super) fn project(conn: &Connection, event: &Event) -> Sql<()> {
+    match &event.change {
+        Change::Key(change) => apply(conn, event, change),
+        _ => Ok(()),
+    }
+}
+
 /// Applies one key event to the projection (live writes and replay alike).
-pub(super) fn project(conn: &Connection, event: &Event, change: &KeyChange) -> Sql<()> {
+fn apply(conn: &Connection, event: &Event, change: &KeyChange) -> Sql<()> {
     let current = load(conn, change.key())?;
     let Some(k) = key::fold(current, change, event.at) else {
         return Ok(());
@@ -59,3 +67,9 @@ pub(super) fn record_use(conn: &Connection, id: &str, at: i64) -> Sql<()> {
     )?;
     Ok(())
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`.
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'k|' || id || '|' || seq || '|' || participant || '|' || data \
+     FROM keys ORDER BY id",
+];

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use baton_core::event::SentMessage;
 use baton_core::message::Prior;
 use baton_core::{
-    DeliveryStatus, Draft, Envelope, Event, MessageType, Millis, Passname, Refusal, RequestStatus,
-    delivery,
+    Change, DeliveryStatus, Draft, Envelope, Event, MessageType, Millis, Passname, Refusal,
+    RequestStatus, delivery,
 };
 use rusqlite::{Connection, params};
 
@@ -35,6 +35,21 @@ pub(super) const PENDING_TEXT_FLUSH: i64 = 64;
 /// The seq of the message `?` rows before the newest, if its words wait for the index.
 const OLDEST_OF_NEWEST_WAITING: &str = "SELECT seq FROM (SELECT seq, words FROM messages \
      ORDER BY seq DESC LIMIT 1 OFFSET ?) WHERE words IS NOT NULL";
+
+/// Applies a message sent, or a step of a delivery or of a request to their rows; any other change is not this family's.
+pub(super) fn project(conn: &Connection, event: &Event) -> Sql<()> {
+    match &event.change {
+        Change::MessageSent(m) => sent(conn, event, m),
+        Change::DeliveryChanged {
+            message,
+            participant,
+            status,
+            ..
+        } => delivery_changed(conn, event, message, participant, *status),
+        Change::RequestChanged { message, status } => request_changed(conn, message, *status),
+        _ => Ok(()),
+    }
+}
 
 /// Projects a message's send: its row (its place in its thread; its parent's reply count),
 /// its words waiting for the index, and a delivery to each recipient.
@@ -612,6 +627,23 @@ fn search_sql(
     sql.push(" ORDER BY ").push(order).push(" DESC LIMIT ?");
     Ok(sql)
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`.
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'm|' || id || '|' || seq || '|' || from_name || '|' || type || '|' || topic \
+     || '|' || coalesce(reply_to, '') || '|' || root_id || '|' || depth || '|' || excerpt \
+     || '|' || size || '|' || hash || '|' || coalesce(idempotency_key, '') || '|' \
+     || created_at || '|' || coalesce(request_status, '') || '|' || replies \
+     FROM messages ORDER BY id",
+    "SELECT 'd|' || message_id || '|' || participant || '|' || status || '|' || updated_at \
+     || '|' || seq || '|' || request FROM deliveries ORDER BY message_id, participant",
+    // A message's words, indexed or pending: which of the two holds them depends
+    // on how many were written since the last move, not on what they are.
+    "SELECT 't|' || seq || '|' || words FROM ( \
+         SELECT doc AS seq, group_concat(term, ' ' ORDER BY \"offset\") AS words \
+         FROM message_words GROUP BY doc \
+         UNION ALL SELECT seq, words FROM messages WHERE words != '') ORDER BY seq",
+];
 
 #[cfg(test)]
 mod tests {

@@ -158,3 +158,6 @@ pub(super) fn read(conn: &Connection) -> Sql<Metrics> {
         )?,
     })
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`.
+pub(super) const DUMP: &[&str] = &["SELECT 'x|' || data FROM metrics"];

@@ -67,30 +67,10 @@ use crate::{
     SearchQuery, Settled, StoreError, Tx, Window,
 };
 
-/// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
-const MIGRATIONS: &[&str] = &[
-    include_str!("migrations/001_event_log.sql"),
-    include_str!("migrations/002_event_kind_index.sql"),
-    include_str!("migrations/003_runs.sql"),
-    include_str!("migrations/004_orders.sql"),
-    include_str!("migrations/005_keys.sql"),
-    include_str!("migrations/006_authority.sql"),
-    include_str!("migrations/007_webhooks.sql"),
-    include_str!("migrations/008_text_and_state.sql"),
-    include_str!("migrations/009_state_digest.sql"),
-    include_str!("migrations/010_list_reads.sql"),
-    include_str!("migrations/011_fewer_pages.sql"),
-    include_str!("migrations/012_key_uses.sql"),
-    include_str!("migrations/013_pending_text.sql"),
-    include_str!("migrations/014_subjects_without_sends.sql"),
-    include_str!("migrations/015_sends_in_fewer_trees.sql"),
-    include_str!("migrations/016_metrics.sql"),
-    include_str!("migrations/017_attention.sql"),
-    include_str!("migrations/018_failures.sql"),
-    include_str!("migrations/019_refusal_repeats.sql"),
-    include_str!("migrations/020_runs_parent.sql"),
-    include_str!("migrations/021_reservations.sql"),
-];
+/// Schema migrations, applied in order; `PRAGMA user_version` records how many ran. They
+/// are the files of `migrations/`, embedded by the build script in the order of their
+/// numbers.
+const MIGRATIONS: &[&str] = include!(concat!(env!("OUT_DIR"), "/sqlite_migrations.rs"));
 
 /// How many migrations ran before the one that added `message_text` and `state`: a store
 /// older than that has them filled from its log when it is brought up to date.
@@ -280,43 +260,7 @@ impl SqliteStore {
 
     /// Every projection row as text, in a stable order, for comparing two stores.
     pub async fn projection_dump(&self) -> Result<Vec<String>> {
-        let queries = [
-            "SELECT 'p|' || name || '|' || role || '|' || added_at || '|' || coalesce(policy, '') \
-             FROM participants ORDER BY name",
-            "SELECT 'm|' || id || '|' || seq || '|' || from_name || '|' || type || '|' || topic \
-             || '|' || coalesce(reply_to, '') || '|' || root_id || '|' || depth || '|' || excerpt \
-             || '|' || size || '|' || hash || '|' || coalesce(idempotency_key, '') || '|' \
-             || created_at || '|' || coalesce(request_status, '') || '|' || replies \
-             FROM messages ORDER BY id",
-            "SELECT 'd|' || message_id || '|' || participant || '|' || status || '|' || updated_at \
-             || '|' || seq || '|' || request FROM deliveries ORDER BY message_id, participant",
-            "SELECT 'r|' || id || '|' || seq || '|' || status || '|' || coalesce(participant, '') \
-             || '|' || coalesce(host, '') || '|' || coalesce(ended_at, '') || '|' || data \
-             FROM runs ORDER BY id",
-            "SELECT 'o|' || id || '|' || log_seq || '|' || seq || '|' || status || '|' || from_name \
-             || '|' || to_name || '|' || coalesce(escalate_to, '') || '|' || data \
-             FROM orders ORDER BY id",
-            "SELECT 'k|' || id || '|' || seq || '|' || participant || '|' || data \
-             FROM keys ORDER BY id",
-            "SELECT 'w|' || participant || '|' || url || '|' || set_seq \
-             FROM webhooks ORDER BY participant",
-            // A message's words, indexed or pending: which of the two holds them depends
-            // on how many were written since the last move, not on what they are.
-            "SELECT 't|' || seq || '|' || words FROM ( \
-                 SELECT doc AS seq, group_concat(term, ' ' ORDER BY \"offset\") AS words \
-                 FROM message_words GROUP BY doc \
-                 UNION ALL SELECT seq, words FROM messages WHERE words != '') ORDER BY seq",
-            "SELECT 's|' || data FROM state",
-            "SELECT 'g|' || data FROM state_digest",
-            "SELECT 'x|' || data FROM metrics",
-            "SELECT 'n|' || id || '|' || seq FROM open_needs ORDER BY id",
-            "SELECT 'u|' || id FROM stuck_orders ORDER BY id",
-            "SELECT 'v|' || id || '|' || seq || '|' || holder || '|' || path || '|' || prefix \
-             || '|' || exclusive || '|' || reason || '|' || coalesce(order_id, '') || '|' \
-             || reserved_at || '|' || renewed_at || '|' || coalesce(expires_at, '') || '|' \
-             || coalesce(released_at, '') || '|' || coalesce(released_by, '') || '|' \
-             || coalesce(forced, '') FROM reservations ORDER BY id",
-        ];
+        let queries = DUMPS.concat();
         self.read(|conn| {
             let mut out = Vec::new();
             for q in queries {
@@ -462,6 +406,21 @@ fn migrate(conn: &Connection, seen: i64, path: &Path, busy_timeout: Duration) ->
     }
 }
 
+/// Each family's projection rows, for [`SqliteStore::projection_dump`]: a family's file holds its
+/// own, so a table's new column is written there.
+const DUMPS: [&[&str]; 10] = [
+    participants::DUMP,
+    messages::DUMP,
+    runs::DUMP,
+    orders::DUMP,
+    keys::DUMP,
+    webhooks::DUMP,
+    state::DUMP,
+    metrics::DUMP,
+    attention::DUMP,
+    reservations::DUMP,
+];
+
 /// Fills `message_text` from the log of a store made before it was last made anew, and
 /// `state` too when `state` (a store made before it existed).
 fn fill_text_and_state(conn: &Connection, state: bool) -> Sql<()> {
@@ -523,41 +482,22 @@ fn project(conn: &Connection, event: &Event) -> Sql<()> {
     Ok(())
 }
 
-/// [`project`] but for the metrics' tally.
+/// [`project`] but for the metrics' tally: each family applies the changes that are its
+/// own (in its file: `messages::project`, `runs::project`, …) and passes over the rest.
+/// What no family projects is read from the log when asked: a refusal (the log is its
+/// record), a negotiation and an order's effects (folded in memory, but for whether an
+/// order is stuck), whom a participant stands for, a hand-over, verdicts and
+/// acknowledgements (read by subject).
 fn project_tables(conn: &Connection, event: &Event) -> Sql<()> {
-    match &event.change {
-        Change::ParticipantAdded { name, role } => participants::added(conn, event, name, role)?,
-        Change::MessageSent(m) => messages::sent(conn, event, m)?,
-        Change::DeliveryChanged {
-            message,
-            participant,
-            status,
-            ..
-        } => messages::delivery_changed(conn, event, message, participant, *status)?,
-        Change::RequestChanged { message, status } => {
-            messages::request_changed(conn, message, *status)?
-        }
-        Change::State(_) => state::advance(conn, event)?,
-        Change::Run(change) => runs::project(conn, event, change)?,
-        Change::Order(change) => orders::project(conn, event, change)?,
-        Change::Key(change) => keys::project(conn, event, change)?,
-        Change::Webhook(change) => webhooks::project(conn, event, change)?,
-        Change::Reservation(change) => reservations::project(conn, event, change)?,
-        Change::PolicySet { name, policy } => {
-            participants::policy_set(conn, name, policy.as_ref())?
-        }
-        // The log is the record of a refusal; nothing projects it.
-        Change::Denied(_) => {}
-        // A negotiation is folded in memory from its events (`Negotiation::replay`), and
-        // so are an order's effects (`Effects::replay`), but for whether one is stuck.
-        // Whom a participant stands for is folded from its events when asked.
-        Change::Negotiation(_) | Change::A2aAgent { .. } | Change::Handover(_) => {}
-        Change::Effect(change) => attention::effect(conn, change)?,
-        // Verdicts and acknowledgements are read from the log by subject; open needs are
-        // projected.
-        Change::Gate(change) => attention::gate(conn, event, change)?,
-    }
-    Ok(())
+    participants::project(conn, event)?;
+    messages::project(conn, event)?;
+    state::project(conn, event)?;
+    runs::project(conn, event)?;
+    orders::project(conn, event)?;
+    keys::project(conn, event)?;
+    webhooks::project(conn, event)?;
+    reservations::project(conn, event)?;
+    attention::project(conn, event)
 }
 
 #[async_trait]
@@ -963,5 +903,44 @@ impl Tx for SqliteTx {
             let _ = spool.release();
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scripts a store made before migrations were read from their directory has run
+    /// are the ones it ran then, in the same order: its recorded `user_version` means what it
+    /// meant, and it opens unchanged.
+    #[test]
+    fn the_embedded_migrations_begin_with_the_ones_stores_have_run() {
+        let before: &[&str] = &[
+            include_str!("migrations/001_event_log.sql"),
+            include_str!("migrations/002_event_kind_index.sql"),
+            include_str!("migrations/003_runs.sql"),
+            include_str!("migrations/004_orders.sql"),
+            include_str!("migrations/005_keys.sql"),
+            include_str!("migrations/006_authority.sql"),
+            include_str!("migrations/007_webhooks.sql"),
+            include_str!("migrations/008_text_and_state.sql"),
+            include_str!("migrations/009_state_digest.sql"),
+            include_str!("migrations/010_list_reads.sql"),
+            include_str!("migrations/011_fewer_pages.sql"),
+            include_str!("migrations/012_key_uses.sql"),
+            include_str!("migrations/013_pending_text.sql"),
+            include_str!("migrations/014_subjects_without_sends.sql"),
+            include_str!("migrations/015_sends_in_fewer_trees.sql"),
+            include_str!("migrations/016_metrics.sql"),
+            include_str!("migrations/017_attention.sql"),
+            include_str!("migrations/018_failures.sql"),
+            include_str!("migrations/019_refusal_repeats.sql"),
+            include_str!("migrations/020_runs_parent.sql"),
+            include_str!("migrations/021_reservations.sql"),
+        ];
+        assert!(MIGRATIONS.len() >= before.len());
+        for (number, (now, then)) in (1..).zip(MIGRATIONS.iter().zip(before)) {
+            assert_eq!(now, then, "migration {number}");
+        }
     }
 }

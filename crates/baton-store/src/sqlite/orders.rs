@@ -1,8 +1,8 @@
 //! The order lifecycle in SQLite: the `orders` projection, each row the fold of its
 //! order's `order.changed` events (`baton_core::order::fold`), kept whole as JSON.
 
-use baton_core::Event;
 use baton_core::order::{self, Order, OrderChange};
+use baton_core::{Change, Event};
 use rusqlite::{Connection, params};
 
 use super::conn::{Builder, Sql, exec};
@@ -10,8 +10,16 @@ use super::rows::{column, load_folded, rows};
 use crate::OrderQuery;
 use crate::decode;
 
+/// Applies an order's change to its row; any other change is not this family's.
+pub(super) fn project(conn: &Connection, event: &Event) -> Sql<()> {
+    match &event.change {
+        Change::Order(change) => apply(conn, event, change),
+        _ => Ok(()),
+    }
+}
+
 /// Applies one order event to the projection (live writes and replay alike).
-pub(super) fn project(conn: &Connection, event: &Event, change: &OrderChange) -> Sql<()> {
+fn apply(conn: &Connection, event: &Event, change: &OrderChange) -> Sql<()> {
     let current = load(conn, change.order())?;
     if let Some(order) = order::fold(current, change, event.seq, event.at) {
         save(conn, &order)?;
@@ -91,3 +99,10 @@ pub(super) fn events_since(conn: &Connection, id: &str, after_seq: i64) -> Sql<V
     )?;
     Ok(decode::events(&found)?)
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`.
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'o|' || id || '|' || log_seq || '|' || seq || '|' || status || '|' || from_name \
+     || '|' || to_name || '|' || coalesce(escalate_to, '') || '|' || data \
+     FROM orders ORDER BY id",
+];

@@ -1,16 +1,24 @@
 //! Reservations in SQLite: the `reservations` projection of `reservation.changed`, its
 //! reads, and a participant's newest activity (what a force-release waits out).
 
-use baton_core::Event;
 use baton_core::reservation::{PathGlob, Reservation, ReservationChange};
+use baton_core::{Change, Event};
 use rusqlite::{Connection, params};
 
 use super::conn::{Builder, Sql, exec};
 use super::rows::{rows, scalar};
 use crate::reservations::{self as shared, RESERVATION_COLUMNS, ReservationQuery};
 
+/// Applies a reservation's change to its row; any other change is not this family's.
+pub(super) fn project(conn: &Connection, event: &Event) -> Sql<()> {
+    match &event.change {
+        Change::Reservation(change) => apply(conn, event, change),
+        _ => Ok(()),
+    }
+}
+
 /// Applies one reservation event (live writes and replay alike).
-pub(super) fn project(conn: &Connection, event: &Event, change: &ReservationChange) -> Sql<()> {
+fn apply(conn: &Connection, event: &Event, change: &ReservationChange) -> Sql<()> {
     let expires_at = change.expires_at(event.at);
     match change {
         ReservationChange::Reserved {
@@ -128,3 +136,12 @@ pub(super) fn activity(conn: &Connection, participant: &str) -> Sql<Option<i64>>
     );
     scalar::<Option<i64>>(conn, &sql, [participant]).map(Option::flatten)
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`.
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'v|' || id || '|' || seq || '|' || holder || '|' || path || '|' || prefix \
+     || '|' || exclusive || '|' || reason || '|' || coalesce(order_id, '') || '|' \
+     || reserved_at || '|' || renewed_at || '|' || coalesce(expires_at, '') || '|' \
+     || coalesce(released_at, '') || '|' || coalesce(released_by, '') || '|' \
+     || coalesce(forced, '') FROM reservations ORDER BY id",
+];

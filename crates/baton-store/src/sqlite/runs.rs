@@ -1,9 +1,9 @@
 //! The run ledger in SQLite: the `runs` projection, each row the fold of its run's
 //! `run.changed` events (`baton_core::run::fold`), kept whole as JSON.
 
-use baton_core::Event;
 use baton_core::Millis;
 use baton_core::run::{self, Run, RunChange, Source};
+use baton_core::{Change, Event};
 use rusqlite::{Connection, params};
 
 use super::conn::{Builder, Sql, exec};
@@ -11,8 +11,16 @@ use super::rows::{column, load_folded, rows, scalar};
 use crate::decode;
 use crate::{RunCount, RunQuery};
 
+/// Applies a run's change to its row; any other change is not this family's.
+pub(super) fn project(conn: &Connection, event: &Event) -> Sql<()> {
+    match &event.change {
+        Change::Run(change) => apply(conn, event, change),
+        _ => Ok(()),
+    }
+}
+
 /// Applies one run event to the projection (live writes and replay alike).
-pub(super) fn project(conn: &Connection, event: &Event, change: &RunChange) -> Sql<()> {
+fn apply(conn: &Connection, event: &Event, change: &RunChange) -> Sql<()> {
     let Some(id) = change.run() else {
         return Ok(());
     };
@@ -209,3 +217,10 @@ fn without_helpers(query: &RunQuery) -> String {
         String::new()
     }
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`.
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'r|' || id || '|' || seq || '|' || status || '|' || coalesce(participant, '') \
+     || '|' || coalesce(host, '') || '|' || coalesce(ended_at, '') || '|' || data \
+     FROM runs ORDER BY id",
+];

@@ -2,13 +2,21 @@
 //! event (`baton_core::state`), kept whole as JSON, and beside it its digest, the newest
 //! entries of each list.
 
-use baton_core::Event;
 use baton_core::state::{DIGEST_ITEMS, ProjectState, StateDigest};
+use baton_core::{Change, Event};
 use rusqlite::Connection;
 
 use super::conn::{Sql, exec};
 use super::rows::scalar;
 use crate::decode;
+
+/// Applies a change of the project state to its row and its digest; any other change is not this family's.
+pub(super) fn project(conn: &Connection, event: &Event) -> Sql<()> {
+    match &event.change {
+        Change::State(_) => advance(conn, event),
+        _ => Ok(()),
+    }
+}
 
 /// The project state: the fold of every `state.changed` event, as its projection keeps it.
 pub(super) fn read(conn: &Connection) -> Sql<ProjectState> {
@@ -46,3 +54,9 @@ pub(super) fn advance(conn: &Connection, event: &Event) -> Sql<()> {
     }
     Ok(())
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`.
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 's|' || data FROM state",
+    "SELECT 'g|' || data FROM state_digest",
+];

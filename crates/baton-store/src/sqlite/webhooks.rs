@@ -1,8 +1,8 @@
 //! Webhooks in SQLite: the `webhooks` projection of `webhook.changed`, and the delivery
 //! bookkeeping beside it (claimed, settled) that the log does not hold.
 
-use baton_core::Event;
 use baton_core::webhook::{Webhook, WebhookChange};
+use baton_core::{Change, Event};
 use rusqlite::{Connection, params};
 
 use super::conn::{Sql, exec};
@@ -10,10 +10,18 @@ use super::rows::{row, rows};
 use crate::Settled;
 use crate::decode::{self, WEBHOOK_COLUMNS};
 
+/// Applies a webhook's change to its row; any other change is not this family's.
+pub(super) fn project(conn: &Connection, event: &Event) -> Sql<()> {
+    match &event.change {
+        Change::Webhook(change) => apply(conn, event, change),
+        _ => Ok(()),
+    }
+}
+
 /// Applies one webhook event (live writes and replay alike). A new webhook starts at its
 /// event: what happened before it was set is not told. A changed URL keeps the cursor:
 /// what was pending goes to the new URL.
-pub(super) fn project(conn: &Connection, event: &Event, change: &WebhookChange) -> Sql<()> {
+fn apply(conn: &Connection, event: &Event, change: &WebhookChange) -> Sql<()> {
     match change {
         WebhookChange::Set {
             participant,
@@ -102,3 +110,9 @@ pub(super) fn settle(conn: &Connection, hook: &Webhook, settled: &Settled) -> Sq
     }?;
     Ok(())
 }
+
+/// This family's projection rows as text, in a stable order, for `projection_dump`.
+pub(super) const DUMP: &[&str] = &[
+    "SELECT 'w|' || participant || '|' || url || '|' || set_seq \
+     FROM webhooks ORDER BY participant",
+];

@@ -16,6 +16,24 @@ use crate::{
     refused, send,
 };
 
+/// This family's stories, each run on every backend by `every_backend!` (`main.rs`).
+macro_rules! stories {
+    ($attrs:tt $backend:ty) => {
+        crate::on_backend!($attrs $backend; authority;
+            stores: [
+                a_key_is_issued_revoked_alone_and_never_holds_its_token,
+                an_action_beyond_authority_is_refused_and_recorded,
+                a_refusal_repeated_is_counted_on_its_event_not_appended,
+            ];
+            backends: [
+                random_operations_keep_authority_s_promises,
+                a_keys_last_use_is_kept_beside_the_log,
+            ];
+        );
+    };
+}
+pub(crate) use stories;
+
 /// How many random sequences the authority story runs on each backend, and how long each
 /// is.
 const AUTHORITY_CASES: u64 = 24;

@@ -16,6 +16,18 @@ use proptest::prelude::*;
 
 use crate::{Backend, cast, draft, envelope, generation, name, refusals, send};
 
+/// This family's stories, each run on every backend by `every_backend!` (`main.rs`).
+macro_rules! stories {
+    ($attrs:tt $backend:ty) => {
+        crate::on_backend!($attrs $backend; delivery;
+            models: [
+                the_store_follows_the_delivery_model,
+            ];
+        );
+    };
+}
+pub(crate) use stories;
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Actor {
     Sender,

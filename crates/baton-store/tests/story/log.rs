@@ -18,6 +18,26 @@ use crate::{
     status,
 };
 
+/// This family's stories, each run on every backend by `every_backend!` (`main.rs`).
+macro_rules! stories {
+    ($attrs:tt $backend:ty) => {
+        crate::on_backend!($attrs $backend; log;
+            stores: [
+                the_handoff_metrics_are_a_projection_of_the_log,
+                a_send_is_found_by_its_event_id,
+                a_subjects_events_and_last_change_are_found_whatever_their_kind,
+                a_wait_wakes_when_another_writer_commits,
+                racing_writers_queue_and_the_log_has_no_gaps,
+            ];
+            backends: [
+                the_log_is_the_truth,
+                a_locked_store_is_busy_then_writable,
+            ];
+        );
+    };
+}
+pub(crate) use stories;
+
 /// Plays `turns` random commands (sends, replies, fetches, steps, registrations), many of
 /// them refused; a refusal must be one a user can act on, never an engine failure.
 pub(crate) async fn random_mix(store: &Store, dice: &mut Dice, turns: usize) {

@@ -6,10 +6,11 @@
 //! under the store (replaying the log, tampering with it, holding its write lock) take a
 //! [`Backend`] instead. A new backend is one more `impl Backend` and one more line in the
 //! `every_backend!` call at the bottom of this file; a new story is a function in its
-//! family's module and one line in that call's list.
+//! family's module and one line in that module's `stories!` list.
 //!
-//! This file is the harness: the backends, the helpers every family uses, and the list
-//! that runs each story on each backend. The stories are in one module per family:
+//! This file is the harness: the backends, the helpers every family uses, and the call
+//! that runs each family's stories on each backend. The stories are in one module per
+//! family, each listing its own:
 //! `messages`, `delivery` (the delivery lifecycle as a property), `log` (the log as the
 //! truth, writers and waits), `migrations`, `runs`, `state`, `orders`, `review`,
 //! `negotiation`, `authority` (and keys), `webhooks`, `reservations`, `portable` and
@@ -525,108 +526,81 @@ macro_rules! marked {
         $(#[$attr])* $item
     };
 }
+pub(crate) use marked;
 
-macro_rules! stories {
+/// The tests of one family's stories on one backend, inside that backend's module: each
+/// family's `stories!` (in its own file) calls this with its lists — the stories over a
+/// [`Store`], those that reach under it (generic over the [`Backend`]), and the models
+/// checked by property tests.
+macro_rules! on_backend {
     (
-        $attrs:tt $module:ident: $backend:ty;
-        stores: [$($family:ident::$story:ident),* $(,)?];
-        backends: [$($deep_family:ident::$deep:ident),* $(,)?]
+        $attrs:tt $backend:ty; $family:ident;
+        $(stores: [$($story:ident),* $(,)?];)?
+        $(backends: [$($deep:ident),* $(,)?];)?
+        $(models: [$($model:ident),* $(,)?];)?
     ) => {
-        mod $module {
-            use super::*;
-
-            $(
-                marked!($attrs
-                #[tokio::test]
-                async fn $story() {
-                    let backend = <$backend>::fresh(DEFAULT_BUSY_TIMEOUT).await;
-                    super::$family::$story(backend.store()).await;
-                });
-            )*
-
-            $(
-                marked!($attrs
-                #[tokio::test]
-                async fn $deep() {
-                    super::$deep_family::$deep::<$backend>().await;
-                });
-            )*
-
-            marked!($attrs
-            #[test]
-            fn the_store_follows_the_delivery_model() {
-                super::delivery::the_store_follows_the_delivery_model::<$backend>();
+        $($(
+            crate::marked!($attrs
+            #[tokio::test]
+            async fn $story() {
+                let backend = <$backend>::fresh(DEFAULT_BUSY_TIMEOUT).await;
+                crate::$family::$story(backend.store()).await;
             });
-        }
+        )*)?
+        $($(
+            crate::marked!($attrs
+            #[tokio::test]
+            async fn $deep() {
+                crate::$family::$deep::<$backend>().await;
+            });
+        )*)?
+        $($(
+            crate::marked!($attrs
+            #[test]
+            fn $model() {
+                crate::$family::$model::<$backend>();
+            });
+        )*)?
+    };
+}
+pub(crate) use on_backend;
+
+/// Each family's stories on one backend.
+macro_rules! each_family {
+    ([$($family:ident),* $(,)?] $attrs:tt $backend:ty) => {
+        $(crate::$family::stories!($attrs $backend);)*
     };
 }
 
-/// Every story, on every backend: one list, so a new story runs everywhere or nowhere.
+/// Every family's stories, on every backend: a module per backend, so a story runs
+/// everywhere or nowhere.
 macro_rules! every_backend {
-    ($($(#[$attr:meta])* $module:ident: $backend:ty),* $(,)?) => {
+    (families: $families:tt; $($(#[$attr:meta])* $module:ident: $backend:ty),* $(,)?) => {
         $(
-            stories!({ $(#[$attr])* } $module: $backend;
-                stores: [
-                    messages::participants_register_once_and_gate_every_message,
-                    messages::a_request_reaches_each_recipient_and_the_outbox_tracks_each,
-                    messages::ids_are_listed_by_their_first_characters_in_either_case,
-                    messages::fetching_delivers_once_and_only_to_a_pending_recipient,
-                    messages::invalid_transitions_are_refused_and_write_nothing,
-                    messages::a_reason_is_required_and_threaded_back_to_the_sender,
-                    messages::a_note_reply_names_the_step_that_was_taken,
-                    messages::the_sender_closes_its_own_end_of_a_request,
-                    messages::duplicates_return_the_original,
-                    messages::an_unaddressable_send_is_refused,
-                    messages::a_thread_comes_back_depth_first,
-                    messages::search_filters_narrow_and_pages_walk_everything_once,
-                    messages::a_search_over_many_messages_walks_them_all_newest_first,
-                    messages::owed_and_waiting_lists_read_as_heads_and_envelopes_on_demand,
-                    runs::a_run_is_the_fold_of_its_facts,
-                    runs::a_hooks_event_is_its_participants_or_the_local_operators,
-                    runs::the_runs_view_is_live_runs_and_the_newest_others_and_pages_walk_all,
-                    runs::a_lost_run_resurfaces_what_it_held_once,
-                    runs::an_untracked_run_of_the_participant_keeps_its_work_from_resurfacing,
-                    runs::the_failures_lane_reads_failures_and_only_what_could_clear_them,
-                    state::the_state_digest_keeps_the_newest_of_each_list_and_their_counts,
-                    orders::an_order_goes_round_its_lifecycle,
-                    negotiation::a_negotiation_takes_participants_and_opens_again_once_settled,
-                    log::the_handoff_metrics_are_a_projection_of_the_log,
-                    orders::an_offer_is_checked_and_orders_list_by_party,
-                    portable::an_imported_event_keeps_its_id_and_time,
-                    runs::sessions_and_helpers_are_rows_counted_by_source,
-                    runs::ten_thousand_hooks_of_one_session_are_one_row_and_a_row_per_helper,
-                    log::a_send_is_found_by_its_event_id,
-                    authority::a_key_is_issued_revoked_alone_and_never_holds_its_token,
-                    review::gate_events_are_appended_together_and_read_back_by_kind,
-                    log::a_subjects_events_and_last_change_are_found_whatever_their_kind,
-                    authority::an_action_beyond_authority_is_refused_and_recorded,
-                    authority::a_refusal_repeated_is_counted_on_its_event_not_appended,
-                    webhooks::a_webhook_is_claimed_by_one_server_and_settled,
-                    log::a_wait_wakes_when_another_writer_commits,
-                    log::racing_writers_queue_and_the_log_has_no_gaps,
-                    orders::steps_from_the_same_view_one_is_taken_the_others_find_it_moved,
-                    reservations::reservations_are_held_renewed_released_and_refused_in_the_way,
-                    reservations::a_reservation_lapses_at_its_expiry_not_before_and_not_after,
-                    reservations::an_accepted_order_holds_its_scope_for_its_worker_until_it_ends,
-                    reservations::a_quiet_holders_reservation_is_force_released_and_the_holder_told,
-                    reservations::sixteen_writers_reserving_one_path_one_wins,
-                ];
-                backends: [
-                    log::the_log_is_the_truth,
-                    review::what_waits_for_a_person_is_open_work_only,
-                    log::a_locked_store_is_busy_then_writable,
-                    runs::runs_replay_to_the_same_rows,
-                    authority::random_operations_keep_authority_s_promises,
-                    orders::orders_replay_to_the_same_rows,
-                    authority::a_keys_last_use_is_kept_beside_the_log,
-                    reservations::reservations_replay_to_the_same_rows,
-                ]
-            );
+            mod $module {
+                use super::*;
+
+                each_family!($families { $(#[$attr])* } $backend);
+            }
         )*
     };
 }
 
 every_backend!(
+    families: [
+        messages,
+        delivery,
+        log,
+        runs,
+        state,
+        orders,
+        review,
+        negotiation,
+        authority,
+        webhooks,
+        reservations,
+        portable,
+    ];
     sqlite: Sqlite,
     grouped: Grouped,
     #[cfg_attr(not(baton_test_postgres), ignore = "PostgreSQL not found: apt-get install postgresql, or set BATON_TEST_POSTGRES")]

@@ -21,6 +21,31 @@ use crate::{
 
 use Filter as F;
 
+/// This family's stories, each run on every backend by `every_backend!` (`main.rs`).
+macro_rules! stories {
+    ($attrs:tt $backend:ty) => {
+        crate::on_backend!($attrs $backend; messages;
+            stores: [
+                participants_register_once_and_gate_every_message,
+                a_request_reaches_each_recipient_and_the_outbox_tracks_each,
+                ids_are_listed_by_their_first_characters_in_either_case,
+                fetching_delivers_once_and_only_to_a_pending_recipient,
+                invalid_transitions_are_refused_and_write_nothing,
+                a_reason_is_required_and_threaded_back_to_the_sender,
+                a_note_reply_names_the_step_that_was_taken,
+                the_sender_closes_its_own_end_of_a_request,
+                duplicates_return_the_original,
+                an_unaddressable_send_is_refused,
+                a_thread_comes_back_depth_first,
+                search_filters_narrow_and_pages_walk_everything_once,
+                a_search_over_many_messages_walks_them_all_newest_first,
+                owed_and_waiting_lists_read_as_heads_and_envelopes_on_demand,
+            ];
+        );
+    };
+}
+pub(crate) use stories;
+
 /// What the resume packet reads: the head of every request a participant owes, oldest
 /// first, then the first of its other owed messages, with the exact count of all it owes;
 /// the head of every request it sent still open; and the envelopes of the ids it asks for,

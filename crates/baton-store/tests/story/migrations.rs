@@ -55,19 +55,35 @@ fn older_store(
     }
     old.execute("ATTACH ? AS now", [now.to_str().unwrap()])
         .unwrap();
-    old.execute_batch(
-        "INSERT INTO events SELECT seq, id, at, actor, kind, subject, data FROM now.events
-             ORDER BY seq;
-         INSERT INTO messages (id, seq, from_name, type, topic, reply_to, root_id, depth,
-             excerpt, size, hash, idempotency_key, created_at, request_status, replies)
-             SELECT id, seq, from_name, type, topic, reply_to, root_id, depth, excerpt, size,
-                 hash, idempotency_key, created_at, request_status, replies FROM now.messages;
-         INSERT INTO participants SELECT * FROM now.participants;
-         INSERT INTO state SELECT * FROM now.state;
-         INSERT INTO state_digest SELECT * FROM now.state_digest;",
-    )
-    .unwrap();
+    for (table, order) in [
+        ("events", "seq"),
+        ("messages", "seq"),
+        ("participants", "name"),
+        ("state", "1"),
+        ("state_digest", "1"),
+    ] {
+        copy(&old, table, order);
+    }
     old
+}
+
+/// Copies the rows of `table` from the attached store `now` into the older one, ordered by
+/// `order`: the columns the older table has, so a column added since needs nothing here
+/// (the migration that added it fills it).
+fn copy(old: &rusqlite::Connection, table: &str, order: &str) {
+    let columns: Vec<String> = old
+        .prepare("SELECT name FROM pragma_table_info(?1, 'main')")
+        .unwrap()
+        .query_map([table], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(!columns.is_empty(), "the older store has no table {table}");
+    let columns = columns.join(", ");
+    old.execute_batch(&format!(
+        "INSERT INTO main.{table} ({columns}) SELECT {columns} FROM now.{table} ORDER BY {order}"
+    ))
+    .unwrap();
 }
 
 /// A SQLite store made at schema version 10, before its tables were rebuilt for fewer
@@ -128,18 +144,17 @@ async fn a_version_10_sqlite_store_migrates_to_the_same_projections() {
     // copied; the migration fills it from the log).
     let old_path = dir.path().join("old.db");
     let old = older_store(&old_path, 10, &now_path);
-    old.execute_batch(
-        "INSERT INTO deliveries (message_id, participant, status, updated_at, seq, request)
-             SELECT message_id, participant, status, updated_at, seq, request
-             FROM now.deliveries ORDER BY message_id, ordinal;
-         INSERT INTO runs SELECT * FROM now.runs;
-         INSERT INTO orders SELECT * FROM now.orders;
-         INSERT INTO keys SELECT * FROM now.keys;
-         INSERT INTO webhooks SELECT * FROM now.webhooks;
-         DETACH now;
-         PRAGMA user_version = 10;",
-    )
-    .unwrap();
+    for (table, order) in [
+        ("deliveries", "message_id, ordinal"),
+        ("runs", "id"),
+        ("orders", "id"),
+        ("keys", "id"),
+        ("webhooks", "participant"),
+    ] {
+        copy(&old, table, order);
+    }
+    old.execute_batch("DETACH now; PRAGMA user_version = 10;")
+        .unwrap();
     drop(old);
 
     let opened = SqliteStore::open(&old_path, DEFAULT_BUSY_TIMEOUT)
@@ -197,9 +212,9 @@ async fn a_version_14_sqlite_store_keeps_its_waiting_words() {
     // holds (read back from its vocabulary), the pending table the ones waiting.
     let old_path = dir.path().join("old.db");
     let old = older_store(&old_path, 14, &now_path);
+    copy(&old, "deliveries", "message_id, ordinal");
     old.execute_batch(
-        "INSERT INTO deliveries SELECT * FROM now.deliveries;
-         INSERT INTO message_text (rowid, words)
+        "INSERT INTO message_text (rowid, words)
              SELECT doc, group_concat(term, ' ' ORDER BY \"offset\") FROM now.message_words
              GROUP BY doc;
          INSERT INTO message_text_pending (seq, words)

@@ -5,6 +5,18 @@ use baton_store::{Store, StoreError};
 
 use crate::{assert_variant, cast, name, refused};
 
+/// This family's stories, each run on every backend by `every_backend!` (`main.rs`).
+macro_rules! stories {
+    ($attrs:tt $backend:ty) => {
+        crate::on_backend!($attrs $backend; negotiation;
+            stores: [
+                a_negotiation_takes_participants_and_opens_again_once_settled,
+            ];
+        );
+    };
+}
+pub(crate) use stories;
+
 /// A negotiation's parties are participants unless its spec declares them external, and a
 /// settled one opens again under its id, the sitting before it kept.
 pub(crate) async fn a_negotiation_takes_participants_and_opens_again_once_settled(store: &Store) {

@@ -10,6 +10,23 @@ use baton_store::{DEFAULT_BUSY_TIMEOUT, OrderQuery, Store, StoreError, Window};
 use crate::log::replayed;
 use crate::{Backend, assert_variant, cast, ids, name, refused};
 
+/// This family's stories, each run on every backend by `every_backend!` (`main.rs`).
+macro_rules! stories {
+    ($attrs:tt $backend:ty) => {
+        crate::on_backend!($attrs $backend; orders;
+            stores: [
+                an_order_goes_round_its_lifecycle,
+                an_offer_is_checked_and_orders_list_by_party,
+                steps_from_the_same_view_one_is_taken_the_others_find_it_moved,
+            ];
+            backends: [
+                orders_replay_to_the_same_rows,
+            ];
+        );
+    };
+}
+pub(crate) use stories;
+
 /// A Work Order from `from` to `to` (the lifecycle reads `id`, `from`, `to`,
 /// `escalate_to` and `deadline`; the AWL rules are the caller's).
 pub(crate) fn order_doc(id: &str, from: &str, to: &str, deadline: &str) -> Payload {

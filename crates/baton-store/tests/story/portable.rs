@@ -6,6 +6,18 @@ use baton_store::{NewEvent, Store};
 
 use crate::{generation, name};
 
+/// This family's stories, each run on every backend by `every_backend!` (`main.rs`).
+macro_rules! stories {
+    ($attrs:tt $backend:ty) => {
+        crate::on_backend!($attrs $backend; portable;
+            stores: [
+                an_imported_event_keeps_its_id_and_time,
+            ];
+        );
+    };
+}
+pub(crate) use stories;
+
 /// Appends `events` as an imported log (merged: a test's store has a history of its own).
 pub(crate) async fn inject(store: &Store, events: Vec<NewEvent>) -> baton_store::Imported {
     let lines = events

@@ -13,6 +13,25 @@ use crate::orders::topic;
 use crate::runs::{registration, run_started};
 use crate::{Backend, assert_variant, cast, name, now_ms, refused};
 
+/// This family's stories, each run on every backend by `every_backend!` (`main.rs`).
+macro_rules! stories {
+    ($attrs:tt $backend:ty) => {
+        crate::on_backend!($attrs $backend; reservations;
+            stores: [
+                reservations_are_held_renewed_released_and_refused_in_the_way,
+                a_reservation_lapses_at_its_expiry_not_before_and_not_after,
+                an_accepted_order_holds_its_scope_for_its_worker_until_it_ends,
+                a_quiet_holders_reservation_is_force_released_and_the_holder_told,
+                sixteen_writers_reserving_one_path_one_wins,
+            ];
+            backends: [
+                reservations_replay_to_the_same_rows,
+            ];
+        );
+    };
+}
+pub(crate) use stories;
+
 fn ask(paths: &[&str], exclusive: bool, ttl_ms: Millis) -> baton_core::reservation::Ask {
     baton_core::reservation::Ask {
         paths: paths.iter().map(|p| glob(p)).collect(),

@@ -7,6 +7,21 @@ use baton_store::{DEFAULT_BUSY_TIMEOUT, NewEvent, Store};
 use crate::portable::inject;
 use crate::{Backend, cast, now_ms};
 
+/// This family's stories, each run on every backend by `every_backend!` (`main.rs`).
+macro_rules! stories {
+    ($attrs:tt $backend:ty) => {
+        crate::on_backend!($attrs $backend; review;
+            stores: [
+                gate_events_are_appended_together_and_read_back_by_kind,
+            ];
+            backends: [
+                what_waits_for_a_person_is_open_work_only,
+            ];
+        );
+    };
+}
+pub(crate) use stories;
+
 /// Story 21c: What waits for a person is read from open work only. A need stays open
 /// until its item is acknowledged; an order is stuck while an effect of it failed or
 /// started with no recorded end, and leaves once every one settled well. Acknowledgements

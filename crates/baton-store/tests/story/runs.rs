@@ -16,6 +16,28 @@ use crate::{
     refused, send, status,
 };
 
+/// This family's stories, each run on every backend by `every_backend!` (`main.rs`).
+macro_rules! stories {
+    ($attrs:tt $backend:ty) => {
+        crate::on_backend!($attrs $backend; runs;
+            stores: [
+                a_run_is_the_fold_of_its_facts,
+                a_hooks_event_is_its_participants_or_the_local_operators,
+                the_runs_view_is_live_runs_and_the_newest_others_and_pages_walk_all,
+                a_lost_run_resurfaces_what_it_held_once,
+                an_untracked_run_of_the_participant_keeps_its_work_from_resurfacing,
+                the_failures_lane_reads_failures_and_only_what_could_clear_them,
+                sessions_and_helpers_are_rows_counted_by_source,
+                ten_thousand_hooks_of_one_session_are_one_row_and_a_row_per_helper,
+            ];
+            backends: [
+                runs_replay_to_the_same_rows,
+            ];
+        );
+    };
+}
+pub(crate) use stories;
+
 pub(crate) fn registration(id: &str, participant: Option<&str>) -> RunChange {
     RunChange::Registered(Box::new(Registration {
         run: id.into(),

@@ -5,6 +5,18 @@ use baton_store::Store;
 
 use crate::cast;
 
+/// This family's stories, each run on every backend by `every_backend!` (`main.rs`).
+macro_rules! stories {
+    ($attrs:tt $backend:ty) => {
+        crate::on_backend!($attrs $backend; state;
+            stores: [
+                the_state_digest_keeps_the_newest_of_each_list_and_their_counts,
+            ];
+        );
+    };
+}
+pub(crate) use stories;
+
 /// Story: the state's digest, written with the state, holds the newest of each list and
 /// how many there are, so a bounded view never reads the whole state.
 pub(crate) async fn the_state_digest_keeps_the_newest_of_each_list_and_their_counts(store: &Store) {

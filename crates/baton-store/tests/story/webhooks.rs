@@ -6,6 +6,18 @@ use baton_store::{Settled, Store, StoreError};
 
 use crate::{assert_variant, cast, draft, generation, name, send};
 
+/// This family's stories, each run on every backend by `every_backend!` (`main.rs`).
+macro_rules! stories {
+    ($attrs:tt $backend:ty) => {
+        crate::on_backend!($attrs $backend; webhooks;
+            stores: [
+                a_webhook_is_claimed_by_one_server_and_settled,
+            ];
+        );
+    };
+}
+pub(crate) use stories;
+
 /// Webhooks: the log is the outbox. A webhook is due when the log moved past its cursor
 /// and its backoff ended; one claimer at a time holds it; a settled delivery moves the
 /// cursor or schedules the next try.

@@ -38,11 +38,237 @@ use baton_core::event::LOCAL_OPERATOR;
 use baton_core::{Passname, ProjectName, Refusal};
 
 use crate::cases::{Cases, Local};
-use crate::cli::{Cli, Command, GlobalArgs};
+use crate::cli::{Cli, GlobalArgs};
 use crate::error::{CommandError, CommandResult};
 use crate::output::Output;
 use crate::project::Project;
 use crate::remote::Remote;
+
+/// The subcommands, each named once: its name, its variant of [`Command`] and the type of
+/// its arguments (`args`, or a `group` of subcommands), and what runs it. The enum, the
+/// table [`SUBCOMMANDS`] the lazy parse builds from, and [`Command::run`] are made from
+/// this one list; `unlisted` ones are left out of the table (the hidden demo cast).
+macro_rules! commands {
+    (
+        listed {
+            $(
+                $(#[$attr:meta])*
+                $name:literal $variant:ident($ty:ty) as $kind:ident
+                    => |$g:ident, $arg:ident| $run:expr;
+            )*
+        }
+        unlisted {
+            $(
+                $(#[$u_attr:meta])*
+                $u_variant:ident($u_ty:ty) => |$u_g:ident, $u_arg:ident| $u_run:expr;
+            )*
+        }
+    ) => {
+        #[derive(clap::Subcommand, Debug)]
+        pub enum Command {
+            $($(#[$attr])* $variant($ty),)*
+            $($(#[$u_attr])* $u_variant($u_ty),)*
+        }
+
+        /// How each listed subcommand is built, by name: what the derive of [`Command`]
+        /// does for that one variant. `Cli::parse_lazily` builds only the one a command
+        /// line names.
+        pub const SUBCOMMANDS: &[(&str, Build)] = &[$(($name, built!($kind $ty)),)*];
+
+        impl Command {
+            /// Runs the subcommand with the global options `global`.
+            async fn run(self, global: &GlobalArgs) -> CommandResult<Output> {
+                match self {
+                    $(Command::$variant($arg) => {
+                        let $g = global;
+                        $run
+                    })*
+                    $(Command::$u_variant($u_arg) => {
+                        let $u_g = global;
+                        $u_run
+                    })*
+                }
+            }
+        }
+    };
+}
+
+/// How a subcommand of `kind` (`args` or `group`) is built.
+macro_rules! built {
+    (args $ty:ty) => {
+        <$ty as clap::Args>::augment_args
+    };
+    (group $ty:ty) => {
+        group::<$ty>
+    };
+}
+
+/// Builds a subcommand that is a group of subcommands.
+pub type Build = fn(clap::Command) -> clap::Command;
+
+fn group<T: clap::Subcommand>(cmd: clap::Command) -> clap::Command {
+    T::augment_subcommands(cmd.subcommand_required(true).arg_required_else_help(true))
+}
+
+commands! {
+    listed {
+        "init" Init(init::InitArgs) as args => |g, args| init::run(g, args).await;
+        #[command(subcommand)]
+        "agent" Agent(agent::AgentCommand) as group => |g, cmd| {
+            agent::run(&Context::open(g).await?, cmd).await
+        };
+        #[command(subcommand)]
+        "key" Key(key::KeyCommand) as group => |g, cmd| {
+            key::run(&Context::open(g).await?, cmd).await
+        };
+        "security-events" SecurityEvents(agent::SecurityEventsArgs) as args => |g, args| {
+            agent::security_events(&Context::open(g).await?, args).await
+        };
+        #[command(subcommand)]
+        "project" Project(project_cmd::ProjectCommand) as group => |g, cmd| {
+            project_cmd::run(g, cmd).await
+        };
+        "send" Send(send::SendArgs) as args => |g, args| {
+            send::run(&Context::open(g).await?, args).await
+        };
+        "inbox" Inbox(messages::InboxArgs) as args => |g, args| {
+            messages::inbox(&Context::open(g).await?, args).await
+        };
+        "outbox" Outbox(messages::OutboxArgs) as args => |g, args| {
+            messages::outbox(&Context::open(g).await?, args).await
+        };
+        "show" Show(messages::ShowArgs) as args => |g, args| {
+            messages::show(&Context::open(g).await?, args).await
+        };
+        "thread" Thread(messages::ThreadArgs) as args => |g, args| {
+            messages::thread(&Context::open(g).await?, args).await
+        };
+        "ack" Ack(step::AckArgs) as args => |g, args| {
+            step::ack(&Context::open(g).await?, args).await
+        };
+        "complete" Complete(step::CompleteArgs) as args => |g, args| {
+            step::complete(&Context::open(g).await?, args).await
+        };
+        "hand-back" HandBack(step::HandBackArgs) as args => |g, args| {
+            step::hand_back(&Context::open(g).await?, args).await
+        };
+        "refuse" Refuse(step::RefuseArgs) as args => |g, args| {
+            step::refuse(&Context::open(g).await?, args).await
+        };
+        "archive" Archive(step::ArchiveArgs) as args => |g, args| {
+            step::archive(&Context::open(g).await?, args).await
+        };
+        "search" Search(search::SearchArgs) as args => |g, args| {
+            search::run(&Context::open(g).await?, args).await
+        };
+        "wait" Wait(wait::WaitArgs) as args => |g, args| {
+            wait::run(&Context::open(g).await?, args).await
+        };
+        #[command(subcommand)]
+        "focus" Focus(state::FocusCommand) as group => |g, cmd| {
+            state::focus(&Context::open(g).await?, cmd).await
+        };
+        #[command(subcommand)]
+        "stream" Stream(state::StreamCommand) as group => |g, cmd| {
+            state::stream(&Context::open(g).await?, cmd).await
+        };
+        "decide" Decide(state::DecideArgs) as args => |g, args| {
+            state::decide(&Context::open(g).await?, args).await
+        };
+        "constrain" Constrain(state::ConstrainArgs) as args => |g, args| {
+            state::constrain(&Context::open(g).await?, args).await
+        };
+        "note" Note(state::NoteArgs) as args => |g, args| {
+            state::note(&Context::open(g).await?, args).await
+        };
+        #[command(subcommand)]
+        "session" Session(state::SessionCommand) as group => |g, cmd| {
+            state::session(&Context::open(g).await?, cmd).await
+        };
+        #[command(subcommand)]
+        "state" State(state::StateCommand) as group => |g, cmd| {
+            state::state(&Context::open(g).await?, cmd).await
+        };
+        "check" Check(state::CheckArgs) as args => |g, args| {
+            state::check(&Context::open(g).await?, args).await
+        };
+        "resume" Resume(resume::ResumeArgs) as args => |g, args| {
+            resume::run(&Context::open(g).await?, args).await
+        };
+        #[command(subcommand)]
+        "receipt" Receipt(receipt::ReceiptCommand) as group => |g, cmd| {
+            receipt::receipt(&Context::open(g).await?, cmd).await
+        };
+        "alerts" Alerts(receipt::AlertsArgs) as args => |g, args| {
+            receipt::alerts(&Context::open(g).await?, args).await
+        };
+        "mcp" Mcp(mcp::McpArgs) as args => |g, args| mcp::run(g, args).await;
+        "gateway" Gateway(gateway::GatewayArgs) as args => |g, args| gateway::run(g, args).await;
+        "serve" Serve(serve::ServeArgs) as args => |g, args| serve::run(g, args).await;
+        "export" Export(portable::ExportArgs) as args => |g, args| {
+            portable::export(&Context::open(g).await?, args).await
+        };
+        "import" Import(portable::ImportArgs) as args => |g, args| {
+            portable::import(&Context::open(g).await?, args).await
+        };
+        "run" Run(run::RunArgs) as args => |g, args| run::run(&Context::open(g).await?, args).await;
+        "runs" Runs(runs::RunsArgs) as args => |g, args| {
+            runs::run(&Context::open(g).await?, args).await
+        };
+        "hook" Hook(hook::HookArgs) as args => |g, args| hook::run(g, args).await;
+        "reap" Reap(reap::ReapArgs) as args => |g, args| {
+            reap::run(&Context::open(g).await?, args, g.json).await
+        };
+        #[command(subcommand)]
+        "handoff" Handoff(handoff::HandoffCommand) as group => |g, cmd| {
+            handoff::handoff(g, cmd).await
+        };
+        #[command(subcommand)]
+        "evidence" Evidence(handoff::EvidenceCommand) as group => |g, cmd| {
+            handoff::evidence(&Context::open(g).await?, cmd, g.json).await
+        };
+        #[command(subcommand)]
+        "order" Order(order::OrderCommand) as group => |g, cmd| {
+            order::run(&Context::open(g).await?, cmd).await
+        };
+        "negotiate" Negotiate(negotiate::NegotiateArgs) as args => |g, args| {
+            negotiate::run(&Context::open(g).await?, args).await
+        };
+        "review" Review(review::ReviewArgs) as args => |g, args| {
+            review::run(&Context::open(g).await?, args).await
+        };
+        "queue" Queue(queue::QueueArgs) as args => |g, args| {
+            queue::queue(&Context::open(g).await?, args).await
+        };
+        "need" Need(queue::NeedArgs) as args => |g, args| {
+            queue::need(&Context::open(g).await?, args).await
+        };
+        "record" Record(queue::RecordArgs) as args => |g, args| {
+            queue::record(&Context::open(g).await?, args).await
+        };
+        "demo" Demo(demo::DemoArgs) as args => |g, args| demo::run(g, args).await;
+        "status" Status(status::StatusArgs) as args => |g, args| {
+            status::run(&Context::open(g).await?, args, g.json).await
+        };
+        "board" Board(board::BoardArgs) as args => |g, args| board::run(g, args).await;
+        "reserve" Reserve(reserve::ReserveArgs) as args => |g, args| {
+            reserve::reserve(&Context::open(g).await?, args).await
+        };
+        "release" Release(reserve::ReleaseArgs) as args => |g, args| {
+            reserve::release(&Context::open(g).await?, args).await
+        };
+        "reservations" Reservations(reserve::ReservationsArgs) as args => |g, args| {
+            reserve::list(&Context::open(g).await?, args).await
+        };
+        #[command(hide = true)]
+        "guard" Guard(guard::GuardArgs) as args => |g, args| guard::run(g, args).await;
+    }
+    unlisted {
+        /// The demo's cast (executor, reviewer, upstream MCP server), run by `baton demo`.
+        #[command(subcommand, hide = true)]
+        DemoPart(demo::DemoPart) => |g, part| demo::part(g, part).await;
+    }
+}
 
 pub async fn run(cli: Cli) -> CommandResult<Output> {
     let g = &cli.global;
@@ -53,63 +279,7 @@ pub async fn run(cli: Cli) -> CommandResult<Output> {
             cli.name
         )));
     }
-    match cli.command {
-        Command::Init(args) => init::run(g, args).await,
-        Command::Agent(cmd) => agent::run(&Context::open(g).await?, cmd).await,
-        Command::Key(cmd) => key::run(&Context::open(g).await?, cmd).await,
-        Command::SecurityEvents(args) => {
-            agent::security_events(&Context::open(g).await?, args).await
-        }
-        Command::Project(cmd) => project_cmd::run(g, cmd).await,
-        Command::Send(args) => send::run(&Context::open(g).await?, args).await,
-        Command::Inbox(args) => messages::inbox(&Context::open(g).await?, args).await,
-        Command::Outbox(args) => messages::outbox(&Context::open(g).await?, args).await,
-        Command::Show(args) => messages::show(&Context::open(g).await?, args).await,
-        Command::Thread(args) => messages::thread(&Context::open(g).await?, args).await,
-        Command::Ack(args) => step::ack(&Context::open(g).await?, args).await,
-        Command::Complete(args) => step::complete(&Context::open(g).await?, args).await,
-        Command::HandBack(args) => step::hand_back(&Context::open(g).await?, args).await,
-        Command::Refuse(args) => step::refuse(&Context::open(g).await?, args).await,
-        Command::Archive(args) => step::archive(&Context::open(g).await?, args).await,
-        Command::Search(args) => search::run(&Context::open(g).await?, args).await,
-        Command::Wait(args) => wait::run(&Context::open(g).await?, args).await,
-        Command::Focus(cmd) => state::focus(&Context::open(g).await?, cmd).await,
-        Command::Stream(cmd) => state::stream(&Context::open(g).await?, cmd).await,
-        Command::Decide(args) => state::decide(&Context::open(g).await?, args).await,
-        Command::Constrain(args) => state::constrain(&Context::open(g).await?, args).await,
-        Command::Note(args) => state::note(&Context::open(g).await?, args).await,
-        Command::Session(cmd) => state::session(&Context::open(g).await?, cmd).await,
-        Command::State(cmd) => state::state(&Context::open(g).await?, cmd).await,
-        Command::Check(args) => state::check(&Context::open(g).await?, args).await,
-        Command::Resume(args) => resume::run(&Context::open(g).await?, args).await,
-        Command::Receipt(cmd) => receipt::receipt(&Context::open(g).await?, cmd).await,
-        Command::Alerts(args) => receipt::alerts(&Context::open(g).await?, args).await,
-        Command::Mcp(args) => mcp::run(g, args).await,
-        Command::Gateway(args) => gateway::run(g, args).await,
-        Command::Serve(args) => serve::run(g, args).await,
-        Command::Export(args) => portable::export(&Context::open(g).await?, args).await,
-        Command::Import(args) => portable::import(&Context::open(g).await?, args).await,
-        Command::Run(args) => run::run(&Context::open(g).await?, args).await,
-        Command::Runs(args) => runs::run(&Context::open(g).await?, args).await,
-        Command::Hook(args) => hook::run(g, args).await,
-        Command::Reap(args) => reap::run(&Context::open(g).await?, args, g.json).await,
-        Command::Handoff(cmd) => handoff::handoff(g, cmd).await,
-        Command::Evidence(cmd) => handoff::evidence(&Context::open(g).await?, cmd, g.json).await,
-        Command::Order(cmd) => order::run(&Context::open(g).await?, cmd).await,
-        Command::Negotiate(args) => negotiate::run(&Context::open(g).await?, args).await,
-        Command::Review(args) => review::run(&Context::open(g).await?, args).await,
-        Command::Queue(args) => queue::queue(&Context::open(g).await?, args).await,
-        Command::Need(args) => queue::need(&Context::open(g).await?, args).await,
-        Command::Record(args) => queue::record(&Context::open(g).await?, args).await,
-        Command::Demo(args) => demo::run(g, args).await,
-        Command::Status(args) => status::run(&Context::open(g).await?, args, g.json).await,
-        Command::Board(args) => board::run(g, args).await,
-        Command::Reserve(args) => reserve::reserve(&Context::open(g).await?, args).await,
-        Command::Release(args) => reserve::release(&Context::open(g).await?, args).await,
-        Command::Reservations(args) => reserve::list(&Context::open(g).await?, args).await,
-        Command::Guard(args) => guard::run(g, args).await,
-        Command::DemoPart(part) => demo::part(g, part).await,
-    }
+    cli.command.run(g).await
 }
 
 /// What every command inside a project has: the project, its use cases, and who is asking.

@@ -58,18 +58,20 @@ fn round(config: &Value) -> String {
 
 /// Every check of the round, as `round.mjs` prints it once passed.
 fn passed(stdout: &str, transport: &str) {
-    for wanted in [
-        "lists the executor profile (15 tools",
-        "lists the planner profile (14 tools",
-        "lists the reviewer profile (12 tools",
-        "lists the owner profile (13 tools",
-        "lists the all profile (25 tools",
+    let profiles = baton_mcp::Profile::ALL.map(|p| {
+        format!(
+            "lists the {} profile ({} tools",
+            p.as_str(),
+            p.tools().len()
+        )
+    });
+    for wanted in profiles.iter().map(String::as_str).chain([
         "message round ok",
         "reviewer round ok",
         "order round ok",
         "observer round ok",
         "each result valid against its output schema",
-    ] {
+    ]) {
         let prefix = format!("{transport}: ");
         assert!(
             stdout
