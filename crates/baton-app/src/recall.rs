@@ -19,7 +19,7 @@ use baton_core::packet::{self, Packet, Section};
 use baton_core::state::{Alert, Freshness, Note, StateDigest, Subject, freshness};
 use baton_core::time::rfc3339;
 use baton_core::{Change, Envelope, MessageType, Millis, Passname, RequestStatus};
-use baton_store::{OrderQuery, RunQuery, Store};
+use baton_store::{MessageHead, OrderQuery, RunQuery, Store};
 use serde_json::Value;
 
 use crate::Result;
@@ -32,9 +32,11 @@ const PAYLOADS_READ: usize = 20;
 /// How many of the newest notes (anyone's) the packet examines for staleness besides
 /// the reader's own.
 const NOTES_EXAMINED: usize = 50;
-/// The first reading of the owed and waiting lists; a list longer than it is read again
-/// whole, so its counts are exact.
-const FIRST_READ: u32 = 32;
+/// How many entries of the owed and waiting lists have their envelopes read at first (and
+/// how many infos and messages owed are read at all): a list the packet shows every entry
+/// read of is read again whole. Every list's heads are read whole, so its counts are exact
+/// and its ranking is the whole list's.
+const FIRST_READ: usize = 32;
 
 /// `notes` (newest first) with their freshness. The records' last changes are read
 /// together, in one read where the store can.
@@ -119,15 +121,24 @@ fn counted(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// An entry of a ranked list: when it is due (if ever), when it began, and its line.
+/// An entry of a ranked list: when it is due (if ever), when it began, and what it says.
 struct Ranked {
     due: Option<Millis>,
     since: Millis,
-    line: String,
+    says: Says,
     /// The message whose payload holds its `resume_at` and stop conditions.
     message: Option<String>,
     /// What its stop conditions are said to be of.
     of: String,
+}
+
+/// What an entry's line is made of.
+enum Says {
+    /// Its line, made from what was read whole (orders, needs).
+    Line(String),
+    /// The message of this id: its line is made from its envelope, read only for the
+    /// entries the packet may show.
+    Message(String),
 }
 
 /// Most urgent first: what has a deadline, by deadline; then the oldest.
@@ -180,67 +191,51 @@ async fn my_orders(store: &Store, me: &Passname, now: Millis) -> Result<MyOrders
     Ok(mine)
 }
 
-/// What `me` owes from its inbox: the open requests (every one, so the count is exact)
-/// and the infos and messages it has not read, of which only the first may be read.
+/// What `me` owes from its inbox, as heads: the open requests (every one, so the counts
+/// are exact and the ranking whole) and the first infos and messages it has not read.
 struct Inbox {
-    requests: Vec<Envelope>,
-    /// Orders' requests: shown as their orders, counted, their topics kept.
-    orders: usize,
+    requests: Vec<MessageHead>,
+    /// The topics of orders' requests (shown as their orders).
     order_topics: Vec<String>,
-    infos: Vec<Envelope>,
+    infos: Vec<MessageHead>,
     infos_total: usize,
-    whole: bool,
 }
 
-/// Reads what `me` owes, requests first: at least `limit` entries, and on until the
-/// first info or message, so every request is read.
-async fn inbox(store: &Store, me: &Passname, limit: u32, orders: &MyOrders) -> Result<Inbox> {
-    let (mut page, total) = store.owed(me, limit).await?;
-    let requests_read = |page: &[Envelope]| page.iter().all(|e| e.kind == MessageType::Request);
-    if (page.len() as u64) < total && requests_read(&page) {
-        // Every entry read is a request: the rest may hold more.
-        (page, _) = store
-            .owed(me, u32::try_from(total).unwrap_or(u32::MAX))
-            .await?;
-    }
-    let whole = page.len() as u64 >= total;
-    let (requests, infos): (Vec<Envelope>, Vec<Envelope>) = page
+/// Reads what `me` owes: the head of every request and of the first `infos` infos and
+/// messages.
+async fn inbox(store: &Store, me: &Passname, infos: u32, orders: &MyOrders) -> Result<Inbox> {
+    let (heads, total) = store.owed_heads(me, infos).await?;
+    let (requests, infos): (Vec<MessageHead>, Vec<MessageHead>) = heads
         .into_iter()
-        .partition(|e| e.kind == MessageType::Request);
+        .partition(|h| h.kind == MessageType::Request);
     let count = requests.len();
-    let (of_orders, requests): (Vec<Envelope>, Vec<Envelope>) = requests
+    let (of_orders, requests): (Vec<MessageHead>, Vec<MessageHead>) = requests
         .into_iter()
-        .partition(|e| orders.messages.contains_key(&e.id));
+        .partition(|h| orders.messages.contains_key(&h.id));
     Ok(Inbox {
-        orders: of_orders.len(),
-        order_topics: of_orders.iter().map(|e| e.topic.to_string()).collect(),
+        order_topics: of_orders.iter().map(|h| h.topic.to_string()).collect(),
         infos_total: usize::try_from(total).unwrap_or(usize::MAX) - count,
         requests,
         infos,
-        whole,
     })
 }
 
-/// The requests `me` sent whose own end is still open, other than orders' (all of them:
-/// the list is read whole), and the topics of its open orders' requests.
+/// The requests `me` sent whose own end is still open, other than orders', as heads (every
+/// one), and the topics of its open orders' requests.
 async fn outbox(
     store: &Store,
     me: &Passname,
     orders: &MyOrders,
-) -> Result<(Vec<Envelope>, Vec<String>)> {
-    let (mut page, total) = store.waiting(me, FIRST_READ).await?;
-    if (page.len() as u64) < total {
-        (page, _) = store
-            .waiting(me, u32::try_from(total).unwrap_or(u32::MAX))
-            .await?;
-    }
-    let (of_orders, open): (Vec<Envelope>, Vec<Envelope>) = page
+) -> Result<(Vec<MessageHead>, Vec<String>)> {
+    let (of_orders, open): (Vec<MessageHead>, Vec<MessageHead>) = store
+        .waiting_heads(me)
+        .await?
         .into_iter()
-        .filter(|e| e.request_status == Some(RequestStatus::Open))
-        .partition(|e| orders.messages.contains_key(&e.id));
+        .filter(|h| h.request_status == Some(RequestStatus::Open))
+        .partition(|h| orders.messages.contains_key(&h.id));
     Ok((
         open,
-        of_orders.iter().map(|e| e.topic.to_string()).collect(),
+        of_orders.iter().map(|h| h.topic.to_string()).collect(),
     ))
 }
 
@@ -357,7 +352,13 @@ struct Gathered {
     digest: StateDigest,
     orders: MyOrders,
     inbox: Inbox,
-    outbox: Vec<Envelope>,
+    outbox: Vec<MessageHead>,
+    /// The envelopes read of the messages the owed and waiting lists show, by id.
+    envelopes: HashMap<String, Envelope>,
+    /// How many entries of the owed list (ranked, then infos) and of the waiting list have
+    /// their envelopes read.
+    owed_read: usize,
+    waiting_read: usize,
     /// The topics of the open orders `me` gave.
     given_topics: Vec<String>,
     needs: Vec<(String, String, String, Millis)>,
@@ -372,10 +373,13 @@ struct Gathered {
 /// Builds `me`'s resume packet for the project at `place`, within `max_bytes`.
 ///
 /// Every list whose count the packet states is read whole (what `me` owes and waits for
-/// are its open items, not the history); the state comes from its digest. A list read in
-/// part (the infos and messages past the requests, the digest's newest decisions, notes
-/// and alerts) that the packet showed all of is read again whole and the packet built
-/// again, so the packet is always the one whole lists give.
+/// are its open items, not the history): the orders whole, the requests as their heads
+/// (id, topic, time), so the counts are exact and each list is ranked whole; only the
+/// envelopes of the first entries of each ranked list are read, for their lines. The state
+/// comes from its digest. A list read in part (the envelopes past the first entries, the
+/// infos and messages past the first, the digest's newest decisions, notes and alerts)
+/// that the packet showed all of is read again whole and the packet built again, so the
+/// packet is always the one whole lists give.
 pub(crate) async fn resume(
     store: &Store,
     clock: &dyn PathClock,
@@ -414,7 +418,7 @@ pub(crate) async fn resume(
         ));
     }
     let orders = my_orders(store, me, now).await?;
-    let inbox = inbox(store, me, FIRST_READ, &orders).await?;
+    let inbox = inbox(store, me, FIRST_READ as u32, &orders).await?;
     let (outbox, given_topics) = outbox(store, me, &orders).await?;
     let needs = needs(store, me, &orders).await?;
     let mut effects = HashMap::new();
@@ -434,6 +438,9 @@ pub(crate) async fn resume(
         orders,
         inbox,
         outbox,
+        envelopes: HashMap::new(),
+        owed_read: FIRST_READ,
+        waiting_read: FIRST_READ,
         given_topics,
         needs,
         payloads: HashMap::new(),
@@ -444,6 +451,7 @@ pub(crate) async fn resume(
         mine_examined: BTreeSet::new(),
     };
     g.payloads = payloads(store, &owed_ranked(&g, now)).await?;
+    read_envelopes(store, &mut g, now).await?;
     examine_notes(store, clock, me, &mut g).await?;
     let reserved = crate::reservations::packet_lines(store, me, now).await?;
     let pooled = crate::pools::packet_lines(store, me, now).await?;
@@ -459,12 +467,20 @@ pub(crate) async fn resume(
             .map(|i| sections[i].title)
             .collect();
         let mut again = false;
-        if short.contains(&OWED) && !g.inbox.whole {
-            let whole =
-                u32::try_from(g.inbox.requests.len() + g.inbox.orders + g.inbox.infos_total)
-                    .unwrap_or(u32::MAX);
-            g.inbox = self::inbox(store, me, whole, &g.orders).await?;
+        if short.contains(&OWED) && g.owed_read < usize::MAX {
+            if g.inbox.infos.len() < g.inbox.infos_total {
+                let all = u32::try_from(g.inbox.infos_total).unwrap_or(u32::MAX);
+                g.inbox = self::inbox(store, me, all, &g.orders).await?;
+            }
+            g.owed_read = usize::MAX;
             again = true;
+        }
+        if short.contains(&WAITING) && g.waiting_read < usize::MAX {
+            g.waiting_read = usize::MAX;
+            again = true;
+        }
+        if again {
+            read_envelopes(store, &mut g, now).await?;
         }
         if [DECISIONS, ALERTS, LOST, STALE]
             .iter()
@@ -511,6 +527,68 @@ async fn examine_notes(
     Ok(())
 }
 
+/// Reads the envelopes of the first `owed_read` entries of the owed list (ranked, then the
+/// infos and messages) and the first `waiting_read` of the waiting list that are not read
+/// yet, in one read.
+async fn read_envelopes(store: &Store, g: &mut Gathered, now: Millis) -> Result<()> {
+    let owed = owed_ranked(g, now);
+    let owed = owed
+        .iter()
+        .map(|r| &r.says)
+        .filter_map(|says| match says {
+            Says::Message(id) => Some(id),
+            Says::Line(_) => None,
+        })
+        .take(g.owed_read)
+        .chain(
+            g.inbox
+                .infos
+                .iter()
+                .map(|h| &h.id)
+                .take(g.owed_read.saturating_sub(owed.len())),
+        );
+    let waiting = waiting_ranked(g, now);
+    let waiting = waiting
+        .iter()
+        .filter_map(|r| match &r.says {
+            Says::Message(id) => Some(id),
+            Says::Line(_) => None,
+        })
+        .take(g.waiting_read);
+    let ids: Vec<String> = owed
+        .chain(waiting)
+        .filter(|id| !g.envelopes.contains_key(*id))
+        .cloned()
+        .collect();
+    for envelope in store.envelopes(&ids).await? {
+        g.envelopes.insert(envelope.id.clone(), envelope);
+    }
+    Ok(())
+}
+
+/// The lines of `list`'s entries up to the first whose envelope was not read (a message's
+/// line made by `line`), and how many entries are left unlisted.
+fn lines_read(
+    list: impl IntoIterator<Item = Says>,
+    envelopes: &HashMap<String, Envelope>,
+    line: impl Fn(&Envelope) -> String,
+) -> (Vec<String>, usize) {
+    let mut lines = Vec::new();
+    let mut unlisted = 0;
+    for says in list {
+        let made = match says {
+            _ if unlisted > 0 => None,
+            Says::Line(text) => Some(text),
+            Says::Message(id) => envelopes.get(&id).map(&line),
+        };
+        match made {
+            Some(text) => lines.push(text),
+            None => unlisted += 1,
+        }
+    }
+    (lines, unlisted)
+}
+
 /// The payloads of the most urgent requests and orders `me` owes.
 async fn payloads(store: &Store, ranked: &[Ranked]) -> Result<HashMap<String, Value>> {
     let ids: Vec<String> = ranked
@@ -540,33 +618,30 @@ fn due(order: &Order) -> String {
         .unwrap_or_default()
 }
 
-/// What `me` owes, most urgent first (infos and messages after them, oldest first).
+/// What `me` owes, most urgent first (the infos and messages come after them).
 fn owed_ranked(g: &Gathered, now: Millis) -> Vec<Ranked> {
     let mut list: Vec<Ranked> = Vec::new();
-    for env in &g.inbox.requests {
+    for head in &g.inbox.requests {
         list.push(Ranked {
             due: None,
-            since: env.created_at,
-            line: format!(
-                "{} [{}] request from {}: {}",
-                env.id, env.topic, env.from, env.excerpt
-            ),
-            message: Some(env.id.clone()),
-            of: format!("{} ({})", env.id, env.topic),
+            since: head.created_at,
+            says: Says::Message(head.id.clone()),
+            message: Some(head.id.clone()),
+            of: format!("{} ({})", head.id, head.topic),
         });
     }
     for order in &g.orders.to_work {
         list.push(Ranked {
             due: order.deadline_at,
             since: order.created_at,
-            line: format!(
+            says: Says::Line(format!(
                 "order {} {} from {}: {}{}",
                 order.id,
                 order.status_at(now),
                 order.from,
                 order.goal,
                 due(order),
-            ),
+            )),
             message: Some(order.message.clone()),
             of: format!("order {}", order.id),
         });
@@ -598,7 +673,7 @@ fn owed_ranked(g: &Gathered, now: Millis) -> Vec<Ranked> {
         list.push(Ranked {
             due: order.deadline_at,
             since: order.created_at,
-            line,
+            says: Says::Line(line),
             message: None,
             of: String::new(),
         });
@@ -607,7 +682,7 @@ fn owed_ranked(g: &Gathered, now: Millis) -> Vec<Ranked> {
         list.push(Ranked {
             due: None,
             since: *at,
-            line: format!("{id} need on my order {order}: {text}"),
+            says: Says::Line(format!("{id} need on my order {order}: {text}")),
             message: None,
             of: String::new(),
         });
@@ -616,16 +691,13 @@ fn owed_ranked(g: &Gathered, now: Millis) -> Vec<Ranked> {
     list
 }
 
-/// The owed lines with their first actions, and the stop conditions of those read.
-fn owed_lines(g: &Gathered, now: Millis) -> (Vec<String>, Vec<String>) {
-    let mut lines = Vec::new();
+/// The owed lines read (with their first actions) and how many more are owed, and the
+/// stop conditions of those whose payloads were read.
+fn owed_lines(g: &Gathered, now: Millis) -> (Vec<String>, usize, Vec<String>) {
+    let ranked = owed_ranked(g, now);
     let mut stops = Vec::new();
-    for r in owed_ranked(g, now) {
+    for r in &ranked {
         let payload = r.message.as_ref().and_then(|m| g.payloads.get(m));
-        let mut line = r.line;
-        if let Some(at) = resume_at(payload) {
-            line.push_str(&format!(" — resume at: {at}"));
-        }
         if let Some(Value::Array(items)) = payload.and_then(|p| contract_field(p, &["stop_when"])) {
             stops.extend(
                 items
@@ -634,34 +706,40 @@ fn owed_lines(g: &Gathered, now: Millis) -> (Vec<String>, Vec<String>) {
                     .map(|s| format!("{}: {s}", r.of)),
             );
         }
-        lines.push(line);
     }
-    lines.extend(g.inbox.infos.iter().map(|env| {
+    let (messages, says): (Vec<Option<String>>, Vec<Says>) =
+        ranked.into_iter().map(|r| (r.message, r.says)).unzip();
+    let infos = g.inbox.infos.iter().map(|h| Says::Message(h.id.clone()));
+    let (mut lines, _) = lines_read(says.into_iter().chain(infos), &g.envelopes, |env| {
         format!(
             "{} [{}] {} from {}: {}",
             env.id, env.topic, env.kind, env.from, env.excerpt
         )
-    }));
-    (lines, stops)
+    });
+    for (line, message) in lines.iter_mut().zip(messages) {
+        let payload = message.as_ref().and_then(|m| g.payloads.get(m));
+        if let Some(at) = resume_at(payload) {
+            line.push_str(&format!(" — resume at: {at}"));
+        }
+    }
+    let owed = g.inbox.requests.len()
+        + g.orders.to_work.len()
+        + g.orders.to_conclude.len()
+        + g.needs.len()
+        + g.inbox.infos_total;
+    let unlisted = owed - lines.len();
+    (lines, unlisted, stops)
 }
 
 /// What `me` waits for, most urgent first: its open requests and its orders at their
 /// workers, then its orders back at their senders.
-fn waiting_lines(g: &Gathered, now: Millis) -> Vec<String> {
+fn waiting_ranked(g: &Gathered, now: Millis) -> Vec<Ranked> {
     let mut list: Vec<Ranked> = Vec::new();
-    for e in &g.outbox {
-        let ends =
-            e.to.iter()
-                .map(|r| format!("{}:{}", r.name, r.status))
-                .collect::<Vec<_>>()
-                .join(", ");
+    for head in &g.outbox {
         list.push(Ranked {
             due: None,
-            since: e.created_at,
-            line: format!(
-                "{} [{}] to {ends}: {} ({} replies)",
-                e.id, e.topic, e.excerpt, e.replies
-            ),
+            since: head.created_at,
+            says: Says::Message(head.id.clone()),
             message: None,
             of: String::new(),
         });
@@ -670,14 +748,14 @@ fn waiting_lines(g: &Gathered, now: Millis) -> Vec<String> {
         list.push(Ranked {
             due: order.deadline_at,
             since: order.created_at,
-            line: format!(
+            says: Says::Line(format!(
                 "order {} {} to {}: {}{}",
                 order.id,
                 order.status_at(now),
                 order.to,
                 order.goal,
                 due(order),
-            ),
+            )),
             message: None,
             of: String::new(),
         });
@@ -693,19 +771,36 @@ fn waiting_lines(g: &Gathered, now: Millis) -> Vec<String> {
         back.push(Ranked {
             due: order.deadline_at,
             since: order.created_at,
-            line: format!(
+            says: Says::Line(format!(
                 "order {} from {}, {what}: {}{}",
                 order.id,
                 order.from,
                 order.goal,
                 due(order),
-            ),
+            )),
             message: None,
             of: String::new(),
         });
     }
     rank(&mut back);
-    list.into_iter().chain(back).map(|r| r.line).collect()
+    list.extend(back);
+    list
+}
+
+/// The waiting lines read, and how many more are waited for.
+fn waiting_lines(g: &Gathered, now: Millis) -> (Vec<String>, usize) {
+    let ranked = waiting_ranked(g, now);
+    lines_read(ranked.into_iter().map(|r| r.says), &g.envelopes, |e| {
+        let ends =
+            e.to.iter()
+                .map(|r| format!("{}:{}", r.name, r.status))
+                .collect::<Vec<_>>()
+                .join(", ");
+        format!(
+            "{} [{}] to {ends}: {} ({} replies)",
+            e.id, e.topic, e.excerpt, e.replies
+        )
+    })
 }
 
 /// The topics and paths `me` works on: its open requests' and orders' topics, and the
@@ -749,7 +844,7 @@ fn sections(
     now: Millis,
 ) -> Vec<Section> {
     let digest = &g.digest;
-    let (owed, stops) = owed_lines(g, now);
+    let (owed, owed_unlisted, stops) = owed_lines(g, now);
     let owed_summary = [
         counted(
             g.inbox.requests.len(),
@@ -796,7 +891,7 @@ fn sections(
         digest.constraints_total
     );
     on_mine.extend(elsewhere);
-    let waiting = waiting_lines(g, now);
+    let (waiting, waiting_unlisted) = waiting_lines(g, now);
     let waiting_summary = format!(
         "{}, {}{}, oldest first · `baton outbox`, `baton order list`",
         counted(
@@ -849,7 +944,7 @@ fn sections(
     stale.extend(g.stale_others.iter().cloned());
     vec![
         Section {
-            unlisted: g.inbox.infos_total - g.inbox.infos.len(),
+            unlisted: owed_unlisted,
             ..section(
                 OWED,
                 Some(owed_summary),
@@ -899,14 +994,17 @@ fn sections(
                 packet::DEFAULT_WANT,
             )
         },
-        section(
-            WAITING,
-            (!waiting.is_empty()).then_some(waiting_summary),
-            waiting,
-            "baton outbox",
-            Some("nothing"),
-            packet::DEFAULT_WANT,
-        ),
+        Section {
+            unlisted: waiting_unlisted,
+            ..section(
+                WAITING,
+                (!waiting.is_empty() || waiting_unlisted > 0).then_some(waiting_summary),
+                waiting,
+                "baton outbox",
+                Some("nothing"),
+                packet::DEFAULT_WANT,
+            )
+        },
         section(LIVE, None, g.live.clone(), "baton runs", None, 3),
         section(
             LOST,

@@ -239,6 +239,18 @@ pub(crate) fn run_counts(rows: &[impl Columns]) -> sqlx::Result<Vec<crate::RunCo
 /// The columns a message's facts for the handoff metrics are read from.
 pub(crate) const MESSAGE_FACTS: &str = "created_at, type, topic, depth";
 
+/// A message's head from its `id`, `type`, `topic`, `created_at` and `request_status`.
+pub(crate) fn message_head(row: &impl Columns) -> sqlx::Result<crate::MessageHead> {
+    let request_status = row.maybe_text("request_status")?;
+    Ok(crate::MessageHead {
+        id: row.text("id")?,
+        kind: message_type(row)?,
+        topic: decode(Topic::try_from(row.text("topic")?))?,
+        created_at: row.int("created_at")?,
+        request_status: request_status.as_deref().and_then(RequestStatus::parse),
+    })
+}
+
 fn message_type(row: &impl Columns) -> sqlx::Result<MessageType> {
     row.text("type")?
         .parse()

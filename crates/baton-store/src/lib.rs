@@ -250,6 +250,15 @@ pub trait Backend: Send + Sync {
     /// The first `limit` requests `who` sent whose own end is not archived, oldest first,
     /// and how many there are in all. For bounded reads such as the resume packet.
     async fn waiting(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)>;
+    /// Every request `who` owes, oldest first, then the first `others` other messages it
+    /// owes (infos and messages), oldest first, as their heads; and how many it owes in
+    /// all. The resume packet ranks and counts these, then reads the envelopes it shows.
+    async fn owed_heads(&self, who: &Passname, others: u32) -> Result<(Vec<MessageHead>, u64)>;
+    /// Every request `who` sent whose own end is not archived, oldest first, as their
+    /// heads.
+    async fn waiting_heads(&self, who: &Passname) -> Result<Vec<MessageHead>>;
+    /// The envelopes of `ids`, in the order given (an unknown id is skipped).
+    async fn envelopes(&self, ids: &[String]) -> Result<Vec<Envelope>>;
     /// The whole thread `id` belongs to, depth-first from the root.
     async fn thread(&self, id: &str) -> Result<Vec<Envelope>>;
     /// Newest first, one page at a time.

@@ -3,7 +3,9 @@
 //! core's types.
 
 use baton_core::order::Order;
-use baton_core::{Change, DeliveryStatus, Event, MessageType, Millis, Participant};
+use baton_core::{
+    Change, DeliveryStatus, Event, MessageType, Millis, Participant, RequestStatus, Topic,
+};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -96,6 +98,18 @@ pub struct Fetched {
     pub payload: Map<String, Value>,
     /// The reader's status after the fetch, when the reader is a recipient.
     pub status: Option<DeliveryStatus>,
+}
+
+/// What a message is ranked and counted by without its envelope: the few columns a list
+/// of every open item reads (its id, type, topic, when it was sent and, for a request, the
+/// sender's own end), so a bounded reader loads only the envelopes it shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageHead {
+    pub id: String,
+    pub kind: MessageType,
+    pub topic: Topic,
+    pub created_at: Millis,
+    pub request_status: Option<RequestStatus>,
 }
 
 /// A page of a list: the entries after the one with message id `after` (from the start

@@ -12,10 +12,11 @@
 //! process writes continuously, and every hook event is counted in the log afterwards.
 //! Last, one line per store gives the peak RSS of one run of each command the table does
 //! not time (status, the `--all` lists, queue, export …).
-//! Resume is also timed on a small store (under 100 events) whose packet shows what the
-//! large stores' packets show, and on the largest store alternating with the small one
-//! (the row's "floor" is then the small store's resume: the ratio is how much resume grew
-//! with the log; the row gives both packets' sizes). It asserts nothing about time. Run
+//! Resume is also timed on a small store (under 200 events) whose packet is as full as the
+//! large stores' (20 of each list), and on the largest store and on a store of 10,000
+//! messages and 2,000 decisions in force, each alternating with the small one (the row's
+//! "floor" is then the small store's resume: the ratio is how much resume grew with the
+//! log; the row gives both packets' sizes). It asserts nothing about time. Run
 //! without `--bench` (as `cargo test --benches` does) it only checks that it works, on a
 //! small store of its own. `BATON_FLOOR_SIZES=10000` (comma-separated) times only those
 //! stores. Orders that wait on orders: `order list --ready` on a chain of 1,000 orders
@@ -53,7 +54,7 @@ const THREAD: usize = 20;
 /// Writers sharing one commit while seeding.
 const SEED_BATCH: usize = 256;
 /// The small resume store's shape, kept in its `seeded` marker.
-const SMALL_SHAPE: &str = "40 owed, 2 waited for, 4 state changes";
+const SMALL_SHAPE: &str = "40 owed, 25 waited for, 25 state changes";
 
 struct Scale {
     sizes: &'static [usize],
@@ -63,6 +64,8 @@ struct Scale {
     session_hooks: usize,
     /// Orders in the chain `order list --ready` is timed on.
     chain: usize,
+    /// The decisions store's messages and decisions in force.
+    decisions_store: (usize, usize),
 }
 
 const FULL: Scale = Scale {
@@ -71,6 +74,7 @@ const FULL: Scale = Scale {
     hooks: 300,
     session_hooks: 10_000,
     chain: 1000,
+    decisions_store: (10_000, 2_000),
 };
 const SMOKE: Scale = Scale {
     sizes: &[400],
@@ -78,6 +82,7 @@ const SMOKE: Scale = Scale {
     hooks: 5,
     session_hooks: 200,
     chain: 20,
+    decisions_store: (400, 60),
 };
 /// The short chain the long one is compared with.
 const SHORT_CHAIN: usize = 10;
@@ -131,7 +136,7 @@ fn main() {
         table.push(bench.hook(scale.hooks));
         memory.push(bench.untimed_memory());
     }
-    // Resume as history grows: a store of 100 events beside the big ones.
+    // Resume as history grows: a store of under 200 events beside the big ones.
     let small = base.join("floor-resume-100");
     let seeded = prepare_small(&exe, &small);
     notes.push(format!("resume store: {} events", seeded));
@@ -147,22 +152,30 @@ fn main() {
     // with resume on the small store, so both see the same machine at the same time.
     if let Some(&largest) = sizes.iter().max() {
         let big = base.join(format!("floor-{largest}"));
-        let argv = ["--as", ME, "resume"];
-        let extra = format!(
-            "floor here: resume on the {seeded}-event store, alternating · packets of {} and \
-             {} bytes",
-            baton(&exe, &big, &argv).stdout.len(),
-            baton(&exe, &small, &argv).stdout.len()
-        );
-        table.push(alternate(
+        table.push(versus_small(
             &exe,
             ("resume, vs the small store", &big, largest),
-            &small,
-            &argv,
+            (&small, seeded),
             scale.runs,
-            extra,
+            String::new(),
         ));
     }
+    // The same on a store of many decisions in force: its packet lists its share of them,
+    // as the small store's lists all of its own.
+    let (messages, decided) = scale.decisions_store;
+    let decisions = base.join(format!("floor-decisions-{messages}"));
+    let events = prepare_decisions(&exe, &decisions, messages, decided);
+    notes.push(format!(
+        "decisions store: {messages} messages, {decided} decisions in force ({events} events)"
+    ));
+    quiesce();
+    table.push(versus_small(
+        &exe,
+        ("resume, decisions vs small", &decisions, messages),
+        (&small, seeded),
+        scale.runs,
+        format!("{decided} decisions · "),
+    ));
     // A session seen through hooks: the small store again with one of `ME`'s sessions of
     // many hook events and helpers, against the small store without it.
     let session = base.join("floor-session");
@@ -260,6 +273,26 @@ fn main() {
         println!("{line}");
     }
     println!("wall time {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// `resume` on `store` alternating with `resume` on the small store (of `events` events):
+/// how much resume grows with the log. The row says what it compares and both packets'
+/// sizes after `what`.
+fn versus_small(
+    exe: &Path,
+    row: (&str, &Path, usize),
+    (small, events): (&Path, i64),
+    runs: usize,
+    what: String,
+) -> Row {
+    let argv = ["--as", ME, "resume"];
+    let extra = format!(
+        "floor here: resume on the {events}-event store, alternating · {what}packets of {} \
+         and {} bytes",
+        baton(exe, row.1, &argv).stdout.len(),
+        baton(exe, small, &argv).stdout.len()
+    );
+    alternate(exe, row, small, &argv, runs, extra)
 }
 
 /// `argv` on `store` (the row's command) alternating with `argv` on `floor`, after one
@@ -932,9 +965,54 @@ fn prepare_session(small: &Path, project: &Path, hooks: usize) -> i64 {
     sqlite_scalar(&db, "SELECT count(*) FROM runs;")
 }
 
-/// The small store resume is compared with: a short log whose packet shows what the large
-/// stores' packet shows (the byte cap's worth of owed requests, three decisions of more,
-/// one request waited for of more), so the comparison is the log's length alone.
+/// The decisions store at `project`: `messages` messages seeded as the floor stores are,
+/// then state changes (each a decision, a note and a stream's status) until `decisions`
+/// decisions are in force; reused when one of that shape is there. Returns how many
+/// events its log holds.
+fn prepare_decisions(exe: &Path, project: &Path, messages: usize, decisions: usize) -> i64 {
+    let done = project.join("seeded");
+    let db = project.join(".baton/baton.db");
+    let shape = format!("{messages} messages, {decisions} decisions");
+    if std::fs::read_to_string(&done).ok().as_deref() != Some(shape.as_str()) {
+        let _ = std::fs::remove_dir_all(project);
+        std::fs::create_dir_all(project).expect("store dir");
+        baton(exe, project, &["init"]);
+        for (name, role) in PARTICIPANTS {
+            baton(exe, project, &["agent", "add", name, "--role", role]);
+        }
+        settle(seed(&db, messages));
+        settle(async {
+            let store = Store::new(
+                SqliteStore::open(&db, Duration::from_secs(30))
+                    .await
+                    .expect("open the decisions store"),
+            );
+            let mut have = store
+                .state_digest()
+                .await
+                .expect("the state")
+                .decisions_total;
+            // Numbered after the seed's own state changes, a hundred to a write.
+            let mut i = messages + 1;
+            while have < decisions {
+                let ops: Vec<_> = (i..i + (decisions - have).min(100))
+                    .flat_map(state_ops)
+                    .collect();
+                i += ops.len() / 3;
+                have += ops.len() / 3;
+                store.change_state("planner", &ops).await.expect("decide");
+            }
+        });
+        std::fs::write(&done, &shape).expect("mark the store seeded");
+    }
+    baton(exe, project, &["--as", ME, "inbox"]);
+    sqlite_scalar(&db, "SELECT max(seq) FROM events;")
+}
+
+/// The small store resume is compared with: a short log whose packet is as full as the
+/// large stores' (each of its lists of owed requests, decisions and requests waited for
+/// longer than its share of 20, so the packet shows 20 of each as theirs does), so the
+/// comparison is the log's length alone.
 fn prepare_small(exe: &Path, project: &Path) -> i64 {
     let done = project.join("seeded");
     let db = project.join(".baton/baton.db");
@@ -962,13 +1040,13 @@ fn prepare_small(exe: &Path, project: &Path) -> i64 {
                     .expect("send");
             }
             let other = Passname::new("impl-2").expect("passname");
-            for i in 0..2 {
+            for i in 0..25 {
                 store
                     .send(&me, draft(&other, MessageType::Request, i, None), 0)
                     .await
                     .expect("send");
             }
-            for i in 1..=4 {
+            for i in 1..=25 {
                 store
                     .change_state("planner", &state_ops(i))
                     .await

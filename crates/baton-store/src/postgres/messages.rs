@@ -14,7 +14,7 @@ use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::{Postgres, QueryBuilder, Row};
 
 use crate::decode::{self, decode_cursor, depth_first};
-use crate::{Page, Result, SearchQuery, Window};
+use crate::{MessageHead, Page, Result, SearchQuery, Window};
 
 /// A sender's sends like a draft within the duplicate window, newest first. Ordered by
 /// `created_at`, which `messages_duplicate` holds in order after the sender and the hash:
@@ -242,6 +242,76 @@ pub(super) async fn waiting(
         limit,
     )
     .await
+}
+
+/// Every request `who` owes, oldest first, then the first `others` other messages it owes,
+/// as heads; and how many it owes in all.
+pub(super) async fn owed_heads(
+    conn: &mut PgConnection,
+    project: i64,
+    who: &Passname,
+    others: u32,
+) -> sqlx::Result<(Vec<MessageHead>, u64)> {
+    let total: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM deliveries \
+         WHERE project = $1 AND participant = $2 AND status IN ('pending', 'delivered')",
+    )
+    .bind(project)
+    .bind(who.as_str())
+    .fetch_one(&mut *conn)
+    .await?;
+    let mut heads = Vec::new();
+    for (sql, limit) in [(OWED_REQUESTS, i64::MAX), (OWED_OTHERS, i64::from(others))] {
+        let found = sqlx::query(sql)
+            .bind(project)
+            .bind(who.as_str())
+            .bind(limit)
+            .fetch_all(&mut *conn)
+            .await?;
+        for row in &found {
+            heads.push(decode::message_head(row)?);
+        }
+    }
+    Ok((heads, total as u64))
+}
+
+/// The heads of the requests `$2` owes in project `$1`, oldest first, at most `$3`.
+const OWED_REQUESTS: &str = "SELECT m.id, m.type, m.topic, m.created_at, m.request_status \
+     FROM deliveries d JOIN messages m ON m.project = d.project AND m.id = d.message_id \
+     WHERE d.project = $1 AND d.participant = $2 AND d.status IN ('pending', 'delivered') \
+     AND m.type = 'request' ORDER BY m.seq LIMIT $3";
+
+/// The heads of the other messages `$2` owes in project `$1`, oldest first, at most `$3`.
+const OWED_OTHERS: &str = "SELECT m.id, m.type, m.topic, m.created_at, m.request_status \
+     FROM deliveries d JOIN messages m ON m.project = d.project AND m.id = d.message_id \
+     WHERE d.project = $1 AND d.participant = $2 AND d.status IN ('pending', 'delivered') \
+     AND m.type != 'request' ORDER BY m.seq LIMIT $3";
+
+/// Every request `who` sent whose own end is not archived, oldest first, as heads.
+pub(super) async fn waiting_heads(
+    conn: &mut PgConnection,
+    project: i64,
+    who: &Passname,
+) -> sqlx::Result<Vec<MessageHead>> {
+    let found = sqlx::query(
+        "SELECT id, type, topic, created_at, request_status FROM messages \
+         WHERE project = $1 AND from_name = $2 AND type = 'request' \
+         AND request_status != 'archived' ORDER BY seq",
+    )
+    .bind(project)
+    .bind(who.as_str())
+    .fetch_all(&mut *conn)
+    .await?;
+    found.iter().map(decode::message_head).collect()
+}
+
+/// The envelopes of `ids`, in the order given; unknown ids are skipped.
+pub(super) async fn envelopes(
+    conn: &mut PgConnection,
+    project: i64,
+    ids: &[String],
+) -> sqlx::Result<Vec<Envelope>> {
+    load_envelopes(conn, project, ids).await
 }
 
 /// A bounded list for `who`: the envelopes of the first `limit` ids `ids` selects (`$1` the

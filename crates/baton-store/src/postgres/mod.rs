@@ -68,8 +68,8 @@ use crate::ReservationQuery;
 use crate::decode;
 use crate::pools::PoolQuery;
 use crate::{
-    Attention, Backend, Database, NewEvent, OrderQuery, Page, Repeats, Result, RunQuery,
-    SearchQuery, Settled, Store, StoreError, Tx, Window,
+    Attention, Backend, Database, MessageHead, NewEvent, OrderQuery, Page, Repeats, Result,
+    RunQuery, SearchQuery, Settled, Store, StoreError, Tx, Window,
 };
 use hosts::Link;
 
@@ -529,6 +529,24 @@ impl Backend for PostgresStore {
     async fn waiting(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
         let mut tx = self.snapshot().await?;
         let read = messages::waiting(&mut tx, self.project, who, limit).await;
+        self.done(tx, read).await
+    }
+
+    async fn owed_heads(&self, who: &Passname, others: u32) -> Result<(Vec<MessageHead>, u64)> {
+        let mut tx = self.snapshot().await?;
+        let read = messages::owed_heads(&mut tx, self.project, who, others).await;
+        self.done(tx, read).await
+    }
+
+    async fn waiting_heads(&self, who: &Passname) -> Result<Vec<MessageHead>> {
+        let mut tx = self.snapshot().await?;
+        let read = messages::waiting_heads(&mut tx, self.project, who).await;
+        self.done(tx, read).await
+    }
+
+    async fn envelopes(&self, ids: &[String]) -> Result<Vec<Envelope>> {
+        let mut tx = self.snapshot().await?;
+        let read = messages::envelopes(&mut tx, self.project, ids).await;
         self.done(tx, read).await
     }
 

@@ -16,7 +16,7 @@ use rusqlite::{Connection, params};
 use super::conn::{Builder, Sql, exec};
 use super::rows::{Row, column, row, rows, scalar};
 use crate::decode::{self, decode_cursor, depth_first};
-use crate::{Page, Result, SearchQuery, Window};
+use crate::{MessageHead, Page, Result, SearchQuery, Window};
 
 /// The duplicate check's candidates: the sender's messages since a time with the same
 /// payload hash, type, topic and parent, newest first.
@@ -207,6 +207,56 @@ pub(super) fn owed(conn: &Connection, who: &Passname, limit: u32) -> Sql<(Vec<En
         who,
         limit,
     )
+}
+
+/// Every request `who` owes, oldest first, then the first `others` other messages it owes,
+/// as heads; and how many it owes in all. Both come from the owed index (the heads join
+/// each delivery to its message by seq), so no envelope is read.
+pub(super) fn owed_heads(
+    conn: &Connection,
+    who: &Passname,
+    others: u32,
+) -> Sql<(Vec<MessageHead>, u64)> {
+    let (total, requests): (i64, i64) = conn
+        .prepare_cached(
+            "SELECT count(*), ifnull(sum(request), 0) FROM deliveries \
+             WHERE participant = ? AND status IN ('pending', 'delivered')",
+        )?
+        .query_row([who.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let found = rows(
+        conn,
+        "SELECT m.id, m.type, m.topic, m.created_at, m.request_status \
+         FROM deliveries d JOIN messages m ON m.seq = d.seq \
+         WHERE d.participant = ? AND d.status IN ('pending', 'delivered') \
+         ORDER BY d.request DESC, d.seq LIMIT ?",
+        params![who.as_str(), requests + i64::from(others)],
+    )?;
+    let heads = found
+        .iter()
+        .map(decode::message_head)
+        .collect::<sqlx::Result<_>>()?;
+    Ok((heads, total as u64))
+}
+
+/// Every request `who` sent whose own end is not archived, oldest first, as heads.
+pub(super) fn waiting_heads(conn: &Connection, who: &Passname) -> Sql<Vec<MessageHead>> {
+    let found = rows(
+        conn,
+        "SELECT id, type, topic, created_at, request_status \
+         FROM messages INDEXED BY messages_open_requests \
+         WHERE from_name = ? AND type = 'request' AND request_status != 'archived' \
+         ORDER BY seq",
+        [who.as_str()],
+    )?;
+    Ok(found
+        .iter()
+        .map(decode::message_head)
+        .collect::<sqlx::Result<_>>()?)
+}
+
+/// The envelopes of `ids`, in the order given; unknown ids are skipped.
+pub(super) fn envelopes(conn: &Connection, ids: &[String]) -> Sql<Vec<Envelope>> {
+    load_envelopes(conn, ids)
 }
 
 /// The requests `who` sent whose own end is not archived (with `all`, every one), the page

@@ -65,8 +65,8 @@ use crate::ReservationQuery;
 use crate::decode;
 use crate::pools::PoolQuery;
 use crate::{
-    Attention, Backend, NewEvent, OrderQuery, Page, Repeats, Result, RunQuery, SearchQuery,
-    Settled, StoreError, Tx, Window,
+    Attention, Backend, MessageHead, NewEvent, OrderQuery, Page, Repeats, Result, RunQuery,
+    SearchQuery, Settled, StoreError, Tx, Window,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran. They
@@ -578,6 +578,19 @@ impl Backend for SqliteStore {
 
     async fn waiting(&self, who: &Passname, limit: u32) -> Result<(Vec<Envelope>, u64)> {
         self.read(|conn| messages::waiting(conn, who, limit)).await
+    }
+
+    async fn owed_heads(&self, who: &Passname, others: u32) -> Result<(Vec<MessageHead>, u64)> {
+        self.read(|conn| messages::owed_heads(conn, who, others))
+            .await
+    }
+
+    async fn waiting_heads(&self, who: &Passname) -> Result<Vec<MessageHead>> {
+        self.read(|conn| messages::waiting_heads(conn, who)).await
+    }
+
+    async fn envelopes(&self, ids: &[String]) -> Result<Vec<Envelope>> {
+        self.read(|conn| messages::envelopes(conn, ids)).await
     }
 
     async fn thread(&self, id: &str) -> Result<Vec<Envelope>> {

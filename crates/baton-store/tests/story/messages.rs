@@ -39,11 +39,97 @@ macro_rules! stories {
                 a_thread_comes_back_depth_first,
                 search_filters_narrow_and_pages_walk_everything_once,
                 a_search_over_many_messages_walks_them_all_newest_first,
+                owed_and_waiting_lists_read_as_heads_and_envelopes_on_demand,
             ];
         );
     };
 }
 pub(crate) use stories;
+
+/// What the resume packet reads: the head of every request a participant owes, oldest
+/// first, then the first of its other owed messages, with the exact count of all it owes;
+/// the head of every request it sent still open; and the envelopes of the ids it asks for,
+/// in its order, the same as the inbox's.
+pub(crate) async fn owed_and_waiting_lists_read_as_heads_and_envelopes_on_demand(store: &Store) {
+    cast(store).await;
+    let info = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Info, "news", "the export moved"),
+    )
+    .await;
+    let mut requests = Vec::new();
+    for i in 0..3 {
+        let topic = format!("lane-{i}");
+        let body = format!("fix lane {i}");
+        requests.push(send(store, "planner", draft(&["exec-1"], Request, &topic, &body)).await);
+    }
+    let later = send(
+        store,
+        "planner",
+        draft(&["exec-1"], Info, "news", "and again"),
+    )
+    .await;
+    // A request no longer owed leaves both lists' heads.
+    let done = &requests[1];
+    store.fetch(Some(&name("exec-1")), done).await.unwrap();
+    store
+        .step(&name("exec-1"), done, Verb::Complete, None)
+        .await
+        .unwrap();
+    for verb in [Verb::Complete, Verb::Archive] {
+        store
+            .step(&name("planner"), done, verb, None)
+            .await
+            .unwrap();
+    }
+
+    let (heads, total) = store.owed_heads(&name("exec-1"), 1).await.unwrap();
+    let listed: Vec<&str> = heads.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(
+        listed,
+        [requests[0].as_str(), requests[2].as_str(), info.as_str()],
+        "every request, then the first other message"
+    );
+    assert_eq!(total, 4, "two requests and two infos are owed");
+    assert_eq!(
+        (heads[1].kind, heads[1].topic.as_str(), heads[2].kind),
+        (Request, "lane-2", Info)
+    );
+    let (all, _) = store.owed_heads(&name("exec-1"), 10).await.unwrap();
+    assert_eq!(all.last().map(|h| h.id.as_str()), Some(later.as_str()));
+
+    let waiting = store.waiting_heads(&name("planner")).await.unwrap();
+    let outbox = store
+        .outbox(&name("planner"), false, &Window::EVERYTHING)
+        .await
+        .unwrap();
+    let waited: Vec<String> = waiting.iter().map(|h| h.id.clone()).collect();
+    assert_eq!(waited, ids(&outbox), "the open requests the outbox lists");
+    assert!(
+        !waited.contains(done),
+        "an archived request is not waited for"
+    );
+    assert!(
+        waiting
+            .iter()
+            .zip(&outbox)
+            .all(|(h, e)| h.request_status == e.request_status && h.created_at == e.created_at)
+    );
+
+    let asked = [
+        requests[2].clone(),
+        "m-unknown".to_owned(),
+        requests[0].clone(),
+    ];
+    let read = store.envelopes(&asked).await.unwrap();
+    let inbox = store
+        .inbox(&name("exec-1"), false, &Window::EVERYTHING)
+        .await
+        .unwrap();
+    let in_inbox = |id: &str| inbox.iter().find(|e| e.id == id).cloned().unwrap();
+    assert_eq!(read, [in_inbox(&requests[2]), in_inbox(&requests[0])]);
+}
 
 /// Story 1: Participants are registered once; messages name only registered participants.
 pub(crate) async fn participants_register_once_and_gate_every_message(store: &Store) {

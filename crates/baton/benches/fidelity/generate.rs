@@ -834,7 +834,9 @@ impl Generator {
                             "base_revision": "abc123",
                             "reproduction": format!("run the {} tests", o.topic),
                             "expected": "they pass"},
-                "scope": {"allowed": [path], "excluded": ["migrations/"]},
+                // A directory of its own: an accepted order reserves its scope
+                // exclusively, and two live orders may not hold one path.
+                "scope": {"allowed": [format!("{path}.d/{}/", o.id)], "excluded": ["migrations/"]},
                 "execution": {"test_command": "sh -c true"},
                 "acceptance": {"owner": o.from},
                 "stop_when": [format!("the {} fixture is missing {}", o.topic, tag('w', 0))],
