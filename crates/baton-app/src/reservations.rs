@@ -105,6 +105,11 @@ pub(crate) async fn packet_lines(
     Ok((hold, blocked))
 }
 
+/// Each reservation list's share of the packet: a worker holds its orders' scopes, which
+/// the orders themselves already show, so the lists a successor must not miss (what it
+/// owes and waits on, what was decided) keep the room; the rest are `baton reservations`.
+const RESERVATION_SHARE: usize = 3;
+
 /// Adds the packet's two reservation sections — the paths its reader holds, and the offers
 /// others' reservations block — after its sessions and runs (each hidden when empty).
 pub(crate) fn packet_sections(
@@ -119,13 +124,19 @@ pub(crate) fn packet_sections(
     sections.splice(
         at..at,
         [
-            Section::of("Paths I hold", hold.clone(), "baton reservations", None),
-            Section::of(
-                "Blocked by others' reservations",
-                blocked.clone(),
-                "baton reservations",
-                None,
-            ),
+            Section {
+                want: RESERVATION_SHARE,
+                ..Section::of("Paths I hold", hold.clone(), "baton reservations", None)
+            },
+            Section {
+                want: RESERVATION_SHARE,
+                ..Section::of(
+                    "Blocked by others' reservations",
+                    blocked.clone(),
+                    "baton reservations",
+                    None,
+                )
+            },
         ],
     );
 }
@@ -309,5 +320,72 @@ impl App {
             .record_bypass(actor, commit, &paths, &ids)
             .await?;
         Ok(event.seq)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_core::packet::{self, DEFAULT_MAX_BYTES, Section};
+
+    use super::packet_sections;
+
+    fn items(what: &str, n: usize) -> Vec<String> {
+        (0..n)
+            .map(|i| format!("{what}-{i:03}: {}", "x".repeat(50)))
+            .collect()
+    }
+
+    /// A worker holding many paths on a long history: its reservation lists show three
+    /// lines each and count the rest, and what it owes, waits on and must not contradict
+    /// keep their full shares of the budget, each line whole.
+    #[test]
+    fn many_reservations_leave_the_must_know_lists_their_shares() {
+        let mut sections = vec![
+            Section::of("What I owe", items("owed", 60), "baton inbox", None),
+            Section::of("Recent decisions", items("d", 60), "baton state show", None),
+            Section::of(
+                "What I am waiting for",
+                items("w", 60),
+                "baton outbox",
+                None,
+            ),
+            Section::of(
+                "My sessions and runs not ended",
+                Vec::new(),
+                "baton runs",
+                None,
+            ),
+        ];
+        let lists = (items("src/held", 40), items("order blocked", 40));
+        packet_sections(&mut sections, &lists);
+        let p = packet::render("# Resume: impl-1", &sections, DEFAULT_MAX_BYTES);
+        assert!(p.text.len() <= DEFAULT_MAX_BYTES, "{}", p.text.len());
+        let shown: Vec<(&str, usize)> = p
+            .sections
+            .iter()
+            .map(|s| (s.title, s.shown))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        assert_eq!(
+            shown[1..],
+            [
+                ("Recent decisions", 20),
+                ("What I am waiting for", 20),
+                ("Paths I hold", 3),
+                ("Blocked by others' reservations", 3),
+            ],
+            "{}",
+            p.text
+        );
+        for (what, n) in [("owed", 20), ("d", 20), ("w", 20)] {
+            for line in &items(what, n) {
+                assert!(p.text.contains(line.as_str()), "{line} cut: {}", p.text);
+            }
+        }
+        assert!(
+            p.text.contains("+37 more: `baton reservations`"),
+            "{}",
+            p.text
+        );
     }
 }
