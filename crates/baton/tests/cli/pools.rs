@@ -292,23 +292,13 @@ fn sixteen_processes_claiming_one_item_exactly_one_wins_every_round() {
 )]
 fn two_servers_on_one_postgresql_let_one_of_sixteen_clients_claim_each_item() {
     use crate::race::post;
-    use crate::server::{admin, serve};
+    use crate::server::{admin, client, member, serve};
     const CLIENTS: usize = 16;
     const ITEMS: usize = 8;
     let schema = format!("baton_pool_{}", std::process::id());
     let url = crate::common::postgres_schema(&schema);
     admin(&url, None, &["project", "add", "shop"]);
-    let issue = |who: &str, role: &str| {
-        admin(&url, Some("shop"), &["agent", "add", who, "--role", role]);
-        admin(
-            &url,
-            Some("shop"),
-            &["key", "issue", who, "--scope", "write"],
-        )["token"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
+    let issue = |who: &str, role: &str| member(&url, "shop", who, role);
     let planner = issue("planner", "planner");
     let tokens: Vec<String> = (0..CLIENTS)
         .map(|n| issue(&format!("w-{n}"), "executor"))
@@ -318,10 +308,7 @@ fn two_servers_on_one_postgresql_let_one_of_sixteen_clients_claim_each_item() {
         .iter()
         .map(|s| format!("{}/v1/projects/shop", s.base))
         .collect();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
+    let agent = client();
     let items: Vec<String> = (0..ITEMS)
         .map(|i| {
             let body = json!({"to": ["role:executor"], "type": "request", "topic": "race", "body": format!("item {i}")});

@@ -270,41 +270,21 @@ fn sixteen_processes_reserving_one_path_exactly_one_wins_every_time() {
 )]
 fn two_servers_on_one_postgresql_let_one_of_sixteen_clients_reserve_each_path() {
     use crate::race::post;
-    use crate::server::{admin, serve};
+    use crate::server::{admin, client, member, serve};
     const CLIENTS: usize = 16;
     const PATHS: usize = 10;
-    let base = baton_testdb::url();
     let schema = format!("baton_reserve_{}", std::process::id());
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}schema={schema}");
+    let url = crate::common::postgres_schema(&schema);
     admin(&url, None, &["project", "add", "shop"]);
     let tokens: Vec<String> = (0..CLIENTS)
-        .map(|n| {
-            let who = format!("w-{n}");
-            admin(
-                &url,
-                Some("shop"),
-                &["agent", "add", &who, "--role", "executor"],
-            );
-            admin(
-                &url,
-                Some("shop"),
-                &["key", "issue", &who, "--scope", "write"],
-            )["token"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
+        .map(|n| member(&url, "shop", &format!("w-{n}"), "executor"))
         .collect();
     let servers = [serve(&url), serve(&url)];
     let bases: Vec<String> = servers
         .iter()
         .map(|s| format!("{}/v1/projects/shop", s.base))
         .collect();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
+    let agent = client();
     let start = Arc::new(Barrier::new(CLIENTS));
     let threads: Vec<_> = (0..CLIENTS)
         .map(|c| {
@@ -364,9 +344,7 @@ fn two_servers_on_one_postgresql_let_one_of_sixteen_clients_reserve_each_path() 
         assert_eq!(read, holders, "{base}");
     }
     drop(servers);
-    let _ = Command::new("psql")
-        .args([&base, "-c", &format!("DROP SCHEMA {schema} CASCADE")])
-        .output();
+    crate::common::drop_postgres_schema(&schema);
 }
 
 // ---- the git guard --------------------------------------------------------------------------
@@ -676,25 +654,11 @@ fn the_status_and_the_resume_packet_say_who_holds_what_and_which_offer_it_blocks
 
 #[test]
 fn the_command_line_over_a_server_reserves_and_words_a_conflict_as_it_does_here() {
-    use crate::server::{admin, serve};
+    use crate::server::{admin, member, serve};
     let db = tempfile::tempdir().unwrap();
     let url = format!("sqlite:{}", db.path().join("projects").display());
     admin(&url, None, &["project", "add", "shop"]);
-    let token = |who: &str| {
-        admin(
-            &url,
-            Some("shop"),
-            &["agent", "add", who, "--role", "executor"],
-        );
-        admin(
-            &url,
-            Some("shop"),
-            &["key", "issue", who, "--scope", "write"],
-        )["token"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
+    let token = |who: &str| member(&url, "shop", who, "executor");
     let (one, two) = (token("impl-1"), token("impl-2"));
     let server = serve(&url);
     let elsewhere = tempfile::tempdir().unwrap();

@@ -27,6 +27,27 @@ pub fn admin(url: &str, project: Option<&str>, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Adds `who` with `role` to `project` and issues it a write key: the token.
+pub fn member(url: &str, project: &str, who: &str, role: &str) -> String {
+    admin(url, Some(project), &["agent", "add", who, "--role", role]);
+    admin(
+        url,
+        Some(project),
+        &["key", "issue", who, "--scope", "write"],
+    )["token"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// An HTTP client that hands back every status rather than failing on one.
+pub fn client() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
 #[test]
 fn keyless_administration_happens_where_the_database_is() {
     let dir = tempfile::tempdir().unwrap();
